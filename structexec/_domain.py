@@ -1,0 +1,198 @@
+"""Domains, sender transforms and ``connect`` ([exec.domain.default], [exec.snd.transform],
+[exec.snd.transform.env], [exec.snd.apply], [exec.connect]; REQUIREMENTS 7.2, 9).
+
+A *domain* customises algorithms: at ``connect`` the library asks the sender's late domain to
+``transform_sender`` it (REQUIREMENTS 7.2, 9.8), which is how ``parallel_scheduler`` replaces
+``bulk_chunked`` with its own implementation (9.12). Custom domains derive from
+:class:`default_domain` and override what they customise; everything else falls back to the
+default. The transform machinery is switched on when the first custom domain class is defined,
+so programs that use only the default domain pay nothing for it at ``connect``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from . import _hooks
+from ._env import (
+    EMPTY_ENV,
+    _MISSING,
+    fwd_env,
+    get_completion_scheduler,
+    get_domain,
+    get_env,
+    get_scheduler,
+    query_or,
+)
+from ._protocol import set_error_t, set_stopped_t, set_value_t
+
+__all__ = ["apply_sender", "connect", "default_domain", "transform_env", "transform_sender"]
+
+
+class _State:
+    domains_active = False
+
+
+_state = _State()
+
+
+class default_domain:
+    """The default domain ([exec.domain.default], REQUIREMENTS 9.1-9.3).
+
+    * ``transform_sender(sndr, env=None)``: ``tag.transform_sender(sndr, env)`` if the sender's
+      tag defines it, else ``sndr``.
+    * ``transform_env(sndr, env)``: ``tag.transform_env(sndr, env)`` if defined, else
+      ``FWD-ENV(env)``.
+    * ``apply_sender(tag, sndr, *args)``: ``tag.apply_sender(sndr, *args)``.
+
+    Derive a custom domain from this class; defining a subclass turns on the domain dispatch
+    in :func:`connect` and in the adaptors.
+    """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _state.domains_active = True
+
+    def transform_sender(self, sndr: Any, env: Any = None) -> Any:
+        tag = getattr(sndr, "tag", None)
+        f = getattr(tag, "transform_sender", None)
+        if f is None:
+            return sndr
+        return f(sndr, env)
+
+    def transform_env(self, sndr: Any, env: Any) -> Any:
+        tag = getattr(sndr, "tag", None)
+        f = getattr(tag, "transform_env", None)
+        if f is None:
+            return fwd_env(env)
+        return f(sndr, env)
+
+    def apply_sender(self, tag: Any, sndr: Any, *args: Any) -> Any:
+        f = getattr(tag, "apply_sender", None)
+        if f is None:
+            raise TypeError(f"{tag!r} cannot be applied to a sender (it has no apply_sender)")
+        return f(sndr, *args)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+_DEFAULT = default_domain()
+
+
+def completion_domain(sndr: Any, default: Any = _DEFAULT) -> Any:
+    """The common domain of ``sndr``'s completion schedulers (REQUIREMENTS 9.9)."""
+    attrs = get_env(sndr)
+    if attrs is EMPTY_ENV:
+        return default
+    found: Any = _MISSING
+    for tag in (set_value_t, set_error_t, set_stopped_t):
+        sch = query_or(attrs, get_completion_scheduler[tag], _MISSING)
+        if sch is _MISSING:
+            continue
+        d = query_or(sch, get_domain, _DEFAULT)
+        if found is _MISSING:
+            found = d
+        elif found != d:
+            raise TypeError(
+                f"the completion schedulers of {type(sndr).__name__} have different domains "
+                f"({found!r} and {d!r}) (REQUIREMENTS 9.9)"
+            )
+    return default if found is _MISSING else found
+
+
+def get_domain_early(sndr: Any) -> Any:
+    """``get-domain-early(sndr)`` (REQUIREMENTS 9.7)."""
+    d = query_or(get_env(sndr), get_domain, _MISSING)
+    if d is not _MISSING:
+        return d
+    return completion_domain(sndr)
+
+
+def get_domain_late(sndr: Any, env: Any) -> Any:
+    """``get-domain-late(sndr, env)`` (REQUIREMENTS 9.8)."""
+    late = getattr(sndr, "_sx_late_domain", None)
+    if late is not None:
+        return late()
+    d = query_or(get_env(sndr), get_domain, _MISSING)
+    if d is not _MISSING:
+        return d
+    d = completion_domain(sndr, _MISSING)
+    if d is not _MISSING:
+        return d
+    d = query_or(env, get_domain, _MISSING)
+    if d is not _MISSING:
+        return d
+    sch = query_or(env, get_scheduler, _MISSING)
+    if sch is not _MISSING:
+        d = query_or(sch, get_domain, _MISSING)
+        if d is not _MISSING:
+            return d
+    return _DEFAULT
+
+
+def transform_sender(dom: Any, sndr: Any, env: Any = None) -> Any:
+    """``transform_sender(dom, sndr, env)`` (REQUIREMENTS 9.4).
+
+    Uses ``dom.transform_sender`` if present, else the default domain's, and repeats while the
+    result is a different sender whose tag differs, until a fixed point.
+    """
+    for _ in range(1000):
+        f = getattr(dom, "transform_sender", None)
+        new = f(sndr, env) if f is not None else _DEFAULT.transform_sender(sndr, env)
+        if new is sndr:
+            return new
+        same_tag = getattr(new, "tag", None) is getattr(sndr, "tag", None)
+        if same_tag and type(new) is type(sndr):
+            return new
+        sndr = new
+    raise RuntimeError("transform_sender did not reach a fixed point after 1000 transforms")
+
+
+def transform_env(dom: Any, sndr: Any, env: Any) -> Any:
+    """``transform_env(dom, sndr, env)`` (REQUIREMENTS 9.5)."""
+    f = getattr(dom, "transform_env", None)
+    if f is None:
+        return _DEFAULT.transform_env(sndr, env)
+    return f(sndr, env)
+
+
+def apply_sender(dom: Any, tag: Any, sndr: Any, *args: Any) -> Any:
+    """``apply_sender(dom, tag, sndr, *args)`` (REQUIREMENTS 9.6)."""
+    f = getattr(dom, "apply_sender", None)
+    if f is None:
+        return _DEFAULT.apply_sender(tag, sndr, *args)
+    return f(tag, sndr, *args)
+
+
+def connect(sndr: Any, rcvr: Any) -> Any:
+    """Connect a sender to a receiver, giving an operation state ([exec.connect], 7.2).
+
+    The sender is first transformed by its late domain when custom domains are in use; then
+    ``sndr.connect(rcvr)`` is called, or, for a coroutine or other awaitable, the awaitable is
+    wrapped so that it runs in a trio task when started (REQUIREMENTS 20.9). ``connect`` runs
+    no user work: nothing completes before ``start`` (2.3).
+    """
+    if _state.domains_active:
+        e = get_env(rcvr)
+        sndr = transform_sender(get_domain_late(sndr, e), sndr, e)
+    m = getattr(sndr, "connect", None)
+    if m is None:
+        if inspect.isawaitable(sndr):
+            return _hooks.connect_awaitable(sndr, rcvr)
+        raise TypeError(
+            f"connect() needs a sender, got {type(sndr).__name__}: a sender has a connect(rcvr) "
+            "method (derive from sx.Sender) or is awaitable"
+        )
+    return m(rcvr)
+
+
+def domains_active() -> bool:
+    return _state.domains_active

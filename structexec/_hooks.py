@@ -1,0 +1,38 @@
+"""Late-bound hooks that let the bottom layers call into the trio bridge.
+
+Imports flow one way (core at the bottom, the trio bridge above it). The few places where the
+core needs the trio runtime (``Sender.__await__``, connecting a coroutine object, refusing
+``sync_wait`` on the trio thread) go through these slots, which the upper layers fill in when
+``structexec`` is imported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from typing import Any
+
+
+def _no_await(sndr: Any) -> Generator[Any, Any, Any]:
+    raise RuntimeError(
+        "awaiting a sender needs the trio bridge; import structexec (the package), "
+        "not only its private modules"
+    )
+
+
+def _no_connect_awaitable(aw: Any, rcvr: Any) -> Any:
+    raise TypeError(
+        f"{type(aw).__name__} is an awaitable, and awaitables become senders only once "
+        "the trio bridge is loaded (import structexec)"
+    )
+
+
+def _never(*args: Any) -> bool:
+    return False
+
+
+#: ``await_sender(sndr)`` returns the generator behind ``Sender.__await__``.
+await_sender: Callable[[Any], Generator[Any, Any, Any]] = _no_await
+#: ``connect_awaitable(aw, rcvr)`` connects a coroutine or other awaitable (REQUIREMENTS 20.9).
+connect_awaitable: Callable[[Any, Any], Any] = _no_connect_awaitable
+#: ``on_trio_thread()`` is True on a thread that is running ``trio.run``.
+on_trio_thread: Callable[[], bool] = _never

@@ -1,0 +1,82 @@
+"""``inline_scheduler`` ([exec.inline.scheduler], REQUIREMENTS 22)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._completion_signatures import completion_signatures
+from ._env import _MISSING, QueryError, get_completion_scheduler
+from ._protocol import Sender, set_value_t, twice_started
+
+__all__ = ["inline_scheduler"]
+
+
+class _InlineOp:
+    __slots__ = ("_rcvr", "_started")
+
+    def __init__(self, rcvr: Any) -> None:
+        self._rcvr = rcvr
+        self._started = False
+
+    def start(self) -> None:
+        if self._started:
+            raise twice_started(self)
+        self._started = True
+        self._rcvr.set_value()
+
+
+class _InlineAttrs:
+    __slots__ = ()
+
+    def _sx_try(self, q: Any, default: Any) -> Any:
+        if q is get_completion_scheduler[set_value_t]:
+            return _INLINE
+        return default
+
+    def query(self, q: Any, *args: Any) -> Any:
+        r = self._sx_try(q, _MISSING)
+        if r is _MISSING:
+            raise QueryError(f"inline_scheduler's sender does not support {q!r}")
+        return r
+
+
+class _InlineSender(Sender[None]):
+    __slots__ = ()
+    _sx_completes_inline = True
+
+    def connect(self, rcvr: Any) -> _InlineOp:
+        return _InlineOp(rcvr)
+
+    def get_env(self) -> Any:
+        return _InlineAttrs()
+
+    def get_completion_signatures(self, env: Any = None) -> completion_signatures:
+        return completion_signatures(set_value_t())
+
+
+class inline_scheduler:
+    """A scheduler whose ``schedule()`` completes ``set_value()`` inside ``start`` (22).
+
+    All instances compare equal. It is infallible (its sender declares exactly
+    ``set_value_t()``), so it can be a ``task``'s ``scheduler_type`` to turn affinity off.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls) -> inline_scheduler:
+        return _INLINE if "_INLINE" in globals() else super().__new__(cls)
+
+    def schedule(self) -> Sender[None]:
+        return _InlineSender()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, inline_scheduler)
+
+    def __hash__(self) -> int:
+        return hash(inline_scheduler)
+
+    def __repr__(self) -> str:
+        return "inline_scheduler()"
+
+
+_INLINE = inline_scheduler()

@@ -1,0 +1,278 @@
+"""``let_value``, ``let_error``, ``let_stopped`` ([exec.let], REQUIREMENTS 14).
+
+On the matching completion the datums are kept in the operation state, ``f(*datums)`` returns
+a second sender, which is connected and started; its completion is the result (14.1-14.2).
+The second operation is started through the trampoline and the receivers of nested ``let``
+operations collapse when they add nothing to the environment, so a recursive ``let_value``
+loop of 100,000 iterations that completes inline needs neither 100,000 stack frames nor a
+chain of 100,000 forwarding receivers (P3552R1 4.10).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
+
+from ._domain import completion_domain, connect
+from ._env import (
+    EMPTY_ENV,
+    _MISSING,
+    fwd_env,
+    get_completion_scheduler,
+    get_domain,
+    get_env,
+    join_env,
+    prop,
+    query_or,
+    sched_env,
+)
+from ._protocol import (
+    Algorithm,
+    Closure,
+    Sender,
+    completed_twice,
+    is_sender,
+    set_error_t,
+    set_stopped_t,
+    set_value_t,
+    twice_started,
+)
+from ._trampoline import trampoline_start
+
+__all__ = ["let_error", "let_stopped", "let_value"]
+
+R = TypeVar("R")
+_VALUE, _ERROR, _STOPPED = 0, 1, 2
+_TAGS = (set_value_t, set_error_t, set_stopped_t)
+
+
+class _LetReceiver2:
+    """``receiver2``: forwards to the outer receiver, env ``JOIN-ENV(let-env, FWD-ENV(env))``."""
+
+    __slots__ = ("_letenv", "_rcvr")
+
+    def __init__(self, rcvr: Any, letenv: Any) -> None:
+        self._rcvr = rcvr
+        self._letenv = letenv
+
+    def get_env(self) -> Any:
+        return join_env(self._letenv, fwd_env(get_env(self._rcvr)))
+
+    def set_value(self, *vals: Any) -> None:
+        self._rcvr.set_value(*vals)
+
+    def set_error(self, err: Any) -> None:
+        self._rcvr.set_error(err)
+
+    def set_stopped(self) -> None:
+        self._rcvr.set_stopped()
+
+
+class _LetOp:
+    """The let operation; it is also the receiver of the first child."""
+
+    __slots__ = ("_args", "_child", "_fn", "_kind", "_op1", "_op2", "_rcvr", "_state")
+
+    def __init__(self, rcvr: Any, child: Any, fn: Any, kind: int) -> None:
+        self._rcvr = rcvr
+        self._child = child
+        self._fn = fn
+        self._kind = kind
+        self._state = 0
+        self._op1: Any = None
+        self._op2: Any = None
+        self._args: Any = None
+
+    def start(self) -> None:
+        if self._state:
+            raise twice_started(self)
+        self._state = 1
+        self._op1.start()
+
+    def get_env(self) -> Any:
+        return fwd_env(get_env(self._rcvr))
+
+    def _letenv(self) -> Any:
+        attrs = get_env(self._child)
+        if attrs is EMPTY_ENV:
+            return EMPTY_ENV
+        sch = query_or(attrs, get_completion_scheduler[_TAGS[self._kind]], _MISSING)
+        if sch is not _MISSING:
+            return sched_env(sch)
+        dom = query_or(attrs, get_domain, _MISSING)
+        if dom is _MISSING:
+            dom = completion_domain(self._child, _MISSING)
+        if dom is not _MISSING:
+            return prop(get_domain, dom)
+        return EMPTY_ENV
+
+    def _matched(self, args: tuple[Any, ...]) -> None:
+        self._args = args  # kept alive until the second operation completes (14.2)
+        rcvr = self._rcvr
+        try:
+            s2 = self._fn(*args)
+            if not is_sender(s2):
+                raise TypeError(
+                    f"the function given to {('let_value', 'let_error', 'let_stopped')[self._kind]}"
+                    f" must return a sender, but it returned {type(s2).__name__} (14.5)"
+                )
+            letenv = self._letenv()
+            if letenv is EMPTY_ENV and type(rcvr) is _LetReceiver2 and rcvr._letenv is EMPTY_ENV:
+                r2 = rcvr  # FWD-ENV(FWD-ENV(e)) is FWD-ENV(e): reuse the outer receiver2
+            else:
+                r2 = _LetReceiver2(rcvr, letenv)
+            op2 = self._op2 = connect(s2, r2)
+        except Exception as e:
+            rcvr.set_error(e)
+            return
+        trampoline_start(op2)
+
+    def set_value(self, *vals: Any) -> None:
+        if self._state == 2:
+            raise completed_twice(self, "set_value")
+        self._state = 2
+        if self._kind == _VALUE:
+            self._matched(vals)
+        else:
+            self._rcvr.set_value(*vals)
+
+    def set_error(self, err: Any) -> None:
+        if self._state == 2:
+            raise completed_twice(self, "set_error")
+        self._state = 2
+        if self._kind == _ERROR:
+            self._matched((err,))
+        else:
+            self._rcvr.set_error(err)
+
+    def set_stopped(self) -> None:
+        if self._state == 2:
+            raise completed_twice(self, "set_stopped")
+        self._state = 2
+        if self._kind == _STOPPED:
+            self._matched(())
+        else:
+            self._rcvr.set_stopped()
+
+
+class _LetSender(Sender[Any]):
+    __slots__ = ("_child", "_fn")
+    _kind = _VALUE
+
+    def __init__(self, child: Any, fn: Any) -> None:
+        self._child = child
+        self._fn = fn
+
+    def connect(self, rcvr: Any) -> _LetOp:
+        op = _LetOp(rcvr, self._child, self._fn, self._kind)
+        op._op1 = connect(self._child, op)
+        return op
+
+    def get_env(self) -> Any:
+        return fwd_env(get_env(self._child))
+
+    @property
+    def data(self) -> Any:
+        return self._fn
+
+    @property
+    def children(self) -> tuple[Any, ...]:
+        return (self._child,)
+
+    def __repr__(self) -> str:
+        return f"{self.tag!r}({self._child!r}, {getattr(self._fn, '__name__', self._fn)!r})"
+
+
+class _LetValueSender(_LetSender):
+    __slots__ = ()
+    _kind = _VALUE
+
+
+class _LetErrorSender(_LetSender):
+    __slots__ = ()
+    _kind = _ERROR
+
+
+class _LetStoppedSender(_LetSender):
+    __slots__ = ()
+    _kind = _STOPPED
+
+
+class _LetAlgorithm(Algorithm):
+    __slots__ = ()
+    _cls: type[_LetSender]
+    _name: str
+
+    def _build(self, args: tuple[Any, ...]) -> Any:
+        name = self._name
+        if len(args) == 1:
+            f = args[0]
+            if not callable(f) or is_sender(f):
+                raise TypeError(f"{name}(f) needs a callable returning a sender, got {f!r}")
+            return Closure(lambda s: self._build((s, f)))
+        if len(args) != 2:
+            raise TypeError(f"{name}() takes (sender, f) or (f), got {len(args)} arguments")
+        sndr, f = args
+        if not is_sender(sndr):
+            raise TypeError(f"{name}() needs a sender as its first argument, got {sndr!r}")
+        if not callable(f):
+            raise TypeError(f"{name}() needs a callable returning a sender, got {f!r}")
+        return self._cls(sndr, f)
+
+
+class let_value_t(_LetAlgorithm):
+    """``let_value(sndr, f)``: on ``set_value(*a)`` run the sender ``f(*a)`` (REQUIREMENTS 14).
+
+    The datums live in the operation state until ``f``'s sender completes (14.2). The second
+    sender sees ``get_scheduler`` equal to the child's value completion scheduler, if it has
+    one (14.6). If ``f`` raises or returns a non-sender, the result is ``set_error`` (14.3, 14.5).
+    """
+
+    __slots__ = ()
+    _cls = _LetValueSender
+    _name = "let_value"
+
+    @overload
+    def __call__(self, f: Callable[..., Any], /) -> Closure[Any]: ...
+    @overload
+    def __call__(self, sndr: Any, f: Callable[..., Any], /) -> Sender[Any]: ...
+    def __call__(self, *args: Any) -> Any:
+        return self._build(args)
+
+
+class let_error_t(_LetAlgorithm):
+    """``let_error(sndr, f)``: on ``set_error(e)`` run the sender ``f(e)`` (REQUIREMENTS 14)."""
+
+    __slots__ = ()
+    _cls = _LetErrorSender
+    _name = "let_error"
+
+    @overload
+    def __call__(self, f: Callable[[Any], Any], /) -> Closure[Any]: ...
+    @overload
+    def __call__(self, sndr: Any, f: Callable[[Any], Any], /) -> Sender[Any]: ...
+    def __call__(self, *args: Any) -> Any:
+        return self._build(args)
+
+
+class let_stopped_t(_LetAlgorithm):
+    """``let_stopped(sndr, f)``: on ``set_stopped()`` run the sender ``f()`` (REQUIREMENTS 14)."""
+
+    __slots__ = ()
+    _cls = _LetStoppedSender
+    _name = "let_stopped"
+
+    @overload
+    def __call__(self, f: Callable[[], Any], /) -> Closure[Any]: ...
+    @overload
+    def __call__(self, sndr: Any, f: Callable[[], Any], /) -> Sender[Any]: ...
+    def __call__(self, *args: Any) -> Any:
+        return self._build(args)
+
+
+let_value = let_value_t()
+let_error = let_error_t()
+let_stopped = let_stopped_t()
+_LetValueSender.tag = let_value
+_LetErrorSender.tag = let_error
+_LetStoppedSender.tag = let_stopped

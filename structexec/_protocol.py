@@ -1,0 +1,291 @@
+"""The sender/receiver protocol: completion tags and functions, ``start``, base classes, pipes.
+
+[exec.async.ops], [exec.opstate], [exec.recv], [exec.set.value], [exec.set.error],
+[exec.set.stopped], [exec.snd.concepts], [exec.adapt.obj] (REQUIREMENTS 2 and 7).
+
+A *sender* is any object with ``connect(rcvr)`` (or an awaitable, REQUIREMENTS 7.1); a
+*receiver* is any object with ``set_value(*vals)``, ``set_error(err)`` and ``set_stopped()``
+(and optionally ``get_env()``); an *operation state* is any object with ``start()``. The base
+classes below are conveniences: ``Sender`` adds ``await`` support and typing, ``Closure`` adds
+the pipe operator.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Generator
+from typing import Any, ClassVar, Generic, TypeVar
+
+from . import _hooks
+from ._env import EMPTY_ENV
+
+__all__ = [
+    "Closure",
+    "OperationState",
+    "Receiver",
+    "Sender",
+    "is_scheduler",
+    "is_sender",
+    "set_error",
+    "set_error_t",
+    "set_stopped",
+    "set_stopped_t",
+    "set_value",
+    "set_value_t",
+    "start",
+    "values",
+]
+
+T_co = TypeVar("T_co", covariant=True)
+R = TypeVar("R")
+
+
+# --------------------------------------------------------------------------- completion tags
+
+
+class _Signature:
+    __slots__ = ("args",)
+    args: tuple[Any, ...]
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.args == self.args  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.args))
+
+    def __repr__(self) -> str:
+        names = ", ".join(getattr(a, "__name__", repr(a)) for a in self.args)
+        return f"{type(self).__name__}({names})"
+
+
+class set_value_t(_Signature):
+    """Tag of the value channel; ``set_value_t(int, str)`` is a completion signature.
+
+    [exec.cmplsig], REQUIREMENTS 8.1. Used as ``get_completion_scheduler[set_value_t]``.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, *types: Any) -> None:
+        self.args = types
+
+
+class set_error_t(_Signature):
+    """Tag of the error channel; ``set_error_t(E)`` takes exactly one type (REQUIREMENTS 8.1)."""
+
+    __slots__ = ()
+
+    def __init__(self, *types: Any) -> None:
+        if len(types) != 1:
+            raise TypeError(f"set_error_t(E) takes exactly one error type, got {len(types)}")
+        self.args = types
+
+
+class set_stopped_t(_Signature):
+    """Tag of the stopped channel; ``set_stopped_t()`` takes no types (REQUIREMENTS 8.1)."""
+
+    __slots__ = ()
+
+    def __init__(self, *types: Any) -> None:
+        if types:
+            raise TypeError("set_stopped_t() takes no types")
+        self.args = ()
+
+
+def set_value(rcvr: Any, *vals: Any) -> None:
+    """Complete ``rcvr`` with values: ``rcvr.set_value(*vals)`` ([exec.set.value], 2.12)."""
+    rcvr.set_value(*vals)
+
+
+def set_error(rcvr: Any, err: Any) -> None:
+    """Complete ``rcvr`` with one error datum ([exec.set.error], REQUIREMENTS 2.12, 1.2).
+
+    ``None`` is never a valid error datum (C++'s null ``exception_ptr``): it raises ``TypeError``.
+    """
+    if err is None:
+        raise TypeError("set_error(rcvr, None): None is not a valid error datum (REQUIREMENTS 1.2)")
+    rcvr.set_error(err)
+
+
+def set_stopped(rcvr: Any) -> None:
+    """Complete ``rcvr`` as stopped: ``rcvr.set_stopped()`` ([exec.set.stopped], 2.12)."""
+    rcvr.set_stopped()
+
+
+def start(op: Any) -> None:
+    """Start an operation state: ``op.start()`` ([exec.opstate.start], REQUIREMENTS 2.11).
+
+    An operation may complete inside ``start`` (REQUIREMENTS 2.4). Library operation states
+    raise ``RuntimeError`` when started twice (2.1).
+    """
+    op.start()
+
+
+class values(tuple):  # type: ignore[type-arg]
+    """Return ``sx.values(a, b)`` from a ``then`` function to send several datums.
+
+    DESIGN.md 2.1: a function's ``None`` means "no datum" and a returned tuple is one datum;
+    ``values(*xs)`` sends ``xs`` as separate datums, and ``values(None)`` sends one ``None``.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, *xs: Any) -> values:
+        return tuple.__new__(cls, xs)
+
+    def __repr__(self) -> str:
+        return f"values{tuple.__repr__(self)}"
+
+
+# --------------------------------------------------------------------------- base classes
+
+
+class Sender(Generic[T_co]):
+    """Base class for senders ([exec.snd.concepts], REQUIREMENTS 7).
+
+    Subclasses implement ``connect(rcvr)`` returning an operation state, and may implement
+    ``get_env()`` (attributes) and ``get_completion_signatures(env=None)``. The base class adds
+    ``await sndr`` for trio code (DESIGN.md 2.1: ``None`` for no datums, the datum, or a tuple
+    of several) and the pipe operator through :class:`Closure`. ``T_co`` is what awaiting the
+    sender gives. Structural decomposition for transforms (REQUIREMENTS 7.9): ``tag``,
+    ``data`` and ``children``.
+    """
+
+    __slots__ = ()
+    sender_concept: ClassVar[bool] = True
+    tag: ClassVar[Any] = None
+
+    def connect(self, rcvr: Any) -> Any:
+        raise TypeError(f"{type(self).__name__} derives from sx.Sender but has no connect()")
+
+    def get_env(self) -> Any:
+        return EMPTY_ENV
+
+    def get_completion_signatures(self, env: Any = None) -> Any:
+        return None
+
+    @property
+    def data(self) -> Any:
+        return None
+
+    @property
+    def children(self) -> tuple[Any, ...]:
+        return ()
+
+    def __await__(self) -> Generator[Any, Any, T_co]:
+        return _hooks.await_sender(self)
+
+
+class Receiver:
+    """Base class for receivers ([exec.recv], REQUIREMENTS 2.14).
+
+    Implement ``set_value(*vals)``, ``set_error(err)`` and ``set_stopped()`` (none may raise)
+    and, optionally, ``get_env()``; without it the environment is ``sx.env()``.
+    """
+
+    __slots__ = ()
+    receiver_concept: ClassVar[bool] = True
+
+    def get_env(self) -> Any:
+        return EMPTY_ENV
+
+
+class OperationState:
+    """Base class for operation states ([exec.opstate], REQUIREMENTS 2.9-2.11).
+
+    Implement ``start()``; it must not raise. Operation states cannot be copied (2.10).
+    """
+
+    __slots__ = ()
+    operation_state_concept: ClassVar[bool] = True
+
+    def start(self) -> None:
+        raise TypeError(f"{type(self).__name__} derives from sx.OperationState but has no start()")
+
+    def __copy__(self) -> Any:
+        raise TypeError("operation states cannot be copied or moved (REQUIREMENTS 2.10)")
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        raise TypeError("operation states cannot be copied or moved (REQUIREMENTS 2.10)")
+
+
+def twice_started(op: object) -> RuntimeError:
+    return RuntimeError(
+        f"{type(op).__name__} was started twice; an operation state may be started at most once "
+        "(REQUIREMENTS 2.1): connect the sender again for a second run"
+    )
+
+
+def completed_twice(rcvr: object, how: str) -> RuntimeError:
+    return RuntimeError(
+        f"{type(rcvr).__name__}.{how}() called after the operation had already completed; "
+        "an operation completes exactly once (REQUIREMENTS 2.2)"
+    )
+
+
+# --------------------------------------------------------------------------- closures and pipes
+
+
+class Closure(Generic[R]):
+    """A sender adaptor closure: ``then(f)``, ``continues_on(sch)``, ... ([exec.adapt.obj]).
+
+    ``sndr | c`` is ``c(sndr)`` (REQUIREMENTS 7.5); ``c | d`` is a closure ``e`` with
+    ``e(s) == d(c(s))`` (7.6). A closure is not a sender (7.8).
+    """
+
+    __slots__ = ("_fn",)
+
+    def __init__(self, fn: Callable[[Any], Sender[R]]) -> None:
+        self._fn = fn
+
+    def __call__(self, sndr: Any) -> Sender[R]:
+        if not is_sender(sndr):
+            raise TypeError(
+                f"a sender adaptor closure was applied to {type(sndr).__name__}, which is not a "
+                "sender"
+            )
+        return self._fn(sndr)
+
+    def __ror__(self, sndr: Any) -> Sender[R]:
+        return self(sndr)
+
+    def __or__(self, other: Closure[Any]) -> Closure[Any]:
+        if not isinstance(other, Closure):
+            return NotImplemented
+        first = self
+
+        def composed(s: Any) -> Sender[Any]:
+            return other(first(s))
+
+        return Closure(composed)
+
+
+def is_sender(x: object) -> bool:
+    """True for senders: objects with ``connect()``, and awaitables (REQUIREMENTS 7.1, DQ-9).
+
+    Closures, schedulers and receivers are not senders.
+    """
+    if isinstance(x, (Sender, Closure)):
+        return isinstance(x, Sender)
+    if callable(getattr(x, "connect", None)):
+        return True
+    return inspect.isawaitable(x)
+
+
+def is_scheduler(x: object) -> bool:
+    """True for schedulers: objects with a callable ``schedule()`` ([exec.sched], 6.1)."""
+    return callable(getattr(x, "schedule", None)) and not isinstance(x, type)
+
+
+class Algorithm:
+    """Base of the algorithm objects (``sx.then`` is an instance of ``then_t``).
+
+    The algorithm object is the sender's ``tag`` (REQUIREMENTS 7.9); a domain recognises the
+    senders it customises by their tag. A tag may define ``transform_sender(sndr, env)`` (a
+    lowering applied at connect, 9.1) and ``apply_sender(sndr, *args)`` (9.3).
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return type(self).__name__.removesuffix("_t")

@@ -1,0 +1,141 @@
+"""``sync_wait`` and ``sync_wait_with_variant`` ([exec.sync.wait], [exec.sync.wait.var]).
+
+REQUIREMENTS 19. The calling thread drives a private :class:`run_loop` until the sender
+completes; work that other threads schedule onto that loop runs on the calling thread.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import _hooks
+from ._domain import apply_sender, connect, domains_active, get_domain_early
+from ._env import _MISSING, QueryError, get_delegation_scheduler, get_scheduler
+from ._errors import ErrorValue
+from ._protocol import Algorithm, completed_twice, is_sender
+from ._run_loop import run_loop
+
+__all__ = ["sync_wait", "sync_wait_with_variant"]
+
+
+class _SyncWaitEnv:
+    __slots__ = ("_loop",)
+
+    def __init__(self, loop: run_loop) -> None:
+        self._loop = loop
+
+    def _sx_try(self, q: Any, default: Any) -> Any:
+        if q is get_scheduler or q is get_delegation_scheduler:
+            return self._loop.get_scheduler()
+        return default
+
+    def query(self, q: Any, *args: Any) -> Any:
+        r = self._sx_try(q, _MISSING)
+        if r is _MISSING:
+            raise QueryError(f"sync_wait's environment does not support {q!r}")
+        return r
+
+
+class _SyncWaitReceiver:
+    __slots__ = ("_kind", "_loop", "_result")
+
+    def __init__(self, loop: run_loop) -> None:
+        self._loop = loop
+        self._kind = 0
+        self._result: Any = None
+
+    def get_env(self) -> _SyncWaitEnv:
+        return _SyncWaitEnv(self._loop)
+
+    def set_value(self, *vals: Any) -> None:
+        if self._kind:
+            raise completed_twice(self, "set_value")
+        self._kind = 1
+        self._result = vals
+        self._loop.finish()
+
+    def set_error(self, err: Any) -> None:
+        if self._kind:
+            raise completed_twice(self, "set_error")
+        self._kind = 2
+        self._result = err
+        self._loop.finish()
+
+    def set_stopped(self) -> None:
+        if self._kind:
+            raise completed_twice(self, "set_stopped")
+        self._kind = 3
+        self._loop.finish()
+
+
+def _run(sndr: Any) -> tuple[Any, ...] | None:
+    if not is_sender(sndr):
+        raise TypeError(f"sync_wait() needs a sender, got {type(sndr).__name__}")
+    if _hooks.on_trio_thread():
+        raise RuntimeError(
+            "sync_wait() was called on a thread that is running trio: it would block the event "
+            "loop forever. Use `await sndr` in trio code, or call sync_wait from "
+            "trio.to_thread.run_sync (REQUIREMENTS 19.8)"
+        )
+    loop = run_loop()
+    rcvr = _SyncWaitReceiver(loop)
+    op = connect(sndr, rcvr)
+    op.start()
+    loop.run()
+    kind = rcvr._kind
+    if kind == 1:
+        r: tuple[Any, ...] = rcvr._result
+        return r
+    if kind == 2:
+        err = rcvr._result
+        rcvr._result = None
+        if isinstance(err, BaseException):
+            raise err
+        raise ErrorValue(err)
+    return None
+
+
+class sync_wait_t(Algorithm):
+    """``sync_wait(sndr)``: run ``sndr`` to completion on the calling thread (REQUIREMENTS 19).
+
+    Returns the tuple of value datums (``()`` for none), ``None`` if the sender completed
+    stopped, and raises the error (an exception as it is, anything else wrapped in
+    :class:`ErrorValue`). The receiver's environment provides ``get_scheduler`` and
+    ``get_delegation_scheduler`` (the private ``run_loop``'s scheduler) and no stop token.
+    Raises ``RuntimeError`` on a thread that is running trio (use ``await``); it works from
+    ``trio.to_thread.run_sync`` threads. A domain may customise it via ``apply_sender`` (19.1).
+    """
+
+    __slots__ = ()
+
+    def __call__(self, sndr: Any) -> tuple[Any, ...] | None:
+        if domains_active():
+            dom = get_domain_early(sndr)
+            if type(dom).apply_sender is not _default_apply:
+                r: tuple[Any, ...] | None = apply_sender(dom, self, sndr)
+                return r
+        return _run(sndr)
+
+    def apply_sender(self, sndr: Any) -> tuple[Any, ...] | None:
+        return _run(sndr)
+
+
+class sync_wait_with_variant_t(Algorithm):
+    """``sync_wait_with_variant(sndr)``: ``sync_wait(into_variant(sndr))`` unwrapped (19.7).
+
+    In Python the "variant" is the tuple of whichever value datums arrived, so this returns
+    the same as ``sync_wait`` but accepts senders with several value signatures.
+    """
+
+    __slots__ = ()
+
+    def __call__(self, sndr: Any) -> tuple[Any, ...] | None:
+        return _run(sndr)
+
+
+sync_wait = sync_wait_t()
+sync_wait_with_variant = sync_wait_with_variant_t()
+
+from ._domain import default_domain as _dd  # noqa: E402
+
+_default_apply = _dd.apply_sender

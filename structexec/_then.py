@@ -1,0 +1,262 @@
+"""``then``, ``upon_error``, ``upon_stopped`` ([exec.then], REQUIREMENTS 13).
+
+Adjacent ``then``/``upon_*`` stages are fused at ``connect`` into one operation that runs the
+functions in a loop, so a pipeline of 10,000 stages needs neither 10,000 operation states nor
+10,000 stack frames (issue 2, item 7), and each stage costs little more than the call itself.
+Fusion is not observable: each function still runs once, in order, on the agent where the
+previous stage completed, and a stage that does not match the incoming completion forwards it
+unchanged (13.4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
+
+from ._domain import connect, domains_active
+from ._env import fwd_env, get_env
+from ._protocol import (
+    Algorithm,
+    Closure,
+    Sender,
+    completed_twice,
+    is_sender,
+    twice_started,
+    values,
+)
+
+__all__ = ["then", "upon_error", "upon_stopped"]
+
+R = TypeVar("R")
+_VALUE, _ERROR, _STOPPED = 0, 1, 2
+
+
+class _ThenOp:
+    """The fused operation; it is also the receiver of the innermost child."""
+
+    __slots__ = ("_fns", "_op", "_rcvr", "_stages", "_state")
+
+    def __init__(self, rcvr: Any, stages: tuple[tuple[int, Any], ...], fns: Any) -> None:
+        self._rcvr = rcvr
+        self._stages = stages
+        self._fns = fns  # tuple of functions when every stage is a `then`, else None
+        self._state = 0
+        self._op: Any = None
+
+    def start(self) -> None:
+        if self._state:
+            raise twice_started(self)
+        self._state = 1
+        self._op.start()
+
+    def get_env(self) -> Any:
+        return fwd_env(get_env(self._rcvr))
+
+    def set_value(self, *vals: Any) -> None:
+        if self._state == 2:
+            raise completed_twice(self, "set_value")
+        self._state = 2
+        fns = self._fns
+        if fns is None:
+            self._run(_VALUE, vals)
+            return
+        try:
+            for f in fns:
+                r = f(*vals)
+                if r is None:
+                    vals = ()
+                elif type(r) is values:
+                    vals = r
+                else:
+                    vals = (r,)
+        except Exception as e:
+            self._rcvr.set_error(e)
+            return
+        self._rcvr.set_value(*vals)
+
+    def set_error(self, err: Any) -> None:
+        if self._state == 2:
+            raise completed_twice(self, "set_error")
+        self._state = 2
+        self._run(_ERROR, err)
+
+    def set_stopped(self) -> None:
+        if self._state == 2:
+            raise completed_twice(self, "set_stopped")
+        self._state = 2
+        self._run(_STOPPED, None)
+
+    def _run(self, kind: int, data: Any) -> None:
+        for k, f in self._stages:
+            if k != kind:
+                continue
+            try:
+                if kind == _VALUE:
+                    r = f(*data)
+                elif kind == _ERROR:
+                    r = f(data)
+                else:
+                    r = f()
+            except Exception as e:
+                kind, data = _ERROR, e
+                continue
+            kind = _VALUE
+            data = () if r is None else (r if type(r) is values else (r,))
+        rcvr = self._rcvr
+        if kind == _VALUE:
+            rcvr.set_value(*data)
+        elif kind == _ERROR:
+            rcvr.set_error(data)
+        else:
+            rcvr.set_stopped()
+
+
+class _ThenBase(Sender[Any]):
+    __slots__ = ("_child", "_flat", "_fn")
+    _kind: int = _VALUE
+
+    def __init__(self, child: Any, fn: Any) -> None:
+        self._child = child
+        self._fn = fn
+        self._flat: Any = None
+
+    def _flatten(self) -> Any:
+        flat = self._flat
+        if flat is None:
+            stages: list[tuple[int, Any]] = []
+            s: Any = self
+            while isinstance(s, _ThenBase):
+                stages.append((s._kind, s._fn))
+                s = s._child
+            stages.reverse()
+            fns = tuple(f for _, f in stages) if all(k == _VALUE for k, _ in stages) else None
+            flat = self._flat = (s, tuple(stages), fns)
+        return flat
+
+    def connect(self, rcvr: Any) -> _ThenOp:
+        if domains_active():
+            stages = ((self._kind, self._fn),)
+            op = _ThenOp(rcvr, stages, (self._fn,) if self._kind == _VALUE else None)
+            op._op = connect(self._child, op)
+            return op
+        base, stages, fns = self._flatten()
+        op = _ThenOp(rcvr, stages, fns)
+        op._op = connect(base, op)
+        return op
+
+    def get_env(self) -> Any:
+        return fwd_env(get_env(self._child))
+
+    @property
+    def _sx_completes_inline(self) -> bool:
+        return bool(getattr(self._flatten()[0], "_sx_completes_inline", False))
+
+    @property
+    def data(self) -> Any:
+        return self._fn
+
+    @property
+    def children(self) -> tuple[Any, ...]:
+        return (self._child,)
+
+    def __repr__(self) -> str:
+        return f"{self.tag!r}({self._child!r}, {getattr(self._fn, '__name__', self._fn)!r})"
+
+
+class _ThenSender(_ThenBase):
+    __slots__ = ()
+    _kind = _VALUE
+
+
+class _UponErrorSender(_ThenBase):
+    __slots__ = ()
+    _kind = _ERROR
+
+
+class _UponStoppedSender(_ThenBase):
+    __slots__ = ()
+    _kind = _STOPPED
+
+
+def _check(name: str, sndr: Any, fn: Any) -> None:
+    if not is_sender(sndr):
+        raise TypeError(f"{name}() needs a sender as its first argument, got {type(sndr).__name__}")
+    if not callable(fn):
+        raise TypeError(f"{name}() needs a callable, got {type(fn).__name__}")
+
+
+class then_t(Algorithm):
+    """``then(sndr, f)`` / ``sndr | then(f)``: on ``set_value(*a)``, send ``f(*a)`` (13.1).
+
+    ``f`` returning ``None`` sends ``set_value()``; a tuple is one datum; ``sx.values(a, b)``
+    sends two (DESIGN.md 2.1). An exception from ``f`` becomes ``set_error`` (TRY-EVAL, 1.3).
+    Errors and stopped pass through unchanged (13.4). ``f`` runs on the agent where the child
+    completed, at most once, and never before the operation starts (7.4, 13.5).
+    """
+
+    __slots__ = ()
+
+    @overload
+    def __call__(self, f: Callable[..., R], /) -> Closure[R]: ...
+    @overload
+    def __call__(self, sndr: Any, f: Callable[..., R], /) -> Sender[R]: ...
+    def __call__(self, *args: Any) -> Any:
+        if len(args) == 1:
+            f = args[0]
+            if not callable(f) or is_sender(f):
+                raise TypeError(f"then(f) needs a callable, got {type(f).__name__}")
+            return Closure(lambda s: self(s, f))
+        if len(args) != 2:
+            raise TypeError(f"then() takes (sender, f) or (f), got {len(args)} arguments")
+        _check("then", *args)
+        return _ThenSender(*args)
+
+
+class upon_error_t(Algorithm):
+    """``upon_error(sndr, f)``: on ``set_error(e)``, send ``f(e)`` as a value (REQUIREMENTS 13.2)."""
+
+    __slots__ = ()
+
+    @overload
+    def __call__(self, f: Callable[[Any], R], /) -> Closure[Any]: ...
+    @overload
+    def __call__(self, sndr: Any, f: Callable[[Any], R], /) -> Sender[Any]: ...
+    def __call__(self, *args: Any) -> Any:
+        if len(args) == 1:
+            f = args[0]
+            if not callable(f) or is_sender(f):
+                raise TypeError(f"upon_error(f) needs a callable, got {type(f).__name__}")
+            return Closure(lambda s: self(s, f))
+        if len(args) != 2:
+            raise TypeError(f"upon_error() takes (sender, f) or (f), got {len(args)} arguments")
+        _check("upon_error", *args)
+        return _UponErrorSender(*args)
+
+
+class upon_stopped_t(Algorithm):
+    """``upon_stopped(sndr, f)``: on ``set_stopped()``, send ``f()`` as a value (13.3)."""
+
+    __slots__ = ()
+
+    @overload
+    def __call__(self, f: Callable[[], R], /) -> Closure[Any]: ...
+    @overload
+    def __call__(self, sndr: Any, f: Callable[[], R], /) -> Sender[Any]: ...
+    def __call__(self, *args: Any) -> Any:
+        if len(args) == 1:
+            f = args[0]
+            if not callable(f) or is_sender(f):
+                raise TypeError(f"upon_stopped(f) needs a callable, got {type(f).__name__}")
+            return Closure(lambda s: self(s, f))
+        if len(args) != 2:
+            raise TypeError(f"upon_stopped() takes (sender, f) or (f), got {len(args)} arguments")
+        _check("upon_stopped", *args)
+        return _UponStoppedSender(*args)
+
+
+then = then_t()
+upon_error = upon_error_t()
+upon_stopped = upon_stopped_t()
+_ThenSender.tag = then
+_UponErrorSender.tag = upon_error
+_UponStoppedSender.tag = upon_stopped
