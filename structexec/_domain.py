@@ -30,11 +30,7 @@ from ._protocol import set_error_t, set_stopped_t, set_value_t
 __all__ = ["apply_sender", "connect", "default_domain", "transform_env", "transform_sender"]
 
 
-class _State:
-    domains_active = False
-
-
-_state = _State()
+_domains_on = False
 
 
 class default_domain:
@@ -52,7 +48,8 @@ class default_domain:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        _state.domains_active = True
+        global _domains_on
+        _domains_on = True
 
     def transform_sender(self, sndr: Any, env: Any = None) -> Any:
         tag = getattr(sndr, "tag", None)
@@ -180,11 +177,12 @@ def connect(sndr: Any, rcvr: Any) -> Any:
     wrapped so that it runs in a trio task when started (REQUIREMENTS 20.9). ``connect`` runs
     no user work: nothing completes before ``start`` (2.3).
     """
-    if _state.domains_active:
+    if _domains_on:
         e = get_env(rcvr)
         sndr = transform_sender(get_domain_late(sndr, e), sndr, e)
-    m = getattr(sndr, "connect", None)
-    if m is None:
+    try:
+        m = sndr.connect
+    except AttributeError:
         if inspect.isawaitable(sndr):
             return _hooks.connect_awaitable(sndr, rcvr)
         raise TypeError(
@@ -195,4 +193,5 @@ def connect(sndr: Any, rcvr: Any) -> Any:
 
 
 def domains_active() -> bool:
-    return _state.domains_active
+    """True once a custom domain class exists (the transform machinery is then on)."""
+    return _domains_on

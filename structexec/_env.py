@@ -27,6 +27,7 @@ __all__ = [
     "get_completion_scheduler",
     "get_delegation_scheduler",
     "get_domain",
+    "get_env",
     "get_forward_progress_guarantee",
     "get_scheduler",
     "get_stop_token",
@@ -76,7 +77,7 @@ class Query:
 class _ForwardingQuery(Query):
     forwarding = False
 
-    def __call__(self, q: Any, *args: Any) -> bool:  # type: ignore[override]
+    def __call__(self, q: Any, *args: Any) -> bool:
         """``forwarding_query(q)``: is ``q`` forwarding? ([exec.fwd.env], REQUIREMENTS 4.1)."""
         fast = getattr(q, "forwarding", None)
         m = getattr(q, "query", None)

@@ -48,7 +48,7 @@ class _Signature:
     args: tuple[Any, ...]
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other.args == self.args  # type: ignore[attr-defined]
+        return type(other) is type(self) and other.args == self.args  # type: ignore[attr-defined,unused-ignore]
 
     def __hash__(self) -> int:
         return hash((type(self), self.args))

@@ -1,0 +1,3 @@
+"""as_awaitable: being written; see the issue that owns it."""
+
+__all__: list[str] = []

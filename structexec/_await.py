@@ -1,0 +1,3 @@
+"""await: being written; see the issue that owns it."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""into_variant: being written; see the issue that owns it."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""on: being written; see the issue that owns it."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""spawn_future: being written; see the issue that owns it."""
+
+__all__: list[str] = []

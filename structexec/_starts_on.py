@@ -1,0 +1,3 @@
+"""starts_on: being written; see the issue that owns it."""
+
+__all__: list[str] = []

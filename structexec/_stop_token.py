@@ -1,0 +1,441 @@
+"""Stop tokens: ``inplace_stop_source``, ``inplace_stop_token``, ``never_stop_token``.
+
+C++26 [thread.stoptoken] as used by [exec] (REQUIREMENTS section 5, DESIGN.md "Stop tokens"
+and 2.13). These objects sit on hot paths (every awaited sender may register a stop
+callback), so the common operations are kept to a handful of bytecodes:
+
+* each ``inplace_stop_source`` owns one ``threading.Lock`` and a ``dict`` that maps each
+  registered callback object to its function (O(1) registration and removal);
+* registration inserts into the dict *without* the lock and then re-reads the stop flag:
+  ``request_stop`` sets the flag under the lock and then takes callbacks out of the dict
+  with ``popitem``, so either it sees the new entry or the registering thread sees the flag
+  and takes its entry back with ``pop`` to run it at once. ``dict`` operations are atomic in
+  CPython, and each is a critical section on free-threaded builds, which orders them;
+* deregistration is a lock-free ``dict.pop``; only if ``request_stop`` has already taken
+  the entry does ``close()`` take the lock, and only if the callback is running on another
+  thread at that moment does it wait, on one ``threading.Condition`` per source that is
+  created on demand;
+* the lock is taken with ``acquire()``/``release()`` rather than ``with`` (half the cost
+  on CPython 3.11).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, ClassVar, NoReturn, Protocol, cast, runtime_checkable
+
+from structexec._errors import terminate
+
+__all__ = [
+    "inplace_stop_source",
+    "inplace_stop_token",
+    "inplace_stop_callback",
+    "never_stop_token",
+    "stop_callback_for",
+    "is_unstoppable",
+    "StopCallback",
+]
+
+_get_ident = threading.get_ident
+_new_token = object.__new__
+
+
+@runtime_checkable
+class StopCallback(Protocol):
+    """What ``stop_callback_for(token, fn)`` returns: a registered stop callback.
+
+    The Python spelling of C++ ``stop_callback_for_t<Token, Fn>`` objects and of the
+    ``stoppable-callback-for`` concept (REQUIREMENTS 5.3, 5.4, 5.10): constructing one
+    registers ``fn`` with the token; ``close()`` (or leaving the ``with`` block) is the C++
+    destructor and deregisters it. ``close()`` is idempotent.
+    """
+
+    def close(self) -> None:
+        """Deregister the callback (REQUIREMENTS 5.4)."""
+
+    def __enter__(self) -> StopCallback:
+        """Return the callback itself."""
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Call :meth:`close`."""
+
+
+def _no_copy(self: object, *args: object) -> NoReturn:
+    raise TypeError(f"{type(self).__name__} is not copyable or movable (REQUIREMENTS 5.9, 5.10)")
+
+
+def _run_immediately(fn: Callable[[], object]) -> None:
+    """Invoke a callback whose token is already stopped (REQUIREMENTS 5.3, 5.5)."""
+    try:
+        fn()
+    except BaseException as exc:
+        terminate("stop callback raised", exc)
+
+
+class inplace_stop_callback:
+    """``std::inplace_stop_callback<Fn>``: register ``fn`` on an ``inplace_stop_token``.
+
+    ``inplace_stop_callback(token, fn)`` (REQUIREMENTS 5.3, 5.10):
+
+    * if ``token.stop_requested()`` is already true, ``fn()`` runs at once, inside the
+      constructor, on the constructing thread, and nothing is registered;
+    * else if ``token.stop_possible()`` is false (a default-constructed token) nothing is
+      registered and ``fn`` is never invoked;
+    * else ``fn`` is registered and the source's ``request_stop()`` will call it exactly once
+      on the requesting thread (5.2).
+
+    ``close()`` is the C++ destructor (5.4): afterwards ``fn`` is never invoked; if ``fn`` is
+    running on another thread at that moment ``close()`` blocks until it has returned; called
+    from inside ``fn`` itself it returns at once. ``close()`` is idempotent, and the object is
+    a context manager whose exit closes it. If ``fn`` raises, the terminate handler is called
+    (5.5, DESIGN.md 2.13). Not copyable (5.10).
+    """
+
+    __slots__ = ("_source",)
+
+    _source: inplace_stop_source | None
+
+    def __init__(self, token: inplace_stop_token, fn: Callable[[], object]) -> None:
+        try:
+            src = token._source
+        except AttributeError:
+            raise TypeError(
+                f"inplace_stop_callback needs an inplace_stop_token, got {type(token).__name__};"
+                " use stop_callback_for(token, fn) for other token types"
+            ) from None
+        if src is None or src._requested:
+            # No source: stop is not possible, register nothing (5.3, 5.9).
+            # Already stopped: run at once, in the constructor, on this thread (5.3).
+            self._source = None
+            if src is not None:
+                _run_immediately(fn)
+            return
+        callbacks = src._callbacks
+        callbacks[self] = fn
+        self._source = src
+        # Re-read the flag (mypy cannot know another thread may have set it meanwhile).
+        if src._requested and callbacks.pop(self, None) is not None:  # type: ignore[unreachable]
+            # request_stop set the flag after our first check and did not take our entry:
+            # it has finished with the dict or will not see us, so run now (5.3).
+            self._source = None  # type: ignore[unreachable]
+            _run_immediately(fn)
+
+    def close(self) -> None:
+        """Deregister; wait if the callback is running on another thread (5.4)."""
+        src = self._source
+        if src is None:
+            return
+        self._source = None
+        # Fast path: still registered. dict.pop is atomic and request_stop takes entries
+        # out with popitem, so exactly one of the two gets this entry.
+        if src._callbacks.pop(self, None) is not None:
+            return
+        lock = src._lock
+        lock.acquire()
+        try:
+            # request_stop took the entry; it sets _executing in the same critical section.
+            # If it is running on this very thread we are inside it: do not wait (5.4).
+            if src._executing is self and src._thread != _get_ident():
+                cond = src._cond
+                if cond is None:
+                    cond = src._cond = threading.Condition(lock)
+                while src._executing is self:
+                    cond.wait()
+        finally:
+            lock.release()
+
+    def __enter__(self) -> inplace_stop_callback:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    __copy__ = _no_copy
+    __deepcopy__ = _no_copy
+    __reduce__ = _no_copy
+
+    def __repr__(self) -> str:
+        state = "registered" if self._source is not None else "inactive"
+        return f"<inplace_stop_callback {state}>"
+
+
+class inplace_stop_token:
+    """``std::inplace_stop_token``: the token of an ``inplace_stop_source`` (REQUIREMENTS 5.9).
+
+    Obtained with ``source.get_token()``; it refers to its source, which must outlive it.
+    ``stop_requested()`` and ``stop_possible()`` read the source (5.1, 5.6). Tokens compare
+    equal, and hash alike, when they refer to the same source. ``inplace_stop_token()`` with
+    no source answers ``False`` to both queries and never invokes callbacks (5.9).
+    ``callback_type`` is ``inplace_stop_callback`` (C++ ``callback_type`` member alias,
+    ``stop_callback_for_t``, 5.10).
+    """
+
+    __slots__ = ("_source",)
+
+    callback_type: ClassVar[type[inplace_stop_callback]] = inplace_stop_callback
+    unstoppable: ClassVar[bool] = False
+
+    def __init__(self, source: inplace_stop_source | None = None) -> None:
+        self._source = source
+
+    def stop_requested(self) -> bool:
+        """Whether stop has been requested on the source (5.1); ``False`` without one."""
+        src = self._source
+        return src is not None and src._requested
+
+    def stop_possible(self) -> bool:
+        """Whether this token has a source (5.9); an ``inplace_stop_source`` always can stop."""
+        return self._source is not None
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, inplace_stop_token):
+            return self._source is other._source
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._source)
+
+    def __copy__(self) -> inplace_stop_token:
+        return self
+
+    def __deepcopy__(self, memo: object) -> inplace_stop_token:
+        return self
+
+    def __repr__(self) -> str:
+        if self._source is None:
+            return "inplace_stop_token()"
+        return f"<inplace_stop_token of source at {id(self._source):#x}>"
+
+
+class inplace_stop_source:
+    """``std::inplace_stop_source``: a stop source that owns its stop state (REQUIREMENTS 5.9).
+
+    ``get_token()`` returns an ``inplace_stop_token`` referring to this source;
+    ``request_stop()`` atomically makes the stop request and returns ``True`` only for the
+    call that made it (5.1, 5.11), after invoking every registered callback exactly once,
+    synchronously, on the requesting thread (5.2); ``stop_requested()`` tells whether the
+    request was made; ``stop_possible()`` is always ``True``. A callback that raises calls
+    the terminate handler and the remaining callbacks still run (5.5, DESIGN.md 2.13). Not
+    copyable or movable (5.9): ``copy``/``deepcopy``/``pickle`` raise ``TypeError``.
+    """
+
+    __slots__ = ("_callbacks", "_cond", "_executing", "_lock", "_requested", "_thread", "_token")
+
+    def __init__(self) -> None:
+        self._requested = False
+        self._lock = threading.Lock()
+        self._callbacks: dict[inplace_stop_callback, Callable[[], object]] = {}
+        self._executing: inplace_stop_callback | None = None
+        self._cond: threading.Condition | None = None
+        self._token: inplace_stop_token | None = None
+        # _thread (the requesting thread) is only read while _executing is set.
+        self._thread: int
+
+    def get_token(self) -> inplace_stop_token:
+        """Return the ``inplace_stop_token`` that refers to this source (5.9)."""
+        tok = self._token
+        if tok is None:
+            tok = self._token = _new_token(inplace_stop_token)
+            tok._source = self
+        return tok
+
+    def stop_requested(self) -> bool:
+        """Whether ``request_stop()`` has been called (5.1, 5.6)."""
+        return self._requested
+
+    def stop_possible(self) -> bool:
+        """Always ``True`` for an ``inplace_stop_source`` (5.9)."""
+        return True
+
+    def request_stop(self) -> bool:
+        """Make the stop request; ``True`` only for the call that made it (5.1, 5.2, 5.11).
+
+        Every registered callback runs here, on this thread, exactly once, before this call
+        returns. A callback that raises calls the terminate handler (5.5); if the handler
+        itself raises, the remaining callbacks still run and the first such exception is
+        re-raised at the end.
+        """
+        if self._requested:
+            return False
+        lock = self._lock
+        lock.acquire()
+        if self._requested:  # another thread made the request since the unlocked read
+            lock.release()  # type: ignore[unreachable]
+            return False
+        self._requested = True
+        callbacks = self._callbacks
+        # A dict critical section after setting the flag: orders it against a registration
+        # on a free-threaded build (see the module docstring). Never a key; a cheap no-op.
+        callbacks.pop(_NO_KEY, None)
+        if not callbacks:
+            lock.release()
+            return True
+        self._thread = _get_ident()
+        failure: BaseException | None = None
+        while callbacks:  # the lock is held at the top of each iteration
+            try:
+                cb, fn = callbacks.popitem()
+            except KeyError:  # a racing close() removed the last entry
+                break
+            self._executing = cb
+            lock.release()
+            try:
+                fn()
+            except BaseException as exc:
+                try:
+                    terminate("stop callback raised", exc)
+                except BaseException as handler_exc:
+                    if failure is None:
+                        failure = handler_exc
+            lock.acquire()
+            cond = self._cond
+            if cond is not None:  # a close() on another thread may wait for cb
+                cond.notify_all()
+        self._executing = None
+        lock.release()
+        if failure is not None:
+            raise failure
+        return True
+
+    __copy__ = _no_copy
+    __deepcopy__ = _no_copy
+    __reduce__ = _no_copy
+
+    def __repr__(self) -> str:
+        state = "stopped" if self._requested else f"{len(self._callbacks)} callbacks"
+        return f"<inplace_stop_source {state}>"
+
+
+class _noop_stop_callback:
+    """Callback of a token that can never stop: registers nothing, ``close()`` does nothing.
+
+    ``never_stop_token::callback_type`` (REQUIREMENTS 5.7) and the result of
+    ``stop_callback_for`` for any token whose ``stop_possible()`` is false (5.3).
+    """
+
+    __slots__ = ()
+
+    def __init__(self, token: object = None, fn: object = None) -> None:
+        pass
+
+    def close(self) -> None:
+        """Do nothing."""
+
+    def __enter__(self) -> _noop_stop_callback:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        pass
+
+
+_NOOP_CALLBACK = _noop_stop_callback()
+_NO_KEY: inplace_stop_callback = object.__new__(inplace_stop_callback)  # never registered
+
+
+class never_stop_token:
+    """``std::never_stop_token``: a token on which stop is never requested (REQUIREMENTS 5.7).
+
+    ``stop_requested()`` and ``stop_possible()`` are always ``False``, its ``callback_type``
+    does nothing, all instances are equal (it is a singleton), and it models
+    ``unstoppable_token``: ``is_unstoppable(never_stop_token())`` is ``True`` (5.8). It is the
+    default of ``get_stop_token`` ([exec.get.stop.token]).
+    """
+
+    __slots__ = ()
+
+    callback_type: ClassVar[type[_noop_stop_callback]] = _noop_stop_callback
+    unstoppable: ClassVar[bool] = True
+
+    def __new__(cls) -> never_stop_token:
+        return _NEVER
+
+    def stop_requested(self) -> bool:
+        """Always ``False`` (5.7)."""
+        return False
+
+    def stop_possible(self) -> bool:
+        """Always ``False`` (5.7)."""
+        return False
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, never_stop_token):
+            return True
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return 0x5707
+
+    def __copy__(self) -> never_stop_token:
+        return self
+
+    def __deepcopy__(self, memo: object) -> never_stop_token:
+        return self
+
+    def __reduce__(self) -> tuple[type[never_stop_token], tuple[()]]:
+        return (never_stop_token, ())
+
+    def __repr__(self) -> str:
+        return "never_stop_token()"
+
+
+_NEVER: never_stop_token = object.__new__(never_stop_token)
+
+
+def stop_callback_for(token: Any, fn: Callable[[], object]) -> StopCallback:
+    """``std::stop_callback_for_t<Token, Fn>(token, fn)`` for any stop token (REQUIREMENTS 5.10).
+
+    Token protocol: a token class names its callback class in the class attribute
+    ``callback_type`` (the C++ ``Token::callback_type`` alias), constructed as
+    ``callback_type(token, fn)``; the result registers ``fn`` and has ``close()`` and
+    context-manager support (:class:`StopCallback`). A token type without ``callback_type``
+    is accepted only when ``token.stop_possible()`` is false; it gets a callback that does
+    nothing (5.3, 5.7). A stoppable token without one raises ``TypeError``.
+    """
+    cls = type(token)
+    if cls is inplace_stop_token:
+        return inplace_stop_callback(token, fn)
+    if cls is never_stop_token:
+        return _NOOP_CALLBACK
+    cb_type = getattr(cls, "callback_type", None)
+    if cb_type is not None:
+        return cast(StopCallback, cb_type(token, fn))
+    stop_possible = getattr(token, "stop_possible", None)
+    if stop_possible is None:
+        raise TypeError(f"{cls.__qualname__} is not a stop token: it has no stop_possible()")
+    if not stop_possible():
+        return _NOOP_CALLBACK
+    raise TypeError(
+        f"stop token type {cls.__qualname__} can stop but defines no callback_type: a stop "
+        "token class must name its callback class in the class attribute callback_type, "
+        "constructed as callback_type(token, fn) and providing close() (C++ "
+        "stop_callback_for_t, REQUIREMENTS 5.10)"
+    )
+
+
+def is_unstoppable(token: object) -> bool:
+    """Whether ``token`` models C++ ``unstoppable_token`` (REQUIREMENTS 5.8).
+
+    True for ``never_stop_token`` and for any token whose class declares the class attribute
+    ``unstoppable = True`` (``stop_possible()`` is *statically* false); ``False`` otherwise.
+    It never calls ``stop_possible()``: a default-constructed ``inplace_stop_token`` cannot
+    stop either, but its type is not unstoppable. ``stop-when`` and P3941R1 dispatch on it.
+    """
+    cls = type(token)
+    return cls is never_stop_token or getattr(cls, "unstoppable", False) is True

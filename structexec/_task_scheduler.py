@@ -1,0 +1,3 @@
+"""task_scheduler: being written; see the issue that owns it."""
+
+__all__: list[str] = []

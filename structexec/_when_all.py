@@ -1,0 +1,3 @@
+"""when_all: being written; see the issue that owns it."""
+
+__all__: list[str] = []
