@@ -8,6 +8,7 @@ core needs the trio runtime (``Sender.__await__``, connecting a coroutine object
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Generator
 from typing import Any
 
@@ -36,3 +37,19 @@ await_sender: Callable[[Any], Generator[Any, Any, Any]] = _no_await
 connect_awaitable: Callable[[Any, Any], Any] = _no_connect_awaitable
 #: ``on_trio_thread()`` is True on a thread that is running ``trio.run``.
 on_trio_thread: Callable[[], bool] = _never
+
+
+class _DriverState(threading.local):
+    """The structexec coroutine driver running on this thread, if any.
+
+    A coroutine driven by structexec's own loop (a ``task`` off the trio scheduler, or a
+    coroutine sender under ``sync_wait``) is resumed by ``driver.send``; while it runs, the
+    driver sets ``driver_state.driver`` to itself, and ``Sender.__await__`` then returns
+    ``driver.await_sender(sndr)`` (a generator that hands the sender to the driver) instead of
+    the trio path. Outside such a driver it is ``None``.
+    """
+
+    driver: Any = None
+
+
+driver_state = _DriverState()
