@@ -42,7 +42,6 @@ import gc
 import importlib.metadata
 import inspect
 import statistics
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -123,7 +122,7 @@ class Row:
 
     def call(self, bench: Bench) -> Pair:
         params = inspect.signature(self.fn).parameters
-        result = self.fn(bench) if params else self.fn()
+        result: object = self.fn(bench) if params else self.fn()
         if not (isinstance(result, tuple) and len(result) == 2):
             raise TypeError(
                 f"row {self.metric!r} must return (structexec, baseline), got {result!r}"
@@ -309,7 +308,8 @@ def anyio_version() -> str | None:
 def _anyio_run_trio(async_fn: Callable[..., Awaitable[float]], *args: object) -> float:
     import anyio
 
-    return anyio.run(async_fn, *args, backend="trio")  # type: ignore[no-any-return]
+    result: float = anyio.run(async_fn, *args, backend="trio")
+    return result
 
 
 def anyio_start_soon_cost(n: int) -> float | None:
@@ -364,11 +364,12 @@ def anyio_start_soon_and_wait_handle_cost(n: int) -> float | None:
 def asyncio_taskgroup_cost(n: int) -> float | None:
     """``asyncio.TaskGroup.create_task(noop())`` per spawn, including completion. None before
     Python 3.11 (no TaskGroup)."""
-    if sys.version_info < (3, 11):
+    task_group: Any = getattr(asyncio, "TaskGroup", None)
+    if task_group is None:
         return None
 
     async def spawn(k: int) -> None:
-        async with asyncio.TaskGroup() as tg:  # type: ignore[attr-defined,unused-ignore]
+        async with task_group() as tg:
             for _ in range(k):
                 tg.create_task(_noop())
 

@@ -57,7 +57,11 @@ def asyncio_spawn(b: Bench) -> Pair:
     return None, asyncio_taskgroup_cost(b.n(20_000))
 
 
-@row(metric="baseline: trio cancel of 1000 sleepers (200 quick), per sleeper", unit="us/op", limit=200)
+@row(
+    metric="baseline: trio cancel of 1000 sleepers (200 quick), per sleeper",
+    unit="us/op",
+    limit=200,
+)
 def trio_cancel(b: Bench) -> Pair:
     return None, trio_cancel_sleepers_cost(1000 if not b.quick else 200)
 

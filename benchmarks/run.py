@@ -168,8 +168,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{e.module:20} IMPORT ERROR {e.message}")
         return 0
 
-    for line in environment(args, reps):
-        print(f"# {line}")
+    for text in environment(args, reps):
+        print(f"# {text}")
     print()
 
     headers = ["metric", "structexec", "baseline", "ratio", "target", "ok"]
@@ -214,8 +214,8 @@ def main(argv: list[str] | None = None) -> int:
 
     errored = [r for r in results if r.error]
     if errored and args.tracebacks:
-        for r in errored:
-            print(f"\n--- {r.metric}\n{r.error}", end="")
+        for bad in errored:
+            print(f"\n--- {bad.metric}\n{bad.error}", end="")
     elif errored:
         print("(run with --tracebacks to see the errors)")
 
