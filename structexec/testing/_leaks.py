@@ -1,0 +1,146 @@
+"""Leak checks for trio tests: no task, no cancel-scope deadline, no contract violation left.
+
+DESIGN.md 2.6 and 2.8 (scopes always join; associations released at a defined moment),
+REQUIREMENTS 26 and 32 (trio binding).
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._errors import set_terminate_handler
+
+__all__ = ["LeakReport", "TerminateRecorder", "assert_no_leaks", "no_leaks", "record_terminate"]
+
+
+class TerminateRecorder:
+    """Records calls of the terminate handler instead of aborting (DESIGN.md 2.13).
+
+    ``calls`` is a list of ``(reason, exc)``. Use it through :func:`record_terminate` or the
+    ``terminate_calls`` pytest fixture.
+    """
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, BaseException | None]] = []
+
+    def __call__(self, reason: str, exc: BaseException | None) -> None:
+        self.calls.append((reason, exc))
+
+    def __len__(self) -> int:
+        return len(self.calls)
+
+    def __bool__(self) -> bool:
+        return True
+
+    @property
+    def reasons(self) -> list[str]:
+        """The reasons of the recorded calls, in order."""
+        return [r for r, _ in self.calls]
+
+    def __repr__(self) -> str:
+        return f"<TerminateRecorder {self.reasons!r}>"
+
+
+@contextmanager
+def record_terminate() -> Iterator[TerminateRecorder]:
+    """Install a :class:`TerminateRecorder` with ``sx.set_terminate_handler``; restore on exit."""
+    rec = TerminateRecorder()
+    previous = set_terminate_handler(rec)
+    try:
+        yield rec
+    finally:
+        set_terminate_handler(previous)
+
+
+@dataclass
+class LeakReport:
+    """What :func:`no_leaks` saw: trio task counts at entry/exit, terminate calls."""
+
+    tasks_at_entry: int = 0
+    tasks_at_exit: int = 0
+    terminate_calls: list[tuple[str, BaseException | None]] = field(default_factory=list)
+
+
+def _stats() -> Any:
+    import trio
+
+    return trio.lowlevel.current_statistics()
+
+
+def assert_no_leaks(tasks_at_entry: int, *, deadline_at_entry: float = math.inf) -> None:
+    """Assert that the current trio run has ``tasks_at_entry`` living tasks and no new deadline.
+
+    ``trio.lowlevel.current_statistics().tasks_living`` must equal ``tasks_at_entry`` (a
+    larger count means a task was left running, for instance a system task of the trio
+    bridge); if there was no pending cancel-scope deadline at entry, there must be none now
+    (a cancel scope was left open). Raises ``AssertionError`` naming what leaked.
+    """
+    st = _stats()
+    if st.tasks_living != tasks_at_entry:
+        raise AssertionError(
+            f"trio task leak: {st.tasks_living} tasks living, {tasks_at_entry} expected"
+        )
+    if math.isinf(deadline_at_entry) and not math.isinf(st.seconds_to_next_deadline):
+        raise AssertionError(
+            "trio cancel scope leak: a deadline is pending that was not there at entry"
+        )
+
+
+@asynccontextmanager
+async def no_leaks(
+    *, settle: int = 10, check_terminate: bool = True, collect: bool = True
+) -> AsyncIterator[LeakReport]:
+    """``async with no_leaks():`` fails if the block leaks a trio task, scope or violation.
+
+    At entry it records ``trio.lowlevel.current_statistics().tasks_living`` and whether a
+    cancel-scope deadline is pending, and (with ``check_terminate``) installs a terminate
+    handler that records contract violations (an un-joined counting scope collected by the
+    garbage collector, a raising stop callback, ...). At exit it lets the scheduler run up to
+    ``settle`` times (``trio.lowlevel.checkpoint``) for tasks that are finishing, runs
+    ``gc.collect()`` (with ``collect``), restores the handler and asserts:
+
+    * the number of living trio tasks is back to its value at entry;
+    * no cancel-scope deadline is pending that was not at entry;
+    * the terminate handler was not called.
+
+    The body's own exception, if any, propagates unchanged (the checks are then skipped).
+    DESIGN.md 2.6, 2.8; REQUIREMENTS 26, 32.
+    """
+    import trio
+
+    st = _stats()
+    report = LeakReport(tasks_at_entry=st.tasks_living)
+    deadline = st.seconds_to_next_deadline
+    restore: Callable[[], object] | None = None
+    if check_terminate:
+        rec = TerminateRecorder()
+        previous = set_terminate_handler(rec)
+        report.terminate_calls = rec.calls
+
+        def restore() -> None:
+            set_terminate_handler(previous)
+
+    try:
+        yield report
+        for _ in range(settle):
+            if _stats().tasks_living <= report.tasks_at_entry:
+                break
+            await trio.lowlevel.checkpoint()
+        if collect:
+            gc.collect()
+    finally:
+        if restore is not None:
+            restore()
+    report.tasks_at_exit = _stats().tasks_living
+    assert_no_leaks(report.tasks_at_entry, deadline_at_entry=deadline)
+    if report.terminate_calls:
+        reason, exc = report.terminate_calls[0]
+        raise AssertionError(
+            f"contract violation (terminate handler called {len(report.terminate_calls)} "
+            f"time(s)): {reason}"
+        ) from exc

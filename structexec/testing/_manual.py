@@ -1,0 +1,262 @@
+"""``ManualScheduler``: a scheduler whose work runs exactly when the test says.
+
+[exec.sched], [exec.schedule]; REQUIREMENTS 0 ("ManualSched"), 2.16, 6, 18.6 and P3941R1 3.2
+(infallible schedulers).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from .._completion_signatures import completion_signatures
+from .._env import (
+    _MISSING,
+    QueryError,
+    forward_progress_guarantee,
+    get_completion_scheduler,
+    get_env,
+    get_forward_progress_guarantee,
+    get_stop_token,
+)
+from .._protocol import Sender, set_error_t, set_stopped_t, set_value_t, twice_started
+from .._stop_token import is_unstoppable, stop_callback_for
+
+__all__ = ["ManualScheduler"]
+
+
+class _Current(threading.local):
+    sch: ManualScheduler | None = None
+
+
+_current = _Current()
+
+_IDLE, _QUEUED, _RUNNING, _DONE = 0, 1, 2, 3
+
+
+class _ManualOp:
+    """The operation of ``sch.schedule()``: queued by ``start``, completed by ``run_one``."""
+
+    __slots__ = ("_cb", "_rcvr", "_sch", "_state")
+
+    def __init__(self, sch: ManualScheduler, rcvr: Any) -> None:
+        self._sch = sch
+        self._rcvr = rcvr
+        self._state = _IDLE
+        self._cb: Any = None
+
+    def start(self) -> None:
+        if self._state != _IDLE:
+            raise twice_started(self)
+        sch = self._sch
+        with sch._lock:
+            self._state = _QUEUED
+            sch._queue.append(self)
+            sch.started += 1
+        if sch._stop_eagerly:
+            tok = get_stop_token(get_env(self._rcvr))
+            if tok.stop_possible():
+                self._cb = stop_callback_for(tok, self._on_stop)
+
+    def _on_stop(self) -> None:
+        # Runs on the thread that requested stop (or inside start if it already had).
+        sch = self._sch
+        with sch._lock:
+            if self._state != _QUEUED:
+                return  # already taken by run_one, which will see the stop request
+            sch._queue.remove(self)
+            self._state = _DONE
+            sch.stopped_eagerly += 1
+        cb, self._cb = self._cb, None
+        if cb is not None:
+            cb.close()
+        self._rcvr.set_stopped()
+
+    def _run(self, exc: BaseException | None) -> None:
+        # The caller has taken the op out of the queue and set _RUNNING under the lock.
+        cb, self._cb = self._cb, None
+        if cb is not None:
+            cb.close()  # waits if _on_stop runs on another thread; it then returns early
+        self._state = _DONE
+        rcvr = self._rcvr
+        prev = _current.sch
+        _current.sch = self._sch
+        try:
+            if get_stop_token(get_env(rcvr)).stop_requested():
+                rcvr.set_stopped()
+            elif exc is not None:
+                rcvr.set_error(exc)
+            else:
+                rcvr.set_value()
+        finally:
+            _current.sch = prev
+
+
+class _ManualAttrs:
+    __slots__ = ("_sch",)
+
+    def __init__(self, sch: ManualScheduler) -> None:
+        self._sch = sch
+
+    def _sx_try(self, q: Any, default: Any) -> Any:
+        if (
+            q is get_completion_scheduler[set_value_t]
+            or q is get_completion_scheduler[set_stopped_t]
+            or (q is get_completion_scheduler[set_error_t] and not self._sch.infallible)
+        ):
+            return self._sch
+        return default
+
+    def query(self, q: Any, *args: Any) -> Any:
+        r = self._sx_try(q, _MISSING)
+        if r is _MISSING:
+            raise QueryError(f"the schedule sender of {self._sch!r} does not support {q!r}")
+        return r
+
+
+class _ManualSender(Sender[None]):
+    __slots__ = ("_sch",)
+
+    def __init__(self, sch: ManualScheduler) -> None:
+        self._sch = sch
+
+    def connect(self, rcvr: Any) -> _ManualOp:
+        sch = self._sch
+        e = get_env(rcvr)
+        with sch._lock:
+            sch.envs.append(e)
+        return _ManualOp(sch, rcvr)
+
+    def get_env(self) -> Any:
+        return _ManualAttrs(self._sch)
+
+    def get_completion_signatures(self, env: Any = None) -> completion_signatures:
+        sigs: list[Any] = [set_value_t()]
+        if env is None or not is_unstoppable(get_stop_token(env)):
+            sigs.append(set_stopped_t())
+        if not self._sch.infallible:
+            sigs.append(set_error_t(Exception))
+        return completion_signatures(*sigs)
+
+    def __repr__(self) -> str:
+        return f"schedule({self._sch!r})"
+
+
+class ManualScheduler:
+    """A scheduler whose ``schedule()`` operations wait in a queue until the test runs them.
+
+    REQUIREMENTS 0 (``ManualSched``), 2.16, 6.1-6.6; P3941R1 3.2 for ``infallible``.
+
+    * ``schedule()`` returns a sender; starting its operation appends it to the queue and
+      returns (it never completes inline). :attr:`pending` is the queue length,
+      :attr:`started` counts operations ever started, :attr:`ran` items run.
+    * ``run_one(index=0)`` takes the item at ``index`` out of the queue and completes it on the
+      calling thread: ``set_stopped()`` if its receiver's stop token has a stop request,
+      else ``set_error(exc)`` if :meth:`fail_next` armed a failure, else ``set_value()``.
+      While the completion runs, ``ManualScheduler.current()`` on that thread is this
+      scheduler (a marker for affinity tests, REQUIREMENTS 2.16). ``run_one`` raises
+      ``IndexError`` when there is no such item.
+    * ``drain(limit=100_000)`` runs items in FIFO order, including items queued by running
+      items, until the queue is empty; returns how many ran; raises ``RuntimeError`` past
+      ``limit`` (a livelock).
+    * ``infallible=True`` (the default): the schedule sender declares
+      ``set_value_t()`` plus ``set_stopped_t()`` unless the environment's stop token is
+      unstoppable, so it is *infallible* in the P3941R1 sense (``affine_on`` and ``task``
+      accept it). ``ManualScheduler(infallible=False)`` also declares
+      ``set_error_t(Exception)`` and allows :meth:`fail_next`.
+    * ``stop_eagerly=False``: when true, a stop request on a queued operation's token takes it
+      out of the queue and completes it ``set_stopped()`` at once on the requesting thread
+      (like a cancellable timer), instead of when the item is run.
+    * :attr:`envs` lists the receiver environment of every connected schedule operation (so
+      a test can check which stop token or scheduler an algorithm passed down).
+    * Attributes of the schedule sender: ``get_completion_scheduler[set_value_t]`` and
+      ``[set_stopped_t]`` (and ``[set_error_t]`` when fallible) are this scheduler.
+    * Equality is identity; every method is thread-safe (items run on the thread that calls
+      ``run_one``/``drain``).
+    """
+
+    def __init__(
+        self, name: str | None = None, *, infallible: bool = True, stop_eagerly: bool = False
+    ) -> None:
+        self.name = name
+        self.infallible = infallible
+        self._stop_eagerly = stop_eagerly
+        self._lock = threading.Lock()
+        self._queue: list[_ManualOp] = []
+        self._failures: list[BaseException] = []
+        self.envs: list[Any] = []
+        self.started = 0
+        self.ran = 0
+        self.stopped_eagerly = 0
+
+    @staticmethod
+    def current() -> ManualScheduler | None:
+        """The ``ManualScheduler`` whose item is completing on this thread, or ``None``."""
+        return _current.sch
+
+    def schedule(self) -> Sender[None]:
+        """A sender that completes on this scheduler when the test runs its item (6.6)."""
+        return _ManualSender(self)
+
+    def query(self, q: Any, *args: Any) -> Any:
+        """Scheduler queries: ``get_forward_progress_guarantee`` is ``weakly_parallel``."""
+        if q is get_forward_progress_guarantee:
+            return forward_progress_guarantee.weakly_parallel
+        raise QueryError(f"{self!r} does not support {q!r}")
+
+    @property
+    def pending(self) -> int:
+        """How many started operations wait in the queue."""
+        return len(self._queue)
+
+    def fail_next(self, exc: BaseException, count: int = 1) -> None:
+        """Make the next ``count`` items that run (and are not stopped) complete ``set_error(exc)``.
+
+        Only for ``ManualScheduler(infallible=False)``: an infallible scheduler declares that
+        it never completes with an error (P3941R1 3.2), so this raises ``TypeError`` there.
+        """
+        if self.infallible:
+            raise TypeError(
+                "fail_next() on an infallible ManualScheduler: its schedule sender declares no "
+                "set_error completion (P3941R1); create it with ManualScheduler(infallible=False)"
+            )
+        if exc is None:
+            raise TypeError("fail_next(None): None is not a valid error datum (REQUIREMENTS 1.2)")
+        with self._lock:
+            self._failures.extend([exc] * count)
+
+    def _take(self, index: int) -> tuple[_ManualOp, BaseException | None]:
+        with self._lock:
+            q = self._queue
+            if not q:
+                raise IndexError(f"{self!r}: no queued item to run")
+            op = q.pop(index)
+            op._state = _RUNNING
+            self.ran += 1
+            exc = None
+            if self._failures and not get_stop_token(get_env(op._rcvr)).stop_requested():
+                exc = self._failures.pop(0)
+            return op, exc
+
+    def run_one(self, index: int = 0) -> None:
+        """Run the queued item at ``index`` (FIFO position) on the calling thread."""
+        op, exc = self._take(index)
+        op._run(exc)
+
+    def drain(self, limit: int = 100_000) -> int:
+        """Run items in FIFO order until none is queued; return how many ran."""
+        n = 0
+        while self._queue:
+            if n >= limit:
+                raise RuntimeError(f"{self!r}.drain(): more than {limit} items; a livelock?")
+            try:
+                op, exc = self._take(0)
+            except IndexError:  # another thread emptied the queue
+                break
+            op._run(exc)
+            n += 1
+        return n
+
+    def __repr__(self) -> str:
+        name = f" {self.name!r}" if self.name else ""
+        return f"<ManualScheduler{name} {len(self._queue)} pending>"
