@@ -5,8 +5,8 @@ A *domain* customises algorithms: at ``connect`` the library asks the sender's l
 ``transform_sender`` it (REQUIREMENTS 7.2, 9.8), which is how ``parallel_scheduler`` replaces
 ``bulk_chunked`` with its own implementation (9.12). Custom domains derive from
 :class:`default_domain` and override what they customise; everything else falls back to the
-default. The transform machinery is switched on when the first custom domain class is defined,
-so programs that use only the default domain pay nothing for it at ``connect``.
+default. The transform machinery is switched on when the first custom domain is created, so
+programs that use only the default domain pay nothing for it at ``connect``.
 """
 
 from __future__ import annotations
@@ -42,14 +42,16 @@ class default_domain:
       ``FWD-ENV(env)``.
     * ``apply_sender(tag, sndr, *args)``: ``tag.apply_sender(sndr, *args)``.
 
-    Derive a custom domain from this class; defining a subclass turns on the domain dispatch
-    in :func:`connect` and in the adaptors.
+    Derive a custom domain from this class; creating the first instance of a subclass turns
+    on the domain dispatch in :func:`connect` and in the adaptors (until then ``connect`` skips
+    the transform, which can only return the sender unchanged).
     """
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        global _domains_on
-        _domains_on = True
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        if cls is not default_domain:
+            global _domains_on
+            _domains_on = True
+        return super().__new__(cls)
 
     def transform_sender(self, sndr: Any, env: Any = None) -> Any:
         tag = getattr(sndr, "tag", None)

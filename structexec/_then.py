@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
-from ._domain import connect, domains_active
+from ._domain import connect, domains_active, get_domain_late, transform_sender
 from ._env import fwd_env, get_env
 from ._protocol import (
     Algorithm,
@@ -135,17 +135,40 @@ class _ThenBase(Sender[Any]):
 
     def connect(self, rcvr: Any) -> _ThenOp:
         if domains_active():
-            stages = ((self._kind, self._fn),)
-            op = _ThenOp(rcvr, stages, (self._fn,) if self._kind == _VALUE else None)
-            op._op = connect(self._child, op)
-            return op
+            return self._connect_with_domains(rcvr)
         base, stages, fns = self._flatten()
         op = _ThenOp(rcvr, stages, fns)
         op._op = connect(base, op)
         return op
 
+    def _connect_with_domains(self, rcvr: Any) -> _ThenOp:
+        # Fuse only through children that their late domain leaves unchanged; a child that a
+        # domain transforms is connected as it is transformed (REQUIREMENTS 7.2, 9.4).
+        env = fwd_env(get_env(rcvr))
+        rev: list[tuple[int, Any]] = [(self._kind, self._fn)]
+        s: Any = self._child
+        while True:
+            t = transform_sender(get_domain_late(s, env), s, env)
+            if t is not s or not isinstance(s, _ThenBase):
+                break
+            rev.append((s._kind, s._fn))
+            s = s._child
+        rev.reverse()
+        stages = tuple(rev)
+        fns = tuple(f for _, f in stages) if all(k == _VALUE for k, _ in stages) else None
+        op = _ThenOp(rcvr, stages, fns)
+        try:
+            m = t.connect
+        except AttributeError:
+            op._op = connect(t, op)
+        else:
+            op._op = m(op)
+        return op
+
     def get_env(self) -> Any:
-        return fwd_env(get_env(self._child))
+        # FWD-ENV(FWD-ENV(e)) is FWD-ENV(e): go straight to the innermost non-then child, so
+        # a 10,000-stage chain does not recurse 10,000 times.
+        return fwd_env(get_env(self._flatten()[0]))
 
     @property
     def _sx_completes_inline(self) -> bool:
