@@ -46,6 +46,8 @@ class _ReadEnvSender(Sender[Any]):
                 f"read_env({self._q!r}): the receiver's environment does not support this query "
                 f"({e}); a non-forwarding query does not cross adaptors (REQUIREMENTS 10.5, 3.10)"
             ) from None
+        except Exception:
+            pass  # supported but failing: start() completes with set_error (TRY-SET-VALUE)
         return _ReadEnvOp(rcvr, self._q)
 
     def get_completion_signatures(self, env: Any = None) -> completion_signatures:

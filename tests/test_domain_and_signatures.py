@@ -1,0 +1,115 @@
+"""Domains, transforms and completion signatures: REQUIREMENTS 7.2, 8, 9."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import structexec as sx
+
+
+def test_8_1_signature_objects() -> None:
+    sigs = sx.completion_signatures(
+        sx.set_value_t(int, str), sx.set_error_t(Exception), sx.set_stopped_t(), sx.set_value_t()
+    )
+    assert len(sigs) == 4
+    assert sigs.count_of(sx.set_value_t) == 2
+    assert sigs.value_types == [(int, str), ()]
+    assert sigs.error_types == [Exception]
+    assert sigs.sends_stopped
+    assert sx.set_value_t(int) in sigs | sx.completion_signatures(sx.set_value_t(int))
+    with pytest.raises(TypeError):
+        sx.set_error_t()
+    with pytest.raises(TypeError):
+        sx.set_stopped_t(int)
+    with pytest.raises(TypeError, match="signatures"):
+        sx.completion_signatures(int)  # type: ignore[arg-type]
+
+
+def test_8_3_unknown_and_dependent() -> None:
+    class NoSigs:
+        def connect(self, r: Any) -> Any:
+            raise AssertionError
+
+    assert sx.get_completion_signatures(NoSigs()) is None
+    with pytest.raises(sx.dependent_sender_error):
+        sx.get_completion_signatures(sx.read_env(sx.get_scheduler))
+    sch = sx.inline_scheduler()
+    sigs = sx.get_completion_signatures(
+        sx.read_env(sx.get_scheduler), sx.prop(sx.get_scheduler, sch)
+    )
+    assert sigs is not None and sigs.value_types == [(sx.inline_scheduler,)]
+
+
+def test_9_1_default_domain_uses_tag_transform() -> None:
+    d = sx.default_domain()
+    s = sx.just(1)
+    assert d.transform_sender(s) is s
+    assert sx.transform_sender(d, s) is s
+
+
+def test_9_4_transform_recurses_to_fixed_point_and_9_12_custom_domain_at_connect() -> None:
+    seen: list[str] = []
+    made: list[Any] = []
+
+    class Doubling(sx.default_domain):
+        def transform_sender(self, sndr: Any, env: Any = None) -> Any:
+            if getattr(sndr, "tag", None) is sx.then and not any(m is sndr for m in made):
+                seen.append("then")
+                f = sndr.data
+                new = sx.then(sndr.children[0], lambda *a: f(*a) * 2)
+                made.append(new)
+                return new
+            return super().transform_sender(sndr, env)
+
+    dom = Doubling()
+
+    class Sched:
+        def schedule(self) -> Any:
+            return sx.schedule(sx.inline_scheduler())
+
+        def query(self, q: Any) -> Any:
+            if q is sx.get_domain:
+                return dom
+            raise sx.QueryError
+
+        def __eq__(self, o: object) -> bool:
+            return isinstance(o, Sched)
+
+        def __hash__(self) -> int:
+            return 0
+
+    class R:
+        def __init__(self) -> None:
+            self.v: Any = None
+
+        def get_env(self) -> Any:
+            return sx.prop(sx.get_scheduler, Sched())
+
+        def set_value(self, *v: Any) -> None:
+            self.v = v
+
+        def set_error(self, e: Any) -> None:
+            raise AssertionError(e)
+
+        def set_stopped(self) -> None:
+            raise AssertionError
+
+    r = R()
+    sx.start(sx.connect(sx.just(3) | sx.then(lambda x: x + 1), r))
+    assert r.v == (8,)
+    assert seen == ["then"]
+
+
+def test_9_6_apply_sender_default() -> None:
+    assert sx.apply_sender(sx.default_domain(), sx.sync_wait, sx.just(4)) == (4,)
+
+
+def test_9_2_transform_env_default_forwards() -> None:
+    class Q(sx.Query):
+        pass
+
+    e = sx.transform_env(sx.default_domain(), sx.just(), sx.prop(Q(), 1))
+    with pytest.raises(sx.QueryError):
+        e.query(Q())

@@ -1,0 +1,166 @@
+"""Queries and environments: REQUIREMENTS 3 and 4 ([exec.queryable], [exec.env], ...)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import structexec as sx
+
+
+class MyQuery(sx.Query):
+    pass
+
+
+class MyForwardingQuery(sx.Query):
+    forwarding = True
+
+
+q = MyQuery()
+fq = MyForwardingQuery()
+
+
+def test_3_4_prop_returns_the_same_object() -> None:
+    v = object()
+    p = sx.prop(q, v)
+    assert p.query(q) is v
+    assert q(p) is v
+    with pytest.raises(sx.QueryError):
+        p.query(fq)
+    with pytest.raises(AttributeError):
+        p.x = 1  # type: ignore[attr-defined]
+
+
+def test_3_5_env_first_wins() -> None:
+    e = sx.env(sx.prop(q, 1), sx.prop(q, 2))
+    assert e.query(q) == 1
+    with pytest.raises(sx.QueryError):
+        sx.env().query(q)
+    assert issubclass(sx.QueryError, LookupError)
+
+
+def test_3_5_example_1() -> None:
+    sch = sx.inline_scheduler()
+    alloc = object()
+    e = sx.env(sx.prop(sx.get_allocator, alloc), sx.prop(sx.get_scheduler, sch))
+    assert sx.get_allocator(e) is alloc
+    assert sx.get_scheduler(e) == sch
+
+
+def test_3_3_supported_none_differs_from_unsupported() -> None:
+    e = sx.prop(q, None)
+    assert q(e) is None
+    with pytest.raises(sx.QueryError):
+        fq(e)
+
+
+def test_3_6_get_env_default() -> None:
+    assert sx.get_env(object()) is sx.get_env(42)
+    with pytest.raises(sx.QueryError):
+        sx.get_env(object()).query(q)
+
+
+def test_3_10_non_forwarding_query_does_not_cross_adaptors() -> None:
+    outer = sx.env(sx.prop(q, 1), sx.prop(fq, 2))
+    # write_env's child sees written queries; then's child only forwarding ones.
+    class R:
+        def __init__(self) -> None:
+            self.v: Any = None
+
+        def get_env(self) -> Any:
+            return outer
+
+        def set_value(self, *v: Any) -> None:
+            self.v = v
+
+        def set_error(self, e: Any) -> None:
+            raise AssertionError(e)
+
+        def set_stopped(self) -> None:
+            raise AssertionError
+
+    r = R()
+    sx.start(sx.connect(sx.read_env(q), r))
+    assert r.v == (1,)
+    with pytest.raises(TypeError, match="does not support"):
+        sx.connect(sx.read_env(q) | sx.then(lambda x: x), r)
+    r2 = R()
+    sx.start(sx.connect(sx.read_env(fq) | sx.then(lambda x: x), r2))
+    assert r2.v == (2,)
+
+
+def test_3_11_single_child_attributes_forward() -> None:
+    loop = sx.run_loop()
+    sch = loop.get_scheduler()
+    s = sx.then(sx.schedule(sch), lambda: None)
+    assert sx.get_completion_scheduler[sx.set_value_t](sx.get_env(s)) == sch
+    assert sx.get_completion_scheduler[sx.set_stopped_t](sx.get_env(sx.schedule(sch))) == sch
+    with pytest.raises(sx.QueryError):
+        sx.get_completion_scheduler[sx.set_error_t](sx.get_env(sx.schedule(sch)))
+
+
+def test_4_1_forwarding_query_rules() -> None:
+    assert sx.forwarding_query(q) is False
+    assert sx.forwarding_query(fq) is True
+
+    class ByMethod:
+        def query(self, what: Any) -> Any:
+            if what is sx.forwarding_query:
+                return True
+            raise sx.QueryError
+
+    assert sx.forwarding_query(ByMethod()) is True
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        sx.get_allocator,
+        sx.get_stop_token,
+        sx.get_domain,
+        sx.get_scheduler,
+        sx.get_delegation_scheduler,
+        sx.get_completion_scheduler[sx.set_value_t],
+        sx.get_completion_scheduler[sx.set_error_t],
+        sx.get_completion_scheduler[sx.set_stopped_t],
+        sx.get_await_completion_adaptor,
+    ],
+)
+def test_4_2_standard_queries_forward(query: Any) -> None:
+    assert sx.forwarding_query(query) is True
+
+
+def test_4_4_get_stop_token_default() -> None:
+    t = sx.get_stop_token(sx.env())
+    assert isinstance(t, sx.never_stop_token)
+    assert t.stop_possible() is False
+
+
+def test_4_6_get_scheduler_has_no_default_and_says_how_to_add_one() -> None:
+    with pytest.raises(sx.QueryError, match="write_env"):
+        sx.get_scheduler(sx.env())
+
+
+def test_4_8_forward_progress_guarantee() -> None:
+    assert {g.name for g in sx.forward_progress_guarantee} == {
+        "concurrent",
+        "parallel",
+        "weakly_parallel",
+    }
+    assert (
+        sx.get_forward_progress_guarantee(sx.inline_scheduler())
+        is sx.forward_progress_guarantee.weakly_parallel
+    )
+    assert (
+        sx.get_forward_progress_guarantee(sx.run_loop().get_scheduler())
+        is sx.forward_progress_guarantee.weakly_parallel
+    )
+    with pytest.raises(TypeError, match="scheduler"):
+        sx.get_forward_progress_guarantee(42)
+
+
+def test_4_9_completion_scheduler_tags() -> None:
+    assert sx.get_completion_scheduler[sx.set_value_t] is sx.get_completion_scheduler[sx.set_value_t]
+    with pytest.raises(TypeError):
+        sx.get_completion_scheduler[int]

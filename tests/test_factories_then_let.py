@@ -1,0 +1,179 @@
+"""Factories, then/upon_*, let_*: REQUIREMENTS 10, 13, 14."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+import structexec as sx
+from structexec.testing import ManualScheduler, RecordingReceiver
+
+
+class E(Exception):
+    pass
+
+
+def test_10_1_just_family_completes_inline() -> None:
+    for s, kind in [(sx.just(1, 2.0), "value"), (sx.just_error(E()), "error"), (sx.just_stopped(), "stopped")]:
+        rec = RecordingReceiver()
+        rec.run(s)
+        assert rec.done and rec.events[0][0] == kind
+
+
+def test_10_2_arity_is_enforced() -> None:
+    with pytest.raises(TypeError):
+        sx.just_error()
+    with pytest.raises(TypeError):
+        sx.just_error(E(), E())
+    with pytest.raises(TypeError):
+        sx.just_stopped(1)  # type: ignore[call-arg]
+
+
+def test_10_3_datums_are_not_copied() -> None:
+    obj = object()
+    assert sx.sync_wait(sx.just(obj))[0] is obj  # type: ignore[index]
+
+
+def test_10_4_just_signatures() -> None:
+    assert sx.get_completion_signatures(sx.just(1, 2.0)) == sx.completion_signatures(
+        sx.set_value_t(int, float)
+    )
+    assert sx.get_completion_signatures(sx.just_error(E())) == sx.completion_signatures(
+        sx.set_error_t(E)
+    )
+    assert sx.get_completion_signatures(sx.just_stopped()) == sx.completion_signatures(
+        sx.set_stopped_t()
+    )
+
+
+def test_10_5_read_env_and_query_failure() -> None:
+    class Bad(sx.Query):
+        forwarding = True
+
+    bad = Bad()
+
+    class BoomEnv:
+        def query(self, q: Any, *a: Any) -> Any:
+            if q is bad:
+                raise E("query failed")
+            raise sx.QueryError
+
+    rec = RecordingReceiver(env=BoomEnv())
+    rec.run(sx.read_env(bad))
+    assert isinstance(rec.error, E)
+    with pytest.raises(sx.dependent_sender_error):
+        sx.get_completion_signatures(sx.read_env(bad))
+
+
+def test_13_1_to_13_4_then_and_upon() -> None:
+    assert sx.sync_wait(sx.just(2) | sx.then(lambda x: x * 3)) == (6,)
+    assert sx.sync_wait(sx.just_error(E("e")) | sx.upon_error(lambda e: str(e))) == ("e",)
+    assert sx.sync_wait(sx.just_stopped() | sx.upon_stopped(lambda: "s")) == ("s",)
+    # Non-matching completions pass through unchanged.
+    err = E()
+    with pytest.raises(E) as ei:
+        sx.sync_wait(sx.just_error(err) | sx.then(lambda: 1) | sx.upon_stopped(lambda: 2))
+    assert ei.value is err
+    assert sx.sync_wait(sx.just_stopped() | sx.then(lambda: 1) | sx.upon_error(lambda e: 2)) is None
+    assert sx.sync_wait(sx.just(1) | sx.upon_error(lambda e: 0) | sx.upon_stopped(lambda: 0)) == (1,)
+
+
+def test_13_1_exception_in_f_becomes_error_and_later_stages_see_it() -> None:
+    seen: list[Any] = []
+
+    def boom(x: int) -> int:
+        raise E(x)
+
+    s = (
+        sx.just(1)
+        | sx.then(boom)
+        | sx.then(lambda x: seen.append("then") or x)
+        | sx.upon_error(lambda e: seen.append(("upon", e.args)) or 9)
+    )
+    assert sx.sync_wait(s) == (9,)
+    assert seen == [("upon", (1,))]
+
+
+def test_13_5_f_runs_on_the_completing_agent() -> None:
+    sch = ManualScheduler()
+    ran_on: list[Any] = []
+    rec = RecordingReceiver()
+    rec.run(sx.schedule(sch) | sx.then(lambda: ran_on.append(ManualScheduler.current())))
+    assert ran_on == []
+    t = threading.Thread(target=sch.drain)
+    t.start()
+    t.join()
+    assert ran_on == [sch]
+    assert rec.thread == t.ident
+
+
+def test_13_6_wrong_arity_is_an_error_completion() -> None:
+    rec = RecordingReceiver()
+    rec.run(sx.just(1, 2) | sx.then(lambda x: x))
+    assert isinstance(rec.error, TypeError)
+
+
+def test_then_rejects_bad_arguments() -> None:
+    with pytest.raises(TypeError, match="callable"):
+        sx.then(42)  # type: ignore[call-overload]
+    with pytest.raises(TypeError, match="sender"):
+        sx.then(42, lambda: None)
+
+
+def test_14_1_let_value_runs_the_returned_sender() -> None:
+    assert sx.sync_wait(sx.just(3) | sx.let_value(lambda x: sx.just(x, x + 1))) == (3, 4)
+    assert sx.sync_wait(sx.just_error(E()) | sx.let_error(lambda e: sx.just("r"))) == ("r",)
+    assert sx.sync_wait(sx.just_stopped() | sx.let_stopped(lambda: sx.just("s"))) == ("s",)
+
+
+def test_14_2_datums_live_until_the_second_operation_completes() -> None:
+    sch = ManualScheduler()
+
+    def f(lst: list[int]) -> Any:
+        return sx.schedule(sch) | sx.then(lambda: lst.append(2) or lst)
+
+    rec = RecordingReceiver()
+    rec.run(sx.just([1]) | sx.let_value(f))
+    import gc
+
+    gc.collect()
+    sch.drain()
+    assert rec.value == ([1, 2],)
+
+
+def test_14_3_and_14_5_let_errors() -> None:
+    def boom() -> Any:
+        raise E("f")
+
+    rec = RecordingReceiver()
+    rec.run(sx.just() | sx.let_value(boom))
+    assert isinstance(rec.error, E)
+    rec = RecordingReceiver()
+    rec.run(sx.just() | sx.let_value(lambda: 42))
+    assert isinstance(rec.error, TypeError) and "sender" in str(rec.error)
+
+
+def test_14_4_non_matching_forwarded() -> None:
+    assert sx.sync_wait(sx.just(1) | sx.let_error(lambda e: sx.just(0))) == (1,)
+    assert sx.sync_wait(sx.just_stopped() | sx.let_value(lambda: sx.just(0))) is None
+
+
+def test_14_6_second_sender_sees_completion_scheduler() -> None:
+    loop = sx.run_loop()
+    sch = loop.get_scheduler()
+    rec = RecordingReceiver()
+    rec.run(sx.let_value(sx.schedule(sch), lambda: sx.read_env(sx.get_scheduler)))
+    loop.finish()
+    loop.run()
+    assert rec.value == (sch,)
+
+
+def test_let_lazy_and_f_called_once() -> None:
+    calls: list[int] = []
+    s = sx.just(1) | sx.let_value(lambda x: calls.append(x) or sx.just())
+    assert calls == []
+    sx.sync_wait(s)
+    sx.sync_wait(s)
+    assert calls == [1, 1]
