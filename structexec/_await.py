@@ -1,3 +1,226 @@
-"""await: being written; see the issue that owns it."""
+"""``await sndr`` in a trio task (DESIGN.md 1, 2.1, 2.4, 2.5; REQUIREMENTS 20.3-20.5, 32.1-32.2).
+
+``Sender.__await__`` calls :func:`await_sender` (installed in ``_hooks`` when this module is
+imported). In a coroutine driven by structexec's own loop (:mod:`._coroutine_driver`) the
+driver takes the sender; in a trio task this module:
+
+1. connects the sender to a small receiver whose environment provides ``get_scheduler`` (the
+   run's :func:`trio_scheduler`) and ``get_stop_token``: a token that is stopped when the
+   awaiting task's trio cancellation hits. Both are created only if the operation asks.
+   Inside a coroutine hosted by structexec the other queries come from the hosting receiver's
+   environment (REQUIREMENTS 20.9);
+2. starts it. If it completed inside ``start`` the result is returned without yielding to
+   trio at all (``await sx.just(1)`` is cheaper than a checkpoint);
+3. otherwise parks the task with ``trio.lowlevel.wait_task_rescheduled``. A completion on the
+   trio thread reschedules the task directly, one from another thread goes through
+   ``TrioToken.run_sync_soon``. If trio cancels the task meanwhile, the abort function
+   requests stop on the operation and the task *keeps waiting, shielded*, until the
+   operation completes (an operation state must outlive its operation, REQUIREMENTS 32.2);
+4. gives the result: ``None`` for no datums, the datum, or a tuple of several (DESIGN.md
+   2.1); raises an error datum (an exception as it is, anything else as ``ErrorValue``);
+   for stopped, raises ``trio.Cancelled`` (by re-entering a checkpoint inside the cancelled
+   scope) when the stop came from the task's own trio cancellation and ``sx.Stopped``
+   otherwise (DESIGN.md 2.4). A value that arrives despite the cancellation is returned; the
+   ``Cancelled`` comes at the next checkpoint (32.2).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Generator
+from typing import Any
+
+import trio
+import trio.lowlevel as tl
+
+from . import _hooks
+from ._domain import connect
+from ._env import _MISSING, QueryError, get_scheduler, get_stop_token, query_or
+from ._errors import ErrorValue, Stopped
+from ._protocol import completed_twice
+from ._stop_token import inplace_stop_source
+from ._trio_bridge import _RUN, RunState, current_run, hosted_env, in_trio_run, run_finished_error
+from ._trio_scheduler import _TrioScheduleSender
 
 __all__: list[str] = []
+
+_get_ident = threading.get_ident
+_LOCK = threading.Lock()  # handshake between a parking task and an off-thread completer
+_driver_state = _hooks.driver_state
+_reschedule = tl.reschedule
+_wait_task_rescheduled = tl.wait_task_rescheduled
+_checkpoint = tl.checkpoint
+_FAILED = tl.Abort.FAILED
+_get_hosted = hosted_env.get
+_run_get = _RUN.get
+
+_PENDING, _VALUE, _ERROR, _STOPPED = 0, 1, 2, 3
+
+
+class _AwaitRcvr:
+    """The receiver of an awaited sender; it is also its own environment (32.1)."""
+
+    __slots__ = ("_base", "_cancelled", "_kind", "_parked", "_result", "_run", "_src", "_task")
+
+    def __init__(self, run: RunState, base: Any) -> None:
+        self._run = run
+        self._base = base  # env of the hosting receiver inside a hosted coroutine, else None
+        self._kind = _PENDING
+        self._result: Any = None
+        self._src: inplace_stop_source | None = None
+        self._cancelled = False  # the awaiting task's trio cancellation hit
+        self._parked = False
+        self._task: Any = None
+
+    # -- environment ---------------------------------------------------------------------
+
+    def get_env(self) -> _AwaitRcvr:
+        return self
+
+    def _sx_try(self, q: Any, default: Any) -> Any:
+        if q is get_stop_token:
+            return self._stop_token()
+        base = self._base
+        if base is not None:
+            r = query_or(base, q, _MISSING)
+            if r is not _MISSING:
+                return r
+        if q is get_scheduler:
+            return self._run.sched
+        return default
+
+    def query(self, q: Any, *args: Any) -> Any:
+        r = self._sx_try(q, _MISSING)
+        if r is _MISSING:
+            if args and self._base is not None:
+                return self._base.query(q, *args)
+            raise QueryError(f"the environment of an awaiting trio task does not support {q!r}")
+        return r
+
+    def _stop_token(self) -> Any:
+        src = self._src
+        if src is None:
+            with _LOCK:
+                src = self._src
+                if src is None:
+                    src = self._src = inplace_stop_source()
+                fire = self._cancelled
+            if fire:
+                src.request_stop()
+        return src.get_token()
+
+    def _abort(self, raise_cancel: Any) -> Any:
+        # trio cancellation of the parked task -> stop request; keep waiting (32.2).
+        self._cancelled = True
+        with _LOCK:
+            src = self._src
+        if src is not None:
+            src.request_stop()
+        return _FAILED
+
+    # -- completions ------------------------------------------------------------------------
+
+    def _complete(self, kind: int, data: Any, how: str) -> None:
+        if self._kind:
+            raise completed_twice(self, how)
+        run = self._run
+        if _get_ident() == run.thread and not run.finished:
+            # On the trio thread the awaiting task is either inside start() or parked.
+            self._result = data
+            self._kind = kind
+            if self._parked:
+                self._parked = False
+                _reschedule(self._task)
+            return
+        with _LOCK:
+            self._result = data
+            self._kind = kind
+            parked = self._parked
+        if parked:
+            try:
+                run.token.run_sync_soon(self._wake)
+            except trio.RunFinishedError:
+                raise run_finished_error("complete an awaited sender") from None
+
+    def _wake(self) -> None:
+        if self._parked:
+            self._parked = False
+            _reschedule(self._task)
+
+    def set_value(self, *vals: Any) -> None:
+        self._complete(_VALUE, vals, "set_value")
+
+    def set_error(self, err: Any) -> None:
+        self._complete(_ERROR, err, "set_error")
+
+    def set_stopped(self) -> None:
+        self._complete(_STOPPED, None, "set_stopped")
+
+
+def _not_in_trio() -> RuntimeError:
+    return RuntimeError(
+        "`await sender` needs a trio task (inside trio.run) or a coroutine driven by "
+        "structexec (sx.task, a coroutine passed as a sender); it cannot be awaited from "
+        "asyncio or other event loops"
+    )
+
+
+def await_sender(sndr: Any) -> Generator[Any, Any, Any]:
+    """The generator behind ``Sender.__await__`` (see the module docstring)."""
+    driver = _driver_state.driver
+    if driver is not None:
+        return (yield from driver.await_sender(sndr))
+    try:
+        run = _run_get(None)
+    except RuntimeError:
+        raise _not_in_trio() from None
+    if run is None:
+        run = current_run()
+    if type(sndr) is _TrioScheduleSender and sndr._sch._run is run:
+        # schedule(trio_scheduler()) awaited by a task of its own run: one checkpoint.
+        yield from _checkpoint().__await__()
+        return None
+    r = _AwaitRcvr(run, _get_hosted())
+    op = connect(sndr, r)
+    op.start()
+    if not r._kind:
+        task = tl.current_task()
+        r._task = task
+        with _LOCK:
+            if not r._kind:
+                r._parked = True
+        if r._parked:
+            try:
+                yield from _wait_task_rescheduled(r._abort).__await__()
+            except BaseException:
+                # Only GeneratorExit can get here (the coroutine was closed while parked,
+                # which trio never does to a live task): forget the task.
+                with _LOCK:
+                    r._parked = False
+                raise
+    kind = r._kind
+    if kind == _VALUE:
+        vals = r._result
+        n = len(vals)
+        if n == 1:
+            return vals[0]
+        return None if n == 0 else vals
+    if kind == _ERROR:
+        err = r._result
+        r._result = None
+        if isinstance(err, BaseException):
+            raise err
+        raise ErrorValue(err)
+    if r._cancelled:
+        # The stop came from this task's trio cancellation: let trio raise its Cancelled.
+        yield from _checkpoint().__await__()
+    raise Stopped()
+
+
+def on_trio_thread() -> bool:
+    """True on a thread that is running ``trio.run`` (``sync_wait`` refuses there, 19.8)."""
+    return in_trio_run()
+
+
+_hooks.await_sender = await_sender
+_hooks.on_trio_thread = on_trio_thread

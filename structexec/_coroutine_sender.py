@@ -1,3 +1,262 @@
-"""coroutine_sender: being written; see the issue that owns it."""
+"""Coroutine objects and other awaitables as senders ([exec.connect] connect-awaitable).
+
+REQUIREMENTS 20.9, 32.3, 32.4; DESIGN.md 1 ("Coroutine objects and other awaitables are
+senders"), 2.4, 2.5. ``sx.connect(coro, rcvr)`` (and so ``when_all(coro1, coro2)``,
+``spawn(coro, token)``, ...) gives an operation that, when started,
+
+* **on the trio thread** (or from another thread when the receiver's environment names a live
+  trio run: a trio ``get_scheduler`` or a host nursery) runs the awaitable in its own trio
+  task, inside its own ``trio.CancelScope``. The scope is shielded from ambient trio
+  cancellation (32.4): only the receiver's stop token cancels it. A stop request, from any
+  thread, cancels the scope (off the trio thread through ``TrioToken.run_sync_soon``), and
+  the ``Cancelled`` that results completes the operation with ``set_stopped()``, not an error
+  (32.3). The task runs in the nursery named by the private ``trio_host_nursery`` query
+  (counting scopes write it) or else as a system task of the current run, which the run
+  waits for; nothing outlives the operation: the task ends when the awaitable finishes,
+  right before the operation completes;
+* **with no trio run on the thread and none in the environment** (for example under
+  ``sync_wait``) is driven by structexec's own loop (:class:`CoroutineDriver`), on the
+  starting thread; awaiting trio primitives then raises a clear error.
+
+Outcome (20.9): the returned value ``v`` completes ``set_value(v)`` (``set_value()`` for
+``None``, ``set_value(*xs)`` for ``sx.values(*xs)``; DESIGN.md 2.1); an escaping ``Exception``
+completes ``set_error(exc)``; a stop (the operation's own cancellation, or an awaited sender
+that completed stopped, which raises ``sx.Stopped``) completes ``set_stopped()``. Senders
+awaited inside see the receiver's environment (forwarding queries, 20.5, 20.9), with the stop
+token of the hosting trio task. The completion happens after the awaitable has finished.
+
+Internal API for ``task`` and scopes::
+
+    host_coroutine(coro, rcvr, *, env=None, nursery=None) -> TrioHostedOp  # started
+
+runs ``coro`` in a trio task of the current run (call it on the trio thread), as above; ``env``
+is what senders awaited inside see besides their stop token (default: ``FWD-ENV(get_env(
+rcvr))``) and ``nursery`` the host nursery (default: a system task).
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from typing import Any
+
+import trio
+import trio.lowlevel as tl
+
+from . import _hooks
+from ._coroutine_driver import CoroutineDriver
+from ._env import fwd_env, get_env, get_stop_token, query_or
+from ._errors import Stopped, terminate
+from ._protocol import twice_started, values
+from ._stop_token import stop_callback_for
+from ._trio_bridge import (
+    RunState,
+    current_run,
+    hosted_env,
+    in_trio_run,
+    run_finished_error,
+    run_of_env,
+    trio_host_nursery,
+)
 
 __all__: list[str] = []
+
+_get_ident = threading.get_ident
+_NOTHING: Any = object()
+
+
+def _name_of(aw: Any) -> str:
+    q = getattr(aw, "__qualname__", None)
+    return q if isinstance(q, str) else type(aw).__qualname__
+
+
+class TrioHostedOp:
+    """Runs an awaitable in a trio task with its own cancel scope (see the module docstring).
+
+    ``TrioHostedOp(aw, rcvr, run, env=None, nursery=None)``; ``start()`` must be called on the
+    trio thread of ``run``.
+    """
+
+    __slots__ = ("_aw", "_cb", "_env", "_nursery", "_rcvr", "_run", "_scope", "_started")
+
+    def __init__(
+        self, aw: Any, rcvr: Any, run: RunState, env: Any = None, nursery: Any = None
+    ) -> None:
+        self._aw = aw
+        self._rcvr = rcvr
+        self._run = run
+        self._env = env
+        self._nursery = nursery
+        self._scope: Any = None
+        self._cb: Any = None
+        self._started = False
+
+    def start(self) -> None:
+        if self._started:
+            raise twice_started(self)
+        self._started = True
+        self._scope = trio.CancelScope(shield=True)
+        rcvr_env = get_env(self._rcvr)
+        if self._env is None:
+            self._env = fwd_env(rcvr_env)
+        tok = get_stop_token(rcvr_env)
+        if tok.stop_possible():
+            self._cb = stop_callback_for(tok, self._on_stop)
+        name = _name_of(self._aw)
+        nursery = self._nursery
+        if nursery is not None:
+            try:
+                nursery.start_soon(self._main, name=name)
+                return
+            except RuntimeError:
+                pass  # the nursery is closed: fall back to a system task of the run
+        import contextvars
+
+        tl.spawn_system_task(self._main, name=name, context=contextvars.copy_context())
+
+    def _on_stop(self) -> None:
+        run = self._run
+        if _get_ident() == run.thread and not run.finished:
+            self._scope.cancel()
+            return
+        try:
+            run.token.run_sync_soon(self._scope.cancel)
+        except trio.RunFinishedError:
+            pass
+
+    async def _main(self) -> None:
+        hosted_env.set(self._env)
+        aw = self._aw
+        self._aw = None
+        result: Any = _NOTHING
+        kind = 0
+        err: Any = None
+        try:
+            with self._scope:
+                result = await aw
+        except Stopped:
+            kind = 2
+        except Exception as e:
+            kind, err = 1, e
+        except BaseException:
+            # KeyboardInterrupt, SystemExit, ...: never an error datum (DESIGN.md 2.2). The
+            # operation still completes (stopped) so that nobody waits forever.
+            self._finish(2, None)
+            raise
+        if kind == 0 and result is _NOTHING:
+            kind = 2  # our scope caught its Cancelled: the stop request (32.3)
+        self._finish(kind, err if kind else result)
+
+    def _finish(self, kind: int, data: Any) -> None:
+        cb = self._cb
+        if cb is not None:
+            self._cb = None
+            cb.close()
+        rcvr = self._rcvr
+        try:
+            if kind == 0:
+                if data is None:
+                    rcvr.set_value()
+                elif type(data) is values:
+                    rcvr.set_value(*data)
+                else:
+                    rcvr.set_value(data)
+            elif kind == 1:
+                rcvr.set_error(data)
+            else:
+                rcvr.set_stopped()
+        except Exception as exc:
+            terminate("a receiver's completion raised (REQUIREMENTS 2.12)", exc)
+
+
+def host_coroutine(coro: Any, rcvr: Any, *, env: Any = None, nursery: Any = None) -> TrioHostedOp:
+    """Run ``coro`` in a trio task of the current run and complete ``rcvr`` with its outcome.
+
+    Call on the trio thread. Returns the started operation (keep it until ``rcvr`` completes).
+    See the module docstring for ``env`` and ``nursery``.
+    """
+    op = TrioHostedOp(coro, rcvr, current_run(), env, nursery)
+    op.start()
+    return op
+
+
+class _AwaitableOp:
+    """``connect(awaitable, rcvr)``: picks trio hosting or the coroutine driver at start."""
+
+    __slots__ = ("__weakref__", "_aw", "_impl", "_rcvr", "_started")
+
+    def __init__(self, aw: Any, rcvr: Any) -> None:
+        self._aw = aw
+        self._rcvr = rcvr
+        self._impl: Any = None
+        self._started = False
+
+    def start(self) -> None:
+        if self._started:
+            raise twice_started(self)
+        self._started = True
+        aw = self._aw
+        self._aw = None
+        rcvr = self._rcvr
+        e = get_env(rcvr)
+        run = run_of_env(e)
+        nursery = query_or(e, trio_host_nursery, None)
+        if run is None and in_trio_run():
+            run = current_run()
+        if run is not None:
+            if _get_ident() == run.thread:
+                impl = self._impl = TrioHostedOp(aw, rcvr, run, None, nursery)
+                impl.start()
+                return
+            impl = self._impl = TrioHostedOp(aw, rcvr, run, None, nursery)
+            try:
+                run.token.run_sync_soon(impl.start)
+            except trio.RunFinishedError:
+                _close(aw)
+                raise run_finished_error("start a coroutine sender on its trio run") from None
+            return
+        coro = aw if inspect.iscoroutine(aw) else _await_iter(aw)
+        drv = self._impl = CoroutineDriver(coro, rcvr)
+        drv.start()
+
+    def __del__(self) -> None:
+        aw = getattr(self, "_aw", None)
+        if aw is not None and not self._started:
+            # Never started: close the coroutine quietly (an unstarted operation is not an
+            # error; Python would otherwise warn that the coroutine was never awaited).
+            _close(aw)
+
+
+def _close(aw: Any) -> None:
+    close = getattr(aw, "close", None)
+    if close is not None:
+        try:
+            close()
+        except Exception:  # pragma: no cover - a broken close() on a foreign awaitable
+            pass
+
+
+def _await_iter(aw: Any) -> Any:
+    it = aw.__await__()
+    if not (hasattr(it, "send") and hasattr(it, "throw")):
+        raise TypeError(
+            f"{type(aw).__name__}.__await__() returned {type(it).__name__}, which has no "
+            "send()/throw(); structexec can only drive generator-based awaitables off trio"
+        )
+    return it
+
+
+def connect_awaitable(aw: Any, rcvr: Any) -> _AwaitableOp:
+    """``connect`` for a coroutine or other awaitable (REQUIREMENTS 20.9, DQ-9).
+
+    A coroutine that has already been started or closed cannot run again: ``TypeError``.
+    """
+    if inspect.iscoroutine(aw) and inspect.getcoroutinestate(aw) != inspect.CORO_CREATED:
+        raise TypeError(
+            f"the coroutine {_name_of(aw)} has already been started or closed; a coroutine "
+            "object can be connected and started once (call the async function again)"
+        )
+    return _AwaitableOp(aw, rcvr)
+
+
+_hooks.connect_awaitable = connect_awaitable

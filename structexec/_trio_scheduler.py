@@ -1,3 +1,183 @@
-"""trio_scheduler: being written; see the issue that owns it."""
+"""``trio_scheduler()``: the scheduler of the current trio run (DESIGN.md 2.11, REQUIREMENTS 32.6).
 
-__all__: list[str] = []
+A ``schedule()`` operation is put on a FIFO queue owned by the run and completed by one
+long-lived system task (the *drainer*) that runs the queued operations in order. So the
+operation
+
+* never completes inline: ``start`` only queues it, the stack unwinds (P3552R1 4.10);
+* always completes on the trio thread, wherever it was started (other threads go through
+  ``TrioToken.run_sync_soon``; DESIGN.md 2.5);
+* runs in FIFO order, from structexec's own queue rather than trio's run queue, which trio
+  randomises (REQUIREMENTS 32.6);
+* is infallible (P3941R1): it completes ``set_value()``, or ``set_stopped()`` only if its
+  receiver's stop token was stopped before it ran.
+
+``await sx.schedule(sx.trio_scheduler())`` in a trio task takes a shortcut: it is a trio
+checkpoint (the task yields to the trio scheduler once and resumes on the trio thread; if the
+task's trio cancellation hits first, stop was requested before the operation ran and it raises
+``trio.Cancelled``, exactly like :func:`trio.lowlevel.checkpoint`). The only thing this skips
+is the FIFO queue, whose order is not observable for an awaiting task: the order in which
+woken trio tasks resume is trio's (randomised) order anyway.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, NoReturn
+
+from ._completion_signatures import completion_signatures
+from ._env import (
+    _MISSING,
+    QueryError,
+    forward_progress_guarantee,
+    get_completion_scheduler,
+    get_env,
+    get_forward_progress_guarantee,
+    get_stop_token,
+)
+from ._protocol import Sender, set_stopped_t, set_value_t, twice_started
+from ._stop_token import is_unstoppable
+from ._trio_bridge import RunState, current_run
+
+__all__ = ["trio_scheduler"]
+
+_get_ident = threading.get_ident
+_VALUE_Q = get_completion_scheduler[set_value_t]
+_STOPPED_Q = get_completion_scheduler[set_stopped_t]
+
+
+class _TrioScheduleOp:
+    __slots__ = ("_rcvr", "_run", "_started")
+
+    def __init__(self, run: RunState, rcvr: Any) -> None:
+        self._run = run
+        self._rcvr = rcvr
+        self._started = False
+
+    def start(self) -> None:
+        if self._started:
+            raise twice_started(self)
+        self._started = True
+        run = self._run
+        if _get_ident() == run.thread and not run.finished:
+            run.push(self)
+        else:
+            run.push_threadsafe(self)
+
+    def _execute(self) -> None:
+        # Called by the drainer (or the run_sync_soon entry queue) on the trio thread.
+        rcvr = self._rcvr
+        if get_stop_token(get_env(rcvr)).stop_requested():
+            rcvr.set_stopped()
+        else:
+            rcvr.set_value()
+
+
+class _TrioScheduleAttrs:
+    __slots__ = ("_sch",)
+
+    def __init__(self, sch: _TrioScheduler) -> None:
+        self._sch = sch
+
+    def _sx_try(self, q: Any, default: Any) -> Any:
+        if q is _VALUE_Q or q is _STOPPED_Q:
+            return self._sch
+        return default
+
+    def query(self, q: Any, *args: Any) -> Any:
+        r = self._sx_try(q, _MISSING)
+        if r is _MISSING:
+            raise QueryError(f"the trio scheduler's sender does not support {q!r}")
+        return r
+
+
+class _TrioScheduleSender(Sender[None]):
+    """``trio_scheduler().schedule()``: completes on the trio thread, never inline."""
+
+    __slots__ = ("_sch",)
+
+    def __init__(self, sch: _TrioScheduler) -> None:
+        self._sch = sch
+
+    def connect(self, rcvr: Any) -> _TrioScheduleOp:
+        return _TrioScheduleOp(self._sch._run, rcvr)
+
+    def get_env(self) -> Any:
+        return _TrioScheduleAttrs(self._sch)
+
+    def get_completion_signatures(self, env: Any = None) -> completion_signatures:
+        # Infallible (P3941R1): with an unstoppable token only set_value_t() (DESIGN.md 1).
+        if env is not None and is_unstoppable(get_stop_token(env)):
+            return completion_signatures(set_value_t())
+        return completion_signatures(set_value_t(), set_stopped_t())
+
+    def __repr__(self) -> str:
+        return "schedule(trio_scheduler())"
+
+
+class _TrioScheduler:
+    """The scheduler of one trio run; see :func:`trio_scheduler`."""
+
+    __slots__ = ("_run",)
+
+    def __init__(self, run: RunState) -> None:
+        self._run = run
+
+    def schedule(self) -> Sender[None]:
+        """A sender that completes on the trio thread of this run, never inline (32.6)."""
+        return _TrioScheduleSender(self)
+
+    def query(self, q: Any, *args: Any) -> Any:
+        if q is get_forward_progress_guarantee:
+            # One thread runs every trio task cooperatively: an agent that blocks (without
+            # awaiting) blocks all the others, so trio tasks are not concurrent agents; they
+            # do make progress once started as long as nothing blocks (weakly parallel is the
+            # guarantee of a cooperative single-threaded executor).
+            return forward_progress_guarantee.weakly_parallel
+        raise QueryError(f"trio_scheduler() does not support {q!r}")
+
+    def _sx_try(self, q: Any, default: Any) -> Any:
+        if q is get_forward_progress_guarantee:
+            return forward_progress_guarantee.weakly_parallel
+        return default
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is _TrioScheduler and other._run is self._run
+
+    def __hash__(self) -> int:
+        return id(self._run)
+
+    def __await__(self) -> NoReturn:
+        raise TypeError(
+            "a scheduler is not awaitable; to hop onto the trio thread, await "
+            "sx.schedule(scheduler) (a sender)"
+        )
+
+    def __repr__(self) -> str:
+        state = "finished" if self._run.finished else "running"
+        return f"<trio_scheduler of a {state} trio run>"
+
+
+def trio_scheduler() -> Any:
+    """The scheduler of the trio run this is called in (DESIGN.md 1, 2.11; REQUIREMENTS 32.6).
+
+    ``sx.schedule(sch)`` gives a sender that completes on the trio thread of this run, after
+    ``start`` has returned (never inline, so deep chains unwind the stack), in FIFO order of
+    the starts, from any thread (off the trio thread through ``TrioToken.run_sync_soon``). It
+    is infallible in the sense of P3941R1: asked with an environment whose stop token is
+    unstoppable, its sender declares exactly ``completion_signatures(set_value_t())``; with a
+    stoppable token it completes ``set_stopped()`` if stop was requested before it ran.
+    The sender's attributes name this scheduler as ``get_completion_scheduler`` for
+    ``set_value_t`` and ``set_stopped_t``.
+
+    Every call in one run returns the same object; schedulers of the same run compare equal,
+    those of different runs do not. ``get_forward_progress_guarantee(sch)`` is
+    ``weakly_parallel``: trio runs its tasks cooperatively on one thread, so a task that
+    blocks without awaiting blocks every other task (they are not ``concurrent`` agents).
+
+    Raises ``RuntimeError`` when called outside ``trio.run``. Starting one of its operations
+    after the run has finished raises ``RuntimeError`` in the starting thread (never a hang).
+    ``await sx.schedule(sch)`` inside the run costs one trio checkpoint and, like a
+    checkpoint, raises ``trio.Cancelled`` in a cancelled scope.
+    """
+    return current_run().sched

@@ -1,0 +1,312 @@
+"""Private plumbing shared by the trio bridge: per-run state, host queries, stop -> cancel.
+
+REQUIREMENTS 32, DESIGN.md 2.5 and 2.11. Nothing here is public API; the trio scheduler
+(``_trio_scheduler``), ``await sndr`` (``_await``), coroutine senders (``_coroutine_sender``),
+counting scopes and ``task`` build on it.
+
+Internal API for other modules of the library:
+
+* :func:`current_run` -- the :class:`RunState` of the trio run on this thread (created on
+  first use); ``RuntimeError`` outside ``trio.run``.
+* :func:`in_trio_run` -- is this thread inside ``trio.run``? (cheap)
+* :data:`trio_host_nursery` -- a private *forwarding* query. A counting scope that owns a trio
+  nursery writes ``host_env(nursery)`` into the environment of the work it spawns; coroutine
+  senders started under that environment run their trio task in that nursery instead of the
+  runtime-owned one (REQUIREMENTS 32.4, 32.7).
+* :func:`host_env` -- ``host_env(nursery)``: the environment to write (call it on the trio
+  thread); it answers ``trio_host_nursery`` and remembers the run so that work started from
+  another thread can still reach the nursery (through ``TrioToken.run_sync_soon``).
+* :func:`cancel_scope_on_stop` -- ``cancel_scope_on_stop(token, scope)`` registers a stop
+  callback on ``token`` that cancels the ``trio.CancelScope`` ``scope``, from whichever thread
+  requests stop (off the trio thread through ``run_sync_soon``; REQUIREMENTS 32.3). It returns
+  the callback; ``close()`` it when the scope is done.
+* :data:`hosted_env` -- a ``ContextVar`` holding the environment that senders awaited inside a
+  trio-hosted coroutine see (besides their stop token, which always comes from the awaiting
+  task's trio cancellation); ``None`` in plain trio tasks.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import trio
+import trio.lowlevel as tl
+
+from ._env import _MISSING, Query, QueryError, query_or
+from ._errors import terminate
+from ._stop_token import stop_callback_for
+
+__all__: list[str] = []
+
+_get_ident = threading.get_ident
+
+try:
+    in_trio_run: Callable[[], bool] = tl.in_trio_run
+except AttributeError:  # pragma: no cover - trio < 0.26
+
+    def in_trio_run() -> bool:
+        try:
+            tl.current_trio_token()
+        except RuntimeError:
+            return False
+        return True
+
+
+#: Environment of the senders awaited inside a trio-hosted coroutine (REQUIREMENTS 20.9).
+hosted_env: contextvars.ContextVar[Any] = contextvars.ContextVar(
+    "structexec_hosted_env", default=None
+)
+
+
+class RunState:
+    """What structexec keeps per ``trio.run``: token, thread, the scheduler and its queue.
+
+    One instance per run, stored in a ``trio.lowlevel.RunVar``. ``finished`` becomes true when
+    the run ends (an ``after_run`` instrument), after which every cross-thread entry raises a
+    clear ``RuntimeError`` instead of touching a dead run.
+
+    The trio scheduler's FIFO lives here (REQUIREMENTS 32.6): ``push(op)`` (trio thread only)
+    appends a ready operation and wakes the *drainer*, one long-lived system task per run that
+    runs queued operations in FIFO order (``op._execute()``); ``push_threadsafe(op)`` does the
+    same from any thread through ``TrioToken.run_sync_soon``.
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "closed",
+        "drainer",
+        "finished",
+        "parked",
+        "queue",
+        "sched",
+        "thread",
+        "token",
+    )
+
+    def __init__(self) -> None:
+        self.token: trio.lowlevel.TrioToken = tl.current_trio_token()
+        self.thread: int = _get_ident()
+        self.queue: deque[Any] = deque()
+        self.drainer: Any = None
+        self.parked = False
+        self.closed = False  # the drainer has exited (run shutting down)
+        self.finished = False
+        from ._trio_scheduler import _TrioScheduler
+
+        self.sched = _TrioScheduler(self)
+
+    # -- the trio scheduler's queue ---------------------------------------------------------
+
+    def push(self, op: Any) -> None:
+        """Queue a ready operation; trio thread only."""
+        if self.closed:
+            # Shutdown: the drainer is gone; trio's own FIFO entry queue still runs callbacks
+            # until the last task of the run has exited.
+            self.push_threadsafe(op, direct=True)
+            return
+        self.queue.append(op)
+        if self.parked:
+            self.parked = False
+            tl.reschedule(self.drainer)
+        elif self.drainer is None:
+            try:
+                self.drainer = tl.spawn_system_task(self._drain, name="structexec.trio_scheduler")
+            except RuntimeError:  # the system nursery no longer accepts tasks
+                self.closed = True
+                q = self.queue
+                while q:
+                    self.push_threadsafe(q.popleft(), direct=True)
+
+    def push_threadsafe(self, op: Any, *, direct: bool = False) -> None:
+        """Queue a ready operation from any thread (REQUIREMENTS 32.6, DESIGN.md 2.11)."""
+        try:
+            self.token.run_sync_soon(_execute if direct else self.push, op)
+        except trio.RunFinishedError:
+            self.finished = True
+            raise run_finished_error("schedule an operation on the trio scheduler") from None
+
+    def _abort(self, raise_cancel: Any) -> Any:
+        self.parked = False
+        return tl.Abort.SUCCEEDED
+
+    async def _drain(self) -> None:
+        q = self.queue
+        try:
+            while True:
+                n = len(q)
+                if not n:
+                    self.parked = True
+                    await tl.wait_task_rescheduled(self._abort)
+                    continue
+                # Run the items present now; items they queue wait for the next round, after
+                # the other trio tasks had a turn (no starvation).
+                for _ in range(n):
+                    _execute(q.popleft())
+                if q:
+                    await tl.cancel_shielded_checkpoint()
+        finally:
+            # Cancelled at run shutdown (system tasks are cancelled once the main task has
+            # returned): run what is queued, then hand later items to run_sync_soon.
+            self.closed = True
+            self.parked = False
+            while q:
+                _execute(q.popleft())
+
+
+def _execute(op: Any) -> None:
+    try:
+        op._execute()
+    except Exception as exc:
+        terminate("a receiver's completion raised on the trio scheduler (REQUIREMENTS 2.12)", exc)
+
+
+class _RunEnd(trio.abc.Instrument):
+    __slots__ = ("_state",)
+
+    def __init__(self, state: RunState) -> None:
+        self._state = state
+
+    def after_run(self) -> None:
+        self._state.finished = True
+        self._state.closed = True
+
+
+_RUN: tl.RunVar[RunState | None] = tl.RunVar("structexec_run_state")
+
+
+def current_run() -> RunState:
+    """The :class:`RunState` of the trio run on this thread; ``RuntimeError`` outside trio."""
+    try:
+        st = _RUN.get(None)
+    except RuntimeError:
+        raise RuntimeError(
+            "this needs a running trio event loop on the calling thread (call it inside "
+            "trio.run, or pass a trio scheduler obtained inside the run)"
+        ) from None
+    if st is None:
+        st = RunState()
+        _RUN.set(st)
+        tl.add_instrument(_RunEnd(st))
+    return st
+
+
+def run_finished_error(what: str) -> RuntimeError:
+    return RuntimeError(
+        f"cannot {what}: the trio run it belongs to has finished (trio.run returned). "
+        "Operations bound to a trio run must complete before the run ends."
+    )
+
+
+# --------------------------------------------------------------------------- host query
+
+
+class trio_host_nursery_t(Query):
+    """Private forwarding query: the ``trio.Nursery`` that hosts trio tasks of spawned work.
+
+    Written by counting scopes with :func:`host_env`; coroutine senders started under it run
+    their trio task in that nursery (REQUIREMENTS 32.4, 32.7). Without it, hosted tasks are
+    system tasks of the current run.
+    """
+
+    forwarding = True
+    __slots__ = ()
+
+
+trio_host_nursery = trio_host_nursery_t()
+
+
+class _trio_run_t(Query):
+    forwarding = True
+    __slots__ = ()
+
+
+#: Private forwarding query: the :class:`RunState` whose trio thread hosts the work.
+trio_run = _trio_run_t()
+
+
+class _HostEnv:
+    __slots__ = ("_nursery", "_run")
+
+    def __init__(self, nursery: Any, run: RunState) -> None:
+        self._nursery = nursery
+        self._run = run
+
+    def _sx_try(self, q: Any, default: Any) -> Any:
+        if q is trio_host_nursery:
+            return self._nursery
+        if q is trio_run:
+            return self._run
+        return default
+
+    def query(self, q: Any, *args: Any) -> Any:
+        r = self._sx_try(q, _MISSING)
+        if r is _MISSING:
+            raise QueryError(f"host_env does not support {q!r}")
+        return r
+
+    def __repr__(self) -> str:
+        return f"host_env({self._nursery!r})"
+
+
+def host_env(nursery: Any) -> Any:
+    """An environment answering ``trio_host_nursery`` with ``nursery`` (call on the trio thread).
+
+    ``nursery`` may be ``None`` (then only the run is recorded: coroutine senders started from
+    other threads under this env still run on this trio run, in system tasks).
+    """
+    return _HostEnv(nursery, current_run())
+
+
+def run_of_env(e: Any) -> RunState | None:
+    """The live trio run an environment points at (``host_env`` or a trio ``get_scheduler``)."""
+    st = query_or(e, trio_run, None)
+    if st is None:
+        from ._env import get_scheduler
+        from ._trio_scheduler import _TrioScheduler
+
+        sch = query_or(e, get_scheduler, None)
+        if type(sch) is _TrioScheduler:
+            st = sch._run
+    if st is None or st.finished:
+        return None
+    r: RunState = st
+    return r
+
+
+# --------------------------------------------------------------------------- stop -> cancel
+
+
+class _ScopeCanceller:
+    __slots__ = ("_run", "_scope")
+
+    def __init__(self, scope: Any, run: RunState) -> None:
+        self._scope = scope
+        self._run = run
+
+    def __call__(self) -> None:
+        run = self._run
+        if _get_ident() == run.thread and not run.finished:
+            self._scope.cancel()
+            return
+        try:
+            run.token.run_sync_soon(self._scope.cancel)
+        except trio.RunFinishedError:
+            pass  # nothing left to cancel
+
+
+def cancel_scope_on_stop(token: Any, scope: Any, run: RunState | None = None) -> Any:
+    """Cancel ``scope`` when ``token`` is stopped, from any thread (REQUIREMENTS 32.3).
+
+    The callback runs on the thread that requests stop (5.2); on the trio thread it calls
+    ``scope.cancel()`` at once, elsewhere it goes through ``TrioToken.run_sync_soon``. If stop
+    was already requested the scope is cancelled now. ``run`` defaults to the current run
+    (call on the trio thread then). Returns the registered callback: ``close()`` it when the
+    scope has been left.
+    """
+    if run is None:
+        run = current_run()
+    return stop_callback_for(token, _ScopeCanceller(scope, run))
