@@ -1,3 +1,240 @@
-"""continues_on: being written; see the issue that owns it."""
+"""``continues_on`` and ``schedule_from`` ([exec.continues.on], [exec.schedule.from]).
 
-__all__: list[str] = []
+REQUIREMENTS 12.5-12.13. ``continues_on(sndr, sch)`` starts ``sndr`` where it is started and
+delivers every completion (value, error and stopped) on an agent of ``sch``. At ``connect``
+it becomes ``schedule_from(sch, sndr)``; its late domain is the destination scheduler's
+(9.8), so a scheduler can customise the transition onto itself. The scheduling operation is
+created at ``connect`` (12.8); when the child completes its result is stored and the
+scheduling operation is started (12.9); the stored result is replayed when the scheduling
+operation succeeds (12.10), and discarded when it fails or is stopped, in which case that
+error or stop goes to the receiver instead (12.11). The scheduling operation sees the
+receiver's stop token (12.12).
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar, overload
+
+from ._adaptor_util import check_scheduler, check_sender, early, early_child, sched_domain
+from ._completion_signatures import completion_signatures, get_completion_signatures
+from ._domain import connect
+from ._env import fwd_env, get_env, join_env, sched_attrs
+from ._protocol import (
+    Algorithm,
+    Closure,
+    Sender,
+    completed_twice,
+    set_value_t,
+    twice_started,
+)
+from ._trampoline import trampoline_start
+
+__all__ = ["continues_on", "schedule_from"]
+
+T = TypeVar("T")
+_VALUE, _ERROR, _STOPPED = 0, 1, 2
+
+
+class _SchedReceiver:
+    """Receiver of the scheduling operation ([exec.schedule.from] ``receiver-type``)."""
+
+    __slots__ = ("_op",)
+
+    def __init__(self, op: _ScheduleFromOp) -> None:
+        self._op = op
+
+    def get_env(self) -> Any:
+        return fwd_env(get_env(self._op._rcvr))
+
+    def set_value(self, *vals: Any) -> None:
+        # Replay the stored completion on the scheduler's agent (12.10).
+        op = self._op
+        kind = op._kind
+        data = op._data
+        op._data = None
+        if kind == _VALUE:
+            op._rcvr.set_value(*data)
+        elif kind == _ERROR:
+            op._rcvr.set_error(data)
+        else:
+            op._rcvr.set_stopped()
+
+    def set_error(self, err: Any) -> None:
+        # The scheduling failure wins; the stored result is discarded (12.11).
+        op = self._op
+        op._data = None
+        op._rcvr.set_error(err)
+
+    def set_stopped(self) -> None:
+        op = self._op
+        op._data = None
+        op._rcvr.set_stopped()
+
+
+class _ScheduleFromOp:
+    """The operation; it is also the child's receiver."""
+
+    __slots__ = ("_child_op", "_data", "_kind", "_rcvr", "_sched_op", "_state")
+
+    def __init__(self, rcvr: Any) -> None:
+        self._rcvr = rcvr
+        self._state = 0
+        self._kind = _VALUE
+        self._data: Any = None
+        self._child_op: Any = None
+        self._sched_op: Any = None
+
+    def start(self) -> None:
+        if self._state:
+            raise twice_started(self)
+        self._state = 1
+        self._child_op.start()
+
+    def get_env(self) -> Any:
+        return fwd_env(get_env(self._rcvr))
+
+    def set_value(self, *vals: Any) -> None:
+        if self._state == 2:
+            raise completed_twice(self, "set_value")
+        self._state = 2
+        self._data = vals
+        trampoline_start(self._sched_op)
+
+    def set_error(self, err: Any) -> None:
+        if self._state == 2:
+            raise completed_twice(self, "set_error")
+        self._state = 2
+        self._kind = _ERROR
+        self._data = err
+        trampoline_start(self._sched_op)
+
+    def set_stopped(self) -> None:
+        if self._state == 2:
+            raise completed_twice(self, "set_stopped")
+        self._state = 2
+        self._kind = _STOPPED
+        trampoline_start(self._sched_op)
+
+
+class _ScheduleFromBase(Sender[Any]):
+    __slots__ = ("_child", "_sch")
+
+    def __init__(self, sch: Any, child: Any) -> None:
+        self._sch = sch
+        self._child = child
+
+    def connect(self, rcvr: Any) -> _ScheduleFromOp:
+        op = _ScheduleFromOp(rcvr)
+        # The scheduling operation is part of the state, created at connect (12.8).
+        op._sched_op = connect(self._sch.schedule(), _SchedReceiver(op))
+        op._child_op = connect(self._child, op)
+        return op
+
+    def get_env(self) -> Any:
+        """``JOIN-ENV(SCHED-ATTRS(sch), FWD-ENV(get_env(child)))`` (REQUIREMENTS 12.6)."""
+        return join_env(sched_attrs(self._sch), fwd_env(get_env(self._child)))
+
+    def _sx_late_domain(self) -> Any:
+        """The destination scheduler's domain (REQUIREMENTS 9.8)."""
+        return sched_domain(self._sch)
+
+    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+        """The child's signatures plus the scheduling sender's error and stopped ones."""
+        fenv = None if env is None else fwd_env(env)
+        child = get_completion_signatures(self._child, fenv)
+        sched = get_completion_signatures(self._sch.schedule(), fenv)
+        if child is None or sched is None:
+            return None
+        return child | completion_signatures(*(s for s in sched if type(s) is not set_value_t))
+
+    @property
+    def scheduler(self) -> Any:
+        """The destination scheduler."""
+        return self._sch
+
+    @property
+    def data(self) -> Any:
+        return self._sch
+
+    @property
+    def children(self) -> tuple[Any, ...]:
+        return (self._child,)
+
+    def __repr__(self) -> str:
+        return f"{self.tag!r}({self._child!r}, {self._sch!r})"
+
+
+class _ScheduleFromSender(_ScheduleFromBase):
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"schedule_from({self._sch!r}, {self._child!r})"
+
+
+class _ContinuesOnSender(_ScheduleFromBase):
+    __slots__ = ()
+
+
+class schedule_from_t(Algorithm):
+    """``schedule_from(sch, sndr)``: complete ``sndr``'s result on ``sch`` ([exec.schedule.from]).
+
+    REQUIREMENTS 12.8-12.13. The building block of ``continues_on`` (and of ``affine_on``);
+    user code normally writes ``continues_on``. ``sndr`` starts on the current agent; when it
+    completes, its result is kept and ``schedule(sch)`` (connected at ``connect`` time, 12.8,
+    with the receiver's stop token, 12.12) is started; on its success the kept result is
+    delivered on ``sch``'s agent; if the scheduling completes with an error or stopped, that
+    is delivered instead and the kept result is dropped (12.11). Not pipeable (DQ-17).
+    """
+
+    __slots__ = ()
+
+    def __call__(self, sch: Any, sndr: Sender[T]) -> Sender[T]:
+        check_scheduler("schedule_from", "sch", sch)
+        check_sender("schedule_from", "sndr", sndr)
+        r: Sender[T] = early(sched_domain(sch), _ScheduleFromSender(sch, sndr))
+        return r
+
+
+class continues_on_t(Algorithm):
+    """``continues_on(sndr, sch)`` / ``sndr | continues_on(sch)``: finish on ``sch``.
+
+    [exec.continues.on], REQUIREMENTS 12.5-12.7. ``sndr`` is started on the current agent;
+    value, error and stopped completions are all delivered on an agent of ``sch`` (a trio
+    user's "hop to that thread, then continue"). Attributes: ``get_completion_scheduler`` for
+    ``set_value_t`` and ``set_stopped_t`` is ``sch``, for ``set_error_t`` it is the child's
+    (12.6), because a failing ``schedule`` reports its error on an unspecified agent (12.18).
+    At ``connect`` it becomes ``schedule_from(sch, sndr)``; the domain consulted is ``sch``'s
+    (9.8). Raises ``TypeError`` for a non-sender or a non-scheduler.
+    """
+
+    __slots__ = ()
+
+    @overload
+    def __call__(self, sch: Any, /) -> Closure[Any]: ...
+    @overload
+    def __call__(self, sndr: Sender[T], sch: Any, /) -> Sender[T]: ...
+    def __call__(self, *args: Any) -> Any:
+        if len(args) == 1:
+            sch = args[0]
+            check_scheduler("continues_on", "sch", sch)
+            return Closure(lambda s: self(s, sch))
+        if len(args) != 2:
+            raise TypeError(
+                f"continues_on() takes (sender, sch) or (sch), got {len(args)} arguments"
+            )
+        sndr, sch = args
+        check_sender("continues_on", "sndr", sndr)
+        check_scheduler("continues_on", "sch", sch)
+        return early_child(sndr, _ContinuesOnSender(sch, sndr))
+
+    def transform_sender(self, sndr: Any, env: Any = None) -> Any:
+        """The late lowering ``continues_on(sndr, sch)`` → ``schedule_from(sch, sndr)`` (9.11)."""
+        if env is None or not isinstance(sndr, _ContinuesOnSender):
+            return sndr
+        return _ScheduleFromSender(sndr._sch, sndr._child)
+
+
+schedule_from = schedule_from_t()
+continues_on = continues_on_t()
+_ScheduleFromSender.tag = schedule_from
+_ContinuesOnSender.tag = continues_on

@@ -1,3 +1,94 @@
-"""into_variant: being written; see the issue that owns it."""
+"""``into_variant`` ([exec.into.variant]; REQUIREMENTS 17.1-17.2, DQ-3).
 
-__all__: list[str] = []
+Python has no ``variant<tuple<...>...>``: the single datum that ``into_variant`` sends is the
+tuple of the child's datums (DESIGN.md 2.1).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._adaptor_util import UnaryAdaptor, early_child
+from ._completion_signatures import completion_signatures, get_completion_signatures
+from ._domain import connect
+from ._env import fwd_env, get_env
+from ._protocol import Sender, set_value_t
+
+__all__ = ["into_variant"]
+
+
+class _IntoVariantReceiver:
+    __slots__ = ("_env", "_set_value", "set_error", "set_stopped")
+
+    def __init__(self, rcvr: Any) -> None:
+        self._set_value = rcvr.set_value
+        self.set_error = rcvr.set_error
+        self.set_stopped = rcvr.set_stopped
+        self._env = fwd_env(get_env(rcvr))
+
+    def get_env(self) -> Any:
+        return self._env
+
+    def set_value(self, *vals: Any) -> None:
+        self._set_value(vals)
+
+
+class _IntoVariantSender(Sender[tuple[Any, ...]]):
+    __slots__ = ("_child",)
+
+    def __init__(self, child: Any) -> None:
+        self._child = child
+
+    def connect(self, rcvr: Any) -> Any:
+        # Nothing to do at start: the child's operation state is the result.
+        return connect(self._child, _IntoVariantReceiver(rcvr))
+
+    def get_env(self) -> Any:
+        return fwd_env(get_env(self._child))
+
+    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+        """``set_value_t(tuple)`` plus the child's error and stopped signatures (17.2)."""
+        cs = get_completion_signatures(self._child, None if env is None else fwd_env(env))
+        if cs is None:
+            return None
+        rest = [s for s in cs if type(s) is not set_value_t]
+        if cs.count_of(set_value_t):
+            return completion_signatures(set_value_t(tuple), *rest)
+        return completion_signatures(*rest)
+
+    @property
+    def _sx_completes_inline(self) -> bool:
+        return bool(getattr(self._child, "_sx_completes_inline", False))
+
+    @property
+    def data(self) -> Any:
+        return None
+
+    @property
+    def children(self) -> tuple[Any, ...]:
+        return (self._child,)
+
+    def __repr__(self) -> str:
+        return f"into_variant({self._child!r})"
+
+
+class into_variant_t(UnaryAdaptor):
+    """``into_variant(sndr)`` / ``sndr | into_variant``: send the values as one tuple.
+
+    [exec.into.variant], REQUIREMENTS 17.1-17.2. ``set_value(*a)`` becomes
+    ``set_value(tuple(a))``, exactly one datum (DQ-3): ``just(1, 2)`` gives ``(1, 2)``,
+    ``just()`` gives ``()``. Errors and stopped are forwarded unchanged. Useful to give a
+    sender with several possible value shapes a single one (``when_all`` needs that, 16.2).
+    ``into_variant()`` is the closure itself.
+    """
+
+    __slots__ = ()
+    _name = "into_variant"
+
+    def _apply(self, sndr: Any) -> Sender[Any]:
+        r: Sender[Any] = early_child(sndr, _IntoVariantSender(sndr))
+        return r
+
+
+into_variant = into_variant_t()
+_IntoVariantSender.tag = into_variant

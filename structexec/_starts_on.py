@@ -1,3 +1,161 @@
-"""starts_on: being written; see the issue that owns it."""
+"""``starts_on(sch, sndr)`` ([exec.starts.on]; REQUIREMENTS 12.1-12.4).
 
-__all__: list[str] = []
+Start ``sndr`` on an agent of ``sch``; the completion is not transferred back (12.1). The
+child's receiver environment is ``JOIN-ENV(SCHED-ENV(sch), FWD-ENV(env))``, so it sees
+``get_scheduler == sch`` and ``sch``'s domain (12.2).
+
+The draft lowers ``starts_on`` to ``let_value(schedule(sch), lambda: sndr)`` at ``connect``.
+This module implements that lowering directly, with the same observable behaviour (12.3):
+``schedule(sch)`` runs with the receiver's stop token; its error or stopped completion is the
+result and ``sndr`` is never started; otherwise ``sndr`` is started, through the trampoline, on
+the scheduler's agent. One difference is deliberate: ``sndr`` is *connected* when the
+``starts_on`` sender is connected (connecting runs no user code), so what C++ rejects at
+compile time (an unsupported ``read_env`` query, ``on`` without a scheduler, ...) raises
+``TypeError`` from ``connect`` rather than arriving as ``set_error`` (DESIGN.md 2.3). For the
+same reason ``starts_on`` has no default ``transform_sender``; a custom domain still sees the
+``starts_on`` sender (tag ``starts_on``, ``data`` the scheduler) and may replace it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from ._adaptor_util import check_scheduler, check_sender, early, sched_domain
+from ._completion_signatures import completion_signatures, get_completion_signatures
+from ._domain import connect
+from ._env import fwd_env, get_env, join_env, sched_env
+from ._protocol import Algorithm, Sender, completed_twice, set_value_t, twice_started
+from ._trampoline import trampoline_start
+
+__all__ = ["starts_on"]
+
+T = TypeVar("T")
+
+
+class _ChildReceiver:
+    """The child's receiver: env ``JOIN-ENV(SCHED-ENV(sch), FWD-ENV(env))``."""
+
+    __slots__ = ("_env", "set_error", "set_stopped", "set_value")
+
+    def __init__(self, rcvr: Any, sch: Any) -> None:
+        self.set_value = rcvr.set_value
+        self.set_error = rcvr.set_error
+        self.set_stopped = rcvr.set_stopped
+        self._env = join_env(sched_env(sch), fwd_env(get_env(rcvr)))
+
+    def get_env(self) -> Any:
+        return self._env
+
+
+class _StartsOnOp:
+    """The operation; it is also the receiver of ``schedule(sch)``."""
+
+    __slots__ = ("_child_op", "_rcvr", "_sched_op", "_state")
+
+    def __init__(self, rcvr: Any) -> None:
+        self._rcvr = rcvr
+        self._state = 0
+        self._child_op: Any = None
+        self._sched_op: Any = None
+
+    def start(self) -> None:
+        if self._state:
+            raise twice_started(self)
+        self._state = 1
+        self._sched_op.start()
+
+    def get_env(self) -> Any:
+        return fwd_env(get_env(self._rcvr))
+
+    def set_value(self, *vals: Any) -> None:
+        if self._state == 2:
+            raise completed_twice(self, "set_value")
+        self._state = 2
+        trampoline_start(self._child_op)
+
+    def set_error(self, err: Any) -> None:
+        if self._state == 2:
+            raise completed_twice(self, "set_error")
+        self._state = 2
+        self._child_op = None
+        self._rcvr.set_error(err)
+
+    def set_stopped(self) -> None:
+        if self._state == 2:
+            raise completed_twice(self, "set_stopped")
+        self._state = 2
+        self._child_op = None
+        self._rcvr.set_stopped()
+
+
+class _StartsOnSender(Sender[Any]):
+    __slots__ = ("_child", "_sch")
+
+    def __init__(self, sch: Any, child: Any) -> None:
+        self._sch = sch
+        self._child = child
+
+    def connect(self, rcvr: Any) -> _StartsOnOp:
+        op = _StartsOnOp(rcvr)
+        op._sched_op = connect(self._sch.schedule(), op)
+        op._child_op = connect(self._child, _ChildReceiver(rcvr, self._sch))
+        return op
+
+    def get_env(self) -> Any:
+        return fwd_env(get_env(self._child))
+
+    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+        """The child's signatures (in the child's environment) plus the scheduling sender's
+        error and stopped ones."""
+        senv = sched_env(self._sch)
+        cenv = senv if env is None else join_env(senv, fwd_env(env))
+        child = get_completion_signatures(self._child, cenv)
+        sched = get_completion_signatures(
+            self._sch.schedule(), None if env is None else fwd_env(env)
+        )
+        if child is None or sched is None:
+            return None
+        return child | completion_signatures(*(s for s in sched if type(s) is not set_value_t))
+
+    @property
+    def scheduler(self) -> Any:
+        return self._sch
+
+    @property
+    def data(self) -> Any:
+        return self._sch
+
+    @property
+    def children(self) -> tuple[Any, ...]:
+        return (self._child,)
+
+    def __repr__(self) -> str:
+        return f"starts_on({self._sch!r}, {self._child!r})"
+
+
+class starts_on_t(Algorithm):
+    """``starts_on(sch, sndr)``: start ``sndr`` on an agent of ``sch`` ([exec.starts.on]).
+
+    REQUIREMENTS 12.1-12.4. ``sndr`` completes wherever it completes (nothing transfers it
+    back; use ``on(sch, sndr)`` for a round trip). Inside, ``read_env(get_scheduler)`` is
+    ``sch``. If ``schedule(sch)`` fails or is stopped (it sees the receiver's stop token),
+    that is the result and ``sndr`` never starts. The domain used at construction is
+    ``sch``'s (12.4). Raises ``TypeError`` for a non-scheduler or a non-sender; not pipeable
+    (DQ-17).
+    """
+
+    __slots__ = ()
+
+    def __call__(self, sch: Any, sndr: Sender[T]) -> Sender[T]:
+        check_scheduler("starts_on", "sch", sch)
+        check_sender("starts_on", "sndr", sndr)
+        r: Sender[T] = early(sched_domain(sch), _StartsOnSender(sch, sndr))
+        return r
+
+    def transform_env(self, sndr: Any, env: Any) -> Any:
+        """``JOIN-ENV(SCHED-ENV(sch), FWD-ENV(env))`` ([exec.starts.on])."""
+        return join_env(sched_env(sndr.data), fwd_env(env))
+
+
+starts_on = starts_on_t()
+_StartsOnSender.tag = starts_on

@@ -1,3 +1,404 @@
-"""when_all: being written; see the issue that owns it."""
+"""``when_all`` and ``when_all_with_variant`` ([exec.when.all]; REQUIREMENTS 16).
 
-__all__: list[str] = []
+``when_all(a, b, ...)`` starts every child and completes when all of them have completed:
+
+* all sent values: ``set_value`` with every child's datums concatenated in argument order,
+  whatever the order of completion (16.3);
+* the first ``set_error`` requests stop on the children (on the completing thread) and is the
+  result; later errors are dropped (16.6); an error wins over a stop even when it arrives
+  after it (16.8);
+* a ``set_stopped`` while no error has happened requests stop and makes the result
+  ``set_stopped`` unless an error follows (16.7).
+
+It always waits for every child (16.9). The children's stop token is ``when_all``'s own
+``inplace_stop_source``'s; the receiver's stop token only *propagates* a request to it
+(16.4, 16.10). A stop already requested at ``start`` completes ``set_stopped`` without
+starting any child (16.5). The stop callback on the receiver's token is removed before the
+completion is delivered (16.11, 2.13). Children may complete concurrently on different
+threads; the bookkeeping is done under a lock that is never held while calling out.
+
+This is what a trio user knows as a nursery whose tasks each fill a result slot, where the
+first failure cancels the siblings; here the "cancel" is a stop request.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from ._adaptor_util import early
+from ._completion_signatures import (
+    completion_signatures,
+    dependent_sender_error,
+    get_completion_signatures,
+)
+from ._domain import connect, default_domain, domains_active, get_domain_early
+from ._env import EMPTY_ENV, fwd_env, get_domain, get_env, get_stop_token, prop, query_or
+from ._into_variant import into_variant
+from ._protocol import (
+    Algorithm,
+    Sender,
+    is_sender,
+    set_stopped_t,
+    set_value_t,
+    twice_started,
+)
+from ._stop_token import inplace_stop_source, is_unstoppable, never_stop_token, stop_callback_for
+
+__all__ = ["when_all", "when_all_with_variant"]
+
+_STARTED, _ERROR, _STOPPED = 0, 1, 2
+_DEFAULT = default_domain()
+_NEVER = never_stop_token()
+
+
+class _WhenAllEnv:
+    """``make-when-all-env``: our stop token, and the receiver's forwarding queries (16.4)."""
+
+    __slots__ = ("_env", "_tok")
+
+    def __init__(self, tok: Any, outer: Any) -> None:
+        self._tok = tok
+        self._env = fwd_env(outer)
+
+    def _sx_try(self, q: Any, default: Any) -> Any:
+        if q is get_stop_token:
+            return self._tok
+        return query_or(self._env, q, default)
+
+    def query(self, q: Any, *args: Any) -> Any:
+        if q is get_stop_token:
+            return self._tok
+        return self._env.query(q, *args)
+
+
+class _ChildReceiver:
+    __slots__ = ("_i", "_op")
+
+    def __init__(self, op: _WhenAllOp, i: int) -> None:
+        self._op = op
+        self._i = i
+
+    def get_env(self) -> _WhenAllEnv:
+        return self._op._cenv
+
+    def set_value(self, *vals: Any) -> None:
+        self._op._on_value(self._i, vals)
+
+    def set_error(self, err: Any) -> None:
+        self._op._on_error(err)
+
+    def set_stopped(self) -> None:
+        self._op._on_stopped()
+
+
+class _WhenAllOp:
+    __slots__ = (
+        "_cenv",
+        "_count",
+        "_disp",
+        "_err",
+        "_lock",
+        "_on_stop",
+        "_ops",
+        "_rcvr",
+        "_src",
+        "_started",
+        "_vals",
+    )
+
+    def __init__(self, rcvr: Any, n: int) -> None:
+        self._rcvr = rcvr
+        self._count = n
+        self._disp = _STARTED
+        self._err: Any = None
+        self._vals: list[tuple[Any, ...]] = [()] * n
+        self._lock = threading.Lock()
+        self._on_stop: Any = None
+        self._started = False
+        self._src = inplace_stop_source()
+        self._cenv: _WhenAllEnv
+        self._ops: list[Any]
+
+    def start(self) -> None:
+        if self._started:
+            raise twice_started(self)
+        self._started = True
+        src = self._src
+        # 16.5: forward a stop request from the receiver's token to our source ...
+        tok = get_stop_token(get_env(self._rcvr))
+        if tok is not _NEVER:
+            self._on_stop = stop_callback_for(tok, src.request_stop)
+            # ... and if it was already requested, complete without starting any child.
+            if src.stop_requested():
+                self._on_stop.close()
+                self._on_stop = None
+                self._rcvr.set_stopped()
+                return
+        for op in self._ops:
+            op.start()
+
+    # -- child completions ([exec.when.all] impls-for<when_all_t>::complete)
+
+    def _on_value(self, i: int, vals: tuple[Any, ...]) -> None:
+        lock = self._lock
+        lock.acquire()
+        if self._disp == _STARTED:  # values are kept only while nothing failed (16.11)
+            self._vals[i] = vals
+        self._count = c = self._count - 1
+        lock.release()
+        if c == 0:
+            self._complete()
+
+    def _on_error(self, err: Any) -> None:
+        lock = self._lock
+        lock.acquire()
+        first = self._disp != _ERROR  # an error replaces a stop (16.8)
+        if first:
+            self._disp = _ERROR
+            self._err = err
+        lock.release()
+        if first:
+            self._src.request_stop()  # synchronously, on this thread (16.6)
+        self._arrive()
+
+    def _on_stopped(self) -> None:
+        lock = self._lock
+        lock.acquire()
+        first = self._disp == _STARTED
+        if first:
+            self._disp = _STOPPED
+        lock.release()
+        if first:
+            self._src.request_stop()  # (16.7)
+        self._arrive()
+
+    def _arrive(self) -> None:
+        lock = self._lock
+        lock.acquire()
+        self._count = c = self._count - 1
+        lock.release()
+        if c == 0:
+            self._complete()
+
+    def _complete(self) -> None:
+        on_stop = self._on_stop
+        if on_stop is not None:  # deregister before completing (16.11, 2.13)
+            self._on_stop = None
+            on_stop.close()
+        rcvr = self._rcvr
+        disp = self._disp
+        if disp == _STARTED:
+            vs = self._vals
+            if len(vs) == 2:
+                rcvr.set_value(*vs[0], *vs[1])
+            else:
+                out: tuple[Any, ...] = ()
+                for v in vs:
+                    out += v
+                rcvr.set_value(*out)
+        elif disp == _ERROR:
+            err = self._err
+            self._err = None
+            rcvr.set_error(err)
+        else:
+            rcvr.set_stopped()
+
+
+def _common_domain(children: tuple[Any, ...]) -> Any:
+    """``CD``: the children's common early domain; the default domain when there is none."""
+    doms = [get_domain_early(c) for c in children]
+    first = doms[0]
+    if all(d == first for d in doms):
+        return first
+    # Python has no common_type; take a domain that every other one derives from, if any.
+    for d in doms:
+        if all(isinstance(o, type(d)) for o in doms):
+            return d
+    return _DEFAULT
+
+
+class _WhenAllSender(Sender[Any]):
+    __slots__ = ("_attrs", "_checked", "_children")
+
+    def __init__(self, children: tuple[Any, ...]) -> None:
+        self._children = children
+        self._attrs: Any = None
+        # None: not checked yet; True: checked without an env; False: check on every connect.
+        self._checked: bool | None = None
+
+    def _check_child_sigs(self, env: Any) -> None:
+        """16.2: a child with two or more value signatures is rejected at connect."""
+        need_env = False
+        for i, c in enumerate(self._children):
+            try:
+                cs = get_completion_signatures(c, env)
+            except dependent_sender_error:
+                need_env = True
+                continue
+            if cs is not None and cs.count_of(set_value_t) >= 2:
+                sigs = ", ".join(repr(s) for s in cs if type(s) is set_value_t)
+                raise TypeError(
+                    f"when_all(): child #{i} ({c!r}) can complete with several value signatures "
+                    f"({sigs}); when_all needs at most one per child. Use "
+                    "sx.when_all_with_variant(...) or sx.into_variant(child) (REQUIREMENTS 16.2)"
+                )
+        if env is None:
+            self._checked = not need_env
+
+    def connect(self, rcvr: Any) -> _WhenAllOp:
+        children = self._children
+        op = _WhenAllOp(rcvr, len(children))
+        cenv = op._cenv = _WhenAllEnv(op._src.get_token(), get_env(rcvr))
+        checked = self._checked
+        if checked is None:
+            self._check_child_sigs(None)
+            checked = self._checked
+        if not checked:
+            self._check_child_sigs(cenv)
+        op._ops = [connect(c, _ChildReceiver(op, i)) for i, c in enumerate(children)]
+        return op
+
+    def get_env(self) -> Any:
+        """``env()``, or ``get_domain`` when the children share a non-default domain (16.12)."""
+        attrs = self._attrs
+        if attrs is None:
+            attrs = EMPTY_ENV
+            if domains_active():
+                cd = _common_domain(self._children)
+                if type(cd) is not default_domain:
+                    attrs = prop(get_domain, cd)
+            self._attrs = attrs
+        return attrs
+
+    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+        """Concatenated values, the union of the errors, and stopped (REQUIREMENTS 16)."""
+        cenv = None if env is None else _WhenAllEnv(inplace_stop_source().get_token(), env)
+        # A child without a value signature contributes no datums (REQUIREMENTS 17.3's
+        # example: when_all(just(1), just_stopped()) has the value signature (int)).
+        values: list[Any] = []
+        others: list[Any] = []
+        for c in self._children:
+            cs = get_completion_signatures(c, cenv)
+            if cs is None:
+                return None
+            vsigs = [s for s in cs if type(s) is set_value_t]
+            if len(vsigs) >= 2:
+                raise TypeError(
+                    f"when_all(): child {c!r} has several value signatures (REQUIREMENTS 16.2)"
+                )
+            if vsigs:
+                values.extend(vsigs[0].args)
+            others.extend(s for s in cs if type(s) is not set_value_t)
+        sigs: list[Any] = [set_value_t(*values)]
+        sigs.extend(others)
+        if env is None or not is_unstoppable(get_stop_token(env)):
+            sigs.append(set_stopped_t())  # an outer stop before start (16.5)
+        return completion_signatures(*sigs)
+
+    @property
+    def _sx_completes_inline(self) -> bool:
+        return all(getattr(c, "_sx_completes_inline", False) for c in self._children)
+
+    @property
+    def data(self) -> Any:
+        return None
+
+    @property
+    def children(self) -> tuple[Any, ...]:
+        return self._children
+
+    def __repr__(self) -> str:
+        return f"{self.tag!r}({', '.join(map(repr, self._children))})"
+
+
+class _WhenAllWithVariantSender(_WhenAllSender):
+    __slots__ = ("_lowered",)
+
+    def __init__(self, children: tuple[Any, ...]) -> None:
+        super().__init__(children)
+        self._lowered: Sender[Any] | None = None
+
+    def lower(self) -> Sender[Any]:
+        """``when_all(into_variant(c) for c in children)`` (REQUIREMENTS 16.13)."""
+        low = self._lowered
+        if low is None:
+            low = self._lowered = when_all(*(into_variant(c) for c in self._children))
+        return low
+
+    def connect(self, rcvr: Any) -> Any:
+        return connect(self.lower(), rcvr)
+
+    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+        return get_completion_signatures(self.lower(), env)
+
+
+def _check_args(name: str, sndrs: tuple[Any, ...]) -> None:
+    if not sndrs:
+        raise TypeError(
+            f"{name}() needs at least one sender (REQUIREMENTS 16.1); for no work at all use "
+            "sx.just()"
+        )
+    for i, s in enumerate(sndrs):
+        if not is_sender(s):
+            raise TypeError(f"{name}(): argument #{i} must be a sender, got {type(s).__name__}")
+
+
+class when_all_t(Algorithm):
+    """``when_all(*senders)``: run senders concurrently; complete when all have completed.
+
+    [exec.when.all], REQUIREMENTS 16.1-16.12. Success sends every child's datums,
+    concatenated in argument order: ``sync_wait(when_all(just(1), just(2, 3), just()))`` is
+    ``(1, 2, 3)``. The first error requests stop on the other children and becomes the result
+    (an error also beats an earlier stop); a stopped child requests stop and makes the result
+    stopped. ``when_all`` always waits for every child before completing. Its children see
+    ``when_all``'s own stop token, to which a stop request on the receiver's token is
+    forwarded; a request made before ``start`` completes ``set_stopped`` without starting any
+    child. Attributes: empty, or ``get_domain`` if the children share a custom domain (16.12).
+
+    Coroutine objects and other awaitables are accepted as children. Raises ``TypeError`` at
+    call for no senders or a non-sender (16.1), and at ``connect`` for a child whose declared
+    completion signatures have more than one value signature (16.2; use
+    ``when_all_with_variant``). Children may complete on different threads.
+    """
+
+    __slots__ = ()
+
+    def __call__(self, *sndrs: Any) -> Sender[Any]:
+        _check_args("when_all", sndrs)
+        s = _WhenAllSender(sndrs)
+        if domains_active():
+            return early(_common_domain(sndrs), s)  # type: ignore[no-any-return]
+        return s
+
+
+class when_all_with_variant_t(Algorithm):
+    """``when_all_with_variant(*senders)``: ``when_all(*(into_variant(s) for s in senders))``.
+
+    [exec.when.all], REQUIREMENTS 16.13, DQ-3. Each child contributes exactly one datum, the
+    tuple of the datums it sent, so children with several possible value signatures are
+    fine: ``sync_wait(when_all_with_variant(just(1), just(2, 3)))`` is ``((1,), (2, 3))``.
+    The lowering to ``when_all(into_variant(...), ...)`` happens at ``connect``
+    (``transform_sender``), so a domain may customise ``when_all_with_variant`` itself.
+    """
+
+    __slots__ = ()
+
+    def __call__(self, *sndrs: Any) -> Sender[Any]:
+        _check_args("when_all_with_variant", sndrs)
+        s = _WhenAllWithVariantSender(sndrs)
+        if domains_active():
+            return early(_common_domain(sndrs), s)  # type: ignore[no-any-return]
+        return s
+
+    def transform_sender(self, sndr: Any, env: Any = None) -> Any:
+        """The late lowering to ``when_all(into_variant(c), ...)`` (16.13, 9.11)."""
+        if env is None or not isinstance(sndr, _WhenAllWithVariantSender):
+            return sndr
+        return sndr.lower()
+
+
+when_all = when_all_t()
+when_all_with_variant = when_all_with_variant_t()
+_WhenAllSender.tag = when_all
+_WhenAllWithVariantSender.tag = when_all_with_variant

@@ -1,3 +1,158 @@
-"""write_env: being written; see the issue that owns it."""
+"""``write_env`` and ``unstoppable`` ([exec.write.env], [exec.unstoppable]; REQUIREMENTS 11).
 
-__all__: list[str] = []
+``write_env(sndr, e)`` runs ``sndr`` with the receiver environment ``JOIN-ENV(e,
+FWD-ENV(get_env(rcvr)))``: the written queries win, are visible even when they are not
+forwarding queries, and the outer receiver's non-forwarding queries are hidden (11.1).
+``unstoppable(sndr)`` is ``write_env(sndr, prop(get_stop_token, never_stop_token()))`` (11.4).
+Both complete wherever their child completes, which ``affine_on`` relies on (11.5).
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar, overload
+
+from ._adaptor_util import UnaryAdaptor, check_sender, early_child
+from ._completion_signatures import completion_signatures, dependent_sender_error
+from ._domain import connect
+from ._env import EMPTY_ENV, fwd_env, get_env, get_stop_token, join_env, prop
+from ._protocol import Algorithm, Closure, Sender
+from ._stop_token import never_stop_token
+
+__all__ = ["unstoppable", "write_env"]
+
+T = TypeVar("T")
+
+
+class _WriteEnvReceiver:
+    """The child's receiver: completions go straight to the outer receiver's methods."""
+
+    __slots__ = ("_env", "set_error", "set_stopped", "set_value")
+
+    def __init__(self, rcvr: Any, written: Any) -> None:
+        self.set_value = rcvr.set_value
+        self.set_error = rcvr.set_error
+        self.set_stopped = rcvr.set_stopped
+        self._env = join_env(written, fwd_env(get_env(rcvr)))
+
+    def get_env(self) -> Any:
+        return self._env
+
+
+class _WriteEnvSender(Sender[Any]):
+    __slots__ = ("_child", "_env")
+
+    def __init__(self, child: Any, e: Any) -> None:
+        self._child = child
+        self._env = e
+
+    def connect(self, rcvr: Any) -> Any:
+        # The operation adds nothing to start(): the child's operation state is the result.
+        return connect(self._child, _WriteEnvReceiver(rcvr, self._env))
+
+    def get_env(self) -> Any:
+        return fwd_env(get_env(self._child))
+
+    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+        """The child's signatures in the joined environment (REQUIREMENTS 11.2)."""
+        m = getattr(self._child, "get_completion_signatures", None)
+        if m is None:
+            return None
+        if env is not None:
+            r: completion_signatures | None = m(join_env(self._env, fwd_env(env)))
+            return r
+        try:
+            r = m(None)
+        except dependent_sender_error as dep:
+            # The written env may be all the child needs (write_env(read_env(q), prop(q, v))).
+            try:
+                r = m(self._env)
+            except TypeError:
+                raise dep from None
+        return r
+
+    @property
+    def _sx_completes_inline(self) -> bool:
+        return bool(getattr(self._child, "_sx_completes_inline", False))
+
+    @property
+    def data(self) -> Any:
+        return self._env
+
+    @property
+    def children(self) -> tuple[Any, ...]:
+        return (self._child,)
+
+    def __repr__(self) -> str:
+        return f"write_env({self._child!r}, {self._env!r})"
+
+
+def _check_env(e: Any) -> None:
+    if e is EMPTY_ENV:
+        return
+    if not callable(getattr(e, "query", None)) or isinstance(e, type):
+        raise TypeError(
+            f"write_env(): env must be an environment (an object with a query() method such as "
+            f"sx.prop(q, v) or sx.env(...)), got {type(e).__name__}"
+        )
+
+
+class write_env_t(Algorithm):
+    """``write_env(sndr, env)``: run ``sndr`` with ``env`` joined in front of the receiver's.
+
+    [exec.write.env], REQUIREMENTS 11.1-11.3. The child's receiver environment is
+    ``JOIN-ENV(env, FWD-ENV(get_env(rcvr)))``:
+
+    * queries answered by ``env`` take precedence over the receiver's;
+    * they are visible to the child even if they are not forwarding queries;
+    * the receiver's own non-forwarding queries are hidden.
+
+    Completions are forwarded unchanged; the completion signatures are the child's in the
+    joined environment (11.2). ``env`` is any object with a ``query`` method (``sx.prop``,
+    ``sx.env``). ``write_env(env)`` (no sender) returns a closure, so
+    ``sndr | write_env(env)`` works too (an extension: the draft has no closure form, 11.3).
+    Raises ``TypeError`` for a non-sender or a non-environment.
+    """
+
+    __slots__ = ()
+
+    @overload
+    def __call__(self, env: Any, /) -> Closure[Any]: ...
+    @overload
+    def __call__(self, sndr: Sender[T], env: Any, /) -> Sender[T]: ...
+    def __call__(self, *args: Any) -> Any:
+        if len(args) == 1:
+            e = args[0]
+            _check_env(e)
+            return Closure(lambda s: self(s, e))
+        if len(args) != 2:
+            raise TypeError(f"write_env() takes (sender, env) or (env), got {len(args)} arguments")
+        sndr, e = args
+        check_sender("write_env", "sndr", sndr)
+        _check_env(e)
+        return early_child(sndr, _WriteEnvSender(sndr, e))
+
+
+_NEVER_ENV = prop(get_stop_token, never_stop_token())
+
+
+class unstoppable_t(UnaryAdaptor):
+    """``unstoppable(sndr)``: run ``sndr`` with a ``never_stop_token`` ([exec.unstoppable]).
+
+    REQUIREMENTS 11.4. Equivalent to ``write_env(sndr, prop(get_stop_token,
+    never_stop_token()))`` (and it is that sender: its ``tag`` is ``write_env``). Inside,
+    ``read_env(get_stop_token)`` gives ``never_stop_token()``; a stop request on the outer
+    receiver's token never reaches the child; completions are forwarded unchanged. Also usable
+    as ``sndr | unstoppable`` (an extension).
+    """
+
+    __slots__ = ()
+    _name = "unstoppable"
+
+    def _apply(self, sndr: Any) -> Sender[Any]:
+        r: Sender[Any] = early_child(sndr, _WriteEnvSender(sndr, _NEVER_ENV))
+        return r
+
+
+write_env = write_env_t()
+unstoppable = unstoppable_t()
+_WriteEnvSender.tag = write_env
