@@ -70,30 +70,19 @@ class RunState:
     clear ``RuntimeError`` instead of touching a dead run.
 
     The trio scheduler's FIFO lives here (REQUIREMENTS 32.6): ``push(op)`` (trio thread only)
-    appends a ready operation and wakes the *drainer*, one long-lived system task per run that
-    runs queued operations in FIFO order (``op._execute()``); ``push_threadsafe(op)`` does the
-    same from any thread through ``TrioToken.run_sync_soon``.
+    appends a ready operation and wakes the *drainer*, a system task (at most one per run) that
+    runs queued operations in FIFO order (``op._execute()``) and exits when the queue has
+    stayed empty for a couple of rounds; ``push_threadsafe(op)`` does the same from any thread
+    through ``TrioToken.run_sync_soon``.
     """
 
-    __slots__ = (
-        "__weakref__",
-        "closed",
-        "drainer",
-        "finished",
-        "parked",
-        "queue",
-        "sched",
-        "thread",
-        "token",
-    )
+    __slots__ = ("__weakref__", "drainer", "finished", "queue", "sched", "thread", "token")
 
     def __init__(self) -> None:
         self.token: trio.lowlevel.TrioToken = tl.current_trio_token()
         self.thread: int = _get_ident()
         self.queue: deque[Any] = deque()
         self.drainer: Any = None
-        self.parked = False
-        self.closed = False  # the drainer has exited (run shutting down)
         self.finished = False
         from ._trio_scheduler import _TrioScheduler
 
@@ -103,20 +92,13 @@ class RunState:
 
     def push(self, op: Any) -> None:
         """Queue a ready operation; trio thread only."""
-        if self.closed:
-            # Shutdown: the drainer is gone; trio's own FIFO entry queue still runs callbacks
-            # until the last task of the run has exited.
-            self.push_threadsafe(op, direct=True)
-            return
         self.queue.append(op)
-        if self.parked:
-            self.parked = False
-            tl.reschedule(self.drainer)
-        elif self.drainer is None:
+        if self.drainer is None:
             try:
                 self.drainer = tl.spawn_system_task(self._drain, name="structexec.trio_scheduler")
-            except RuntimeError:  # the system nursery no longer accepts tasks
-                self.closed = True
+            except RuntimeError:
+                # The system nursery no longer accepts tasks (the run is ending): trio's own
+                # FIFO entry queue runs callbacks until the last task has exited.
                 q = self.queue
                 while q:
                     self.push_threadsafe(q.popleft(), direct=True)
@@ -129,32 +111,33 @@ class RunState:
             self.finished = True
             raise run_finished_error("schedule an operation on the trio scheduler") from None
 
-    def _abort(self, raise_cancel: Any) -> Any:
-        self.parked = False
-        return tl.Abort.SUCCEEDED
-
     async def _drain(self) -> None:
+        # Runs the queued operations in FIFO order. Between rounds it yields (uncancellable:
+        # the queue must be served even while the run shuts down), so the items queued by the
+        # completions run after the other trio tasks had a turn (no starvation, and the stack
+        # unwinds). When the queue stays empty for LINGER rounds the task exits, so an idle
+        # run has no structexec task alive (tests can count trio tasks); the next push spawns
+        # a new one.
         q = self.queue
+        idle = 0
         try:
             while True:
                 n = len(q)
-                if not n:
-                    self.parked = True
-                    await tl.wait_task_rescheduled(self._abort)
-                    continue
-                # Run the items present now; items they queue wait for the next round, after
-                # the other trio tasks had a turn (no starvation).
-                for _ in range(n):
-                    _execute(q.popleft())
-                if q:
-                    await tl.cancel_shielded_checkpoint()
+                if n:
+                    idle = 0
+                    for _ in range(n):
+                        _execute(q.popleft())
+                elif idle >= LINGER:
+                    return
+                else:
+                    idle += 1
+                await tl.cancel_shielded_checkpoint()
         finally:
-            # Cancelled at run shutdown (system tasks are cancelled once the main task has
-            # returned): run what is queued, then hand later items to run_sync_soon.
-            self.closed = True
-            self.parked = False
-            while q:
-                _execute(q.popleft())
+            self.drainer = None
+
+
+#: Rounds the drainer waits for more work before it exits.
+LINGER = 2
 
 
 def _execute(op: Any) -> None:
@@ -172,7 +155,6 @@ class _RunEnd(trio.abc.Instrument):
 
     def after_run(self) -> None:
         self._state.finished = True
-        self._state.closed = True
 
 
 _RUN: tl.RunVar[RunState | None] = tl.RunVar("structexec_run_state")
