@@ -1,3 +1,238 @@
-"""associate: being written; see the issue that owns it."""
+"""``associate(sndr, token)``: tie a sender to a scope ([exec.associate], REQUIREMENTS 27).
 
-__all__: list[str] = []
+The association is made eagerly, when ``associate`` is called (27.1), and held by the sender
+until it is connected, then by the operation until it completes. Python has no deterministic
+destructors, so the release points are explicit (DESIGN.md 2.8, DQ-8): right after the
+operation's completion has been delivered downstream, or when a sender or operation that was
+never started is closed (``close()``) or dropped.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from ._completion_signatures import completion_signatures, get_completion_signatures
+from ._domain import connect, domains_active, get_domain_early, transform_sender
+from ._env import EMPTY_ENV, get_env
+from ._protocol import (
+    Algorithm,
+    Closure,
+    Sender,
+    completed_twice,
+    is_sender,
+    set_stopped_t,
+    twice_started,
+)
+from ._scope_token import check_scope_token, is_scope_token
+
+__all__ = ["associate"]
+
+
+class _AssociateOp:
+    """The operation; the child's receiver too (the child sees the receiver's full env)."""
+
+    __slots__ = ("_op", "_rcvr", "_state", "_token")
+
+    def __init__(self, rcvr: Any, token: Any) -> None:
+        self._rcvr = rcvr
+        self._token = token  # None when unassociated
+        self._op: Any = None
+        self._state = 0  # 0 connected, 1 started, 2 completed, 3 closed
+
+    def start(self) -> None:
+        if self._state:
+            raise twice_started(self) if self._state != 3 else RuntimeError(
+                "start() on a closed associate operation"
+            )
+        self._state = 1
+        if self._token is None:
+            self._state = 2
+            self._rcvr.set_stopped()  # 27.2: unassociated, the sender never runs
+            return
+        self._op.start()
+
+    def get_env(self) -> Any:
+        return get_env(self._rcvr)
+
+    def _done(self, how: str) -> Any:
+        if self._state == 2:
+            raise completed_twice(self, how)
+        self._state = 2
+        self._op = None
+        tok = self._token
+        self._token = None
+        return tok
+
+    def set_value(self, *vals: Any) -> None:
+        tok = self._done("set_value")
+        self._rcvr.set_value(*vals)
+        tok.disassociate()  # released right after the completion (27.8, DESIGN.md 2.8)
+
+    def set_error(self, err: Any) -> None:
+        tok = self._done("set_error")
+        self._rcvr.set_error(err)
+        tok.disassociate()
+
+    def set_stopped(self) -> None:
+        tok = self._done("set_stopped")
+        self._rcvr.set_stopped()
+        tok.disassociate()
+
+    def close(self) -> None:
+        """Drop a connected, never-started operation: release its association (DQ-8)."""
+        if self._state == 0:
+            self._state = 3
+            tok = self._token
+            self._token = None
+            self._op = None
+            if tok is not None:
+                tok.disassociate()
+
+    def __del__(self) -> None:
+        if getattr(self, "_state", 1) == 0:
+            self.close()
+
+
+class _AssociateSender(Sender[Any]):
+    """``make-sender(associate, associate-data(token, sndr))``."""
+
+    __slots__ = ("_sndr", "_token")
+
+    def __init__(self, token: Any, wrapped: Any, associated: bool) -> None:
+        self._token = token
+        self._sndr: Any = wrapped if associated else None  # 27.2: dropped at once
+
+    @property
+    def associated(self) -> bool:
+        """Whether this sender holds an association (``sndr.has_value()`` of the spec)."""
+        return self._sndr is not None
+
+    def release(self) -> tuple[Any, Any] | None:
+        """``(token, wrapped_sender)`` and the association with them, or ``None`` (27.6).
+
+        The caller becomes responsible for calling ``token.disassociate()``.
+        """
+        s = self._sndr
+        if s is None:
+            return None
+        self._sndr = None
+        return (self._token, s)
+
+    def connect(self, rcvr: Any) -> _AssociateOp:
+        """Move the association into the operation (27.7).
+
+        Connecting a second time is connecting a moved-from sender: the operation completes
+        ``set_stopped()`` (DQ-18). If connecting the wrapped sender raises, the association is
+        released and the exception propagates (27.7).
+        """
+        s = self._sndr
+        self._sndr = None
+        if s is None:
+            return _AssociateOp(rcvr, None)
+        token = self._token
+        op = _AssociateOp(rcvr, token)
+        try:
+            op._op = connect(s, op)
+        except BaseException:
+            op._token = None
+            op._state = 3
+            token.disassociate()
+            raise
+        return op
+
+    def close(self) -> None:
+        """Drop the association without running anything (27.5, DQ-8). Idempotent."""
+        s = self._sndr
+        if s is not None:
+            self._sndr = None
+            del s  # the wrapped sender goes first (27.5)
+            self._token.disassociate()
+
+    def __del__(self) -> None:
+        if getattr(self, "_sndr", None) is not None:
+            self.close()
+
+    def __copy__(self) -> _AssociateSender:
+        """27.3: the copy asks for an association of its own; unassociated if refused."""
+        s = self._sndr
+        if s is None:
+            return _AssociateSender(self._token, None, False)
+        token = self._token
+        if not token.try_associate():
+            return _AssociateSender(token, None, False)
+        try:
+            s2 = copy.copy(s)
+        except BaseException:
+            token.disassociate()
+            raise
+        return _AssociateSender(token, s2, True)
+
+    def get_completion_signatures(self, env: Any = None) -> Any:
+        """The wrapped sender's signatures plus ``set_stopped_t()`` (27.9)."""
+        stopped = completion_signatures(set_stopped_t())
+        if self._sndr is None:
+            return stopped
+        sigs = get_completion_signatures(self._sndr, env)
+        return None if sigs is None else sigs | stopped
+
+    def get_env(self) -> Any:
+        return EMPTY_ENV
+
+    @property
+    def data(self) -> Any:
+        return (self._token, self._sndr)
+
+    def __repr__(self) -> str:
+        return f"associate({self._sndr!r}, {self._token!r})" if self._sndr is not None else (
+            f"associate(<unassociated>, {self._token!r})"
+        )
+
+
+class associate_t(Algorithm):
+    """``associate(sndr, token)`` / ``sndr | associate(token)`` ([exec.associate], 27).
+
+    * Eager (27.1): ``token.wrap(sndr)`` and ``token.try_associate()`` run when ``associate``
+      is called; while the returned sender holds the association, the scope's ``join()``
+      does not complete.
+    * If ``try_associate()`` returns ``False``, the wrapped sender is dropped at once; the
+      associate-sender completes ``set_stopped()`` when started and ``sndr`` never runs (27.2).
+    * ``connect`` moves the association into the operation; a second ``connect`` gets an
+      operation that completes stopped (27.4, 27.7, DQ-18). ``copy.copy`` makes a copy with
+      its own association (27.3). ``release()`` hands over ``(token, wrapped)`` (27.6).
+    * The operation runs the wrapped sender with the receiver's own environment and releases
+      the association right after its completion has been delivered (27.8, DESIGN.md 2.8).
+      A sender or operation that is never started releases it on ``close()`` or when dropped.
+    * Completion signatures: the wrapped sender's plus ``set_stopped_t()`` (27.9).
+    * ``TypeError`` if ``sndr`` is not a sender or ``token`` is not a scope token.
+    """
+
+    __slots__ = ()
+
+    def __call__(self, *args: Any) -> Any:
+        if len(args) == 1:
+            token = args[0]
+            if is_sender(token) and not is_scope_token(token):
+                raise TypeError("associate(sndr) needs a scope token: associate(sndr, token)")
+            check_scope_token(token, "associate()")
+            return Closure(lambda s: self(s, token))
+        if len(args) != 2:
+            raise TypeError(
+                f"associate() takes (sender, token) or (token), got {len(args)} arguments"
+            )
+        sndr, token = args
+        if not is_sender(sndr):
+            raise TypeError(
+                f"associate() needs a sender as its first argument, got {type(sndr).__name__}"
+            )
+        check_scope_token(token, "associate()")
+        wrapped = token.wrap(sndr)
+        s = _AssociateSender(token, wrapped, bool(token.try_associate()))
+        if domains_active():
+            out: Any = transform_sender(get_domain_early(sndr), s)
+            return out
+        return s
+
+
+associate = associate_t()
+_AssociateSender.tag = associate

@@ -1,3 +1,799 @@
-"""counting_scope: being written; see the issue that owns it."""
+"""``simple_counting_scope`` and ``counting_scope``: scopes that count associations.
 
-__all__: list[str] = []
+[exec.scope], [exec.counting.scopes], [exec.scope.simple.counting], [exec.scope.counting];
+REQUIREMENTS 25, 26 and 32.7; DESIGN.md 2.6.
+
+A scope counts the work associated with it (by ``spawn``, ``spawn_future``, ``associate`` or,
+used as a nursery, ``start_soon``/``start``) and ``join()`` completes once that count is
+zero. The scope moves through seven states (26):
+
+.. code-block:: text
+
+                try_associate                close
+      unused ----------------> open -----------------> closed
+        |  \\                    |                        |
+        |   \\ start join        | start join             | start join
+        |    \\                  v          close         v
+  close |     \\          open-and-joining ---------> closed-and-joining
+        |      \\                |                        |
+        v       \\               | count reaches 0        | count reaches 0
+  unused-and-closed \\           v                        v
+        |            '------> joined <--------------------'
+        '---- start join ------^
+
+A join started while the count is already 0 goes straight to ``joined`` and completes inline
+(26.6). Every operation on a scope takes one lock, so all of them appear in one total order
+(26.11) and any thread may spawn into a scope or complete work associated with it.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import warnings
+from collections.abc import Awaitable, Callable, Coroutine
+from types import TracebackType
+from typing import Any, ClassVar
+
+import trio
+
+from ._completion_signatures import completion_signatures, get_completion_signatures
+from ._domain import connect
+from ._env import _MISSING, EMPTY_ENV, get_env, get_scheduler, prop, query_or
+from ._env import env as _env_cls
+from ._protocol import Sender, set_error_t, set_value_t, twice_started
+from ._read_env import schedule
+from ._spawn import FAST_TOKENS, as_exception, check_env, check_sender, spawn_into
+from ._spawn_future import spawn_future
+from ._stop_token import inplace_stop_callback, inplace_stop_source
+from ._stop_when import StopTokenEnv, stop_when
+from ._trampoline import trampoline_start
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
+
+__all__ = ["counting_scope", "simple_counting_scope"]
+
+# The seven states of [exec.counting.scopes.general].
+_UNUSED, _OPEN, _CLOSED, _OPEN_JOINING, _CLOSED_JOINING, _UNUSED_CLOSED, _JOINED = range(7)
+_NAMES = (
+    "unused",
+    "open",
+    "closed",
+    "open-and-joining",
+    "closed-and-joining",
+    "unused-and-closed",
+    "joined",
+)
+_AFTER_CLOSE = (
+    _UNUSED_CLOSED,  # unused
+    _CLOSED,  # open
+    _CLOSED,  # closed: no effect
+    _CLOSED_JOINING,  # open-and-joining
+    _CLOSED_JOINING,  # closed-and-joining: no effect
+    _UNUSED_CLOSED,  # unused-and-closed: no effect
+    _JOINED,  # joined: no effect
+)
+_GOOD_TO_DROP = (_UNUSED, _UNUSED_CLOSED, _JOINED)  # 26.9
+_ERRORS_MESSAGE = "errors in work spawned into the scope"
+
+
+def _error_group(errors: list[Any]) -> BaseExceptionGroup[Any]:
+    return BaseExceptionGroup(_ERRORS_MESSAGE, [as_exception(e) for e in errors])
+
+
+# --------------------------------------------------------------------------- tokens
+
+
+class _Token:
+    __slots__ = ("_scope",)
+
+    def __init__(self, scope: Any) -> None:
+        self._scope = scope
+
+    def try_associate(self) -> bool:
+        """Ask the scope for one more association (26.2); ``True`` if it was granted."""
+        r: bool = self._scope._try_associate()
+        return r
+
+    def disassociate(self) -> None:
+        """Release one association (26.4); the last one completes the registered joins."""
+        self._scope._disassociate()
+
+    def record_error(self, err: Any) -> None:
+        """Keep the error of spawned work for ``join()`` and the ``async with`` exit (2.6)."""
+        self._scope._record_error(err)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is type(self):
+            return other._scope is self._scope  # type: ignore[attr-defined, no-any-return]
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return id(self._scope)
+
+    def __copy__(self) -> Any:
+        return self
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        return self
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__qualname__} of {self._scope!r}>"
+
+
+class _SimpleToken(_Token):
+    """``simple_counting_scope::token`` ([exec.simple.counting.token], REQUIREMENTS 26.13).
+
+    ``wrap(sndr)`` is ``sndr`` itself; ``try_associate()`` and ``disassociate()`` forward to
+    the scope. Tokens are immutable and compare equal when they refer to the same scope;
+    copying one returns it (25.1).
+    """
+
+    __slots__ = ()
+
+    def wrap(self, sndr: Any) -> Any:
+        """Return ``sndr`` unchanged (26.13)."""
+        return sndr
+
+
+class _CountingToken(_Token):
+    """``counting_scope::token`` ([exec.scope.counting], REQUIREMENTS 26.14).
+
+    ``wrap(sndr)`` is ``stop-when(sndr, scope's stop token)``: the wrapped sender sees
+    ``request_stop()`` of the scope as well as its own receiver's stop requests (28).
+    """
+
+    __slots__ = ()
+
+    def wrap(self, sndr: Any) -> Any:
+        """``stop-when(sndr, s_source.get_token())`` (26.14, 28)."""
+        return stop_when(sndr, self._scope._stop_token)
+
+
+FAST_TOKENS.update((_SimpleToken, _CountingToken))
+
+
+# --------------------------------------------------------------------------- join
+
+
+class _JoinOp:
+    """``impls-for<scope-join-t>::state``; also the receiver of the final schedule op."""
+
+    __slots__ = ("_rcvr", "_sched_op", "_scope", "_started")
+
+    def __init__(self, scope: _ScopeBase, rcvr: Any, sched: Any) -> None:
+        self._scope = scope
+        self._rcvr = rcvr
+        self._started = False
+        self._sched_op = connect(schedule(sched), self)
+
+    def start(self) -> None:
+        if self._started:
+            raise twice_started(self)
+        self._started = True
+        if self._scope._start_join(self):
+            self._deliver()  # complete-inline: set_value directly, no scheduling (26.5)
+
+    def _sx_join_complete(self) -> None:
+        # complete(): start the schedule op, so set_value arrives on the receiver's
+        # scheduler (26.8). Through the trampoline: this runs inside a disassociate().
+        trampoline_start(self._sched_op)
+
+    # receiver of schedule(get_scheduler(env)): sees the full receiver env (26.8)
+    def get_env(self) -> Any:
+        return get_env(self._rcvr)
+
+    def set_value(self, *vals: Any) -> None:
+        self._deliver()
+
+    def set_error(self, err: Any) -> None:
+        self._rcvr.set_error(err)
+
+    def set_stopped(self) -> None:
+        self._rcvr.set_stopped()
+
+    def _deliver(self) -> None:
+        errors = self._scope._errors_snapshot()
+        if errors:
+            self._rcvr.set_error(_error_group(errors))
+        else:
+            self._rcvr.set_value()
+
+
+class _JoinSender(Sender[None]):
+    """The sender of ``scope.join()`` (``make-sender(scope-join-t(), scope)``, 26.7-26.8)."""
+
+    __slots__ = ("_scope",)
+
+    def __init__(self, scope: _ScopeBase) -> None:
+        self._scope = scope
+
+    def connect(self, rcvr: Any) -> _JoinOp:
+        sch = query_or(get_env(rcvr), get_scheduler, _MISSING)
+        if sch is _MISSING:
+            raise TypeError(
+                "scope.join() completes through schedule(get_scheduler(env)), but the "
+                f"receiver's environment has no get_scheduler ({type(rcvr).__name__}); await "
+                "it from trio or a task, use sync_wait, or add one with sx.write_env "
+                "(REQUIREMENTS 26.8, DESIGN.md 2.3)"
+            )
+        return _JoinOp(self._scope, rcvr, sch)
+
+    def get_completion_signatures(self, env: Any = None) -> Any:
+        """``set_value_t()``, ``set_error_t(BaseExceptionGroup)`` (DESIGN.md 2.6) and whatever
+        the receiver scheduler's ``schedule()`` sender adds besides its value (26.8)."""
+        mine = completion_signatures(set_value_t(), set_error_t(BaseExceptionGroup))
+        if env is None:
+            return None
+        sch = query_or(env, get_scheduler, _MISSING)
+        if sch is _MISSING:
+            raise TypeError("scope.join() needs get_scheduler in the environment (26.8)")
+        sigs = get_completion_signatures(schedule(sch), env)
+        if sigs is None:
+            return None
+        return mine | completion_signatures(*(s for s in sigs if type(s) is not set_value_t))
+
+    def __repr__(self) -> str:
+        return f"<join sender of {self._scope!r}>"
+
+
+class _TrioJoinWaiter:
+    """A join registered by ``__aexit__``: sets a trio Event, from whatever thread."""
+
+    __slots__ = ("_thread", "_token", "event")
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        self._token = trio.lowlevel.current_trio_token()
+        self._thread = threading.get_ident()
+
+    def _sx_join_complete(self) -> None:
+        if threading.get_ident() == self._thread:
+            self.event.set()
+        else:
+            self._token.run_sync_soon(self.event.set)
+
+
+# --------------------------------------------------------------------------- scopes
+
+
+class _TaskStatus:
+    """Wraps trio's ``task_status`` to know whether ``started()`` was called."""
+
+    __slots__ = ("_inner", "called")
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.called = False
+
+    def started(self, value: Any = None) -> None:
+        self._inner.started(value)
+        self.called = True
+
+
+def _coroutine_of(who: str, async_fn: Any, args: tuple[Any, ...]) -> Coroutine[Any, Any, Any]:
+    if isinstance(async_fn, Coroutine):
+        raise TypeError(
+            f"{who}() expected an async function, but got a coroutine object {async_fn!r}; "
+            f"pass the function and its arguments ({who}(fn, *args)), or give the coroutine "
+            "to scope.spawn()"
+        )
+    if not callable(async_fn):
+        raise TypeError(f"{who}() expected an async function, got {type(async_fn).__name__}")
+    coro = async_fn(*args)
+    if not isinstance(coro, Coroutine):
+        if isinstance(coro, Awaitable):
+            raise TypeError(
+                f"{who}() expected an async function, but {async_fn!r} returned "
+                f"{type(coro).__name__}, an awaitable that is not a coroutine; give it to "
+                "scope.spawn() instead"
+            )
+        raise TypeError(
+            f"{who}() expected an async function, but {async_fn!r} returned "
+            f"{type(coro).__name__}: it is not an async function (define it with async def)"
+        )
+    return coro
+
+
+class _ScopeBase:
+    """State machine, nursery behaviour and the parts shared by both scopes."""
+
+    __slots__ = (
+        "__weakref__",
+        "_count",
+        "_entered",
+        "_errors",
+        "_host_cm",
+        "_host_release",
+        "_joiners",
+        "_lock",
+        "_nursery",
+        "_spawn_env",
+        "_state",
+        "_stop_cb",
+        "_trio_thread",
+        "_trio_token",
+    )
+
+    #: The most associations the scope holds at once (26.10); override in a subclass.
+    max_associations: ClassVar[int] = sys.maxsize
+    _stop_token: Any = None
+    _stop_env: Any = EMPTY_ENV
+    _token_type: ClassVar[type[_Token]] = _SimpleToken
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = 0
+        self._state = _UNUSED
+        self._joiners: list[Any] = []
+        self._errors: list[Any] = []
+        self._entered = False
+        self._nursery: Any = None
+        self._host_cm: Any = None
+        self._host_release: Any = None
+        self._spawn_env: Any = EMPTY_ENV
+        self._stop_cb: Any = None
+        self._trio_token: Any = None
+        self._trio_thread = 0
+
+    # -- the exposition-only members (26.2-26.6), atomic under self._lock
+
+    def _try_associate(self) -> bool:
+        lock = self._lock
+        lock.acquire()
+        st = self._state
+        if (st == _OPEN or st == _OPEN_JOINING or st == _UNUSED) and (
+            self._count < self.max_associations
+        ):
+            self._count += 1
+            if st == _UNUSED:
+                self._state = _OPEN
+            lock.release()
+            return True
+        lock.release()
+        return False
+
+    def _disassociate(self) -> None:
+        lock = self._lock
+        lock.acquire()
+        c = self._count - 1
+        if c < 0:
+            lock.release()
+            raise RuntimeError(
+                f"disassociate() on {self!r}, which holds no association: every "
+                "disassociate() must match a successful try_associate() (REQUIREMENTS 26.4)"
+            )
+        self._count = c
+        if c == 0 and (self._state == _OPEN_JOINING or self._state == _CLOSED_JOINING):
+            self._state = _JOINED
+            joiners = self._joiners
+            self._joiners = []
+            lock.release()
+            # Completing a join may drop the last reference to the scope (Note 1).
+            for j in joiners:
+                j._sx_join_complete()
+            return
+        lock.release()
+
+    def _start_join(self, op: Any) -> bool:
+        """``start-join-sender``: ``True`` to complete inline, else ``op`` is registered."""
+        lock = self._lock
+        lock.acquire()
+        st = self._state
+        if st == _UNUSED or st == _UNUSED_CLOSED or st == _JOINED or self._count == 0:
+            # 26.5, and 26.6: a scope whose associations are all released joins at once.
+            self._state = _JOINED
+            lock.release()
+            return True
+        self._state = _OPEN_JOINING if (st == _OPEN or st == _OPEN_JOINING) else _CLOSED_JOINING
+        self._joiners.append(op)
+        lock.release()
+        return False
+
+    def _record_error(self, err: Any) -> None:
+        lock = self._lock
+        lock.acquire()
+        self._errors.append(err)
+        lock.release()
+
+    def _errors_snapshot(self) -> list[Any]:
+        lock = self._lock
+        lock.acquire()
+        errors = list(self._errors)
+        lock.release()
+        return errors
+
+    # -- public members
+
+    def get_token(self) -> Any:
+        """The scope's token: give it to ``spawn``, ``spawn_future`` and ``associate`` (26)."""
+        return self._token_type(self)
+
+    def close(self) -> None:
+        """Refuse new associations from now on; state changes as in REQUIREMENTS 26.3.
+
+        unused → unused-and-closed, open → closed, open-and-joining → closed-and-joining;
+        otherwise no effect. Afterwards every ``try_associate()`` returns ``False``, so
+        ``spawn`` drops its work and ``associate``/``spawn_future`` complete stopped.
+        """
+        lock = self._lock
+        lock.acquire()
+        self._state = _AFTER_CLOSE[self._state]
+        lock.release()
+
+    def join(self) -> Sender[None]:
+        """A new sender that completes when the scope's count has dropped to zero (26.5-26.8).
+
+        Starting it moves the scope to (open|closed)-and-joining; it does not close the scope,
+        so associated work may still associate more. When the last association is released,
+        every registered join completes by starting ``schedule(get_scheduler(env))`` with its
+        receiver's scheduler, so ``set_value()`` arrives there (a ``TypeError`` at ``connect``
+        if the receiver has no scheduler). A join of a scope that is unused, unused-and-closed,
+        joined, or whose count is already zero completes inline with ``set_value()``. Several
+        joins may be registered; all complete. A join is not interruptible by stop. If work
+        spawned into the scope failed, the join completes ``set_error`` with a
+        ``BaseExceptionGroup`` (an ``ExceptionGroup`` when all are exceptions) of those errors
+        instead of ``set_value()`` (DESIGN.md 2.6).
+        """
+        return _JoinSender(self)
+
+    @property
+    def state(self) -> str:
+        """The current state's name, as in the spec ("unused", "open-and-joining", ...)."""
+        return _NAMES[self._state]
+
+    @property
+    def count(self) -> int:
+        """The number of associations held right now (a snapshot, for debugging and tests)."""
+        return self._count
+
+    @property
+    def unhandled_errors(self) -> tuple[Any, ...]:
+        """Error datums of spawned work that nobody consumed, in order (DESIGN.md 2.6, DQ-7)."""
+        return tuple(self._errors_snapshot())
+
+    def __copy__(self) -> Any:
+        raise TypeError(f"{type(self).__name__} cannot be copied (REQUIREMENTS 26.15)")
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        raise TypeError(f"{type(self).__name__} cannot be copied (REQUIREMENTS 26.15)")
+
+    def __reduce__(self) -> Any:
+        raise TypeError(f"{type(self).__name__} cannot be copied or pickled (REQUIREMENTS 26.15)")
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {_NAMES[self._state]}, {self._count} associated>"
+
+    def __del__(self) -> None:
+        st = getattr(self, "_state", _UNUSED)
+        if st not in _GOOD_TO_DROP:
+            warnings.warn(
+                f"{type(self).__name__} garbage-collected in state {_NAMES[st]!r} with "
+                f"{self._count} associations: a scope must be joined before it is dropped "
+                "(REQUIREMENTS 26.9, DESIGN.md 2.6)",
+                ResourceWarning,
+                stacklevel=1,
+            )
+
+    # -- spawning conveniences
+
+    def spawn(self, sndr: Any, env: Any = EMPTY_ENV) -> None:
+        """``sx.spawn(sndr, self.get_token(), env)`` (29).
+
+        Inside ``async with`` the work's environment also provides the trio scheduler
+        (``get_scheduler``, DQ-12) and names the scope's nursery, so a coroutine object given
+        here runs as a task of this scope.
+        """
+        e = self._spawn_env if env is EMPTY_ENV else _env_cls(env, self._spawn_env)
+        check_sender("spawn", sndr)
+        check_env("spawn", env)
+        spawn_into(sndr, self, e)
+
+    def spawn_future(self, sndr: Any, env: Any = EMPTY_ENV) -> Sender[Any]:
+        """``sx.spawn_future(sndr, self.get_token(), env)`` (30), with the same environment
+        additions as :meth:`spawn`. ``await scope.spawn_future(x)`` gives ``x``'s result."""
+        e = self._spawn_env if env is EMPTY_ENV else _env_cls(env, self._spawn_env)
+        return spawn_future(sndr, self._token_type(self), e)
+
+    # -- nursery behaviour (DESIGN.md 2.6, REQUIREMENTS 32.7)
+
+    def start_soon(self, async_fn: Callable[..., Awaitable[Any]], *args: Any,
+                   name: object = None) -> None:
+        """Run ``async_fn(*args)`` in a new trio task tracked by the scope (like
+        ``nursery.start_soon``). Only inside ``async with scope:``.
+
+        The call is checked at once (``TypeError`` if ``async_fn`` is not an async
+        function). If the scope no longer accepts work (closed or joined), the call is
+        dropped silently, like ``spawn``. The task is shielded from the enclosing trio
+        cancel scopes; for ``counting_scope``, ``request_stop()`` cancels it. An exception
+        it raises is recorded by the scope (and, for ``counting_scope``, requests stop).
+        """
+        nursery = self._nursery
+        if nursery is None:
+            raise RuntimeError(self._not_entered("start_soon"))
+        coro = _coroutine_of("start_soon", async_fn, args)
+        if not self._try_associate():
+            coro.close()
+            return
+        try:
+            nursery.start_soon(self._hosted, coro, name=async_fn if name is None else name)
+        except BaseException:
+            coro.close()
+            self._disassociate()
+            raise
+
+    async def start(self, async_fn: Callable[..., Awaitable[Any]], *args: Any,
+                    name: object = None) -> Any:
+        """Start ``async_fn(*args, task_status=...)`` and wait until it calls
+        ``task_status.started(value)``; return ``value`` (trio's ``nursery.start``).
+
+        An exception raised before ``started()`` propagates here, as in trio; after it, the
+        task belongs to the scope like one started with :meth:`start_soon`. Raises
+        ``RuntimeError`` if the scope no longer accepts work.
+        """
+        nursery = self._nursery
+        if nursery is None:
+            raise RuntimeError(self._not_entered("start"))
+        if not callable(async_fn):
+            raise TypeError(f"start() expected an async function, got {type(async_fn).__name__}")
+        if not self._try_associate():
+            raise RuntimeError(
+                f"scope.start(): {self!r} does not accept new work (it is closed or joined)"
+            )
+        ran = [False]
+        try:
+            return await nursery.start(
+                self._hosted_start, async_fn, args, ran, name=async_fn if name is None else name
+            )
+        except BaseException:
+            if not ran[0]:  # the task never ran, so its finally did not release
+                self._disassociate()
+            raise
+
+    def _not_entered(self, what: str) -> str:
+        return (
+            f"scope.{what}() hosts a trio task, so it needs the scope to be open as a "
+            f"nursery: use it inside `async with {type(self).__name__}() as scope:` "
+            f"({self!r}); to spawn from elsewhere use sx.spawn(coro, scope.get_token())"
+        )
+
+    async def _hosted(self, coro: Coroutine[Any, Any, Any]) -> None:
+        try:
+            await coro
+        except Exception as e:
+            self._record_error(e)
+        except trio.Cancelled:
+            if not self._stopping():
+                raise
+            # Our own request_stop cancelled this task: it completes "stopped". Returning
+            # normally spares trio the per-child exception bookkeeping of a mass cancel.
+        finally:
+            self._disassociate()
+
+    async def _hosted_start(self, async_fn: Callable[..., Any], args: tuple[Any, ...],
+                            ran: list[bool], task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        ran[0] = True
+        status = _TaskStatus(task_status)
+        try:
+            await async_fn(*args, task_status=status)
+        except Exception as e:
+            if not status.called:
+                raise  # before started(): to the caller of start(), as in trio
+            self._record_error(e)
+        except trio.Cancelled:
+            if not (status.called and self._stopping()):
+                raise
+        finally:
+            self._disassociate()
+
+    def _stopping(self) -> bool:
+        return False
+
+    async def _host(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        # The nursery that hosts the scope's trio tasks. Its cancel scope is shielded: only
+        # request_stop() cancels it (REQUIREMENTS 32.4). It stays open until the scope has
+        # joined, so work may be started even after a stop request (26.14).
+        async with trio.open_nursery() as inner:
+            inner.cancel_scope.shield = True
+            task_status.started(inner)
+            with trio.CancelScope(shield=True):
+                await self._host_release.wait()
+
+    def _cancel_hosted(self) -> None:
+        nursery = self._nursery
+        if nursery is None:
+            return
+        cs = nursery.cancel_scope
+        if threading.get_ident() == self._trio_thread:
+            cs.cancel()
+        else:
+            try:
+                self._trio_token.run_sync_soon(cs.cancel)
+            except trio.RunFinishedError:
+                pass
+
+    async def __aenter__(self) -> Any:
+        if self._entered:
+            raise RuntimeError(f"{self!r} is already open as a nursery (async with)")
+        st = self._state
+        if st in (_OPEN_JOINING, _CLOSED_JOINING, _JOINED):
+            raise RuntimeError(
+                f"`async with` on {self!r}: the scope is {_NAMES[st]}, so it cannot host new "
+                "work; create a new scope"
+            )
+        self._entered = True
+        self._trio_token = trio.lowlevel.current_trio_token()
+        self._trio_thread = threading.get_ident()
+        self._host_release = trio.Event()
+        cm = trio.open_nursery()
+        outer = await cm.__aenter__()
+        try:
+            self._nursery = await outer.start(self._host)
+        except BaseException as exc:
+            self._host_release.set()
+            self._entered = False
+            if not await cm.__aexit__(type(exc), exc, exc.__traceback__):
+                raise
+            raise  # pragma: no cover
+        self._host_cm = cm
+        self._spawn_env = _nursery_env(self._nursery)
+        self._on_enter()
+        return self
+
+    def _on_enter(self) -> None:
+        pass
+
+    def _on_body_error(self) -> None:
+        pass
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        if not self._entered:
+            raise RuntimeError(f"{self!r}: __aexit__ without __aenter__")
+        if exc is not None:
+            self._on_body_error()  # counting_scope: request_stop() (32.7)
+        cancelled: BaseException | None = None
+        waiter = _TrioJoinWaiter()
+        # Join without closing first: spawned work may still spawn siblings (32.7).
+        if not self._start_join(waiter):
+            try:
+                await waiter.event.wait()
+            except trio.Cancelled as c:
+                # The enclosing code was cancelled while joining: counting_scope requests
+                # stop; both keep joining, shielded (32.7).
+                cancelled = c
+                self._on_body_error()
+                with trio.CancelScope(shield=True):
+                    await waiter.event.wait()
+        cb = self._stop_cb
+        if cb is not None:
+            self._stop_cb = None
+            cb.close()
+        self._host_release.set()
+        cm = self._host_cm
+        self._host_cm = None
+        try:
+            with trio.CancelScope(shield=True):
+                await cm.__aexit__(None, None, None)
+        finally:
+            self._nursery = None
+            self._spawn_env = EMPTY_ENV
+            self._entered = False
+        if self._state != _JOINED:  # pragma: no cover - defensive
+            raise RuntimeError(f"{self!r} left its async with block without being joined")
+        errors = self._errors_snapshot()
+        if errors:
+            excs = [as_exception(e) for e in errors]
+            if exc is not None:
+                excs.insert(0, exc)
+            if cancelled is not None:
+                excs.insert(0, cancelled)
+            raise BaseExceptionGroup(_ERRORS_MESSAGE, excs)
+        if cancelled is not None and exc is None:
+            raise cancelled
+        return False
+
+
+def _nursery_env(nursery: Any) -> Any:
+    """The env given to work spawned through ``scope.spawn`` inside ``async with``."""
+    parts: list[Any] = []
+    try:
+        from . import _trio_bridge as bridge  # type: ignore[attr-defined, unused-ignore]
+    except ImportError:  # pragma: no cover - the bridge is being written
+        bridge = None
+    q = getattr(bridge, "hosting_nursery", None)
+    if q is not None:
+        parts.append(prop(q, nursery))
+    try:
+        from ._trio_scheduler import trio_scheduler  # type: ignore[attr-defined, unused-ignore]
+    except ImportError:  # pragma: no cover
+        trio_scheduler = None
+    if trio_scheduler is not None:
+        parts.append(prop(get_scheduler, trio_scheduler()))
+    if not parts:
+        return EMPTY_ENV
+    return parts[0] if len(parts) == 1 else _env_cls(*parts)
+
+
+class simple_counting_scope(_ScopeBase):
+    """A scope that counts associated work; its work cannot be cancelled.
+
+    [exec.scope.simple.counting], REQUIREMENTS 26, DESIGN.md 2.6.
+
+    * ``get_token()``: a token for ``sx.spawn``, ``sx.spawn_future`` and ``sx.associate``;
+      ``token.wrap(s)`` is ``s`` itself (26.13), so spawned work sees ``never_stop_token``
+      unless the ``env`` given to ``spawn`` has a stop token (29.7).
+    * ``close()``, ``join()``: see the methods; the state machine is in the module docstring.
+    * ``max_associations``: class attribute (``sys.maxsize``); a subclass may lower it (26.10).
+    * Thread-safe: every operation takes the scope's lock; all appear in one total order.
+    * As a nursery: ``async with sx.simple_counting_scope() as scope:`` opens a trio nursery
+      that hosts the scope's trio tasks; inside, ``scope.start_soon(fn, *args)``,
+      ``await scope.start(fn, *args)``, ``scope.spawn(sndr)`` and ``scope.spawn_future(sndr)``.
+      Leaving the block joins (without closing first, so work may spawn more work) and waits
+      for everything; an enclosing trio cancellation does not cancel the work. If spawned
+      work failed, the block raises an ``ExceptionGroup`` of the errors (with the body's own
+      exception, if any); otherwise the body's exception propagates unchanged.
+    * Dropping a scope that is not unused, unused-and-closed or joined is a contract
+      violation: a ``ResourceWarning`` when it is garbage-collected (26.9). Not copyable.
+    """
+
+    __slots__ = ()
+    token: ClassVar[type[_Token]] = _SimpleToken
+    _token_type = _SimpleToken
+
+
+class counting_scope(_ScopeBase):
+    """A ``simple_counting_scope`` whose work can be cancelled with ``request_stop()``.
+
+    [exec.scope.counting], REQUIREMENTS 26.14, 32.7, DESIGN.md 2.6.
+
+    * ``token.wrap(s)`` is ``stop-when(s, t)`` with ``t`` the token of the scope's
+      ``inplace_stop_source``: associated work sees the scope's stop requests and its own
+      receiver's (28).
+    * ``request_stop()``: requests stop on that source; thread-safe; it does not change the
+      state: an open scope still accepts work, which starts with its token already stopped.
+    * As a nursery (``async with sx.counting_scope() as scope:``), like a trio nursery: a trio
+      cancellation of the enclosing code, an exception escaping the body, or an error of any
+      spawned work (an exception of a ``start_soon`` task, an error completion of spawned
+      senders) requests stop, so every associated sender sees its stop token fire and every
+      hosted trio task gets ``trio.Cancelled``. ``scope.start_soon`` and ``await
+      scope.start`` make it usable where trio code expects a nursery.
+    * Everything else as :class:`simple_counting_scope`.
+    """
+
+    __slots__ = ("_source", "_stop_env", "_stop_token")
+    token: ClassVar[type[_Token]] = _CountingToken
+    _token_type = _CountingToken
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._source = inplace_stop_source()
+        self._stop_token = self._source.get_token()
+        self._stop_env = StopTokenEnv(self._stop_token, EMPTY_ENV)
+
+    def request_stop(self) -> None:
+        """Request stop on every associated operation (26.14); thread-safe, idempotent.
+
+        Inside ``async with`` it also cancels the scope's hosted trio tasks. It does not close
+        the scope or change its state.
+        """
+        self._source.request_stop()
+
+    def _record_error(self, err: Any) -> None:
+        super()._record_error(err)
+        self._source.request_stop()  # an unhandled error cancels the siblings (2.6)
+
+    def _stopping(self) -> bool:
+        return self._source._requested
+
+    def _on_enter(self) -> None:
+        self._stop_cb = inplace_stop_callback(self._stop_token, self._cancel_hosted)
+
+    def _on_body_error(self) -> None:
+        self._source.request_stop()
+

@@ -1,3 +1,260 @@
-"""spawn: being written; see the issue that owns it."""
+"""``spawn(sndr, token, env=env())``: start work eagerly in a scope ([exec.spawn], REQUIREMENTS 29).
 
-__all__: list[str] = []
+``spawn`` connects ``token.wrap(sndr)`` (with ``env`` written into its environment), asks the
+token for an association and, if it gets one, starts the operation before returning. The
+operation's completion releases the association. Nothing is returned: to get a result back
+use ``spawn_future``.
+
+A plain sender spawned this way needs no trio task: into a ``counting_scope`` it costs one
+small state object, the sender's own operation and two lock round trips on the scope
+(issue 4, item 4). Only coroutines are hosted in trio tasks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._completion_signatures import get_completion_signatures
+from ._domain import connect
+from ._env import (
+    _MISSING,
+    EMPTY_ENV,
+    fwd_env,
+    get_allocator,
+    get_env,
+    get_stop_token,
+    join_env,
+    prop,
+    query_or,
+)
+from ._errors import ErrorValue, terminate
+from ._protocol import Algorithm, completed_twice, is_sender, set_value_t
+from ._scope_token import check_scope_token
+from ._stop_when import StopTokenEnv, child_token
+from ._trampoline import trampoline_start
+
+__all__ = ["spawn"]
+
+#: Token types of the library's own scopes (filled in by ``_counting_scope``). For these,
+#: ``spawn`` and ``spawn_future`` talk to the scope directly: ``token._scope`` has
+#: ``_try_associate()``, ``_disassociate()``, ``_record_error(err)`` and ``_stop_token``
+#: (``None`` for ``simple_counting_scope``, whose ``wrap`` is the identity).
+FAST_TOKENS: set[type] = set()
+
+_DONE: Any = object()
+
+
+def check_sender(who: str, sndr: Any) -> None:
+    """``TypeError`` unless ``sndr`` is a sender (29.1)."""
+    if not is_sender(sndr):
+        raise TypeError(
+            f"{who}() needs a sender as its first argument, got {type(sndr).__name__} "
+            f"({sndr!r:.60}): a sender has connect(rcvr) or is awaitable (REQUIREMENTS 29.1)"
+        )
+
+
+def check_env(who: str, env: Any) -> None:
+    """``TypeError`` unless ``env`` is queryable (29.1)."""
+    if env is not EMPTY_ENV and not callable(getattr(env, "query", None)):
+        raise TypeError(
+            f"{who}(): env must be an environment (an object with a query() method, such as "
+            f"sx.prop(q, v) or sx.env(...)), got {type(env).__name__} (REQUIREMENTS 29.1)"
+        )
+
+
+def check_args(who: str, sndr: Any, token: Any, env: Any) -> None:
+    """The checks of 29.1/30.1: a sender, a scope token, a queryable env (``TypeError``)."""
+    check_sender(who, sndr)
+    if type(token) not in FAST_TOKENS:
+        check_scope_token(token, f"{who}()")
+    check_env(who, env)
+
+
+def spawned_env(sndr: Any, env: Any, wrapped: Any = None) -> Any:
+    """``senv`` of 29.2: ``env``, plus the wrapped sender's allocator if ``env`` has none."""
+    if env is not EMPTY_ENV and query_or(env, get_allocator, _MISSING) is not _MISSING:
+        return env
+    a = query_or(get_env(sndr if wrapped is None else wrapped), get_allocator, _MISSING)
+    if a is _MISSING:
+        return env
+    return join_env(prop(get_allocator, a), env)
+
+
+def fast_child_env(scope: Any, senv: Any) -> Any:
+    """The environment ``sndr`` sees when spawned into one of the library's scopes.
+
+    ``write_env(token.wrap(sndr), senv)`` connected to a receiver without an environment:
+    for ``simple_counting_scope`` that is ``senv``; for ``counting_scope`` it is
+    ``stop-when``'s ``JOIN-ENV(prop(get_stop_token, t'), FWD-ENV(senv))`` with ``t'`` the
+    scope's token, combined with ``senv``'s own token if it has a stoppable one (28.2-3).
+    """
+    st = scope._stop_token
+    if st is None:
+        return senv
+    if senv is EMPTY_ENV:
+        return scope._stop_env
+    return StopTokenEnv(child_token(st, get_stop_token(senv)), fwd_env(senv))
+
+
+def check_spawn_signatures(sndr: Any, cenv: Any) -> None:
+    """29.3 (meta): value datums are ill-formed for ``spawn``; raise where metadata proves it.
+
+    Error completions are not rejected: DESIGN.md 2.6 has the scope record them at run time,
+    since in Python nearly every sender that runs user code may raise.
+    """
+    sigs = get_completion_signatures(sndr, cenv)
+    if sigs is None:
+        return
+    for s in sigs:
+        if type(s) is set_value_t and s.args:
+            raise TypeError(
+                f"spawn(): {sndr!r:.80} may complete with value datums {s!r}, but the spawn "
+                "receiver accepts only set_value() and set_stopped() (REQUIREMENTS 29.3). "
+                "Drop the values (| sx.then(lambda *_: None)) or use spawn_future"
+            )
+
+
+def as_exception(err: Any) -> BaseException:
+    """An error datum as an exception: itself, or wrapped in ``ErrorValue`` (DESIGN.md 2.2)."""
+    return err if isinstance(err, BaseException) else ErrorValue(err)
+
+
+class _ScopeSpawnState:
+    """``spawn-state`` + ``spawn-receiver`` for the library's own scopes (29.4-29.6)."""
+
+    __slots__ = ("_env", "_op", "_scope")
+
+    def __init__(self, scope: Any, env: Any) -> None:
+        self._scope = scope
+        self._env = env
+        self._op: Any = None
+
+    def get_env(self) -> Any:
+        return self._env
+
+    def set_value(self, *vals: Any) -> None:
+        # Datums cannot be delivered anywhere; they are dropped (DQ-7).
+        if self._op is _DONE:
+            raise completed_twice(self, "set_value")
+        self._op = _DONE  # "destroy" the state first, then disassociate (29.6)
+        self._scope._disassociate()
+
+    def set_stopped(self) -> None:
+        if self._op is _DONE:
+            raise completed_twice(self, "set_stopped")
+        self._op = _DONE
+        self._scope._disassociate()
+
+    def set_error(self, err: Any) -> None:
+        if self._op is _DONE:
+            raise completed_twice(self, "set_error")
+        self._op = _DONE
+        scope = self._scope
+        scope._record_error(err)
+        scope._disassociate()
+
+
+class _SpawnState:
+    """``spawn-state`` + ``spawn-receiver`` for any other scope token."""
+
+    __slots__ = ("_env", "_op", "_token")
+
+    def __init__(self, token: Any, env: Any) -> None:
+        self._token = token
+        self._env = env
+        self._op: Any = None
+
+    def get_env(self) -> Any:
+        return self._env
+
+    def set_value(self, *vals: Any) -> None:
+        if self._op is _DONE:
+            raise completed_twice(self, "set_value")
+        self._op = _DONE
+        self._token.disassociate()
+
+    def set_stopped(self) -> None:
+        if self._op is _DONE:
+            raise completed_twice(self, "set_stopped")
+        self._op = _DONE
+        self._token.disassociate()
+
+    def set_error(self, err: Any) -> None:
+        if self._op is _DONE:
+            raise completed_twice(self, "set_error")
+        self._op = _DONE
+        token = self._token
+        record = getattr(token, "record_error", None)
+        if record is not None:
+            record(err)
+        else:
+            terminate(
+                "work given to spawn() completed with an error, and its scope token has no "
+                "record_error() to keep it (REQUIREMENTS 29.3, DESIGN.md 2.6); handle errors "
+                "before spawning (| sx.upon_error(...))",
+                as_exception(err),
+            )
+        token.disassociate()
+
+
+def spawn_into(sndr: Any, scope: Any, env: Any) -> None:
+    """``spawn`` into one of the library's scopes (the fast path of :func:`spawn`)."""
+    senv = spawned_env(sndr, env)
+    cenv = fast_child_env(scope, senv)
+    check_spawn_signatures(sndr, cenv)
+    st = _ScopeSpawnState(scope, cenv)
+    op = st._op = connect(sndr, st)  # an exception here leaves no association (29.5)
+    if scope._try_associate():
+        trampoline_start(op)
+    else:
+        st._op = _DONE  # dropped silently: never started, nothing completes (29.4)
+
+
+class spawn_t(Algorithm):
+    """``spawn(sndr, token, env=sx.env())``: start ``sndr`` now, tracked by ``token``'s scope.
+
+    [exec.spawn], REQUIREMENTS 29, DESIGN.md 2.6.
+
+    * Order of effects (29.4): connect ``write_env(token.wrap(sndr), senv)``; then
+      ``token.try_associate()``; if that succeeds the operation is started before ``spawn``
+      returns, otherwise it is dropped silently (a closed or joined scope, or
+      ``max_associations`` reached): nothing runs, nothing completes, nothing is raised.
+    * ``senv`` (29.2): ``env`` if it provides ``get_allocator``; else, if the wrapped sender's
+      attributes provide one, ``env`` plus that allocator; else ``env``. The spawned work has
+      no ``get_scheduler`` unless ``env`` gives one, and its stop token is the scope's
+      (``counting_scope``) or ``never_stop_token`` (``simple_counting_scope``) (29.7).
+    * When the operation completes its state is dropped and the association released, so
+      ``join()`` completes only after the work has (29.6).
+    * An exception from ``connect`` propagates, and no association is held (29.5).
+    * Value datums are ill-formed (29.3): ``TypeError`` where the sender's completion
+      signatures prove it, dropped at run time otherwise. An error completion is recorded by
+      the scope (it makes ``join()``/the ``async with`` block raise an ``ExceptionGroup``;
+      ``counting_scope`` also requests stop), DESIGN.md 2.6. A user token receives it through
+      its ``record_error(err)`` method if it has one; otherwise the terminate handler is
+      called.
+    * ``TypeError`` for a non-sender, a non-token or a non-environment (29.1).
+
+    Deeply nested spawns from inside completions are started through the per-thread
+    trampoline, so recursive spawning cannot overflow the stack; such a nested start still
+    happens on the same thread before the outermost ``spawn`` returns.
+    """
+
+    __slots__ = ()
+
+    def __call__(self, sndr: Any, token: Any, env: Any = EMPTY_ENV) -> None:
+        check_args("spawn", sndr, token, env)
+        if type(token) in FAST_TOKENS:
+            spawn_into(sndr, token._scope, env)
+            return
+        wrapped = token.wrap(sndr)
+        senv = spawned_env(sndr, env, wrapped)
+        check_spawn_signatures(wrapped, senv)
+        st = _SpawnState(token, senv)
+        op = st._op = connect(wrapped, st)
+        if token.try_associate():
+            trampoline_start(op)
+        else:
+            st._op = _DONE
+
+
+spawn = spawn_t()

@@ -1,0 +1,46 @@
+"""The ``scope_token`` protocol ([exec.scope.concepts], REQUIREMENTS 25).
+
+A scope token is any object with three methods:
+
+* ``try_associate() -> bool``: ask the token's scope to count one more association;
+* ``disassociate() -> None``: release one association (must not raise);
+* ``wrap(sndr) -> sender``: a sender with the same completions as ``sndr`` that the scope
+  can act on (``counting_scope`` adds its stop token; ``simple_counting_scope`` returns
+  ``sndr`` itself).
+
+Tokens are copied freely and copying must not raise (25.1). ``associate``, ``spawn`` and
+``spawn_future`` accept any object that has the three methods (25.3). A token may also
+define ``record_error(err)``: ``spawn`` then hands it the error datum of spawned work that
+fails (DESIGN.md 2.6); the tokens of ``simple_counting_scope`` and ``counting_scope`` do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__: list[str] = []
+
+
+def is_scope_token(token: object) -> bool:
+    """True if ``token`` has ``try_associate``, ``disassociate`` and ``wrap`` (25.1)."""
+    return (
+        callable(getattr(token, "try_associate", None))
+        and callable(getattr(token, "disassociate", None))
+        and callable(getattr(token, "wrap", None))
+    )
+
+
+def check_scope_token(token: Any, who: str) -> None:
+    """Raise ``TypeError`` naming ``who`` unless ``token`` is a scope token (29.1, 27)."""
+    if not is_scope_token(token):
+        missing = [
+            m for m in ("try_associate", "disassociate", "wrap") if not callable(getattr(token, m, None))
+        ]
+        hint = ""
+        if callable(getattr(token, "get_token", None)):
+            hint = " (it looks like a scope: pass scope.get_token())"
+        raise TypeError(
+            f"{who}: the token argument must be a scope token, got {type(token).__name__}, which "
+            f"has no {', '.join(missing)} method{'s' if len(missing) > 1 else ''}{hint} "
+            "(REQUIREMENTS 25.1, 29.1)"
+        )

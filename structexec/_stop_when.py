@@ -1,0 +1,210 @@
+"""Exposition-only ``stop-when`` ([exec.stop.when], REQUIREMENTS 28).
+
+``stop_when(sndr, t)`` fuses an extra stop token ``t`` into ``sndr``: once connected to a
+receiver ``r`` whose token is ``rt``, the child sees a stop request from ``t`` *or* ``rt``.
+It is how ``counting_scope.token.wrap`` makes ``request_stop()`` reach every associated
+sender, and how ``spawn_future`` adds its own stop source.
+
+* ``t`` unstoppable: ``stop_when(sndr, t)`` is ``sndr`` itself (28.1).
+* ``rt`` unstoppable: the child's ``get_stop_token`` is ``t`` (28.2).
+* otherwise the child's token is a :class:`combined_stop_token` of ``t`` and ``rt`` (28.3):
+  ``stop_requested()`` and ``stop_possible()`` are the ``or`` of the two, and a callback
+  registered on it runs when either stops, at most once. ``stop_when`` registers no callback
+  of its own, so nothing of its own is left registered when the child completes (28.4, 2.13);
+  the child deregisters what it registered on the combined token, which deregisters it from
+  both underlying tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, ClassVar
+
+from ._completion_signatures import get_completion_signatures
+from ._domain import connect
+from ._env import QueryError, fwd_env, get_env, get_stop_token, query_or
+from ._protocol import Algorithm, Sender
+from ._stop_token import is_unstoppable, stop_callback_for
+
+__all__: list[str] = []
+
+
+class _CombinedCallback:
+    """``stoken-t::callback_type``: registered on both tokens, runs ``fn`` at most once."""
+
+    __slots__ = ("_ca", "_cb", "_fn")
+
+    def __init__(self, token: combined_stop_token, fn: Callable[[], object]) -> None:
+        # A one-element list: list.pop() is atomic, so exactly one of the two sides (or the
+        # constructor's immediate run) gets ``fn``.
+        self._fn = [fn]
+        self._ca: Any = None
+        self._cb: Any = None
+        self._ca = stop_callback_for(token._a, self._fire)
+        if self._fn:  # not fired yet by the first token: register on the second one too
+            self._cb = stop_callback_for(token._b, self._fire)
+
+    def _fire(self) -> None:
+        try:
+            fn = self._fn.pop()
+        except IndexError:
+            return
+        fn()
+
+    def close(self) -> None:
+        """Deregister from both tokens (waits for a run in progress on another thread, 5.4)."""
+        ca, cb = self._ca, self._cb
+        self._ca = self._cb = None
+        if ca is not None:
+            ca.close()
+        if cb is not None:
+            cb.close()
+
+    def __enter__(self) -> _CombinedCallback:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class combined_stop_token:
+    """``stoken-t`` of [exec.stop.when]: stopped when either of two tokens is (28.3)."""
+
+    __slots__ = ("_a", "_b")
+    callback_type: ClassVar[type[_CombinedCallback]] = _CombinedCallback
+    unstoppable: ClassVar[bool] = False
+
+    def __init__(self, a: Any, b: Any) -> None:
+        self._a = a
+        self._b = b
+
+    def stop_requested(self) -> bool:
+        return bool(self._a.stop_requested() or self._b.stop_requested())
+
+    def stop_possible(self) -> bool:
+        return bool(self._a.stop_possible() or self._b.stop_possible())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, combined_stop_token):
+            return bool(self._a == other._a and self._b == other._b)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self._a, self._b))
+
+    def __repr__(self) -> str:
+        return f"combined_stop_token({self._a!r}, {self._b!r})"
+
+
+class StopTokenEnv:
+    """``JOIN-ENV(prop(get_stop_token, tok), base)`` without the generic machinery."""
+
+    __slots__ = ("_base", "_tok")
+
+    def __init__(self, tok: Any, base: Any) -> None:
+        self._tok = tok
+        self._base = base
+
+    def _sx_try(self, q: Any, default: Any) -> Any:
+        if q is get_stop_token:
+            return self._tok
+        return query_or(self._base, q, default)
+
+    def query(self, q: Any, *args: Any) -> Any:
+        if q is get_stop_token and not args:
+            return self._tok
+        m = getattr(self._base, "query", None)
+        if m is None:
+            raise QueryError(f"the environment does not support {q!r}")
+        return m(q, *args)
+
+
+def child_token(t: Any, rt: Any) -> Any:
+    """The token the child of ``stop-when`` sees, given the receiver's token ``rt`` (28.2-3)."""
+    if is_unstoppable(rt):
+        return t
+    return combined_stop_token(t, rt)
+
+
+class _StopWhenOp:
+    """The operation; also the child's receiver (it forwards every completion unchanged)."""
+
+    __slots__ = ("_env", "_op", "_rcvr")
+
+    def __init__(self, rcvr: Any, env: Any) -> None:
+        self._rcvr = rcvr
+        self._env = env
+        self._op: Any = None
+
+    def start(self) -> None:
+        self._op.start()
+
+    def get_env(self) -> Any:
+        return self._env
+
+    def set_value(self, *vals: Any) -> None:
+        self._rcvr.set_value(*vals)
+
+    def set_error(self, err: Any) -> None:
+        self._rcvr.set_error(err)
+
+    def set_stopped(self) -> None:
+        self._rcvr.set_stopped()
+
+
+class stop_when_t(Algorithm):
+    """The ``stop-when`` adaptor object (exposition-only in the spec; private here)."""
+
+    __slots__ = ()
+
+    def __call__(self, sndr: Any, token: Any) -> Any:
+        if is_unstoppable(token):
+            return sndr  # 28.1
+        return _StopWhenSender(sndr, token)
+
+
+stop_when = stop_when_t()
+
+
+class _StopWhenSender(Sender[Any]):
+    __slots__ = ("_child", "_token")
+    tag = stop_when
+
+    def __init__(self, child: Any, token: Any) -> None:
+        self._child = child
+        self._token = token
+
+    def connect(self, rcvr: Any) -> _StopWhenOp:
+        e = get_env(rcvr)
+        tok = child_token(self._token, get_stop_token(e))
+        op = _StopWhenOp(rcvr, StopTokenEnv(tok, fwd_env(e)))
+        op._op = connect(self._child, op)
+        return op
+
+    def get_env(self) -> Any:
+        return fwd_env(get_env(self._child))
+
+    def get_completion_signatures(self, env: Any = None) -> Any:
+        if env is None:
+            return get_completion_signatures(self._child)
+        tok = child_token(self._token, get_stop_token(env))
+        return get_completion_signatures(self._child, StopTokenEnv(tok, fwd_env(env)))
+
+    @property
+    def data(self) -> Any:
+        return self._token
+
+    @property
+    def children(self) -> tuple[Any, ...]:
+        return (self._child,)
+
+    def __repr__(self) -> str:
+        return f"stop_when({self._child!r}, {self._token!r})"
+
+
