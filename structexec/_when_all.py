@@ -35,6 +35,7 @@ from ._completion_signatures import (
 from ._domain import connect, default_domain, domains_active, get_domain_early
 from ._env import EMPTY_ENV, fwd_env, get_domain, get_env, get_stop_token, prop, query_or
 from ._into_variant import into_variant
+from ._just import just, just_error, just_stopped
 from ._protocol import (
     Algorithm,
     Sender,
@@ -43,6 +44,7 @@ from ._protocol import (
     set_value_t,
     twice_started,
 )
+from ._read_env import read_env
 from ._stop_token import inplace_stop_source, is_unstoppable, never_stop_token, stop_callback_for
 
 __all__ = ["when_all", "when_all_with_variant"]
@@ -231,6 +233,8 @@ class _WhenAllSender(Sender[Any]):
         """16.2: a child with two or more value signatures is rejected at connect."""
         need_env = False
         for i, c in enumerate(self._children):
+            if type(c) in _AT_MOST_ONE_VALUE_SIG:
+                continue
             try:
                 cs = get_completion_signatures(c, env)
             except dependent_sender_error:
@@ -399,6 +403,16 @@ class when_all_with_variant_t(Algorithm):
 
 
 when_all = when_all_t()
+# Sender types that never declare more than one value signature, so that the check of 16.2
+# costs nothing for them (it would otherwise build their signatures on every new sender).
+_AT_MOST_ONE_VALUE_SIG: set[type] = {
+    type(just()),
+    type(just_error(0)),
+    type(just_stopped()),
+    type(read_env(get_stop_token)),
+    type(into_variant(just())),
+    _WhenAllSender,
+}
 when_all_with_variant = when_all_with_variant_t()
 _WhenAllSender.tag = when_all
 _WhenAllWithVariantSender.tag = when_all_with_variant
