@@ -36,6 +36,7 @@ rcvr))``) and ``nursery`` the host nursery (default: a system task).
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 import threading
 from typing import Any
@@ -110,8 +111,6 @@ class TrioHostedOp:
                 return
             except RuntimeError:
                 pass  # the nursery is closed: fall back to a system task of the run
-        import contextvars
-
         tl.spawn_system_task(self._main, name=name, context=contextvars.copy_context())
 
     def _on_stop(self) -> None:
@@ -199,15 +198,15 @@ class _AwaitableOp:
         self._aw = None
         rcvr = self._rcvr
         e = get_env(rcvr)
-        run = run_of_env(e)
         nursery = query_or(e, trio_host_nursery, None)
-        if run is None and in_trio_run():
-            run = current_run()
+        if in_trio_run():
+            # On a trio thread: host the awaitable in this run.
+            impl = self._impl = TrioHostedOp(aw, rcvr, current_run(), None, nursery)
+            impl.start()
+            return
+        run = run_of_env(e)
         if run is not None:
-            if _get_ident() == run.thread:
-                impl = self._impl = TrioHostedOp(aw, rcvr, run, None, nursery)
-                impl.start()
-                return
+            # Another thread, but the environment names a live trio run: start it there.
             impl = self._impl = TrioHostedOp(aw, rcvr, run, None, nursery)
             try:
                 run.token.run_sync_soon(impl.start)

@@ -36,7 +36,7 @@ from typing import Any
 import trio
 import trio.lowlevel as tl
 
-from ._env import _MISSING, Query, QueryError, query_or
+from ._env import _MISSING, Query, QueryError, get_scheduler, query_or
 from ._errors import terminate
 from ._stop_token import stop_callback_for
 
@@ -84,9 +84,7 @@ class RunState:
         self.queue: deque[Any] = deque()
         self.drainer: Any = None
         self.finished = False
-        from ._trio_scheduler import _TrioScheduler
-
-        self.sched = _TrioScheduler(self)
+        self.sched = scheduler_class(self)
 
     # -- the trio scheduler's queue ---------------------------------------------------------
 
@@ -138,6 +136,10 @@ class RunState:
 
 #: Rounds the drainer waits for more work before it exits.
 LINGER = 2
+
+
+#: The trio scheduler class (set by ``_trio_scheduler`` when it is imported).
+scheduler_class: Any = None
 
 
 def _execute(op: Any) -> None:
@@ -247,11 +249,8 @@ def run_of_env(e: Any) -> RunState | None:
     """The live trio run an environment points at (``host_env`` or a trio ``get_scheduler``)."""
     st = query_or(e, trio_run, None)
     if st is None:
-        from ._env import get_scheduler
-        from ._trio_scheduler import _TrioScheduler
-
         sch = query_or(e, get_scheduler, None)
-        if type(sch) is _TrioScheduler:
+        if getattr(type(sch), "_sx_trio_scheduler", False) is True:
             st = sch._run
     if st is None or st.finished:
         return None

@@ -25,6 +25,7 @@ from __future__ import annotations
 import threading
 from typing import Any, NoReturn
 
+from . import _trio_bridge
 from ._completion_signatures import completion_signatures
 from ._env import (
     _MISSING,
@@ -119,6 +120,7 @@ class _TrioScheduler:
     """The scheduler of one trio run; see :func:`trio_scheduler`."""
 
     __slots__ = ("_run",)
+    _sx_trio_scheduler = True
 
     def __init__(self, run: RunState) -> None:
         self._run = run
@@ -156,6 +158,9 @@ class _TrioScheduler:
     def __repr__(self) -> str:
         state = "finished" if self._run.finished else "running"
         return f"<trio_scheduler of a {state} trio run>"
+
+
+_trio_bridge.scheduler_class = _TrioScheduler
 
 
 def trio_scheduler() -> Any:
