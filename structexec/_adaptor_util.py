@@ -94,6 +94,10 @@ class UnaryAdaptor(Algorithm, Closure[Any]):
         check_sender(self._name, "the argument", args[0])
         return self._apply(args[0])
 
-    def __ror__(self, sndr: Any) -> Sender[Any]:
-        r: Sender[Any] = self(sndr)
-        return r
+    def __ror__(self, sndr: Any) -> Any:
+        if isinstance(sndr, Closure):
+            # ``c | adaptor``: Python tries this reflected method first because the adaptor's
+            # class derives from Closure; compose as Closure.__or__ would.
+            first = sndr
+            return Closure(lambda s: self(first(s)))
+        return self(sndr)

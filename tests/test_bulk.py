@@ -132,7 +132,9 @@ def test_15_6_bulk_runs_on_the_completing_agent() -> None:
     ms = ManualScheduler()
     seen: list[Any] = []
     rec = RecordingReceiver()
-    rec.run(sx.schedule(ms) | sx.bulk(sx.seq, 3, lambda i: seen.append((i, ManualScheduler.current()))))
+    rec.run(
+        sx.schedule(ms) | sx.bulk(sx.seq, 3, lambda i: seen.append((i, ManualScheduler.current())))
+    )
     assert seen == []
     ms.run_one()
     assert seen == [(0, ms), (1, ms), (2, ms)] and rec.value == ()

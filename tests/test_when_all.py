@@ -261,7 +261,9 @@ def test_16_concurrent_children_on_threads_complete_exactly_once() -> None:
     for _ in range(60):
         scheds = [ManualScheduler(str(i)) for i in range(n)]
         rec = RecordingReceiver()
-        rec.run(sx.when_all(*(sx.schedule(s) | sx.then(lambda i=i: i) for i, s in enumerate(scheds))))
+        rec.run(
+            sx.when_all(*(sx.schedule(s) | sx.then(lambda i=i: i) for i, s in enumerate(scheds)))
+        )
         barrier = threading.Barrier(n)
 
         def run(s: ManualScheduler, b: threading.Barrier = barrier) -> None:
@@ -295,7 +297,9 @@ def test_16_concurrent_errors_and_stops_complete_exactly_once() -> None:
         rec = RecordingReceiver()
         rec.run(sx.when_all(*kids))
         barrier = threading.Barrier(n)
-        threads = [threading.Thread(target=lambda s=s: (barrier.wait(), s.run_one())) for s in scheds]
+        threads = [
+            threading.Thread(target=lambda s=s, b=barrier: (b.wait(), s.run_one())) for s in scheds
+        ]
         for t in threads:
             t.start()
         for t in threads:
