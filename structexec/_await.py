@@ -38,7 +38,7 @@ from ._domain import connect
 from ._env import _MISSING, QueryError, get_scheduler, get_stop_token, query_or
 from ._errors import ErrorValue, Stopped
 from ._protocol import completed_twice
-from ._stop_token import inplace_stop_source
+from ._stop_token import inplace_stop_source, inplace_stop_token
 from ._trio_bridge import _RUN, RunState, current_run, hosted_env, in_trio_run, run_finished_error
 from ._trio_scheduler import _TrioScheduleSender
 
@@ -107,7 +107,9 @@ class _AwaitRcvr:
                 fire = self._cancelled
             if fire:
                 src.request_stop()
-        return src.get_token()
+        # A fresh token (equal to src.get_token()) rather than the source's cached one, which
+        # would make a source <-> token reference cycle that only the GC can free.
+        return inplace_stop_token(src)
 
     def _abort(self, raise_cancel: Any) -> Any:
         # trio cancellation of the parked task -> stop request; keep waiting (32.2).

@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextvars
 import inspect
 import threading
+import types
 from typing import Any
 
 import trio
@@ -64,6 +65,9 @@ __all__: list[str] = []
 
 _get_ident = threading.get_ident
 _NOTHING: Any = object()
+_CoroutineType = types.CoroutineType
+_getcoroutinestate = inspect.getcoroutinestate
+_CORO_CREATED = inspect.CORO_CREATED
 
 
 def _name_of(aw: Any) -> str:
@@ -96,8 +100,11 @@ class TrioHostedOp:
         if self._started:
             raise twice_started(self)
         self._started = True
+        self._host(get_env(self._rcvr))
+
+    def _host(self, rcvr_env: Any) -> None:
+        # On the trio thread of self._run.
         self._scope = trio.CancelScope(shield=True)
-        rcvr_env = get_env(self._rcvr)
         if self._env is None:
             self._env = fwd_env(rcvr_env)
         tok = get_stop_token(rcvr_env)
@@ -150,8 +157,11 @@ class TrioHostedOp:
         cb = self._cb
         if cb is not None:
             self._cb = None
-            cb.close()
+            cb.close()  # after this, _on_stop is neither running nor going to run
+        # Drop the references that would keep a cycle (op -> receiver -> parent op -> op)
+        # alive after completion: operation graphs then die by reference counting.
         rcvr = self._rcvr
+        self._rcvr = self._env = self._scope = None
         try:
             if kind == 0:
                 if data is None:
@@ -179,43 +189,48 @@ def host_coroutine(coro: Any, rcvr: Any, *, env: Any = None, nursery: Any = None
     return op
 
 
-class _AwaitableOp:
+class _AwaitableOp(TrioHostedOp):
     """``connect(awaitable, rcvr)``: picks trio hosting or the coroutine driver at start."""
 
-    __slots__ = ("__weakref__", "_aw", "_impl", "_rcvr", "_started")
+    __slots__ = ("__weakref__", "_driver")
 
     def __init__(self, aw: Any, rcvr: Any) -> None:
         self._aw = aw
         self._rcvr = rcvr
-        self._impl: Any = None
+        self._env = None
+        self._scope = None
+        self._cb = None
         self._started = False
+        self._driver: Any = None
 
     def start(self) -> None:
         if self._started:
             raise twice_started(self)
         self._started = True
-        aw = self._aw
-        self._aw = None
         rcvr = self._rcvr
         e = get_env(rcvr)
-        nursery = query_or(e, trio_host_nursery, None)
+        self._nursery = query_or(e, trio_host_nursery, None)
         if in_trio_run():
             # On a trio thread: host the awaitable in this run.
-            impl = self._impl = TrioHostedOp(aw, rcvr, current_run(), None, nursery)
-            impl.start()
+            self._run = current_run()
+            self._host(e)
             return
         run = run_of_env(e)
         if run is not None:
             # Another thread, but the environment names a live trio run: start it there.
-            impl = self._impl = TrioHostedOp(aw, rcvr, run, None, nursery)
+            self._run = run
             try:
-                run.token.run_sync_soon(impl.start)
+                run.token.run_sync_soon(self._host, e)
             except trio.RunFinishedError:
+                aw = self._aw
+                self._aw = self._rcvr = None
                 _close(aw)
                 raise run_finished_error("start a coroutine sender on its trio run") from None
             return
+        aw = self._aw
+        self._aw = self._rcvr = None  # the driver holds them from now on
         coro = aw if inspect.iscoroutine(aw) else _await_iter(aw)
-        drv = self._impl = CoroutineDriver(coro, rcvr)
+        drv = self._driver = CoroutineDriver(coro, rcvr)
         drv.start()
 
     def __del__(self) -> None:
@@ -250,7 +265,7 @@ def connect_awaitable(aw: Any, rcvr: Any) -> _AwaitableOp:
 
     A coroutine that has already been started or closed cannot run again: ``TypeError``.
     """
-    if inspect.iscoroutine(aw) and inspect.getcoroutinestate(aw) != inspect.CORO_CREATED:
+    if type(aw) is _CoroutineType and _getcoroutinestate(aw) != _CORO_CREATED:
         raise TypeError(
             f"the coroutine {_name_of(aw)} has already been started or closed; a coroutine "
             "object can be connected and started once (call the async function again)"
