@@ -1,0 +1,364 @@
+"""``DaskBackend``: bulk work on a dask.distributed cluster (REQUIREMENTS 31, DESIGN.md 2.12).
+
+``distributed`` is imported only when a ``DaskBackend`` is created, so that
+``import structexec.backends`` works without the ``dask`` extra.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import importlib
+import operator
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from functools import partial
+from types import TracebackType
+from typing import Any
+
+from .._env import get_stop_token
+from .._sysctxrepl import parallel_scheduler_backend
+from ._common import ClusterError, UnpicklableWorkError, pickle_work
+from ._remote import RemoteJob, complete_soon
+from ._thread_pool import default_thread_pool
+
+__all__ = ["DaskBackend"]
+
+#: Seconds between two checks of the stop flag inside a running chunk (each is a round trip
+#: to the scheduler, about 0.3 ms on a local cluster).
+STOP_POLL_INTERVAL = 0.05
+#: Above this many bytes of pickled work per operation, the work is scattered to the cluster
+#: once instead of travelling inside every task.
+SCATTER_THRESHOLD = 1 << 20
+
+
+# --------------------------------------------------------------------------- worker side
+
+
+def _dask_chunk(payload: bytes, b: int, e: int, flag: str | None) -> tuple[bool, tuple[Any, ...]]:
+    """Runs on a dask worker: unpickle the work and run one chunk ``[b, e)``."""
+    should_stop: Callable[[], bool] | None = None
+    if flag is not None:
+        event: Any = importlib.import_module("distributed").Event(flag)
+        if event.is_set():
+            return True, ()
+        last = time.monotonic()
+
+        def should_stop() -> bool:
+            nonlocal last
+            now = time.monotonic()
+            if now - last < STOP_POLL_INTERVAL:
+                return False
+            last = now
+            return bool(event.is_set())
+
+    work = importlib.import_module("cloudpickle").loads(payload)
+    result: tuple[bool, tuple[Any, ...]] = work(b, e, should_stop)
+    return result
+
+
+# --------------------------------------------------------------------------- the backend
+
+
+class DaskBackend(parallel_scheduler_backend):
+    """Runs bulk work on a dask.distributed cluster (``pip install structexec[dask]``).
+
+    ``DaskBackend(client_or_address, *, chunks_per_thread=4)``: ``client_or_address`` is a
+    ``distributed.Client``, a cluster object (``LocalCluster``, a dask-jobqueue or
+    dask-kubernetes cluster: anything with ``scheduler_address``), or a scheduler address such
+    as ``"tcp://127.0.0.1:8786"``. For a cluster or an address the backend creates (and
+    :meth:`close` closes) its own client; connecting blocks, so create the backend before
+    entering trio or through ``trio.to_thread.run_sync``. Then
+    ``sx.set_parallel_scheduler_backend(lambda: backend)`` points every parallel scheduler
+    at the cluster; nothing else in the program changes.
+
+    * ``schedule(r, s)`` stays local: it runs on the process-wide thread pool, because what
+      follows it is local code.
+    * ``schedule_bulk_chunked``/``schedule_bulk_unchunked``: on the backend's control
+      thread (so the caller, for instance the trio thread, never blocks on the network), the
+      work (function and values) is pickled with cloudpickle; if that fails the operation
+      completes with :class:`UnpicklableWorkError` naming the object, before any chunk runs.
+      Functions defined in ``__main__`` or in a notebook travel by value; functions from a
+      module must be importable on the workers. The range is cut into
+      ``min(n, chunks_per_thread * total worker threads)`` chunks (dask costs about a
+      millisecond per task, so chunks should be big), submitted with ``client.map``; work
+      bigger than 1 MiB is scattered once rather than shipped with every task.
+    * Results come back as on :class:`ProcessPoolBackend`: elements ``[b, e)`` of lists,
+      ``bytearray``/``array.array`` and numpy arrays with at least ``shape`` elements are
+      copied into the parent's objects as each chunk finishes (in the client's callback
+      thread); the operation then completes on the process-wide thread pool.
+    * Errors keep their original type (dask re-raises the chunk's exception, with its remote
+      traceback). The first error stops the other chunks (see below) and completes
+      ``set_error`` with it.
+    * Stop: dask cannot interrupt a running task, so a stop request sets a
+      ``distributed.Event`` that queued chunks check before they start (they then return at
+      once) and running per-index chunks check every 50 ms; the operation completes
+      ``set_stopped()`` after every chunk has returned. The event is only created for
+      consumers that can be stopped.
+    * A cluster that goes away (the scheduler dies, the client is closed) completes the
+      operation with :class:`ClusterError` saying what dask reported; nothing hangs. A
+      worker that dies mid-chunk is dask's business: it reruns the chunk elsewhere and
+      gives up with ``KilledWorker`` after a few attempts.
+
+    ``close()`` closes the client if the backend created it, and stops the control thread;
+    the backend is also a context manager.
+    """
+
+    def __init__(self, client_or_address: Any, *, chunks_per_thread: int = 4) -> None:
+        try:
+            cloudpickle: Any = importlib.import_module("cloudpickle")
+            distributed: Any = importlib.import_module("distributed")
+        except ImportError as exc:  # pragma: no cover - depends on the installation
+            raise ImportError(
+                "DaskBackend needs dask.distributed: pip install 'structexec[dask]'"
+            ) from exc
+        if isinstance(chunks_per_thread, bool) or not isinstance(chunks_per_thread, int):
+            raise TypeError(
+                "DaskBackend(chunks_per_thread): expected an int, got "
+                f"{type(chunks_per_thread).__name__}"
+            )
+        if chunks_per_thread < 1:
+            raise ValueError(
+                f"DaskBackend(chunks_per_thread): must be >= 1, got {chunks_per_thread}"
+            )
+        self._distributed: Any = distributed
+        self._dumps: Callable[[Any], bytes] = cloudpickle.dumps
+        c = client_or_address
+        if isinstance(c, distributed.Client):
+            self._client: Any = c
+            self._owns_client = False
+        elif isinstance(c, str) or hasattr(c, "scheduler_address"):
+            self._client = distributed.Client(c, set_as_default=False)
+            self._owns_client = True
+        else:
+            raise TypeError(
+                "DaskBackend() needs a distributed.Client, a cluster or a scheduler address "
+                f"such as 'tcp://127.0.0.1:8786', got {type(c).__name__}"
+            )
+        self._chunks_per_thread = chunks_per_thread
+        self._control_lock = threading.Lock()
+        self._control: concurrent.futures.ThreadPoolExecutor | None = None
+        self._closed = False
+        self._threads = self._total_threads()
+
+    @property
+    def client(self) -> Any:
+        """The ``distributed.Client`` the backend submits to."""
+        return self._client
+
+    def _total_threads(self) -> int:
+        # The client refreshes its cached scheduler identity periodically; use it when it
+        # has the totals, else ask the scheduler once (a blocking round trip).
+        info = getattr(self._client, "_scheduler_identity", None) or {}
+        t = info.get("total_threads") if hasattr(info, "get") else None
+        if not t:
+            try:
+                t = sum(self._client.nthreads().values())
+            except Exception:
+                t = 0
+        return max(1, int(t or 1))
+
+    def _threads_now(self) -> int:
+        info = getattr(self._client, "_scheduler_identity", None) or {}
+        t = info.get("total_threads") if hasattr(info, "get") else None
+        if t:
+            self._threads = int(t)
+        return self._threads
+
+    def _control_submit(self, fn: Callable[[], object]) -> None:
+        with self._control_lock:
+            if self._closed:
+                raise RuntimeError(f"{self!r} has been closed")
+            ex = self._control
+            if ex is None:
+                ex = self._control = concurrent.futures.ThreadPoolExecutor(
+                    1, thread_name_prefix="structexec-dask-control"
+                )
+        ex.submit(fn)
+
+    def close(self) -> None:
+        """Stop the control thread and close the client if this backend created it."""
+        with self._control_lock:
+            self._closed = True
+            ex = self._control
+            self._control = None
+        if ex is not None:
+            ex.shutdown(wait=True)
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> DaskBackend:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- parallel_scheduler_backend
+
+    def schedule(self, r: Any, s: memoryview) -> None:
+        """Complete ``r`` on the process-wide thread pool (continuations are local)."""
+        default_thread_pool().schedule(r, s)
+
+    def schedule_bulk_chunked(self, n: int, r: Any, s: memoryview) -> None:
+        """Run chunks of ``[0, n)`` as dask tasks (REQUIREMENTS 31.12)."""
+        self._bulk(n, r)
+
+    def schedule_bulk_unchunked(self, n: int, r: Any, s: memoryview) -> None:
+        """Run every index of ``[0, n)`` as part of a dask task (31.13)."""
+        self._bulk(n, r)
+
+    def _bulk(self, n: int, r: Any) -> None:
+        n = operator.index(n)
+        if n < 0:
+            raise ValueError(f"bulk shape must be >= 0, got {n}")
+        self._control_submit(lambda: self._dispatch(n, r))
+
+    def _dispatch(self, n: int, r: Any) -> None:
+        """On the control thread: check, pickle and submit the chunks of one operation."""
+        try:
+            self._dispatch_unguarded(n, r)
+        except BaseException as exc:  # a bug here must not leave the operation hanging
+            err = ClusterError(f"DaskBackend failed to submit the bulk work: {exc!r}")
+            err.__cause__ = exc
+            complete_soon(partial(r.set_error, err))
+            if not isinstance(exc, Exception):
+                raise
+
+    def _dispatch_unguarded(self, n: int, r: Any) -> None:
+        tok = r.try_query(get_stop_token)
+        if tok is not None and tok.stop_requested():
+            complete_soon(r.set_stopped)
+            return
+        if n == 0:
+            complete_soon(r.set_value)
+            return
+        try:
+            payload = pickle_work(r.remote_work(), self._dumps, "DaskBackend", "cloudpickle")
+        except UnpicklableWorkError as unpicklable:
+            complete_soon(partial(r.set_error, unpicklable))
+            return
+        client = self._client
+        if client.status not in ("running", "connecting", "newly-created"):
+            err = ClusterError(
+                f"DaskBackend cannot run the bulk work: the dask client is {client.status} "
+                "(the cluster went away or the client was closed)"
+            )
+            complete_soon(partial(r.set_error, err))
+            return
+        nchunks = min(n, self._chunks_per_thread * self._threads_now())
+        size = -(-n // nchunks)
+        bs = list(range(0, n, size))
+        es = [min(b + size, n) for b in bs]
+        k = len(bs)
+        flag = f"structexec-stop-{uuid.uuid4().hex}" if tok is not None else None
+        job = RemoteJob(r)
+        scattered: Any = None
+        data: Any = payload
+        try:
+            if len(payload) > SCATTER_THRESHOLD:
+                scattered = client.scatter(payload, hash=False)
+                data = scattered
+            futures = client.map(
+                _dask_chunk,
+                [data] * k,
+                bs,
+                es,
+                [flag] * k,
+                pure=False,
+                key=[f"structexec-bulk-{uuid.uuid4().hex}-{i}" for i in range(k)],
+            )
+        except Exception as exc:
+            failed = ClusterError(
+                f"DaskBackend could not submit the bulk work ({type(exc).__name__}: {exc}); "
+                "the cluster went away or the client was closed"
+            )
+            failed.__cause__ = exc
+            complete_soon(partial(r.set_error, failed))
+            return
+        event_set = False
+
+        def stop_chunks() -> None:
+            nonlocal event_set
+            if flag is not None:
+                event_set = True
+                try:
+                    self._control_submit(lambda: self._set_event(flag))
+                except RuntimeError:
+                    pass
+
+        def release() -> None:
+            if flag is not None and event_set:
+                try:
+                    self._control_submit(lambda: self._clear_event(flag))
+                except RuntimeError:
+                    pass
+            if scattered is not None:
+                scattered.release()
+
+        job.on_stop = stop_chunks
+        job.on_finish = release
+        job.remaining = k
+        job.watch(tok)
+        for fut, b, e in zip(futures, bs, es):
+            fut.add_done_callback(self._on_done(job, b, e))
+
+    def _set_event(self, flag: str) -> None:
+        try:
+            self._distributed.Event(flag, client=self._client).set()
+        except Exception:
+            pass  # the cluster is gone: the chunks' futures will report it
+
+    def _clear_event(self, flag: str) -> None:
+        try:
+            self._distributed.Event(flag, client=self._client).clear()
+        except Exception:
+            pass
+
+    def _on_done(self, job: RemoteJob, b: int, e: int) -> Callable[[Any], None]:
+        def on_done(fut: Any) -> None:
+            # Runs on the client's callback thread.
+            try:
+                status = fut.status
+                if status == "finished":
+                    stopped, parts = fut.result()
+                    if stopped:
+                        job.stopped = True
+                    else:
+                        job.merge(b, e, parts)
+                elif status == "error":
+                    job.fail(fut.exception())
+                elif job.stop_requested and job.error is None:
+                    job.stopped = True
+                else:
+                    job.fail(self._lost(fut, status))
+            except Exception as exc:
+                job.fail(self._lost(fut, "unavailable", exc))
+            finally:
+                job.chunk_done()
+
+        return on_done
+
+    def _lost(self, fut: Any, status: str, exc: BaseException | None = None) -> ClusterError:
+        reason = ""
+        state_exc = getattr(getattr(fut, "_state", None), "exception", None)
+        if exc is None and state_exc is not None:
+            exc = state_exc
+        if exc is not None:
+            reason = f": {type(exc).__name__}: {exc}"
+        err = ClusterError(
+            f"a chunk of a bulk operation on {self!r} was {status}{reason} "
+            f"(client status: {self._client.status}); the cluster went away or the client "
+            "was closed"
+        )
+        err.__cause__ = exc
+        return err
+
+    def __repr__(self) -> str:
+        addr = getattr(getattr(self._client, "scheduler", None), "address", None)
+        return f"<DaskBackend {addr or self._client!r}>"

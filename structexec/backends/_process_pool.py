@@ -1,0 +1,285 @@
+"""``ProcessPoolBackend``: bulk work in worker processes (REQUIREMENTS 31, DESIGN.md 2.12)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import operator
+import os
+import pickle
+import threading
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from functools import partial
+from types import TracebackType
+from typing import Any
+
+from .._env import get_stop_token
+from .._sysctxrepl import parallel_scheduler_backend
+from ._common import UnpicklableWorkError, WorkerDiedError, pickle_work
+from ._remote import RemoteJob, complete_soon
+from ._thread_pool import default_thread_pool
+
+__all__ = ["ProcessPoolBackend"]
+
+#: Number of cooperative stop flags shared with the workers (bulk operations in flight at
+#: once that can be stopped while running; more still run, and stop between chunks).
+_NSLOTS = 256
+
+# --------------------------------------------------------------------------- worker side
+
+_worker_flags: Any = None
+
+
+def _init_worker(flags: Any) -> None:
+    global _worker_flags
+    _worker_flags = flags
+
+
+def _run_chunk(payload: bytes, b: int, e: int, slot: int) -> tuple[bool, tuple[Any, ...]]:
+    """Runs in a worker process: unpickle the work and run one chunk."""
+    flags = _worker_flags
+    if slot >= 0 and flags is not None:
+        if flags[slot]:
+            return True, ()
+
+        def should_stop() -> bool:
+            return bool(flags[slot])
+
+    else:
+        should_stop = None  # type: ignore[assignment]
+    work = pickle.loads(payload)
+    result: tuple[bool, tuple[Any, ...]] = work(b, e, should_stop)
+    return result
+
+
+def _default_context() -> Any:
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+def _dumps(obj: Any) -> bytes:
+    return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+# --------------------------------------------------------------------------- the backend
+
+
+class ProcessPoolBackend(parallel_scheduler_backend):
+    """Runs bulk work in a pool of worker processes (``concurrent.futures``).
+
+    ``ProcessPoolBackend(max_workers=None, *, mp_context=None)``: ``max_workers`` processes
+    (default ``os.cpu_count()``), started on first use with ``mp_context`` (default
+    ``forkserver`` where available, else ``spawn``; both re-import the main module in the
+    workers, so scripts need an ``if __name__ == "__main__":`` guard). Pure-Python CPU work
+    runs in parallel here, unlike on threads.
+
+    * ``schedule(r, s)`` stays in this process: it runs on the process-wide thread pool
+      (continuations are local code).
+    * ``schedule_bulk_chunked``/``schedule_bulk_unchunked``: the function and the values
+      the predecessor sent are pickled with :mod:`pickle` *before any work starts*; if that
+      fails the operation completes with :class:`UnpicklableWorkError` (a ``TypeError``)
+      naming the object, so define bulk functions at module level (no lambdas, closures or
+      local functions). The range is cut into ``min(n, 4 * max_workers)`` chunks, submitted
+      to the pool; each worker runs its chunk on its own copy of the values. **What comes
+      back**: for each value that is a list, ``bytearray``, ``array.array`` or numpy array
+      with at least ``shape`` elements, the elements ``[b, e)`` of every finished chunk are
+      copied into the parent's object (the bulk idiom "iteration ``i`` writes element
+      ``i``"); other changes a chunk makes stay in the worker. Return values of the bulk
+      function are ignored, as on every backend.
+    * Completions run on the process-wide thread pool. A stop request cancels the chunks not
+      yet started and sets a shared flag that running per-index chunks check every 64
+      iterations; the operation then completes ``set_stopped()`` after every chunk has
+      returned. The first exception from the function completes ``set_error`` with it
+      (its original type; ``__cause__`` carries the remote traceback) and stops the rest the
+      same way.
+    * A worker process that dies (``os._exit``, a signal, out of memory) completes the
+      operation with :class:`WorkerDiedError`; the pool is replaced, so the backend stays
+      usable.
+
+    ``shutdown(wait=True)`` stops the worker processes; the backend is a context manager.
+    """
+
+    def __init__(self, max_workers: int | None = None, *, mp_context: Any = None) -> None:
+        if max_workers is None:
+            max_workers = os.cpu_count() or 1
+        if isinstance(max_workers, bool) or not isinstance(max_workers, int):
+            raise TypeError(
+                f"ProcessPoolBackend(max_workers): expected an int or None, got "
+                f"{type(max_workers).__name__}"
+            )
+        if max_workers < 1:
+            raise ValueError(f"ProcessPoolBackend(max_workers): must be >= 1, got {max_workers}")
+        self._max_workers = max_workers
+        self._ctx = mp_context if mp_context is not None else _default_context()
+        self._lock = threading.Lock()
+        self._executor: ProcessPoolExecutor | None = None
+        self._flags: Any = None
+        self._free = list(range(_NSLOTS - 1, -1, -1))
+        self._closed = False
+
+    @property
+    def max_workers(self) -> int:
+        """The number of worker processes."""
+        return self._max_workers
+
+    def _get_executor(self) -> ProcessPoolExecutor:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"{self!r} has been shut down")
+            ex = self._executor
+            if ex is None:
+                if self._flags is None:
+                    self._flags = self._ctx.RawArray("b", _NSLOTS)
+                ex = self._executor = ProcessPoolExecutor(
+                    self._max_workers,
+                    mp_context=self._ctx,
+                    initializer=_init_worker,
+                    initargs=(self._flags,),
+                )
+            return ex
+
+    def _broken(self, ex: ProcessPoolExecutor) -> None:
+        """Replace a broken pool (the next operation gets a fresh one).
+
+        Called from the pool's own manager thread while it fails the pending futures, so
+        the old pool is shut down later, from another thread, and nothing is cancelled.
+        """
+        with self._lock:
+            if self._executor is ex:
+                self._executor = None
+            else:
+                return
+        default_thread_pool().call_soon(lambda: ex.shutdown(wait=False))
+
+    def _take_slot(self) -> int:
+        with self._lock:
+            return self._free.pop() if self._free else -1
+
+    def _release_slot(self, slot: int) -> None:
+        if slot < 0:
+            return
+        with self._lock:
+            self._flags[slot] = 0
+            self._free.append(slot)
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Stop the worker processes; later work completes with ``BackendError``."""
+        with self._lock:
+            self._closed = True
+            ex = self._executor
+            self._executor = None
+        if ex is not None:
+            ex.shutdown(wait=wait, cancel_futures=True)
+
+    def __enter__(self) -> ProcessPoolBackend:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.shutdown(wait=True)
+
+    # -- parallel_scheduler_backend
+
+    def schedule(self, r: Any, s: memoryview) -> None:
+        """Complete ``r`` on the process-wide thread pool (continuations are local)."""
+        default_thread_pool().schedule(r, s)
+
+    def schedule_bulk_chunked(self, n: int, r: Any, s: memoryview) -> None:
+        """Run chunks of ``[0, n)`` in the worker processes (REQUIREMENTS 31.12)."""
+        self._bulk(n, r)
+
+    def schedule_bulk_unchunked(self, n: int, r: Any, s: memoryview) -> None:
+        """Run every index of ``[0, n)`` in the worker processes, in chunks (31.13)."""
+        self._bulk(n, r)
+
+    def _bulk(self, n: int, r: Any) -> None:
+        n = operator.index(n)
+        if n < 0:
+            raise ValueError(f"bulk shape must be >= 0, got {n}")
+        ex = self._get_executor()  # raises once shut down: the frontend reports it
+        tok = r.try_query(get_stop_token)
+        if tok is not None and tok.stop_requested():
+            complete_soon(r.set_stopped)
+            return
+        if n == 0:
+            complete_soon(r.set_value)
+            return
+        try:
+            payload = pickle_work(r.remote_work(), _dumps, "ProcessPoolBackend", "pickle")
+        except UnpicklableWorkError as err:
+            complete_soon(partial(r.set_error, err))
+            return
+        nchunks = min(n, 4 * self._max_workers)
+        size = -(-n // nchunks)
+        ranges = [(b, min(b + size, n)) for b in range(0, n, size)]
+        slot = self._take_slot()
+        job = RemoteJob(r)
+        futures: list[Future[Any]] = []
+        flags = self._flags
+
+        def stop_chunks() -> None:
+            if slot >= 0:
+                flags[slot] = 1
+            for f in futures:
+                f.cancel()
+
+        job.on_stop = stop_chunks
+        job.on_finish = lambda: self._release_slot(slot)
+        for b, e in ranges:
+            try:
+                fut = ex.submit(_run_chunk, payload, b, e, slot)
+            except (BrokenProcessPool, RuntimeError) as exc:
+                # The pool broke (or was shut down) while we were submitting.
+                if isinstance(exc, BrokenProcessPool):
+                    self._broken(ex)
+                died = WorkerDiedError(
+                    f"ProcessPoolBackend could not submit a chunk: {exc} (a worker process died)"
+                )
+                died.__cause__ = exc
+                job.fail(died, stop_others=False)
+                for f in futures:
+                    f.cancel()
+                break
+            futures.append(fut)
+        job.remaining = len(futures)
+        if not futures:
+            job.finish()
+            return
+        job.watch(tok)
+        for fut, (b, e) in zip(futures, ranges):
+            fut.add_done_callback(self._on_done(job, ex, b, e))
+
+    def _on_done(self, job: RemoteJob, ex: ProcessPoolExecutor, b: int, e: int) -> Any:
+        def on_done(fut: Future[Any]) -> None:
+            if fut.cancelled():
+                job.stopped = True
+            else:
+                exc = fut.exception()
+                if exc is None:
+                    stopped, parts = fut.result()
+                    if stopped:
+                        job.stopped = True
+                    else:
+                        job.merge(b, e, parts)
+                elif isinstance(exc, BrokenProcessPool):
+                    self._broken(ex)
+                    err = WorkerDiedError(
+                        f"a worker process died while running chunk [{b}, {e}) of a bulk "
+                        f"operation ({exc}); the pool has been replaced"
+                    )
+                    err.__cause__ = exc
+                    # Every other chunk fails the same way; cancelling them now would race
+                    # with the pool's own clean-up.
+                    job.fail(err, stop_others=False)
+                else:
+                    job.fail(exc)
+            job.chunk_done()
+
+        return on_done
+
+    def __repr__(self) -> str:
+        return f"<ProcessPoolBackend max_workers={self._max_workers}>"
