@@ -136,8 +136,7 @@ class _BulkOp:
                 if n > 0:  # no (0, 0) chunk: b < e must hold (REQUIREMENTS 15.6)
                     f(0, n, *vals)
             else:
-                for i in range(n):
-                    f(i, *vals)
+                _loop(f, 0, n, vals)
         except Exception as e:
             self._rcvr.set_error(e)
             return
@@ -156,6 +155,25 @@ class _BulkOp:
         self._rcvr.set_stopped()
 
 
+def _loop(f: Callable[..., Any], b: int, e: int, vs: tuple[Any, ...]) -> None:
+    """``for i in range(b, e): f(i, *vs)``, without the ``*vs`` cost for 0-2 datums."""
+    n = len(vs)
+    if n == 1:
+        v = vs[0]
+        for i in range(b, e):
+            f(i, v)
+    elif n == 0:
+        for i in range(b, e):
+            f(i)
+    elif n == 2:
+        v, w = vs
+        for i in range(b, e):
+            f(i, v, w)
+    else:
+        for i in range(b, e):
+            f(i, *vs)
+
+
 class chunk_loop:
     """The chunk function ``bulk`` lowers to: ``f'(b, e, *vs)`` calls ``f(i, *vs)`` for
     ``i`` in ``range(b, e)`` ([exec.bulk] ``bulk.transform_sender``).
@@ -171,9 +189,7 @@ class chunk_loop:
         self.f = f
 
     def __call__(self, b: int, e: int, *vs: Any) -> None:
-        f = self.f
-        for i in range(b, e):
-            f(i, *vs)
+        _loop(self.f, b, e, vs)
 
     def __reduce__(self) -> tuple[type[chunk_loop], tuple[Callable[..., Any]]]:
         return (chunk_loop, (self.f,))

@@ -128,7 +128,7 @@ class _WhenAllOp:
         self._started = True
         src = self._src
         # 16.5: forward a stop request from the receiver's token to our source ...
-        tok = get_stop_token(get_env(self._rcvr))
+        tok = query_or(get_env(self._rcvr), get_stop_token, _NEVER)
         if tok is not _NEVER:
             self._on_stop = stop_callback_for(tok, src.request_stop)
             # ... and if it was already requested, complete without starting any child.
