@@ -244,7 +244,7 @@ def test_E19_on_returns_to_the_sync_wait_thread() -> None:
     )
     result = sx.sync_wait(done)
     assert result is not None
-    (value, ident), = result
+    ((value, ident),) = result
     assert value == 55
     assert where[0] != threading.get_ident()
     assert ident == threading.get_ident()
@@ -324,7 +324,7 @@ def test_31_10_try_query_gives_the_consumers_inplace_stop_token() -> None:
 def test_31_10_try_query_returns_none_when_unsupported() -> None:
     proxy, _ = _proxy_for(sx.prop(sx.get_stop_token, sx.never_stop_token()))
     assert proxy.try_query(sx.get_stop_token) is None  # never_stop_token
-    proxy2, rec2 = _proxy_for(None)
+    proxy2, _ = _proxy_for(None)
     assert proxy2.try_query(sx.get_stop_token, sx.never_stop_token) is None  # wrong P
     assert proxy2.try_query(priority) is None  # the env does not answer
     proxy3, _ = _proxy_for(sx.env())

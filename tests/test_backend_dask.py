@@ -1,0 +1,226 @@
+"""DaskBackend on a real dask.distributed cluster (DESIGN.md 1, 2.12; REQUIREMENTS 31.7-31.13).
+
+The tests start a real ``LocalCluster`` (scheduler and two single-threaded workers, in this
+process, talking TCP on 127.0.0.1, no dashboard) once per module, and shut it down.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import structexec as sx
+from structexec.backends import BackendError, ClusterError, DaskBackend, UnpicklableWorkError
+from structexec.testing import RecordingReceiver
+
+distributed = pytest.importorskip("distributed", reason="needs the dask extra")
+
+pytestmark = pytest.mark.dask
+
+
+def local_cluster(**kw: Any) -> Any:
+    """A LocalCluster bound to 127.0.0.1 only, no dashboard, random ports."""
+    return distributed.LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=False,
+        protocol="tcp",
+        host="127.0.0.1",
+        dashboard_address=None,
+        scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+        **kw,
+    )
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    c = local_cluster()
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture(scope="module")
+def backend(cluster: Any) -> Iterator[DaskBackend]:
+    client = distributed.Client(cluster, set_as_default=False)
+    b = DaskBackend(client)
+    try:
+        yield b
+    finally:
+        b.close()
+        client.close()
+
+
+@pytest.fixture
+def sch(backend: DaskBackend) -> sx.parallel_scheduler:
+    return sx.parallel_scheduler(backend)
+
+
+class ChunkError(Exception):
+    pass
+
+
+CHUNKS: list[tuple[int, int]] = []
+
+
+def squares(i: int, out: list[int]) -> None:
+    out[i] = i * i
+
+
+def record_chunk(b: int, e: int, out: list[int]) -> None:
+    CHUNKS.append((b, e))  # processes=False: the workers share this module
+    for i in range(b, e):
+        out[i] = i
+
+
+def fail_at_7(i: int) -> None:
+    if i == 7:
+        raise ChunkError("seven")
+
+
+def slow(i: int, out: list[int]) -> None:
+    time.sleep(0.02)
+    out[i] = 1
+
+
+def noop(i: int) -> None:
+    pass
+
+
+def test_bulk_results_reach_the_parent(sch: sx.parallel_scheduler) -> None:
+    out = [0] * 100
+    s = sx.schedule(sch) | sx.then(lambda: out) | sx.bulk(sx.par, 100, squares)
+    assert sx.sync_wait(s) == ([i * i for i in range(100)],)
+    out2 = [0] * 30
+    r = sx.sync_wait(
+        sx.just(out2, "x")
+        | sx.continues_on(sch)
+        | sx.bulk_unchunked(sx.par, 30, lambda i, o, tag: o.__setitem__(i, tag * (i % 3)))
+    )  # cloudpickle: lambdas ok
+    assert r == ([["", "x", "xx"][i % 3] for i in range(30)], "x")
+
+
+def test_bulk_chunked_covers_each_index_once_in_chunks(
+    sch: sx.parallel_scheduler, backend: DaskBackend
+) -> None:
+    CHUNKS.clear()
+    out = [-1] * 1000
+    assert sx.sync_wait(
+        sx.just(out) | sx.continues_on(sch) | sx.bulk_chunked(sx.par, 1000, record_chunk)
+    ) == (list(range(1000)),)
+    chunks = sorted(CHUNKS)
+    assert len(chunks) == 8  # 4 chunks per worker thread, 2 threads
+    assert [i for b, e in chunks for i in range(b, e)] == list(range(1000))
+
+
+def test_errors_keep_their_original_type(sch: sx.parallel_scheduler) -> None:
+    with pytest.raises(ChunkError, match="seven"):
+        sx.sync_wait(sx.schedule(sch) | sx.bulk(sx.par, 20, fail_at_7))
+    # The backend is still usable afterwards.
+    assert sx.sync_wait(sx.schedule(sch) | sx.bulk(sx.par, 20, noop)) == ()
+
+
+def test_unpicklable_work_fails_before_any_chunk_runs(sch: sx.parallel_scheduler) -> None:
+    CHUNKS.clear()
+    lock = threading.Lock()
+    with pytest.raises(UnpicklableWorkError, match=r"value #1.*lock") as info:
+        sx.sync_wait(
+            sx.just([0] * 10, lock)
+            | sx.continues_on(sch)
+            | sx.bulk_chunked(sx.par, 10, lambda b, e, o, lk: record_chunk(b, e, o))
+        )
+    assert isinstance(info.value, TypeError)
+    assert CHUNKS == []
+
+
+def test_stop_stops_running_chunks_and_cancels_queued_ones(sch: sx.parallel_scheduler) -> None:
+    out = [0] * 400  # 8 s of work on 2 threads: 8 chunks of 50 indices
+    rec = RecordingReceiver()
+    t0 = time.monotonic()
+    rec.run(sx.schedule(sch) | sx.then(lambda: out) | sx.bulk(sx.par, 400, slow))
+    time.sleep(0.3)
+    rec.request_stop()
+    rec.wait(10)
+    assert rec.stopped
+    assert time.monotonic() - t0 < 2.0
+    assert rec.live_callbacks_at_completion == 0
+    # The queued chunks did not keep the workers busy: new work runs at once.
+    t1 = time.monotonic()
+    assert sx.sync_wait(sx.schedule(sch) | sx.bulk(sx.par, 4, noop)) == ()
+    assert time.monotonic() - t1 < 1.0
+
+
+def test_completions_come_back_to_the_local_thread_pool(sch: sx.parallel_scheduler) -> None:
+    rec = RecordingReceiver()
+    rec.run(sx.schedule(sch) | sx.bulk(sx.par, 10, noop))
+    rec.wait()
+    assert rec.value == ()
+    names = {t.ident: t.name for t in threading.enumerate()}
+    assert names[rec.thread].startswith("structexec-parallel")
+    rec2 = RecordingReceiver()
+    rec2.run(sx.schedule(sch))  # schedule() stays local
+    rec2.wait()
+    assert names.get(rec2.thread, "structexec-parallel").startswith("structexec-parallel")
+
+
+def test_set_parallel_scheduler_backend_points_everything_at_the_cluster(
+    backend: DaskBackend,
+) -> None:
+    previous = sx.set_parallel_scheduler_backend(lambda: backend)
+    try:
+        sch = sx.get_parallel_scheduler()
+        assert sch.backend is backend
+        out = [0] * 10
+        assert sx.sync_wait(
+            sx.schedule(sch) | sx.then(lambda: out) | sx.bulk(sx.par, 10, squares)
+        ) == ([i * i for i in range(10)],)
+    finally:
+        sx.set_parallel_scheduler_backend(previous)
+
+
+def test_a_cluster_that_goes_away_fails_the_operation() -> None:
+    c = local_cluster()
+    client = distributed.Client(c, set_as_default=False)
+    b = DaskBackend(client)
+    sch = sx.parallel_scheduler(b)
+    try:
+        rec = RecordingReceiver(sx.env())
+        rec.run(sx.schedule(sch) | sx.then(lambda: [0] * 200) | sx.bulk(sx.par, 200, slow))
+        time.sleep(0.2)
+        c.close()
+        rec.wait(10)
+        assert isinstance(rec.error, ClusterError)
+        assert isinstance(rec.error, BackendError)
+        assert "went away" in str(rec.error)
+        # New bulk work fails at once with the same kind of error; schedule() still works.
+        with pytest.raises(ClusterError, match="closed"):
+            sx.sync_wait(sx.schedule(sch) | sx.bulk(sx.par, 4, noop))
+        assert sx.sync_wait(sx.schedule(sch)) == ()
+    finally:
+        b.close()
+        client.close()
+        c.close()
+
+
+def test_address_string_creates_and_closes_its_own_client(cluster: Any) -> None:
+    with DaskBackend(cluster.scheduler_address) as b:
+        assert b.client.status == "running"
+        out = [0] * 5
+        assert sx.sync_wait(
+            sx.schedule(sx.parallel_scheduler(b))
+            | sx.then(lambda: out)
+            | sx.bulk(sx.par, 5, squares)
+        ) == ([0, 1, 4, 9, 16],)
+    assert b.client.status == "closed"
+
+
+def test_constructor_checks() -> None:
+    with pytest.raises(TypeError, match="scheduler address"):
+        DaskBackend(42)
+    with pytest.raises(ValueError):
+        DaskBackend("tcp://127.0.0.1:1", chunks_per_thread=0)

@@ -1,0 +1,186 @@
+"""ProcessPoolBackend: bulk work in worker processes (DESIGN.md 2.12; REQUIREMENTS 31.7-31.13).
+
+The bulk functions are module-level so that the worker processes can import them.
+"""
+
+from __future__ import annotations
+
+import array
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import structexec as sx
+from structexec.backends import (
+    BackendError,
+    ProcessPoolBackend,
+    UnpicklableWorkError,
+    WorkerDiedError,
+)
+from structexec.testing import RecordingReceiver
+
+
+@pytest.fixture(scope="module")
+def backend() -> Iterator[ProcessPoolBackend]:
+    with ProcessPoolBackend(2) as b:
+        yield b
+
+
+@pytest.fixture
+def sch(backend: ProcessPoolBackend) -> sx.parallel_scheduler:
+    return sx.parallel_scheduler(backend)
+
+
+def squares(i: int, out: list[int]) -> None:
+    out[i] = i * i
+
+
+def write_pid(i: int, out: list[int]) -> None:
+    out[i] = os.getpid()
+
+
+def fill_chunk(
+    b: int, e: int, buf: bytearray, arr: array.array[int], config: dict[str, int]
+) -> None:
+    for i in range(b, e):
+        buf[i] = i % 256
+        arr[i] = 2 * i
+    config["touched"] = 1  # a dict is not copied back
+
+
+def touch(i: int, where: str, _lock: Any) -> None:
+    Path(where, str(i)).touch()
+
+
+def raise_value_error(i: int) -> None:
+    if i == 5:
+        raise ValueError(f"bad index {i}")
+
+
+def die(i: int) -> None:
+    if i == 2:
+        os._exit(7)
+
+
+def slow(i: int, out: list[int]) -> None:
+    time.sleep(0.02)
+    out[i] = 1
+
+
+def test_results_of_the_chunks_reach_the_parent(sch: sx.parallel_scheduler) -> None:
+    out = [0] * 50
+    pids = [0] * 50
+    s = sx.schedule(sch) | sx.then(lambda: out) | sx.bulk(sx.par, 50, squares)
+    assert sx.sync_wait(s) == ([i * i for i in range(50)],)
+    sx.sync_wait(sx.just(pids) | sx.continues_on(sch) | sx.bulk_unchunked(sx.par, 50, write_pid))
+    assert os.getpid() not in pids and len(set(pids)) >= 1
+
+
+def test_chunked_results_of_several_sequence_types_are_merged(sch: sx.parallel_scheduler) -> None:
+    buf = bytearray(300)
+    arr = array.array("q", [0] * 300)
+    config = {"touched": 0}
+    r = sx.sync_wait(
+        sx.just(buf, arr, config) | sx.continues_on(sch) | sx.bulk_chunked(sx.par, 300, fill_chunk)
+    )
+    assert r is not None and r[0] is buf and r[1] is arr
+    assert buf == bytearray(i % 256 for i in range(300))
+    assert list(arr) == [2 * i for i in range(300)]
+    assert config == {"touched": 0}  # changes to other values stay in the worker
+
+
+def test_sequential_policy_runs_the_whole_range_in_one_worker(sch: sx.parallel_scheduler) -> None:
+    pids = [0] * 20
+    sx.sync_wait(sx.just(pids) | sx.continues_on(sch) | sx.bulk(sx.seq, 20, write_pid))
+    assert len(set(pids)) == 1 and pids[0] != os.getpid()
+
+
+def test_unpicklable_work_fails_before_any_chunk_runs(
+    sch: sx.parallel_scheduler, tmp_path: Path
+) -> None:
+    lock = threading.Lock()
+    s = sx.just(str(tmp_path), lock) | sx.continues_on(sch) | sx.bulk(sx.par, 10, touch)
+    with pytest.raises(UnpicklableWorkError) as info:
+        sx.sync_wait(s)
+    assert isinstance(info.value, TypeError)
+    msg = str(info.value)
+    assert "value #1" in msg and "lock" in msg and "no chunk was run" in msg
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(UnpicklableWorkError, match=r"the bulk function \(function .*<lambda>"):
+        sx.sync_wait(sx.schedule(sch) | sx.bulk(sx.par, 3, lambda i: None))
+
+
+def test_errors_keep_their_type(sch: sx.parallel_scheduler) -> None:
+    with pytest.raises(ValueError, match="bad index 5"):
+        sx.sync_wait(sx.schedule(sch) | sx.bulk(sx.par, 20, raise_value_error))
+
+
+def test_a_worker_that_dies_is_reported_and_the_pool_is_replaced(
+    sch: sx.parallel_scheduler,
+) -> None:
+    with pytest.raises(WorkerDiedError, match="a worker process died") as info:
+        sx.sync_wait(sx.schedule(sch) | sx.bulk(sx.par, 8, die))
+    assert isinstance(info.value, BackendError)
+    out = [0] * 10
+    s = sx.schedule(sch) | sx.then(lambda: out) | sx.bulk(sx.par, 10, squares)
+    assert sx.sync_wait(s) == ([i * i for i in range(10)],)
+
+
+def test_stop_cancels_queued_chunks_and_stops_running_ones(sch: sx.parallel_scheduler) -> None:
+    out = [0] * 400  # 8 s of work on 2 processes
+    rec = RecordingReceiver()
+    t0 = time.monotonic()
+    rec.run(sx.schedule(sch) | sx.then(lambda: out) | sx.bulk(sx.par, 400, slow))
+    time.sleep(0.3)
+    rec.request_stop()
+    rec.wait(10)
+    assert rec.stopped
+    assert time.monotonic() - t0 < 2.0
+    assert rec.live_callbacks_at_completion == 0
+    assert sum(out) == 0  # a stopped chunk brings nothing back
+
+
+def test_schedule_and_completions_stay_in_this_process(sch: sx.parallel_scheduler) -> None:
+    rec = RecordingReceiver()
+    rec.run(sx.schedule(sch) | sx.then(lambda: os.getpid()))
+    rec.wait()
+    assert rec.value == (os.getpid(),)
+    names = {t.ident: t.name for t in threading.enumerate()}
+    assert names[rec.thread].startswith("structexec-parallel")
+    rec2 = RecordingReceiver()
+    rec2.run(sx.schedule(sch) | sx.bulk(sx.par, 4, squares_noop))
+    rec2.wait()
+    assert rec2.value == ()
+    assert names.get(rec2.thread, "structexec-parallel").startswith("structexec-parallel")
+
+
+def squares_noop(i: int) -> None:
+    pass
+
+
+def test_shape_zero_and_stop_before_start(sch: sx.parallel_scheduler) -> None:
+    assert sx.sync_wait(sx.schedule(sch) | sx.bulk(sx.par, 0, squares_noop)) == ()
+    rec = RecordingReceiver()
+    rec.request_stop()
+    rec.run(sx.just() | sx.continues_on(sch) | sx.bulk(sx.par, 4, squares_noop))
+    rec.wait()
+    assert rec.stopped
+
+
+def test_shut_down_backend_fails_cleanly() -> None:
+    b = ProcessPoolBackend(1)
+    b.shutdown()
+    with pytest.raises(BackendError, match="shut down"):
+        sx.sync_wait(sx.schedule(sx.parallel_scheduler(b)) | sx.bulk(sx.par, 2, squares_noop))
+
+
+def test_constructor_checks() -> None:
+    with pytest.raises(TypeError):
+        ProcessPoolBackend("2")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        ProcessPoolBackend(0)
