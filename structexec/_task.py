@@ -38,7 +38,7 @@ from typing_extensions import ParamSpec
 
 from . import _hooks
 from ._affine_on import completes_inline, completes_on
-from ._completion_signatures import completion_signatures
+from ._completion_signatures import completion_signatures, get_completion_signatures
 from ._coroutine_sender import TrioHostedOp
 from ._domain import connect
 from ._env import (
@@ -56,6 +56,8 @@ from ._env import (
 from ._errors import ErrorValue, Stopped, terminate
 from ._infallible import UNSTOPPABLE_ENV
 from ._inline_scheduler import inline_scheduler
+from ._just import just, just_error, just_stopped
+from ._read_env import read_env
 from ._protocol import (
     Algorithm,
     Sender,
@@ -380,14 +382,31 @@ def _is_forwarding(q: Any) -> bool:
 
 
 class _TaskSender(Sender[T]):
-    """A task: a lazy, single-use sender ([task.class], [task.members]; 24.5-24.7)."""
+    """A task: a lazy, single-use sender ([task.class], [task.members]; 24.5-24.7).
 
-    __slots__ = ("__weakref__", "_alloc", "_cfg", "_coro")
+    It keeps the function and its arguments; the coroutine object is created when the task
+    starts (or when a task awaiting it takes it), so a task that is never started leaves no
+    coroutine behind: nothing to close, no "never awaited" warning (24.6). An argument error
+    (``TypeError`` from calling the function) therefore surfaces when the task starts, as its
+    error completion.
+    """
 
-    def __init__(self, coro: Any, cfg: _Config, alloc: Any) -> None:
-        self._coro = coro
+    __slots__ = ("__weakref__", "_alloc", "_args", "_cfg", "_fn", "_kwargs")
+
+    def __init__(
+        self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], cfg: _Config, alloc: Any
+    ) -> None:
+        self._fn = fn
+        self._args = args
+        self._kwargs = kwargs
         self._cfg = cfg
         self._alloc = alloc
+
+    def _consumed(self) -> RuntimeError:
+        return RuntimeError(
+            f"the task {self._cfg.name} was already connected or awaited: a task is single-use "
+            "(REQUIREMENTS 24.5); call the task function again for another run"
+        )
 
     def connect(self, rcvr: Any) -> _TaskOp:
         """Connect once: a second ``connect`` raises ``RuntimeError`` (24.5).
@@ -395,25 +414,23 @@ class _TaskSender(Sender[T]):
         Raises ``TypeError`` (and leaves the task connectable) when the receiver's environment
         provides no scheduler the task can use (24.9).
         """
-        if self._coro is None:
-            raise RuntimeError(
-                f"the task {self._cfg.name} was already connected: a task is single-use "
-                "(REQUIREMENTS 24.5); call the task function again for another run"
-            )
+        if self._fn is None:
+            raise self._consumed()
         op = _TaskOp(None, self._cfg, self._alloc, rcvr)  # may raise TypeError
-        op.coro = self._coro
-        self._coro = None
+        op.factory = (self._fn, self._args, self._kwargs)
+        self._fn = None
+        self._args = self._kwargs = None  # type: ignore[assignment]
         return op
 
     def _take(self) -> Any:
-        coro = self._coro
-        if coro is None:
-            raise RuntimeError(
-                f"the task {self._cfg.name} was already awaited or connected: a task is "
-                "single-use (REQUIREMENTS 24.5)"
-            )
-        self._coro = None
-        return coro
+        """The coroutine, for a parent task that runs this one on its own loop."""
+        fn = self._fn
+        if fn is None:
+            raise self._consumed()
+        args, kwargs = self._args, self._kwargs
+        self._fn = None
+        self._args = self._kwargs = None  # type: ignore[assignment]
+        return fn(*args, **kwargs)
 
     def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
         """``set_value_t(T)`` (or ``()``), the ``error_types``, ``set_stopped_t()`` (24.3).
@@ -434,15 +451,8 @@ class _TaskSender(Sender[T]):
     def data(self) -> Any:
         return self._cfg.environment
 
-    def __del__(self) -> None:
-        coro = getattr(self, "_coro", None)
-        if coro is not None:
-            # Never connected: destroy the coroutine without running it (24.6); closing it
-            # also silences Python's "never awaited" warning.
-            coro.close()
-
     def __repr__(self) -> str:
-        state = "" if self._coro is not None else " (consumed)"
+        state = "" if self._fn is not None else " (consumed)"
         return f"<task {self._cfg.name}{state}>"
 
 
@@ -467,6 +477,7 @@ class _TaskOp:
         "driver",
         "environment",
         "exit_error",
+        "factory",
         "link",
         "own_env",
         "rcvr",
@@ -502,6 +513,7 @@ class _TaskOp:
                 self.environment = env_cls()
             else:
                 self.environment = env_cls(self.own_env if et is not None else ev)
+        self.factory: Any = None
         self.token: Any = None
         self.source: Any = None
         self.link: Any = None
@@ -572,6 +584,13 @@ class _TaskOp:
         if self.started:
             raise twice_started(self)
         self.started = True
+        fn, args, kwargs = self.factory
+        self.factory = None
+        try:
+            self.coro = fn(*args, **kwargs)  # the body starts now (24.7)
+        except Exception as e:  # the function rejected its arguments
+            self._complete_root(_THROW, e)
+            return
         ev = get_env(self.rcvr)
         st = get_stop_token(ev)
         run = self.trio_run
@@ -621,11 +640,6 @@ class _TaskOp:
                 rcvr.set_stopped()
         except Exception as exc:
             terminate("a receiver's completion raised (REQUIREMENTS 2.12)", exc)
-
-    def __del__(self) -> None:
-        coro = getattr(self, "coro", None)
-        if coro is not None and not getattr(self, "started", True):
-            coro.close()  # connected but never started: the body never runs (24.6)
 
     def __repr__(self) -> str:
         return f"<task operation {self.cfg.name}>"
@@ -896,13 +910,19 @@ class _Driver:
                     sndr = self.sndr
                     self.sndr = None
                     if type(sndr) is _TaskSender:
-                        child = self._child_frame(fr, sndr)
+                        try:
+                            child = self._child_frame(fr, sndr)
+                        except Exception as e:  # consumed, or bad arguments
+                            kind, data = _THROW, e
+                            continue
                         if child is not None:
                             fr = child
                             coro = fr.coro
                             kind, data = _SEND, None
                             continue
                     try:
+                        if type(sndr) not in _ONE_VALUE_SIG:
+                            _check_awaitable(sndr, fr)
                         op = connect(sndr, self)
                     except Exception as e:
                         kind, data = _THROW, e
@@ -986,7 +1006,7 @@ class _Driver:
             same = child.sched == parent.sched or (cfg.inline and parent.cfg.inline)
         if not same:
             return None
-        child.coro = sndr._take()
+        child.coro = sndr._take()  # may raise: thrown into the parent at its await
         child.started = True
         child.driver = self
         child._link_token(parent.token, False)
@@ -1059,6 +1079,19 @@ class _ChangeHop(_Hop):
 
     def set_value(self) -> None:
         self._drv.run_loop_from(_SEND, self._old)
+
+
+def _check_awaitable(sndr: Any, env: Any) -> None:
+    """A sender with several value signatures is not awaitable (REQUIREMENTS 20.2, 24.19)."""
+    try:
+        sigs = get_completion_signatures(sndr, env)
+    except Exception:
+        return
+    if sigs is not None and sigs.count_of(set_value_t) > 1:
+        raise TypeError(
+            f"{sndr!r} has {sigs.count_of(set_value_t)} value completion signatures and cannot "
+            "be awaited: await sx.into_variant(sndr) instead (REQUIREMENTS 20.2, P3552R1 4.4)"
+        )
 
 
 def _foreign_message(fr: _TaskOp, y: Any) -> str:
@@ -1180,7 +1213,7 @@ class task_t(Algorithm):
                 at = cfg.allocator_type
                 if not isinstance(alloc, at):
                     alloc = at(alloc)
-            return _TaskSender(fn(*args, **kwargs), cfg, alloc)
+            return _TaskSender(fn, args, kwargs, cfg, alloc)
 
         make._sx_task_config = cfg  # type: ignore[attr-defined]
         return make
@@ -1192,3 +1225,14 @@ class task_t(Algorithm):
 
 task = task_t()
 _TaskSender.tag = task
+
+#: Sender types known to have at most one value signature (no per-await check needed).
+_ONE_VALUE_SIG: frozenset[type] = frozenset(
+    {
+        type(just(0)),
+        type(just_error(0)),
+        type(just_stopped()),
+        type(read_env(get_scheduler)),
+        _TaskSender,
+    }
+)
