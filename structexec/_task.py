@@ -57,7 +57,6 @@ from ._errors import ErrorValue, Stopped, terminate
 from ._infallible import UNSTOPPABLE_ENV
 from ._inline_scheduler import inline_scheduler
 from ._just import just, just_error, just_stopped
-from ._read_env import read_env
 from ._protocol import (
     Algorithm,
     Sender,
@@ -68,6 +67,7 @@ from ._protocol import (
     twice_started,
     values,
 )
+from ._read_env import read_env
 from ._stop_token import (
     inplace_stop_source,
     inplace_stop_token,

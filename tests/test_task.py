@@ -783,7 +783,7 @@ def test_2_4_swallowing_stopped_is_reported_as_an_error() -> None:
             pass
         return 1
 
-    with pytest.raises(RuntimeError, match="caught the sx.Stopped"):
+    with pytest.raises(RuntimeError, match=r"caught the sx\.Stopped"):
         sx.sync_wait(t())
 
 
