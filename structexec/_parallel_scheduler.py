@@ -322,6 +322,7 @@ class _BulkOp(bulk_item_receiver_proxy):
         "_link",
         "_mode",
         "_parallel",
+        "_partial",
         "_rcvr",
         "_shape",
         "_state",
@@ -356,6 +357,7 @@ class _BulkOp(bulk_item_receiver_proxy):
         self._link: Any = None
         self._child: Any = None
         self._copy_back: tuple[int, ...] | None = None
+        self._partial = False  # a chunk skipped indices because stop was requested
 
     def start(self) -> None:
         if self._state:
@@ -386,23 +388,40 @@ class _BulkOp(bulk_item_receiver_proxy):
     # -- the proxy
 
     def execute(self, b: int, e: int) -> None:
-        """``f(b, e, *vals)`` (chunked) or ``f(i, *vals)`` for ``i`` in ``[b, e)``."""
+        """``f(b, e, *vals)`` (chunked) or ``f(i, *vals)`` for ``i`` in ``[b, e)``.
+
+        A per-index chunk checks the consumer's stop token before each index and skips the
+        rest of the chunk once stop is requested; the operation then completes
+        ``set_stopped()`` whatever the backend reports (REQUIREMENTS 15.8).
+        """
         f = self._f
         vals = self._vals
         if not self._parallel:
             b, e = 0, self._shape
         if self._mode == CHUNKED:
             f(b, e, *vals)
-        elif not vals:
-            for i in range(b, e):
-                f(i)
-        elif len(vals) == 1:
-            v = vals[0]
-            for i in range(b, e):
-                f(i, v)
-        else:
-            for i in range(b, e):
-                f(i, *vals)
+            return
+        tok = self._tok
+        if tok is _UNSET:
+            tok = _resolve_token(self)
+        src = tok._source if tok is not None else None
+        if src is None:
+            if not vals:
+                for i in range(b, e):
+                    f(i)
+            elif len(vals) == 1:
+                v = vals[0]
+                for i in range(b, e):
+                    f(i, v)
+            else:
+                for i in range(b, e):
+                    f(i, *vals)
+            return
+        for i in range(b, e):
+            if src._requested:
+                self._partial = True
+                return
+            f(i, *vals)
 
     def remote_work(self) -> RemoteBulkWork:
         cb = self._copy_back
@@ -429,7 +448,10 @@ class _BulkOp(bulk_item_receiver_proxy):
             _close_link(self)
         vals = self._vals
         self._vals = ()
-        self._rcvr.set_value(*vals)
+        if self._partial:
+            self._rcvr.set_stopped()
+        else:
+            self._rcvr.set_value(*vals)
 
     def set_error(self, err: BaseException) -> None:
         if self._state == 2:

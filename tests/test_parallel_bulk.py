@@ -256,6 +256,24 @@ def test_stop_is_honoured_between_chunks(pool1: ThreadPoolBackend) -> None:
     """40 indices on one thread are 4 chunks of 10: a stop during chunk 1 ends after it."""
     sch = sx.parallel_scheduler(pool1)
     rec = RecordingReceiver()
+    chunks: list[tuple[int, int]] = []
+
+    def f(b: int, e: int) -> None:
+        chunks.append((b, e))
+        if b == 10:
+            rec.request_stop()
+
+    rec.run(sx.schedule(sch) | sx.bulk_chunked(sx.par, 40, f))
+    rec.wait()
+    assert rec.stopped
+    assert chunks == [(0, 10), (10, 20)]
+    assert rec.live_callbacks_at_completion == 0
+
+
+@pytest.mark.parametrize("algo", [sx.bulk, sx.bulk_unchunked])
+def test_15_8_per_index_work_stops_at_the_next_index(pool1: ThreadPoolBackend, algo: Any) -> None:
+    sch = sx.parallel_scheduler(pool1)
+    rec = RecordingReceiver()
     done: list[int] = []
 
     def f(i: int) -> None:
@@ -263,11 +281,10 @@ def test_stop_is_honoured_between_chunks(pool1: ThreadPoolBackend) -> None:
         if i == 12:
             rec.request_stop()
 
-    rec.run(sx.schedule(sch) | sx.bulk_unchunked(sx.par, 40, f))
+    rec.run(sx.schedule(sch) | algo(sx.par, 40, f))
     rec.wait()
     assert rec.stopped
-    assert done == list(range(20))
-    assert rec.live_callbacks_at_completion == 0
+    assert done == list(range(13))
 
 
 def test_error_stops_the_hand_out_of_chunks(pool1: ThreadPoolBackend) -> None:

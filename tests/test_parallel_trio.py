@@ -1,0 +1,109 @@
+"""Hand-offs between the parallel scheduler and trio (DESIGN.md 2.5, 2.12; REQUIREMENTS 32.1,
+32.2, 31.10, 12.x continues_on)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import trio
+
+import structexec as sx
+from structexec.backends import ThreadPoolBackend
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[ThreadPoolBackend]:
+    with ThreadPoolBackend(2, thread_name_prefix="trio-pool") as p:
+        yield p
+
+
+async def test_32_1_work_on_the_pool_resumes_on_the_trio_thread() -> None:
+    trio_thread = threading.get_ident()
+    where: list[int] = []
+
+    def f() -> int:
+        where.append(threading.get_ident())
+        return 5
+
+    sndr = (
+        sx.schedule(sx.get_parallel_scheduler())
+        | sx.then(f)
+        | sx.continues_on(sx.trio_scheduler())
+        | sx.then(lambda x: (x, threading.get_ident()))
+    )
+    value, after = await sndr
+    assert value == 5
+    assert where[0] != trio_thread
+    assert after == trio_thread
+    assert threading.get_ident() == trio_thread
+
+
+async def test_bulk_on_the_pool_then_back_to_trio() -> None:
+    trio_thread = threading.get_ident()
+    out = [0] * 64
+    sndr = (
+        sx.schedule(sx.get_parallel_scheduler())
+        | sx.then(lambda: out)
+        | sx.bulk(sx.par, 64, lambda i, o: o.__setitem__(i, threading.get_ident()))
+        | sx.continues_on(sx.trio_scheduler())
+        | sx.then(lambda o: threading.get_ident())
+    )
+    assert await sndr == trio_thread
+    assert trio_thread not in out
+
+
+async def test_32_2_trio_cancellation_stops_the_bulk_work(pool: ThreadPoolBackend) -> None:
+    sch = sx.parallel_scheduler(pool)
+    done: list[int] = []
+
+    def f(i: int) -> None:
+        time.sleep(0.002)
+        done.append(i)
+
+    t0 = time.monotonic()
+    with trio.move_on_after(0.05) as cs:
+        await (sx.schedule(sch) | sx.bulk(sx.par, 10_000, f) | sx.continues_on(sx.trio_scheduler()))
+    assert cs.cancelled_caught
+    assert time.monotonic() - t0 < 1.0  # 10 s of work stopped at the next index
+    n = len(done)
+    assert 0 < n < 10_000
+    await trio.sleep(0.02)
+    assert len(done) == n  # every execute happened before the completion (31.12)
+
+
+async def test_32_2_trio_cancellation_of_schedule_before_it_runs(pool: ThreadPoolBackend) -> None:
+    """A stop request that arrives while the item is queued completes it stopped (31.17)."""
+    sch = sx.parallel_scheduler(pool)
+    blocker = threading.Event()
+    # Occupy both pool threads so that the next schedule() stays queued.
+    busy = [sx.connect(sx.schedule(sch) | sx.then(blocker.wait), _Sink()) for _ in range(2)]
+    for op in busy:
+        op.start()
+    ran: list[int] = []
+
+    async def cancel_then_unblock(cs: trio.CancelScope) -> None:
+        await trio.sleep(0.02)
+        cs.cancel()  # the awaiting task asks the queued item to stop...
+        await trio.sleep(0.01)
+        blocker.set()  # ...and the item sees the request when a thread picks it up
+
+    async with trio.open_nursery() as nursery:
+        with trio.CancelScope() as cs:
+            nursery.start_soon(cancel_then_unblock, cs)
+            await (sx.schedule(sch) | sx.then(lambda: ran.append(1)))
+        assert cs.cancelled_caught
+    assert ran == []
+
+
+class _Sink:
+    def set_value(self, *a: object) -> None:
+        pass
+
+    def set_error(self, e: object) -> None:
+        pass
+
+    def set_stopped(self) -> None:
+        pass
