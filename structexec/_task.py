@@ -884,6 +884,8 @@ class _Driver:
                 k, d = _THROW, fr.exit_error
             except Exception as e:
                 ds.driver = prev
+                if self.mode == _LOOP and type(e) is RuntimeError and e.args == _TRIO_NO_CTX:
+                    e = _trio_off_loop_error(fr, e)
                 if not isinstance(e, fr.cfg.exc_types):
                     terminate(
                         f"the task {fr.cfg.name} raised {type(e).__name__}, which is not among "
@@ -1092,6 +1094,25 @@ def _check_awaitable(sndr: Any, env: Any) -> None:
             f"{sndr!r} has {sigs.count_of(set_value_t)} value completion signatures and cannot "
             "be awaited: await sx.into_variant(sndr) instead (REQUIREMENTS 20.2, P3552R1 4.4)"
         )
+
+
+#: What trio raises when one of its primitives is awaited outside a trio task.
+_TRIO_NO_CTX = ("must be called from async context",)
+
+
+def _trio_off_loop_error(fr: _TaskOp, e: RuntimeError) -> RuntimeError:
+    """Replace trio's terse error by one that says why and what to do (issue: clear error)."""
+    err = RuntimeError(
+        f"the task {fr.cfg.name} awaited a trio primitive (trio.sleep, a channel, a nursery, "
+        f"a cancel scope, ...), but it runs on {fr.sched!r}, not on the trio scheduler, so it "
+        "is not inside a trio task. Await the task from trio code, spawn it into a "
+        "counting_scope, or run the trio part as a nested task on the trio scheduler: "
+        "await sx.starts_on(sx.trio_scheduler(), nested_task()) (trio said: "
+        f"{e.args[0]!r})"
+    )
+    err.__cause__ = e
+    err.__traceback__ = e.__traceback__
+    return err
 
 
 def _foreign_message(fr: _TaskOp, y: Any) -> str:
