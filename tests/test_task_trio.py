@@ -376,10 +376,9 @@ async def test_scope_spawn_runs_tasks_on_the_trio_scheduler(
         await trio.sleep(i)
         seen.append((i, threading.get_ident(), await sx.read_env(sx.get_scheduler)))
 
-    async with no_leaks():
-        async with sx.counting_scope() as scope:
-            for i in range(3):
-                scope.spawn(work(i))
+    async with no_leaks(), sx.counting_scope() as scope:
+        for i in range(3):
+            scope.spawn(work(i))
     assert [s[0] for s in seen] == [0, 1, 2]
     assert all(s[1] == trio_thread for s in seen)
     assert all(s[2] == sx.trio_scheduler() for s in seen)
@@ -416,12 +415,11 @@ async def test_scope_request_stop_stops_spawned_tasks(
         finally:
             log.append(f"stopped {i}")
 
-    async with no_leaks():
-        async with sx.counting_scope() as scope:
-            for i in range(3):
-                scope.spawn(sleeper(i))
-            await trio.sleep(1)
-            scope.request_stop()
+    async with no_leaks(), sx.counting_scope() as scope:
+        for i in range(3):
+            scope.spawn(sleeper(i))
+        await trio.sleep(1)
+        scope.request_stop()
     assert sorted(log) == ["stopped 0", "stopped 1", "stopped 2"]
     assert trio.current_time() < 10
 
