@@ -31,6 +31,7 @@ from __future__ import annotations
 import sys
 import threading
 import warnings
+from types import CoroutineType as _CoroutineType
 from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
 from typing import Any, ClassVar
@@ -48,6 +49,8 @@ from ._spawn_future import spawn_future
 from ._stop_token import inplace_stop_callback, inplace_stop_source
 from ._stop_when import StopTokenEnv, stop_when
 from ._trampoline import trampoline_start
+from ._trio_bridge import host_env
+from ._trio_scheduler import trio_scheduler
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -55,7 +58,15 @@ if sys.version_info < (3, 11):  # pragma: no cover
 __all__ = ["counting_scope", "simple_counting_scope"]
 
 # The seven states of [exec.counting.scopes.general].
-_UNUSED, _OPEN, _CLOSED, _OPEN_JOINING, _CLOSED_JOINING, _UNUSED_CLOSED, _JOINED = range(7)
+from ._scope_token import (  # noqa: E402
+    CLOSED as _CLOSED,
+    CLOSED_JOINING as _CLOSED_JOINING,
+    JOINED as _JOINED,
+    OPEN as _OPEN,
+    OPEN_JOINING as _OPEN_JOINING,
+    UNUSED as _UNUSED,
+    UNUSED_CLOSED as _UNUSED_CLOSED,
+)
 _NAMES = (
     "unused",
     "open",
@@ -273,6 +284,7 @@ class _TaskStatus:
 
 
 def _coroutine_of(who: str, async_fn: Any, args: tuple[Any, ...]) -> Coroutine[Any, Any, Any]:
+    """Call ``async_fn(*args)``; ``TypeError`` unless that gives a coroutine (like trio)."""
     if isinstance(async_fn, Coroutine):
         raise TypeError(
             f"{who}() expected an async function, but got a coroutine object {async_fn!r}; "
@@ -281,19 +293,45 @@ def _coroutine_of(who: str, async_fn: Any, args: tuple[Any, ...]) -> Coroutine[A
         )
     if not callable(async_fn):
         raise TypeError(f"{who}() expected an async function, got {type(async_fn).__name__}")
-    coro = async_fn(*args)
-    if not isinstance(coro, Coroutine):
-        if isinstance(coro, Awaitable):
-            raise TypeError(
-                f"{who}() expected an async function, but {async_fn!r} returned "
-                f"{type(coro).__name__}, an awaitable that is not a coroutine; give it to "
-                "scope.spawn() instead"
-            )
+    return _check_coroutine(who, async_fn, async_fn(*args))
+
+
+def _check_coroutine(who: str, async_fn: Any, coro: Any) -> Coroutine[Any, Any, Any]:
+    if isinstance(coro, Coroutine):
+        return coro
+    if isinstance(coro, Awaitable):
         raise TypeError(
             f"{who}() expected an async function, but {async_fn!r} returned "
-            f"{type(coro).__name__}: it is not an async function (define it with async def)"
+            f"{type(coro).__name__}, an awaitable that is not a coroutine; give it to "
+            "scope.spawn() instead"
         )
-    return coro
+    raise TypeError(
+        f"{who}() expected an async function, but {async_fn!r} returned "
+        f"{type(coro).__name__}: it is not an async function (define it with async def)"
+    )
+
+
+async def _hosted(scope: Any, coro: Coroutine[Any, Any, Any]) -> None:
+    """The body of a task started with ``scope.start_soon``."""
+    try:
+        await coro
+    except Exception as e:
+        scope._record_error(e)
+    except trio.Cancelled:
+        if not scope._stopping():
+            raise
+        # The scope's own request_stop cancelled this task: it ends "stopped". Returning
+        # normally spares trio the per-child exception bookkeeping of a mass cancel.
+    finally:
+        lock = scope._lock
+        lock.acquire()
+        c = scope._count - 1
+        if c > 0 or scope._state == _OPEN or scope._state == _CLOSED:
+            scope._count = c
+            lock.release()
+        else:
+            lock.release()
+            scope._disassociate()
 
 
 class _ScopeBase:
@@ -512,12 +550,27 @@ class _ScopeBase:
         nursery = self._nursery
         if nursery is None:
             raise RuntimeError(self._not_entered("start_soon"))
-        coro = _coroutine_of("start_soon", async_fn, args)
-        if not self._try_associate():
+        if type(async_fn) is _CoroutineType or not callable(async_fn):
+            _coroutine_of("start_soon", async_fn, args)  # raises the right TypeError
+        coro = async_fn(*args)
+        if type(coro) is not _CoroutineType:
+            coro = _check_coroutine("start_soon", async_fn, coro)
+        # _try_associate, inlined: this is the hot path of a nursery replacement.
+        lock = self._lock
+        lock.acquire()
+        st = self._state
+        if (st == _OPEN or st == _OPEN_JOINING or st == _UNUSED) and (
+            self._count < self.max_associations
+        ):
+            self._count += 1
+            self._state = _OPEN_JOINING if st == _OPEN_JOINING else _OPEN
+            lock.release()
+        else:
+            lock.release()
             coro.close()
             return
         try:
-            nursery.start_soon(self._hosted, coro, name=async_fn if name is None else name)
+            nursery.start_soon(_hosted, self, coro, name=async_fn if name is None else name)
         except BaseException:
             coro.close()
             self._disassociate()
@@ -557,19 +610,6 @@ class _ScopeBase:
             f"nursery: use it inside `async with {type(self).__name__}() as scope:` "
             f"({self!r}); to spawn from elsewhere use sx.spawn(coro, scope.get_token())"
         )
-
-    async def _hosted(self, coro: Coroutine[Any, Any, Any]) -> None:
-        try:
-            await coro
-        except Exception as e:
-            self._record_error(e)
-        except trio.Cancelled:
-            if not self._stopping():
-                raise
-            # Our own request_stop cancelled this task: it completes "stopped". Returning
-            # normally spares trio the per-child exception bookkeeping of a mass cancel.
-        finally:
-            self._disassociate()
 
     async def _hosted_start(self, async_fn: Callable[..., Any], args: tuple[Any, ...],
                             ran: list[bool], task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
@@ -678,8 +718,9 @@ class _ScopeBase:
         cm = self._host_cm
         self._host_cm = None
         try:
-            with trio.CancelScope(shield=True):
-                await cm.__aexit__(None, None, None)
+            # Waits for the host task only (everything it hosted has finished). An enclosing
+            # cancellation does not interrupt a nursery's exit.
+            await cm.__aexit__(None, None, None)
         finally:
             self._nursery = None
             self._spawn_env = EMPTY_ENV
@@ -700,24 +741,9 @@ class _ScopeBase:
 
 
 def _nursery_env(nursery: Any) -> Any:
-    """The env given to work spawned through ``scope.spawn`` inside ``async with``."""
-    parts: list[Any] = []
-    try:
-        from . import _trio_bridge as bridge  # type: ignore[attr-defined, unused-ignore]
-    except ImportError:  # pragma: no cover - the bridge is being written
-        bridge = None
-    q = getattr(bridge, "hosting_nursery", None)
-    if q is not None:
-        parts.append(prop(q, nursery))
-    try:
-        from ._trio_scheduler import trio_scheduler  # type: ignore[attr-defined, unused-ignore]
-    except ImportError:  # pragma: no cover
-        trio_scheduler = None
-    if trio_scheduler is not None:
-        parts.append(prop(get_scheduler, trio_scheduler()))
-    if not parts:
-        return EMPTY_ENV
-    return parts[0] if len(parts) == 1 else _env_cls(*parts)
+    """The env given to work spawned through ``scope.spawn`` inside ``async with``: the host
+    nursery for coroutine senders (32.7) and the trio scheduler as ``get_scheduler`` (DQ-12)."""
+    return _env_cls(host_env(nursery), prop(get_scheduler, trio_scheduler()))
 
 
 class simple_counting_scope(_ScopeBase):

@@ -20,6 +20,10 @@ from typing import Any
 
 __all__: list[str] = []
 
+# The seven states of [exec.counting.scopes.general], shared by the scopes and the fast paths
+# of spawn/spawn_future (which inline the scope's try-associate/disassociate).
+UNUSED, OPEN, CLOSED, OPEN_JOINING, CLOSED_JOINING, UNUSED_CLOSED, JOINED = range(7)
+
 
 def is_scope_token(token: object) -> bool:
     """True if ``token`` has ``try_associate``, ``disassociate`` and ``wrap`` (25.1)."""

@@ -28,9 +28,11 @@ from ._env import (
     query_or,
 )
 from ._errors import ErrorValue, terminate
-from ._protocol import Algorithm, completed_twice, is_sender, set_value_t
+from ._protocol import Algorithm, Sender, completed_twice, is_sender, set_value_t
 from ._scope_token import check_scope_token
 from ._stop_when import StopTokenEnv, child_token
+from ._scope_token import CLOSED, OPEN, OPEN_JOINING, UNUSED
+from ._trampoline import _t as _tramp
 from ._trampoline import trampoline_start
 
 __all__ = ["spawn"]
@@ -103,8 +105,11 @@ def check_spawn_signatures(sndr: Any, cenv: Any) -> None:
     since in Python nearly every sender that runs user code may raise.
     """
     sigs = get_completion_signatures(sndr, cenv)
-    if sigs is None:
-        return
+    if sigs is not None:
+        check_signature_set(sndr, sigs)
+
+
+def check_signature_set(sndr: Any, sigs: Any) -> None:
     for s in sigs:
         if type(s) is set_value_t and s.args:
             raise TypeError(
@@ -112,6 +117,18 @@ def check_spawn_signatures(sndr: Any, cenv: Any) -> None:
                 "receiver accepts only set_value() and set_stopped() (REQUIREMENTS 29.3). "
                 "Drop the values (| sx.then(lambda *_: None)) or use spawn_future"
             )
+
+
+def _drain(t: Any) -> None:
+    # What the outermost trampoline_start does after its own start (see _trampoline).
+    q = t.queue
+    while q:
+        nxt = q.popleft()
+        t.depth = 1
+        try:
+            nxt.start()
+        finally:
+            t.depth = 0
 
 
 def as_exception(err: Any) -> BaseException:
@@ -137,7 +154,17 @@ class _ScopeSpawnState:
         if self._op is _DONE:
             raise completed_twice(self, "set_value")
         self._op = _DONE  # "destroy" the state first, then disassociate (29.6)
-        self._scope._disassociate()
+        scope = self._scope
+        # The scope's _disassociate, inlined for the common case (not the last one of a join).
+        lock = scope._lock
+        lock.acquire()
+        c = scope._count - 1
+        if c > 0 or scope._state == OPEN or scope._state == CLOSED:
+            scope._count = c
+            lock.release()
+            return
+        lock.release()
+        scope._disassociate()
 
     def set_stopped(self) -> None:
         if self._op is _DONE:
@@ -242,6 +269,45 @@ class spawn_t(Algorithm):
     __slots__ = ()
 
     def __call__(self, sndr: Any, token: Any, env: Any = EMPTY_ENV) -> None:
+        if env is EMPTY_ENV and type(token) in FAST_TOKENS and isinstance(sndr, Sender):
+            # The common case, kept short: a library scope, no env, a Sender subclass.
+            attrs = sndr.get_env()
+            if attrs is EMPTY_ENV or query_or(attrs, get_allocator, _MISSING) is _MISSING:
+                scope = token._scope
+                cenv = scope._stop_env
+                sigs = sndr.get_completion_signatures(cenv)
+                if sigs is not None:
+                    check_signature_set(sndr, sigs)
+                st = _ScopeSpawnState(scope, cenv)
+                op = st._op = connect(sndr, st)
+                # The scope's _try_associate, inlined (REQUIREMENTS 26.2).
+                lock = scope._lock
+                lock.acquire()
+                s = scope._state
+                if (s == OPEN or s == OPEN_JOINING or s == UNUSED) and (
+                    scope._count < scope.max_associations
+                ):
+                    scope._count += 1
+                    if s == UNUSED:
+                        scope._state = OPEN
+                    lock.release()
+                else:
+                    lock.release()
+                    st._op = _DONE  # dropped silently (29.4)
+                    return
+                # trampoline_start(op), inlined for the outermost level
+                t = _tramp
+                if t.depth:
+                    trampoline_start(op)
+                    return
+                t.depth = 1
+                try:
+                    op.start()
+                finally:
+                    t.depth = 0
+                if t.queue:
+                    _drain(t)
+                return
         check_args("spawn", sndr, token, env)
         if type(token) in FAST_TOKENS:
             spawn_into(sndr, token._scope, env)
