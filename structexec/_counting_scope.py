@@ -31,8 +31,8 @@ from __future__ import annotations
 import sys
 import threading
 import warnings
-from types import CoroutineType as _CoroutineType
 from collections.abc import Awaitable, Callable, Coroutine
+from types import CoroutineType as _CoroutineType
 from types import TracebackType
 from typing import Any, ClassVar
 
@@ -53,20 +53,39 @@ from ._trio_bridge import host_env
 from ._trio_scheduler import trio_scheduler
 
 if sys.version_info < (3, 11):  # pragma: no cover
-    from exceptiongroup import BaseExceptionGroup
+    from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found, unused-ignore]
 
 __all__ = ["counting_scope", "simple_counting_scope"]
 
 # The seven states of [exec.counting.scopes.general].
-from ._scope_token import (  # noqa: E402
+from ._scope_token import (
+    ACCEPTS as _ACCEPTS,
+)
+from ._scope_token import (
     CLOSED as _CLOSED,
+)
+from ._scope_token import (
     CLOSED_JOINING as _CLOSED_JOINING,
+)
+from ._scope_token import (
     JOINED as _JOINED,
+)
+from ._scope_token import (
+    JOINING as _JOINING,
+)
+from ._scope_token import (
     OPEN as _OPEN,
+)
+from ._scope_token import (
     OPEN_JOINING as _OPEN_JOINING,
+)
+from ._scope_token import (
     UNUSED as _UNUSED,
+)
+from ._scope_token import (
     UNUSED_CLOSED as _UNUSED_CLOSED,
 )
+
 _NAMES = (
     "unused",
     "open",
@@ -86,6 +105,7 @@ _AFTER_CLOSE = (
     _JOINED,  # joined: no effect
 )
 _GOOD_TO_DROP = (_UNUSED, _UNUSED_CLOSED, _JOINED)  # 26.9
+_JOIN_AT_ONCE = _GOOD_TO_DROP  # 26.5
 _ERRORS_MESSAGE = "errors in work spawned into the scope"
 
 
@@ -117,7 +137,7 @@ class _Token:
 
     def __eq__(self, other: object) -> bool:
         if type(other) is type(self):
-            return other._scope is self._scope  # type: ignore[attr-defined, no-any-return]
+            return other._scope is self._scope  # type: ignore[attr-defined, no-any-return, unused-ignore]
         return NotImplemented
 
     def __hash__(self) -> int:
@@ -326,7 +346,7 @@ async def _hosted(scope: Any, coro: Coroutine[Any, Any, Any]) -> None:
         lock = scope._lock
         lock.acquire()
         c = scope._count - 1
-        if c > 0 or scope._state == _OPEN or scope._state == _CLOSED:
+        if c > 0 or not _JOINING[scope._state]:
             scope._count = c
             lock.release()
         else:
@@ -381,9 +401,7 @@ class _ScopeBase:
         lock = self._lock
         lock.acquire()
         st = self._state
-        if (st == _OPEN or st == _OPEN_JOINING or st == _UNUSED) and (
-            self._count < self.max_associations
-        ):
+        if _ACCEPTS[st] and self._count < self.max_associations:
             self._count += 1
             if st == _UNUSED:
                 self._state = _OPEN
@@ -403,7 +421,7 @@ class _ScopeBase:
                 "disassociate() must match a successful try_associate() (REQUIREMENTS 26.4)"
             )
         self._count = c
-        if c == 0 and (self._state == _OPEN_JOINING or self._state == _CLOSED_JOINING):
+        if c == 0 and _JOINING[self._state]:
             self._state = _JOINED
             joiners = self._joiners
             self._joiners = []
@@ -419,12 +437,12 @@ class _ScopeBase:
         lock = self._lock
         lock.acquire()
         st = self._state
-        if st == _UNUSED or st == _UNUSED_CLOSED or st == _JOINED or self._count == 0:
+        if self._count == 0 or st in _JOIN_AT_ONCE:
             # 26.5, and 26.6: a scope whose associations are all released joins at once.
             self._state = _JOINED
             lock.release()
             return True
-        self._state = _OPEN_JOINING if (st == _OPEN or st == _OPEN_JOINING) else _CLOSED_JOINING
+        self._state = _OPEN_JOINING if _ACCEPTS[st] else _CLOSED_JOINING
         self._joiners.append(op)
         lock.release()
         return False
@@ -550,18 +568,17 @@ class _ScopeBase:
         nursery = self._nursery
         if nursery is None:
             raise RuntimeError(self._not_entered("start_soon"))
-        if type(async_fn) is _CoroutineType or not callable(async_fn):
-            _coroutine_of("start_soon", async_fn, args)  # raises the right TypeError
-        coro = async_fn(*args)
+        fn: Any = async_fn
+        if type(fn) is _CoroutineType or not callable(fn):
+            _coroutine_of("start_soon", fn, args).close()  # raises the right TypeError
+        coro = fn(*args)
         if type(coro) is not _CoroutineType:
             coro = _check_coroutine("start_soon", async_fn, coro)
         # _try_associate, inlined: this is the hot path of a nursery replacement.
         lock = self._lock
         lock.acquire()
         st = self._state
-        if (st == _OPEN or st == _OPEN_JOINING or st == _UNUSED) and (
-            self._count < self.max_associations
-        ):
+        if _ACCEPTS[st] and self._count < self.max_associations:
             self._count += 1
             self._state = _OPEN_JOINING if st == _OPEN_JOINING else _OPEN
             lock.release()

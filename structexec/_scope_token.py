@@ -23,6 +23,10 @@ __all__: list[str] = []
 # The seven states of [exec.counting.scopes.general], shared by the scopes and the fast paths
 # of spawn/spawn_future (which inline the scope's try-associate/disassociate).
 UNUSED, OPEN, CLOSED, OPEN_JOINING, CLOSED_JOINING, UNUSED_CLOSED, JOINED = range(7)
+#: ``ACCEPTS[state]``: does try-associate succeed in this state (count permitting)? (26.2)
+ACCEPTS = (True, True, False, True, False, False, False)
+#: ``JOINING[state]``: is a join waiting for the count to reach zero? (26.4)
+JOINING = (False, False, False, True, True, False, False)
 
 
 def is_scope_token(token: object) -> bool:
@@ -37,9 +41,8 @@ def is_scope_token(token: object) -> bool:
 def check_scope_token(token: Any, who: str) -> None:
     """Raise ``TypeError`` naming ``who`` unless ``token`` is a scope token (29.1, 27)."""
     if not is_scope_token(token):
-        missing = [
-            m for m in ("try_associate", "disassociate", "wrap") if not callable(getattr(token, m, None))
-        ]
+        names = ("try_associate", "disassociate", "wrap")
+        missing = [m for m in names if not callable(getattr(token, m, None))]
         hint = ""
         if callable(getattr(token, "get_token", None)):
             hint = " (it looks like a scope: pass scope.get_token())"

@@ -29,9 +29,8 @@ from ._env import (
 )
 from ._errors import ErrorValue, terminate
 from ._protocol import Algorithm, Sender, completed_twice, is_sender, set_value_t
-from ._scope_token import check_scope_token
+from ._scope_token import ACCEPTS, JOINING, OPEN, UNUSED, check_scope_token
 from ._stop_when import StopTokenEnv, child_token
-from ._scope_token import CLOSED, OPEN, OPEN_JOINING, UNUSED
 from ._trampoline import _t as _tramp
 from ._trampoline import trampoline_start
 
@@ -159,7 +158,7 @@ class _ScopeSpawnState:
         lock = scope._lock
         lock.acquire()
         c = scope._count - 1
-        if c > 0 or scope._state == OPEN or scope._state == CLOSED:
+        if c > 0 or not JOINING[scope._state]:
             scope._count = c
             lock.release()
             return
@@ -284,9 +283,7 @@ class spawn_t(Algorithm):
                 lock = scope._lock
                 lock.acquire()
                 s = scope._state
-                if (s == OPEN or s == OPEN_JOINING or s == UNUSED) and (
-                    scope._count < scope.max_associations
-                ):
+                if ACCEPTS[s] and scope._count < scope.max_associations:
                     scope._count += 1
                     if s == UNUSED:
                         scope._state = OPEN
@@ -315,12 +312,12 @@ class spawn_t(Algorithm):
         wrapped = token.wrap(sndr)
         senv = spawned_env(sndr, env, wrapped)
         check_spawn_signatures(wrapped, senv)
-        st = _SpawnState(token, senv)
-        op = st._op = connect(wrapped, st)
+        gst = _SpawnState(token, senv)
+        op = gst._op = connect(wrapped, gst)
         if token.try_associate():
             trampoline_start(op)
         else:
-            st._op = _DONE
+            gst._op = _DONE
 
 
 spawn = spawn_t()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import sys
 import threading
 from typing import Any
 
@@ -10,6 +11,9 @@ import pytest
 
 import structexec as sx
 from structexec.testing import ManualScheduler, RecordingReceiver
+
+if sys.version_info < (3, 11):
+    from exceptiongroup import ExceptionGroup
 
 SCOPES = [sx.simple_counting_scope, sx.counting_scope]
 
