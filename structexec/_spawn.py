@@ -19,6 +19,7 @@ from ._domain import connect
 from ._env import (
     _MISSING,
     EMPTY_ENV,
+    QueryError,
     fwd_env,
     get_allocator,
     get_env,
@@ -180,6 +181,41 @@ class _ScopeSpawnState:
         scope._disassociate()
 
 
+class _FastSpawnState(_ScopeSpawnState):
+    """The state of ``spawn(sndr, token)`` with a library scope's token and no ``env``.
+
+    It is its own environment, which is ``senv`` seen through ``token.wrap`` (29.2, 29.7):
+    ``get_stop_token`` is the scope's token (``counting_scope``; ``stop-when`` over an empty
+    ``senv``) or unsupported (``simple_counting_scope``: ``never_stop_token``), and
+    ``get_allocator`` is the one named by the sender's attributes, if any; it is looked up
+    when asked, which saves the lookup on every spawn whose work never asks.
+    """
+
+    __slots__ = ("_sndr",)
+
+    def __init__(self, scope: Any, sndr: Any) -> None:
+        self._scope = scope
+        self._sndr = sndr
+        self._op: Any = None
+
+    def get_env(self) -> Any:
+        return self
+
+    def _sx_try(self, q: Any, default: Any) -> Any:
+        if q is get_stop_token:
+            tok = self._scope._stop_token
+            return default if tok is None else tok
+        if q is get_allocator:
+            return query_or(get_env(self._sndr), get_allocator, default)
+        return default
+
+    def query(self, q: Any, *args: Any) -> Any:
+        r = self._sx_try(q, _MISSING)
+        if r is _MISSING:
+            raise QueryError(f"the environment of spawned work does not support {q!r}")
+        return r
+
+
 class _SpawnState:
     """``spawn-state`` + ``spawn-receiver`` for any other scope token."""
 
@@ -269,42 +305,40 @@ class spawn_t(Algorithm):
 
     def __call__(self, sndr: Any, token: Any, env: Any = EMPTY_ENV) -> None:
         if env is EMPTY_ENV and type(token) in FAST_TOKENS and isinstance(sndr, Sender):
-            # The common case, kept short: a library scope, no env, a Sender subclass.
-            attrs = sndr.get_env()
-            if attrs is EMPTY_ENV or query_or(attrs, get_allocator, _MISSING) is _MISSING:
-                scope = token._scope
-                cenv = scope._stop_env
-                sigs = sndr.get_completion_signatures(cenv)
-                if sigs is not None:
-                    check_signature_set(sndr, sigs)
-                st = _ScopeSpawnState(scope, cenv)
-                op = st._op = connect(sndr, st)
-                # The scope's _try_associate, inlined (REQUIREMENTS 26.2).
-                lock = scope._lock
-                lock.acquire()
-                s = scope._state
-                if ACCEPTS[s] and scope._count < scope.max_associations:
-                    scope._count += 1
-                    if s == UNUSED:
-                        scope._state = OPEN
-                    lock.release()
-                else:
-                    lock.release()
-                    st._op = _DONE  # dropped silently (29.4)
-                    return
-                # trampoline_start(op), inlined for the outermost level
-                t = _tramp
-                if t.depth:
-                    trampoline_start(op)
-                    return
-                t.depth = 1
-                try:
-                    op.start()
-                finally:
-                    t.depth = 0
-                if t.queue:
-                    _drain(t)
+            # The common case, kept short: a library scope, no env, a Sender subclass. The
+            # state is the receiver and its own environment (see _FastSpawnState).
+            scope = token._scope
+            st = _FastSpawnState(scope, sndr)
+            sigs = sndr.get_completion_signatures(st)
+            if sigs is not None:
+                check_signature_set(sndr, sigs)
+            op = st._op = connect(sndr, st)
+            # The scope's _try_associate, inlined (REQUIREMENTS 26.2).
+            lock = scope._lock
+            lock.acquire()
+            s = scope._state
+            if ACCEPTS[s] and scope._count < scope.max_associations:
+                scope._count += 1
+                if s == UNUSED:
+                    scope._state = OPEN
+                lock.release()
+            else:
+                lock.release()
+                st._op = _DONE  # dropped silently (29.4)
                 return
+            # trampoline_start(op), inlined for the outermost level
+            t = _tramp
+            if t.depth:
+                trampoline_start(op)
+                return
+            t.depth = 1
+            try:
+                op.start()
+            finally:
+                t.depth = 0
+            if t.queue:
+                _drain(t)
+            return
         check_args("spawn", sndr, token, env)
         if type(token) in FAST_TOKENS:
             spawn_into(sndr, token._scope, env)

@@ -7,9 +7,13 @@ sender, the *future*, that completes with the work's result. The state shared by
 the future resolves three events in one total order (30.7): ``complete`` (the work finished),
 ``consume`` (the future's operation started) and ``abandon`` (the future, or its operation,
 was dropped or closed without being started). The first of ``complete`` and
-``consume``/``abandon`` to happen only records itself; the second one acts. Both sides claim
-their turn with ``list.pop()`` on a one-element list, which is atomic, so no lock is needed
-unless the consumer's stop token can fire (DESIGN.md 2.7's consumer stop).
+``consume``/``abandon`` to happen only records itself; the second one acts. Each side claims
+its turn by popping the one element of a shared list (``list.pop`` is atomic), so no lock is
+needed unless the consumer's stop token can fire (DESIGN.md 2.7's consumer stop).
+
+With the library's own scopes the state is also the work's environment, and the future's stop
+source and the combined stop token are created only if the work asks for its stop token (or
+the future is abandoned): a future of work that never looks at its token costs no stop source.
 """
 
 from __future__ import annotations
@@ -19,58 +23,134 @@ from typing import Any
 
 from ._completion_signatures import completion_signatures, get_completion_signatures
 from ._domain import connect
-from ._env import EMPTY_ENV, fwd_env, get_env, get_stop_token
+from ._env import (
+    _MISSING,
+    EMPTY_ENV,
+    QueryError,
+    fwd_env,
+    get_allocator,
+    get_env,
+    get_stop_token,
+    query_or,
+)
 from ._protocol import Algorithm, Sender, set_stopped_t, twice_started
 from ._spawn import FAST_TOKENS, check_args, spawned_env
 from ._stop_token import inplace_stop_source, is_unstoppable, stop_callback_for
-from ._stop_when import StopTokenEnv, child_token, combined_stop_token, stop_when
+from ._stop_when import combined_stop_token, stop_when
 from ._trampoline import trampoline_start
 
 __all__ = ["spawn_future"]
 
 _VALUE, _ERROR, _STOPPED = 0, 1, 2
+_LAZY = threading.Lock()  # guards the lazy creation of a state's stop source
+
+
+def _claim(flag: list[Any]) -> bool:
+    """Pop the one element of ``flag``: ``True`` for the first caller only (atomic)."""
+    if flag:
+        try:
+            flag.pop()
+        except IndexError:  # lost a race with another thread between the test and the pop
+            return False
+        return True
+    return False
+
+
+class _ConsumerStop:
+    """The rarely needed part of the state: a consumer whose stop token can fire."""
+
+    __slots__ = ("cb", "lock", "pending")
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.cb: Any = None
+        self.pending: Any = None
 
 
 class _FutureState:
     """``spawn-future-state``; also the receiver of the spawned work (30.2-30.8).
 
-    ``_token`` is the scope token (generic path) or the scope itself (library scopes), with
-    ``_fast`` telling which.
+    ``_token`` is the scope token (generic path) or the scope itself (``_fast``: the library's
+    scopes). On the fast path the state is the work's environment: ``FWD-ENV(senv)`` with the
+    stop token of ``stop-when`` (the future's own source, combined with ``senv``'s token and
+    the ``counting_scope``'s) and the allocator of 29.2, computed when asked.
     """
 
     __slots__ = (
         "_associated",
         "_env",
+        "_ext",
         "_fast",
         "_flag",
         "_kind",
-        "_lock",
         "_result",
         "_slot",
+        "_sndr",
         "_source",
-        "_stop_cb",
-        "_stop_pending",
+        "_tok",
         "_token",
     )
 
-    def __init__(self, token: Any, fast: bool, env: Any, source: inplace_stop_source) -> None:
+    def __init__(self, token: Any, fast: bool, env: Any, sndr: Any) -> None:
         self._token = token
         self._fast = fast
-        self._env = env
-        self._source = source
+        self._env = env  # fast: FWD-ENV(senv); generic: senv
+        self._sndr = sndr  # kept for the allocator query and the completion signatures
+        self._source: inplace_stop_source | None = None
+        self._tok: Any = None
         self._associated = False
-        self._flag = [None]  # popped by whichever of complete / consume-or-abandon comes first
-        self._slot: list[Any] = []  # the registered consumer, taken atomically with pop()
+        self._flag = [None]  # claimed by whichever of complete / consume-or-abandon is first
+        self._slot: Any = None  # the registered consumer: a one-element list
         self._kind = -1
         self._result: Any = None
-        self._lock: Any = None
-        self._stop_cb: Any = None
-        self._stop_pending: Any = None
+        self._ext: _ConsumerStop | None = None
 
-    # -- receiver of the spawned work (spawn-future-receiver)
+    # -- the stop source, created on demand
+
+    def _get_source(self) -> inplace_stop_source:
+        src = self._source
+        if src is None:
+            with _LAZY:
+                src = self._source
+                if src is None:
+                    src = self._source = inplace_stop_source()
+        return src
+
+    def _stop_token(self) -> Any:
+        tok = self._tok
+        if tok is None:
+            tok = self._get_source().get_token()
+            rt = get_stop_token(self._env)
+            if not is_unstoppable(rt):
+                tok = combined_stop_token(tok, rt)
+            st = self._token._stop_token
+            if st is not None:
+                tok = combined_stop_token(st, tok)
+            self._tok = tok  # concurrent first queries build equivalent tokens
+        return tok
+
+    # -- receiver of the spawned work (spawn-future-receiver) and its environment
 
     def get_env(self) -> Any:
-        return self._env
+        return self if self._fast else self._env
+
+    def _sx_try(self, q: Any, default: Any) -> Any:
+        if q is get_stop_token:
+            return self._stop_token()
+        if q is get_allocator:
+            r = query_or(self._env, get_allocator, _MISSING)
+            if r is not _MISSING:
+                return r
+            return query_or(get_env(self._sndr), get_allocator, default)
+        return query_or(self._env, q, default)
+
+    def query(self, q: Any, *args: Any) -> Any:
+        if args:
+            return self._env.query(q, *args)
+        r = self._sx_try(q, _MISSING)
+        if r is _MISSING:
+            raise QueryError(f"the environment of spawn_future's work does not support {q!r}")
+        return r
 
     def set_value(self, *vals: Any) -> None:
         self._store(_VALUE, vals)
@@ -94,22 +174,19 @@ class _FutureState:
     # -- the three events
 
     def _complete(self) -> None:
-        try:
-            self._flag.pop()
-        except IndexError:
-            pass
-        else:
+        if _claim(self._flag):
             return  # first: the result waits for consume or abandon (30.7)
-        lock = self._lock
-        if lock is not None:
-            lock.acquire()
-        try:
-            rcvr = self._slot.pop()
-        except IndexError:
-            rcvr = None
-        cb = self._stop_cb
-        if lock is not None:
-            lock.release()
+        ext = self._ext
+        if ext is None:
+            slot = self._slot
+            rcvr = slot.pop() if slot else None  # only we take it: no consumer stop
+            cb = None
+        else:
+            ext.lock.acquire()
+            slot = self._slot
+            rcvr = slot.pop() if slot else None
+            cb = ext.cb
+            ext.lock.release()
         if rcvr is None:
             # Abandoned (dropped, closed, or the consumer was stopped): destroy (30.6).
             self._destroy(True)
@@ -119,58 +196,56 @@ class _FutureState:
         self._deliver(rcvr)
 
     def _consume(self, rcvr: Any) -> None:
-        self._slot.append(rcvr)
+        if not self._flag:
+            self._deliver(rcvr)  # the work has completed: inline, inside start (30.5)
+            return
+        self._slot = [rcvr]
         tok = get_stop_token(get_env(rcvr))
-        lock = None
+        ext = None
         if not is_unstoppable(tok) and tok.stop_possible():
-            lock = self._lock = threading.RLock()
-            lock.acquire()
-        try:
-            self._flag.pop()
-        except IndexError:
-            # The work has completed: deliver inline, inside start (30.5).
-            if lock is not None:
-                lock.release()
-            self._slot.pop()
+            ext = self._ext = _ConsumerStop()
+            ext.lock.acquire()
+        if not _claim(self._flag):
+            # The work completed meanwhile: deliver inline.
+            if ext is not None:
+                ext.lock.release()
+            self._slot = None
             self._deliver(rcvr)
             return
-        if lock is None:
-            return  # delivered by _complete
+        if ext is None:
+            return  # _complete delivers
         # DESIGN.md 2.7: a stop request on the consumer abandons the work and completes the
         # consumer stopped at once. The lock orders the callback against _complete.
-        cb = self._stop_cb = stop_callback_for(tok, self._on_consumer_stop)
-        pending = self._stop_pending
-        lock.release()
+        cb = ext.cb = stop_callback_for(tok, self._on_consumer_stop)
+        pending = ext.pending
+        ext.lock.release()
         if pending is not None:  # the callback ran inside the constructor, on this thread
-            self._stop_pending = None
+            ext.pending = None
             cb.close()
             pending.set_stopped()
 
     def _on_consumer_stop(self) -> None:
-        lock = self._lock
-        lock.acquire()
-        try:
-            rcvr = self._slot.pop()
-        except IndexError:
-            rcvr = None  # _complete took it: it delivers the result
-        cb = self._stop_cb
+        ext = self._ext
+        assert ext is not None
+        ext.lock.acquire()
+        slot = self._slot
+        rcvr = slot.pop() if slot else None  # None: _complete took it and delivers
+        cb = ext.cb
         if rcvr is not None and cb is None:
-            self._stop_pending = rcvr
-        lock.release()
+            ext.pending = rcvr
+        ext.lock.release()
         if rcvr is None:
             return
-        self._source.request_stop()  # abandon: the work is still tracked by its scope
+        self._get_source().request_stop()  # abandon: the work is still tracked by its scope
         if cb is not None:
             cb.close()  # from inside the callback itself: does not wait (5.4)
             rcvr.set_stopped()
 
     def _abandon(self) -> None:
-        try:
-            self._flag.pop()
-        except IndexError:
-            self._destroy(True)  # the work had completed: destroy now (30.6)
+        if _claim(self._flag):
+            self._get_source().request_stop()  # destroyed when the work completes (30.6)
         else:
-            self._source.request_stop()  # destroyed when the work completes (30.6)
+            self._destroy(True)  # the work had completed: destroy now (30.6)
 
     # -- delivery and release
 
@@ -201,8 +276,6 @@ class _FutureState:
                 record = getattr(token, "record_error", None)
                 if record is not None:
                     record(err)
-        else:
-            self._result = None
         if self._associated:
             self._associated = False
             if self._fast:
@@ -242,12 +315,10 @@ class _FutureOp:
 class _FutureSender(Sender[Any]):
     """The sender returned by ``spawn_future``: single-shot (2.15, 30.5)."""
 
-    __slots__ = ("_cenv", "_sndr", "_state")
+    __slots__ = ("_state",)
 
-    def __init__(self, state: _FutureState, sndr: Any, cenv: Any) -> None:
+    def __init__(self, state: _FutureState) -> None:
         self._state: _FutureState | None = state
-        self._sndr = sndr
-        self._cenv = cenv
 
     def connect(self, rcvr: Any) -> _FutureOp:
         st = self._state
@@ -258,7 +329,6 @@ class _FutureSender(Sender[Any]):
                 "30.5)"
             )
         self._state = None
-        self._sndr = self._cenv = None
         return _FutureOp(st, rcvr)
 
     def close(self) -> None:
@@ -267,7 +337,6 @@ class _FutureSender(Sender[Any]):
         st = self._state
         if st is not None:
             self._state = None
-            self._sndr = self._cenv = None
             st._abandon()
 
     def __del__(self) -> None:
@@ -276,9 +345,10 @@ class _FutureSender(Sender[Any]):
 
     def get_completion_signatures(self, env: Any = None) -> Any:
         """The work's signatures plus ``set_stopped_t()`` (30.10); ``None`` if unknown."""
-        if self._sndr is None:
+        st = self._state
+        if st is None:
             return None
-        sigs = get_completion_signatures(self._sndr, self._cenv)
+        sigs = get_completion_signatures(st._sndr, st.get_env())
         if sigs is None:
             return None
         return sigs | completion_signatures(set_stopped_t())
@@ -316,34 +386,32 @@ class spawn_future_t(Algorithm):
     __slots__ = ()
 
     def __call__(self, sndr: Any, token: Any, env: Any = EMPTY_ENV) -> Sender[Any]:
-        check_args("spawn_future", sndr, token, env)
-        source = inplace_stop_source()
         if type(token) in FAST_TOKENS:
+            if not isinstance(sndr, Sender) or env is not EMPTY_ENV:
+                check_args("spawn_future", sndr, token, env)
             scope = token._scope
-            senv = spawned_env(sndr, env)
-            tok = child_token(source.get_token(), get_stop_token(senv))
-            if scope._stop_token is not None:
-                tok = combined_stop_token(scope._stop_token, tok)
-            cenv = StopTokenEnv(tok, fwd_env(senv))
-            st = _FutureState(scope, True, cenv, source)
+            st = _FutureState(scope, True, fwd_env(env), sndr)
             op = connect(sndr, st)
             if scope._try_associate():
                 st._associated = True
                 trampoline_start(op)
             else:
-                st.set_stopped()
-            return _FutureSender(st, sndr, cenv)
+                st.set_stopped()  # 30.2: stored stopped; the work never runs
+            return _FutureSender(st)
+        check_args("spawn_future", sndr, token, env)
         wrapped = token.wrap(sndr)
         senv = spawned_env(sndr, env, wrapped)
+        source = inplace_stop_source()
         child = stop_when(wrapped, source.get_token())
-        st = _FutureState(token, False, senv, source)
-        op = connect(child, st)
+        gst = _FutureState(token, False, senv, child)
+        gst._source = source
+        op = connect(child, gst)
         if token.try_associate():
-            st._associated = True
+            gst._associated = True
             trampoline_start(op)
         else:
-            st.set_stopped()
-        return _FutureSender(st, child, senv)
+            gst.set_stopped()
+        return _FutureSender(gst)
 
 
 spawn_future = spawn_future_t()

@@ -1,0 +1,268 @@
+"""Counting scopes vs trio nurseries and anyio task handles (issue 4).
+
+Every row measures structexec and its baseline in the same call:
+
+* spawning a plain sender into a ``counting_scope`` vs ``nursery.start_soon(async_noop)``
+  (both including the work running to completion and the block's exit);
+* ``scope.start_soon(async_noop)`` vs ``nursery.start_soon(async_noop)``;
+* ``spawn_future`` + awaiting the result vs anyio's ``start_soon`` + awaiting its
+  ``TaskHandle`` (anyio >= 4.14, trio backend);
+* ``request_stop()`` with 5,000 hosted sleeping tasks vs ``nursery.cancel_scope.cancel()``
+  with 5,000 sleepers (time from the request until the block has exited, per task);
+* memory per pending spawned sender (one that completes only on stop) vs one sleeping trio
+  task (tracemalloc).
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+import tracemalloc
+from typing import Any
+
+import trio
+import trio.testing
+
+import structexec as sx
+from _harness import (
+    Bench,
+    Pair,
+    anyio_start_soon_and_wait_handle_cost,
+    row,
+    timeit_trio,
+    trio_cancel_sleepers_cost,
+    trio_start_soon_cost,
+)
+
+
+async def _anoop() -> None:
+    pass
+
+
+def _noop() -> None:
+    pass
+
+
+def _per_second(cost: float | None) -> float | None:
+    return None if cost is None else 1.0 / cost
+
+
+# --------------------------------------------------------------------------- spawn
+
+
+def spawn_fresh_cost(n: int) -> float:
+    """``sx.spawn(sx.just() | sx.then(noop), token)`` per spawn, building the sender each time,
+    into a counting_scope opened with ``async with`` (its exit included)."""
+
+    async def spawn(k: int) -> None:
+        async with sx.counting_scope() as scope:
+            tok = scope.get_token()
+            for _ in range(k):
+                sx.spawn(sx.just() | sx.then(_noop), tok)
+
+    return timeit_trio(spawn, n, batch=True)
+
+
+def spawn_prebuilt_cost(n: int) -> float:
+    """The same with the sender built once (a sender is a reusable description of work, as
+    the function given to ``start_soon`` is)."""
+
+    async def spawn(k: int) -> None:
+        async with sx.counting_scope() as scope:
+            tok = scope.get_token()
+            s = sx.just() | sx.then(_noop)
+            for _ in range(k):
+                sx.spawn(s, tok)
+
+    return timeit_trio(spawn, n, batch=True)
+
+
+@row(
+    metric="spawn(just() | then(noop)) into counting_scope vs nursery.start_soon, throughput",
+    unit="ops/s",
+    better="higher",
+    target=3.0,
+)
+def spawn_fresh(b: Bench) -> Pair:
+    n = b.n(20_000)
+    base = trio_start_soon_cost(n)
+    return _per_second(spawn_fresh_cost(n)), _per_second(base)
+
+
+@row(
+    metric="spawn(prebuilt just() | then(noop)) into counting_scope vs nursery.start_soon, "
+    "throughput",
+    unit="ops/s",
+    better="higher",
+    target=3.0,
+)
+def spawn_prebuilt(b: Bench) -> Pair:
+    n = b.n(20_000)
+    base = trio_start_soon_cost(n)
+    return _per_second(spawn_prebuilt_cost(n)), _per_second(base)
+
+
+# --------------------------------------------------------------------------- start_soon
+
+
+def scope_start_soon_cost(n: int) -> float:
+    async def spawn(k: int) -> None:
+        async with sx.counting_scope() as scope:
+            for _ in range(k):
+                scope.start_soon(_anoop)
+
+    return timeit_trio(spawn, n, batch=True)
+
+
+@row(
+    metric="scope.start_soon(async_noop) vs nursery.start_soon, throughput",
+    unit="ops/s",
+    better="higher",
+    target=0.8,
+)
+def start_soon(b: Bench) -> Pair:
+    n = b.n(20_000)
+    base = trio_start_soon_cost(n)
+    return _per_second(scope_start_soon_cost(n)), _per_second(base)
+
+
+# --------------------------------------------------------------------------- spawn_future
+
+
+def spawn_future_await_cost(n: int) -> float:
+    """``scope.spawn_future(sx.just(1))`` for ``n`` futures, then ``await`` each one."""
+
+    async def spawn(k: int) -> None:
+        async with sx.counting_scope() as scope:
+            s = sx.just(1)
+            futs = [scope.spawn_future(s) for _ in range(k)]
+            for f in futs:
+                await f
+
+    return timeit_trio(spawn, n, batch=True)
+
+
+@row(
+    metric="spawn_future + await result vs anyio start_soon + await TaskHandle, throughput",
+    unit="ops/s",
+    better="higher",
+    target=2.0,
+)
+def spawn_future_await(b: Bench) -> Pair:
+    n = b.n(20_000)
+    base = anyio_start_soon_and_wait_handle_cost(n)
+    return _per_second(spawn_future_await_cost(n)), _per_second(base)
+
+
+# --------------------------------------------------------------------------- request_stop
+
+
+def scope_request_stop_cost(k: int) -> float:
+    """``request_stop()`` on a counting_scope hosting ``k`` tasks in ``trio.sleep_forever``:
+    seconds per task from the request until the ``async with`` block has exited."""
+
+    async def main() -> float:
+        t0 = 0.0
+        async with sx.counting_scope() as scope:
+            for _ in range(k):
+                scope.start_soon(trio.sleep_forever)
+            await trio.testing.wait_all_tasks_blocked()
+            gc.collect()
+            t0 = time.perf_counter()
+            scope.request_stop()
+        return (time.perf_counter() - t0) / k
+
+    return trio.run(main)
+
+
+@row(
+    metric="request_stop() with 5000 hosted sleepers vs cancel_scope.cancel(), per task",
+    unit="us/op",
+    better="lower",
+    target=1.0,
+)
+def request_stop(b: Bench) -> Pair:
+    k = 5000 if not b.quick else 1000
+    base = trio_cancel_sleepers_cost(k)
+    return scope_request_stop_cost(k), base
+
+
+# --------------------------------------------------------------------------- memory
+
+
+class _UntilStopped(sx.Sender[None]):
+    """A sender that completes (stopped) only when its stop token fires."""
+
+    __slots__ = ()
+
+    def connect(self, rcvr: Any) -> _UntilStoppedOp:
+        return _UntilStoppedOp(rcvr)
+
+
+class _UntilStoppedOp:
+    __slots__ = ("_cb", "_rcvr")
+
+    def __init__(self, rcvr: Any) -> None:
+        self._rcvr = rcvr
+        self._cb: Any = None
+
+    def start(self) -> None:
+        self._cb = sx.stop_callback_for(sx.get_stop_token(sx.get_env(self._rcvr)), self._fire)
+
+    def _fire(self) -> None:
+        cb, self._cb = self._cb, None
+        if cb is not None:
+            cb.close()
+        self._rcvr.set_stopped()
+
+
+def pending_spawn_bytes(k: int) -> float:
+    """tracemalloc bytes per sender spawned into a counting_scope and pending until stop."""
+    scope = sx.counting_scope()
+    tok = scope.get_token()
+    s = _UntilStopped()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(k):
+            sx.spawn(s, tok)
+        after = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert scope.count == k
+    scope.request_stop()
+    sx.sync_wait(scope.join())
+    return (after - before) / k
+
+
+def trio_sleeping_task_bytes(k: int) -> float:
+    """tracemalloc bytes per trio task parked in ``trio.sleep_forever`` in a nursery."""
+
+    async def main() -> float:
+        async with trio.open_nursery() as nursery:
+            gc.collect()
+            tracemalloc.start()
+            try:
+                before = tracemalloc.get_traced_memory()[0]
+                for _ in range(k):
+                    nursery.start_soon(trio.sleep_forever)
+                await trio.testing.wait_all_tasks_blocked()
+                after = tracemalloc.get_traced_memory()[0]
+            finally:
+                tracemalloc.stop()
+            nursery.cancel_scope.cancel()
+        return (after - before) / k
+
+    return trio.run(main)
+
+
+@row(
+    metric="memory per pending spawned sender vs a sleeping trio task",
+    unit="B",
+    better="lower",
+    target=0.5,
+)
+def pending_memory(b: Bench) -> Pair:
+    k = b.n(20_000)
+    return pending_spawn_bytes(k), trio_sleeping_task_bytes(k)
