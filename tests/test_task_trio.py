@@ -305,9 +305,13 @@ async def test_2_5_stop_request_while_awaiting_a_sender_unwinds_the_task(
     @sx.task
     async def t() -> None:
         try:
-            # completes stopped on the loop thread once stop has been requested
-            await (sx.just() | sx.then(gate.wait) | sx.continues_on(lt.sch))
-            await sx.schedule(lt.sch)
+            # blocks on the loop thread until the gate opens; the second run_loop item then
+            # sees the stop request and completes stopped there
+            await (
+                sx.schedule(lt.sch)
+                | sx.then(gate.wait)
+                | sx.let_value(lambda _: sx.schedule(lt.sch))
+            )
             log.append("resumed")
         finally:
             log.append(f"finally on trio: {threading.get_ident() == trio_thread}")
@@ -315,6 +319,8 @@ async def test_2_5_stop_request_while_awaiting_a_sender_unwinds_the_task(
     trio_thread = threading.get_ident()
     r = on_trio()
     r.run(t())
+    await trio.testing.wait_all_tasks_blocked()  # the task waits for the loop thread
+    assert not r.done
     r.request_stop()
     gate.set()
     with trio.fail_after(5):
