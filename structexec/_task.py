@@ -37,7 +37,7 @@ import trio.lowlevel as tl
 from typing_extensions import ParamSpec
 
 from . import _hooks
-from ._affine_on import completes_inline, completes_on
+from ._affine_on import completes_on
 from ._completion_signatures import completion_signatures, get_completion_signatures
 from ._coroutine_sender import TrioHostedOp
 from ._domain import connect
@@ -260,6 +260,7 @@ class _Config:
         "exc_types",
         "inline",
         "name",
+        "plain",
         "result",
         "scheduler_type",
         "sigs",
@@ -288,6 +289,8 @@ class _Config:
         if not callable(self.scheduler_type):
             raise TypeError(f"{name}: scheduler_type must be a class, got {self.scheduler_type!r}")
         self.inline = self.scheduler_type is inline_scheduler
+        # No Environment at all: a task awaited by a task takes a shortcut (_child_frame).
+        self.plain = environment is None
         self.env_type: Any = getattr(e, "env_type", None) if environment is not None else None
         self.env_arity = _ctor_arity(environment, "Environment") if environment is not None else 0
         self.result = result
@@ -760,7 +763,8 @@ class _Driver:
         n = len(vals)
         self.data = vals[0] if n == 1 else (None if n == 0 else vals)
         self.kind = _SEND
-        if self.gate.pop(0, _MISSING) is not None:
+        g = self.gate
+        if g is not None and g.pop(0, _MISSING) is _MISSING:
             self._resume()
 
     def set_error(self, err: Any) -> None:
@@ -768,15 +772,20 @@ class _Driver:
             raise completed_twice(self, "set_error")
         self.data = err if isinstance(err, BaseException) else ErrorValue(err)
         self.kind = _THROW
-        if self.gate.pop(0, _MISSING) is not None:
+        g = self.gate
+        if g is not None and g.pop(0, _MISSING) is _MISSING:
             self._resume()
 
     def set_stopped(self) -> None:
         if self.kind:
             raise completed_twice(self, "set_stopped")
         self.kind = _STOP
-        if self.gate.pop(0, _MISSING) is not None:
+        g = self.gate
+        if g is not None and g.pop(0, _MISSING) is _MISSING:
             self._resume()
+
+    def _done(self) -> bool:
+        return self.kind != _PENDING
 
     def _resume(self) -> None:
         """The awaited operation completed after the loop suspended: continue on SCHED."""
@@ -929,19 +938,24 @@ class _Driver:
                     except Exception as e:
                         kind, data = _THROW, e
                         continue
-                    if self.mode == _TRIO or fr.cfg.inline:
-                        self.hop = False
-                    else:
-                        self.hop = not (
-                            completes_inline(sndr)
-                            or getattr(sndr, "_sx_affine", False) is True
-                            or completes_on(sndr, fr.sched, fr)
-                        )
                     self.kind = _PENDING
-                    gate = self.gate = {0: None}
+                    self.gate = None
                     op.start()
-                    if gate.pop(0, _MISSING) is None:
-                        return _SUSPEND  # the completion resumes the loop
+                    if not self.kind:
+                        # Not completed inside start(). Decide the hop back, then arm the
+                        # gate: whichever of this thread and the completing one pops it
+                        # second continues the loop (see set_value).
+                        if self.mode == _TRIO or fr.cfg.inline:
+                            self.hop = False
+                        else:
+                            self.hop = not (
+                                getattr(sndr, "_sx_affine", False) is True
+                                or completes_on(sndr, fr.sched, fr)
+                            )
+                        gate = self.gate = {0: None}
+                        # (re-read: the completion may have arrived on another thread)
+                        if not self._done() and gate.pop(0, _MISSING) is None:
+                            return _SUSPEND  # the completion resumes the loop
                     kind = self.kind
                     data = self.data
                     self.data = None
@@ -997,6 +1011,32 @@ class _Driver:
     def _child_frame(self, parent: _TaskOp, sndr: _TaskSender[Any]) -> _TaskOp | None:
         """Run an awaited task on this loop if it would run on the same scheduler (24.22b)."""
         cfg = sndr._cfg
+        tok = parent.token
+        if cfg.plain and type(parent.sched) is task_scheduler and type(tok) is inplace_stop_token:
+            # The common case: default Environment, so task_scheduler and an inplace stop
+            # source. The child's SCHED is task_scheduler(parent SCHED), equal to the
+            # parent's, and its token is the parent's (same type: no link, 24.10).
+            alloc = sndr._alloc
+            child = _TaskOp.__new__(_TaskOp)
+            child.coro = sndr._take()  # may raise: thrown into the parent at its await
+            child.cfg = cfg
+            child.rcvr = None
+            child.sched = parent.sched
+            child.trio_run = parent.trio_run
+            child.alloc = _DEFAULT_ALLOC if alloc is _MISSING else alloc
+            child.own_env = EMPTY_ENV
+            child.environment = None
+            child.factory = None
+            child.token = tok
+            child.source = None
+            child.link = None
+            child.driver = self
+            child.started = True
+            child.unwinding = _UNWIND_NONE
+            child.exit_error = None
+            self.frames.append(child)
+            self.top = child
+            return child
         penv = fwd_env(parent)
         try:
             child = _TaskOp(None, cfg, sndr._alloc, None, penv)
