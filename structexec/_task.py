@@ -1140,29 +1140,26 @@ def _check_awaitable(sndr: Any, env: Any) -> None:
 _TRIO_NO_CTX = ("must be called from async context",)
 
 
+def _off_trio_message(fr: _TaskOp, detail: str) -> str:
+    return (
+        f"the task {fr.cfg.name} awaited a trio primitive (trio.sleep, a channel, a nursery, a "
+        f"cancel scope, ...) or another non-structexec awaitable, but it runs on {fr.sched!r}, "
+        "not on the trio scheduler, so it is not inside a trio task. Await the task from trio "
+        "code, spawn it into a counting_scope, or run the trio part as a nested task on the "
+        f"trio scheduler: await sx.starts_on(sx.trio_scheduler(), nested_task()) ({detail})"
+    )
+
+
 def _trio_off_loop_error(fr: _TaskOp, e: RuntimeError) -> RuntimeError:
     """Replace trio's terse error by one that says why and what to do (issue: clear error)."""
-    err = RuntimeError(
-        f"the task {fr.cfg.name} awaited a trio primitive (trio.sleep, a channel, a nursery, "
-        f"a cancel scope, ...), but it runs on {fr.sched!r}, not on the trio scheduler, so it "
-        "is not inside a trio task. Await the task from trio code, spawn it into a "
-        "counting_scope, or run the trio part as a nested task on the trio scheduler: "
-        "await sx.starts_on(sx.trio_scheduler(), nested_task()) (trio said: "
-        f"{e.args[0]!r})"
-    )
+    err = RuntimeError(_off_trio_message(fr, f"trio said: {e.args[0]!r}"))
     err.__cause__ = e
     err.__traceback__ = e.__traceback__
     return err
 
 
 def _foreign_message(fr: _TaskOp, y: Any) -> str:
-    return (
-        f"the task {fr.cfg.name} awaited something that is not a structexec sender (it "
-        f"yielded {y!r}); trio primitives (trio.sleep, channels, nurseries, cancel scopes) can "
-        f"be awaited only in a task that runs on the trio scheduler, and this one runs on "
-        f"{fr.sched!r}. Await it from trio code or spawn it into a counting_scope, or run the "
-        "trio part with sx.starts_on(sx.trio_scheduler(), nested_task())"
-    )
+    return _off_trio_message(fr, f"it yielded {y!r}")
 
 
 # --------------------------------------------------------------------------- the decorator
