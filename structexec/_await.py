@@ -39,7 +39,14 @@ from ._env import _MISSING, QueryError, get_scheduler, get_stop_token, query_or
 from ._errors import ErrorValue, Stopped
 from ._protocol import completed_twice
 from ._stop_token import inplace_stop_source, inplace_stop_token
-from ._trio_bridge import _RUN, RunState, current_run, hosted_env, in_trio_run, run_finished_error
+from ._trio_bridge import (
+    RunState,
+    current_run,
+    hosted_env,
+    in_trio_run,
+    run_finished_error,
+    runs_by_thread,
+)
 from ._trio_scheduler import _TrioScheduleSender
 
 __all__: list[str] = []
@@ -52,7 +59,7 @@ _wait_task_rescheduled = tl.wait_task_rescheduled
 _checkpoint = tl.checkpoint
 _FAILED = tl.Abort.FAILED
 _get_hosted = hosted_env.get
-_run_get = _RUN.get
+_runs_get = runs_by_thread.get
 
 _PENDING, _VALUE, _ERROR, _STOPPED = 0, 1, 2, 3
 
@@ -172,12 +179,12 @@ def await_sender(sndr: Any) -> Generator[Any, Any, Any]:
     driver = _driver_state.driver
     if driver is not None:
         return (yield from driver.await_sender(sndr))
-    try:
-        run = _run_get(None)
-    except RuntimeError:
-        raise _not_in_trio() from None
-    if run is None:
-        run = current_run()
+    run = _runs_get(_get_ident())
+    if run is None:  # the first structexec await of this run, or not in trio at all
+        try:
+            run = current_run()
+        except RuntimeError:
+            raise _not_in_trio() from None
     if type(sndr) is _TrioScheduleSender and sndr._sch._run is run:
         # schedule(trio_scheduler()) awaited by a task of its own run: one checkpoint.
         yield from _checkpoint().__await__()
@@ -186,8 +193,10 @@ def await_sender(sndr: Any) -> Generator[Any, Any, Any]:
     op = connect(sndr, r)
     op.start()
     if not r._kind:
-        task = tl.current_task()
-        r._task = task
+        try:
+            r._task = tl.current_task()
+        except RuntimeError:
+            raise _not_in_trio() from None
         with _LOCK:
             if not r._kind:
                 r._parked = True

@@ -156,10 +156,18 @@ class _RunEnd(trio.abc.Instrument):
         self._state = state
 
     def after_run(self) -> None:
-        self._state.finished = True
+        st = self._state
+        st.finished = True
+        if runs_by_thread.get(st.thread) is st:
+            del runs_by_thread[st.thread]
 
 
 _RUN: tl.RunVar[RunState | None] = tl.RunVar("structexec_run_state")
+
+#: thread ident -> the RunState of the trio run that thread is running (registered when the
+#: state is created, removed when the run ends). A cheap lookup for hot paths; a missing
+#: entry means "ask current_run()".
+runs_by_thread: dict[int, RunState] = {}
 
 
 def current_run() -> RunState:
@@ -175,6 +183,7 @@ def current_run() -> RunState:
         st = RunState()
         _RUN.set(st)
         tl.add_instrument(_RunEnd(st))
+        runs_by_thread[st.thread] = st
     return st
 
 
