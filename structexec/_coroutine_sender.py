@@ -58,12 +58,14 @@ from ._trio_bridge import (
     in_trio_run,
     run_finished_error,
     run_of_env,
+    runs_by_thread,
     trio_host_nursery,
 )
 
 __all__: list[str] = []
 
 _get_ident = threading.get_ident
+_runs_get = runs_by_thread.get
 _NOTHING: Any = object()
 _CoroutineType = types.CoroutineType
 _getcoroutinestate = inspect.getcoroutinestate
@@ -210,9 +212,12 @@ class _AwaitableOp(TrioHostedOp):
         rcvr = self._rcvr
         e = get_env(rcvr)
         self._nursery = query_or(e, trio_host_nursery, None)
-        if in_trio_run():
+        run = _runs_get(_get_ident())
+        if run is None and in_trio_run():
+            run = current_run()
+        if run is not None:
             # On a trio thread: host the awaitable in this run.
-            self._run = current_run()
+            self._run = run
             self._host(e)
             return
         run = run_of_env(e)
