@@ -160,6 +160,12 @@ class _ScheduleOp(receiver_proxy):
             _close_link(self)
         self._rcvr.set_stopped()
 
+    def try_query(self, *args: Any) -> Any:
+        if len(args) == 1 and args[0] is get_stop_token:  # the common question, fast
+            tok = self._tok
+            return _resolve_token(self) if tok is _UNSET else tok
+        return super().try_query(*args)
+
     def _sx_stop_token(self) -> inplace_stop_token | None:
         tok = self._tok
         if tok is _UNSET:
@@ -183,6 +189,8 @@ class _ScheduleAttrs:
     def _sx_try(self, q: Any, default: Any) -> Any:
         if q is _VALUE_SCHED:
             return self._sch
+        if q is get_domain:
+            return _DOMAIN
         return default
 
     def query(self, q: Any, *args: Any) -> Any:
@@ -624,7 +632,7 @@ class _ParallelDomain(default_domain):
     """
 
     def transform_sender(self, sndr: Any, env: Any = None) -> Any:
-        if env is None or type(sndr) is _ParBulkSender:
+        if env is None or type(sndr) is _ParBulkSender or type(sndr) is _ScheduleSender:
             return sndr
         algo = getattr(sndr, "tag", None)
         if algo is not None and (

@@ -118,6 +118,31 @@ def test_bulk_chunked_covers_each_index_once_in_chunks(
     assert [i for b, e in chunks for i in range(b, e)] == list(range(1000))
 
 
+def fill_ones(b: int, e: int, buf: bytearray) -> None:
+    buf[b:e] = b"\x01" * (e - b)
+
+
+def test_big_work_is_scattered_once(
+    sch: sx.parallel_scheduler, backend: DaskBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = backend.client
+    scatters: list[int] = []
+    real_scatter = client.scatter
+
+    def scatter(data: Any, **kw: Any) -> Any:
+        scatters.append(len(data))
+        return real_scatter(data, **kw)
+
+    monkeypatch.setattr(client, "scatter", scatter)
+    buf = bytearray(2 << 20)  # 2 MiB travels once, not once per chunk
+    r = sx.sync_wait(
+        sx.just(buf) | sx.continues_on(sch) | sx.bulk_chunked(sx.par, len(buf), fill_ones)
+    )
+    assert r is not None and r[0] is buf
+    assert buf == b"\x01" * len(buf)
+    assert len(scatters) == 1 and scatters[0] > 2 << 20
+
+
 def test_errors_keep_their_original_type(sch: sx.parallel_scheduler) -> None:
     with pytest.raises(ChunkError, match="seven"):
         sx.sync_wait(sx.schedule(sch) | sx.bulk(sx.par, 20, fail_at_7))

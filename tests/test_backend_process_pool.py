@@ -94,6 +94,38 @@ def test_chunked_results_of_several_sequence_types_are_merged(sch: sx.parallel_s
     assert config == {"touched": 0}  # changes to other values stay in the worker
 
 
+class FakeArray:
+    """Quacks like a 1-D numpy array as far as the copy-back rule is concerned."""
+
+    __array_interface__: dict[str, Any] = {}
+    ndim = 1
+
+    def __init__(self, n: int) -> None:
+        self.data = [0] * n
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, k: Any) -> Any:
+        return self.data[k]
+
+    def __setitem__(self, k: Any, v: Any) -> None:
+        self.data[k] = v
+
+
+def cube(i: int, arr: FakeArray, short: list[int]) -> None:
+    arr[i] = i**3
+    short[0] = 99  # shorter than the shape: not copied back
+
+
+def test_array_like_values_are_merged_and_short_lists_are_not(sch: sx.parallel_scheduler) -> None:
+    arr = FakeArray(16)
+    short = [0]
+    sx.sync_wait(sx.just(arr, short) | sx.continues_on(sch) | sx.bulk(sx.par, 16, cube))
+    assert arr.data == [i**3 for i in range(16)]
+    assert short == [0]
+
+
 def test_sequential_policy_runs_the_whole_range_in_one_worker(sch: sx.parallel_scheduler) -> None:
     pids = [0] * 20
     sx.sync_wait(sx.just(pids) | sx.continues_on(sch) | sx.bulk(sx.seq, 20, write_pid))

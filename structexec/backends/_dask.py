@@ -301,12 +301,16 @@ class DaskBackend(parallel_scheduler_backend):
             if scattered is not None:
                 scattered.release()
 
+        finished: list[Any] = []
+        ranges = {fut.key: (b, e) for fut, b, e in zip(futures, bs, es)}
         job.on_stop = stop_chunks
         job.on_finish = release
+        job.collect = lambda: self._collect(job, finished, ranges)
         job.remaining = k
         job.watch(tok)
-        for fut, b, e in zip(futures, bs, es):
-            fut.add_done_callback(self._on_done(job, b, e))
+        on_done = self._on_done(job, finished)
+        for fut in futures:
+            fut.add_done_callback(on_done)
 
     def _set_event(self, flag: str) -> None:
         try:
@@ -320,17 +324,16 @@ class DaskBackend(parallel_scheduler_backend):
         except Exception:
             pass
 
-    def _on_done(self, job: RemoteJob, b: int, e: int) -> Callable[[Any], None]:
+    def _on_done(self, job: RemoteJob, finished: list[Any]) -> Callable[[Any], None]:
         def on_done(fut: Any) -> None:
-            # Runs on the client's callback thread.
+            # Runs on the client's callback thread. Results are fetched all at once when the
+            # last chunk has finished (one round trip instead of one per chunk); an error is
+            # fetched at once, to stop the other chunks early.
             try:
                 status = fut.status
                 if status == "finished":
-                    stopped, parts = fut.result()
-                    if stopped:
-                        job.stopped = True
-                    else:
-                        job.merge(b, e, parts)
+                    with job.lock:
+                        finished.append(fut)
                 elif status == "error":
                     job.fail(fut.exception())
                 elif job.stop_requested and job.error is None:
@@ -343,6 +346,22 @@ class DaskBackend(parallel_scheduler_backend):
                 job.chunk_done()
 
         return on_done
+
+    def _collect(self, job: RemoteJob, finished: list[Any], ranges: dict[Any, Any]) -> None:
+        """Fetch the results of the finished chunks and merge them (before the completion)."""
+        if job.error is not None or not finished:
+            return
+        try:
+            results = self._client.gather(finished)
+        except Exception as exc:
+            job.fail(self._lost(finished[0], "unavailable", exc), stop_others=False)
+            return
+        for fut, (stopped, parts) in zip(finished, results):
+            if stopped:
+                job.stopped = True
+            else:
+                b, e = ranges[fut.key]
+                job.merge(b, e, parts)
 
     def _lost(self, fut: Any, status: str, exc: BaseException | None = None) -> ClusterError:
         reason = ""

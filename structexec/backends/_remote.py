@@ -31,6 +31,7 @@ class RemoteJob:
 
     __slots__ = (
         "_stop_cb",
+        "collect",
         "error",
         "lock",
         "on_finish",
@@ -54,6 +55,9 @@ class RemoteJob:
         self.on_stop: Callable[[], None] | None = None
         #: Called once, before the completion, to release resources (slots, events, ...).
         self.on_finish: Callable[[], None] | None = None
+        #: Called once, when every chunk has finished and before anything else, to fetch and
+        #: merge results that were not merged chunk by chunk.
+        self.collect: Callable[[], None] | None = None
 
     def watch(self, tok: Any) -> None:
         """Request cooperative stop of the chunks when ``tok`` is stopped."""
@@ -94,6 +98,10 @@ class RemoteJob:
             self.finish()
 
     def finish(self) -> None:
+        collect = self.collect
+        if collect is not None:
+            self.collect = None
+            collect()
         cb = self._stop_cb
         if cb is not None:
             self._stop_cb = None
