@@ -71,7 +71,11 @@ _VALUE_SCHED = get_completion_scheduler[set_value_t]
 
 def _resolve_token(op: Any) -> inplace_stop_token | None:
     """The ``inplace_stop_token`` a backend sees for ``op``'s consumer (REQUIREMENTS 31.10)."""
-    t = get_stop_token(get_env(op._rcvr))
+    try:
+        t = get_stop_token(get_env(op._rcvr))
+    except Exception:  # a broken environment: treat the consumer as unstoppable (31.10)
+        op._tok = None
+        return None
     if type(t) is inplace_stop_token:
         op._tok = t
         return t
