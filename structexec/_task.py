@@ -76,7 +76,7 @@ from ._stop_token import (
 )
 from ._task_scheduler import task_scheduler
 from ._trampoline import trampoline_start
-from ._trio_bridge import RunState, trio_host_nursery
+from ._trio_bridge import RunState, current_run, hosted_env, in_trio_run, trio_host_nursery
 from ._trio_scheduler import _TrioScheduler
 
 __all__ = ["allocator_arg", "change_coroutine_scheduler", "task", "with_error"]
@@ -89,6 +89,8 @@ _driver_state = _hooks.driver_state
 _reschedule = tl.reschedule
 _wait_task_rescheduled = tl.wait_task_rescheduled
 _FAILED = tl.Abort.FAILED
+_checkpoint = tl.checkpoint
+_NEVER = never_stop_token()
 
 # Completion kinds inside the driver.
 _PENDING, _SEND, _THROW, _STOP = 0, 1, 2, 3
@@ -435,6 +437,49 @@ class _TaskSender(Sender[T]):
         self._args = self._kwargs = None  # type: ignore[assignment]
         return fn(*args, **kwargs)
 
+    def __await__(self) -> Generator[Any, Any, T]:
+        """``await t()``: inside a task, a frame of its loop; in a trio task, run right there.
+
+        From plain trio code the body runs in the awaiting trio task itself, exactly as
+        ``await sndr`` of any sender would run it with the environment of the trio bridge
+        (``get_scheduler`` is the trio scheduler, the stop token follows the awaiting task's
+        trio cancellation): the result is returned, an error raised, and a stop raises
+        ``trio.Cancelled`` if the awaiting task's cancellation caused it, ``sx.Stopped``
+        otherwise (DESIGN.md 2.4). Only the trio task hosting differs: no new trio task.
+        """
+        d = _driver_state.driver
+        if d is not None:
+            r: Generator[Any, Any, T] = d.await_sender(self)
+            return r
+        if self._cfg.scheduler_type is task_scheduler and in_trio_run():
+            return self._await_in_trio_task()
+        r = _hooks.await_sender(self)
+        return r
+
+    def _await_in_trio_task(self) -> Generator[Any, Any, Any]:
+        run = current_run()
+        holder = _Outcome(_TrioAwaitEnv(run, hosted_env.get()))
+        op = self.connect(holder)
+        fn, args, kwargs = op.factory
+        op.factory = None
+        op.started = True
+        op.coro = fn(*args, **kwargs)  # an argument error is raised at the await, as usual
+        op._link_token(_NEVER, True)  # own source: trio cancellation -> stop request
+        drv = op.driver = _Driver(op, run)
+        drv.mode = _TRIO
+        yield from drv._trio_loop()
+        kind = holder.kind
+        if kind == _SEND:
+            return holder.data
+        if kind == _THROW:
+            err = holder.data
+            holder.data = None
+            raise err if isinstance(err, BaseException) else ErrorValue(err)
+        if drv.cancelled:
+            # The stop came from this task's trio cancellation: let trio raise Cancelled.
+            yield from _checkpoint().__await__()
+        raise Stopped()
+
     def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
         """``set_value_t(T)`` (or ``()``), the ``error_types``, ``set_stopped_t()`` (24.3).
 
@@ -651,6 +696,60 @@ class _TaskOp:
 _DEFAULT_ALLOC = _DefaultAllocator()
 
 
+class _Outcome:
+    """Receiver of a task run inside the awaiting trio task: keeps the outcome."""
+
+    __slots__ = ("data", "env", "kind")
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+        self.kind = _PENDING
+        self.data: Any = None
+
+    def get_env(self) -> Any:
+        return self.env
+
+    def set_value(self, *vals: Any) -> None:
+        n = len(vals)
+        self.data = vals[0] if n == 1 else (None if n == 0 else vals)
+        self.kind = _SEND
+
+    def set_error(self, err: Any) -> None:
+        self.data = err
+        self.kind = _THROW
+
+    def set_stopped(self) -> None:
+        self.kind = _STOP
+
+
+class _TrioAwaitEnv:
+    """The environment ``await sndr`` in a trio task gives (the trio bridge's, 32.1)."""
+
+    __slots__ = ("_base", "_run")
+
+    def __init__(self, run: RunState, base: Any) -> None:
+        self._run = run
+        self._base = base
+
+    def _sx_try(self, q: Any, default: Any) -> Any:
+        if q is get_stop_token:
+            return default  # the task makes its own, tied to trio cancellation
+        base = self._base
+        if base is not None:
+            r = query_or(base, q, _MISSING)
+            if r is not _MISSING:
+                return r
+        if q is get_scheduler:
+            return self._run.sched
+        return default
+
+    def query(self, q: Any, *args: Any) -> Any:
+        r = self._sx_try(q, _MISSING)
+        if r is _MISSING:
+            raise QueryError(f"the environment of an awaiting trio task does not support {q!r}")
+        return r
+
+
 async def _host_main(drv: _Driver) -> None:
     await drv
 
@@ -719,6 +818,7 @@ class _Driver:
     """
 
     __slots__ = (
+        "cancelled",
         "data",
         "frames",
         "gate",
@@ -744,6 +844,7 @@ class _Driver:
         self.hop = False
         self.hosted: Any = None
         self.task: Any = None
+        self.cancelled = False
 
     # -- the coroutine side ------------------------------------------------------------------
 
@@ -850,6 +951,7 @@ class _Driver:
         return r
 
     def _abort(self, raise_cancel: Any) -> Any:
+        self.cancelled = True
         # The hosting trio task is being cancelled while an awaited sender runs: that is a
         # stop request (the awaited operation sees the task's token); keep waiting until it
         # completes (an operation state outlives its operation, REQUIREMENTS 32.2).

@@ -53,7 +53,7 @@ def on_trio() -> RecordingReceiver:
 # --------------------------------------------------------------------------- basics
 
 
-async def test_24_await_a_task_from_trio_runs_it_in_its_own_trio_task() -> None:
+async def test_24_await_a_task_from_trio_runs_it_in_the_awaiting_trio_task() -> None:
     caller = trio.lowlevel.current_task()
     seen: dict[str, Any] = {}
 
@@ -61,14 +61,37 @@ async def test_24_await_a_task_from_trio_runs_it_in_its_own_trio_task() -> None:
     async def work(x: int) -> int:
         seen["task"] = trio.lowlevel.current_task()
         seen["sched"] = await sx.read_env(sx.get_scheduler)
+        seen["token"] = await sx.read_env(sx.get_stop_token)
+        await trio.lowlevel.checkpoint()
         return x + 1
 
     async with no_leaks():
         assert await work(1) == 2
-    assert seen["task"] is not caller
-    assert seen["task"].name.endswith("work")  # the hosting trio task is named after it
+    assert seen["task"] is caller  # like awaiting a coroutine: no new trio task
     assert seen["sched"] == sx.trio_scheduler()
     assert isinstance(seen["sched"], sx.task_scheduler)
+    assert seen["token"].stop_possible()  # trio cancellation of the caller stops it
+
+
+async def test_24_started_as_an_operation_the_body_gets_its_own_named_trio_task() -> None:
+    caller = trio.lowlevel.current_task()
+    seen: list[Any] = []
+
+    @sx.task
+    async def work() -> str:
+        seen.append(trio.lowlevel.current_task())
+        await trio.lowlevel.checkpoint()
+        return "done"
+
+    async with no_leaks():
+        r = on_trio()
+        r.run(work())
+        assert not r.done  # start() spawned the hosting trio task; nothing ran yet
+        with trio.fail_after(5):
+            await r.wait_trio()
+    assert r.value == ("done",)
+    assert seen[0] is not caller
+    assert seen[0].name.endswith("work")  # the hosting trio task is named after the function
 
 
 async def test_24_18_trio_primitives_work_inside_a_task(
@@ -452,3 +475,65 @@ async def test_task_without_scheduler_in_a_scope_env_fails_at_connect_with_advic
     assert "scope.spawn" in str(ei.value)
     scope.close()
     await scope.join()
+
+
+async def test_2_5_trio_cancellation_while_awaiting_a_sender_stops_the_awaited_work(
+    lt: LoopThread,
+) -> None:
+    """The awaiting trio task is cancelled while the task waits for work on another thread:
+    the cancellation becomes a stop request, the work stops, the task unwinds, and the
+    caller sees trio.Cancelled (DESIGN.md 2.4, 2.5)."""
+    log: list[str] = []
+    started = threading.Event()
+
+    def wait_for_stop(token: Any) -> None:
+        started.set()
+        while not token.stop_requested():
+            threading.Event().wait(0.001)
+
+    @sx.task
+    async def t() -> None:
+        try:
+            await sx.starts_on(
+                lt.sch,
+                sx.read_env(sx.get_stop_token)
+                | sx.then(wait_for_stop)
+                | sx.let_value(lambda: sx.just_stopped()),
+            )
+            log.append("not reached")
+        finally:
+            log.append(f"finally on trio: {threading.get_ident() == trio_thread}")
+
+    trio_thread = threading.get_ident()
+    with trio.CancelScope() as cs:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_cancel_when, started, cs)
+            await t()
+    assert cs.cancelled_caught
+    assert log == ["finally on trio: True"]
+
+
+async def _cancel_when(event: threading.Event, cs: trio.CancelScope) -> None:
+    await trio.to_thread.run_sync(event.wait)
+    cs.cancel()
+
+
+async def test_2_5_an_already_cancelled_caller_stops_the_task_at_its_first_await() -> None:
+    """Awaiting a task in a cancelled scope: the body starts, its first parking await sees the
+    stop request (the trio scheduler honours it), the body unwinds, trio.Cancelled."""
+    log: list[str] = []
+
+    @sx.task
+    async def t() -> None:
+        log.append("body started")
+        try:
+            await (sx.schedule(sx.trio_scheduler()) | sx.then(lambda: "value"))
+            log.append("not reached")
+        finally:
+            log.append("finally")
+
+    with trio.CancelScope() as cs:
+        cs.cancel()
+        await t()
+    assert cs.cancelled_caught
+    assert log == ["body started", "finally"]
