@@ -142,7 +142,13 @@ class _AffineOnSender(Sender[Any]):
         custom = getattr(getattr(child, "tag", None), "affine_on", None)
         if custom is not None and callable(custom):
             return connect(custom(child, ev), rcvr)
-        if completes_inline(child) or completes_on(child, sch, ev):
+        if (
+            completes_inline(child)
+            # a sender that completes on the scheduler of the receiver it is connected to
+            # (a task that does not run on inline_scheduler, whose scheduler is the receiver's)
+            or getattr(child, "_sx_affine", False) is True
+            or completes_on(child, sch, ev)
+        ):
             return connect(child, rcvr)
         lowered = write_env(schedule_from(sch, write_env(child, ev)), join_env(UNSTOPPABLE_ENV, ev))
         return connect(lowered, rcvr)

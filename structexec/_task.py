@@ -76,7 +76,14 @@ from ._stop_token import (
 )
 from ._task_scheduler import task_scheduler
 from ._trampoline import trampoline_start
-from ._trio_bridge import RunState, current_run, hosted_env, in_trio_run, trio_host_nursery
+from ._trio_bridge import (
+    RunState,
+    current_run,
+    hosted_env,
+    in_trio_run,
+    run_finished_error,
+    trio_host_nursery,
+)
 from ._trio_scheduler import _TrioScheduler
 
 __all__ = ["allocator_arg", "change_coroutine_scheduler", "task", "with_error"]
@@ -895,8 +902,11 @@ class _Driver:
             assert run is not None
             if _get_ident() == run.thread and not run.finished:
                 _reschedule(self.task)
-            else:
+                return
+            try:
                 run.token.run_sync_soon(self._wake)
+            except trio.RunFinishedError:
+                raise run_finished_error("resume a task after an await") from None
             return
         if self.hop:
             # Back onto SCHED's agent; the hop cannot be stopped (P3941R1 3.2, 24.17).
@@ -1377,10 +1387,6 @@ class task_t(Algorithm):
 
         make._sx_task_config = cfg  # type: ignore[attr-defined]
         return make
-
-    def affine_on(self, child: Any, env: Any) -> Any:
-        """A task completes on its own scheduler, the receiver's: no hop (P3941R1 3.3)."""
-        return child
 
 
 task = task_t()

@@ -323,3 +323,44 @@ async def test_21_in_trio_the_result_comes_back_to_the_trio_thread(lt: LoopThrea
     assert where == [lt.ident, trio_thread]
     with trio.fail_after(5):
         assert await sx.affine_on(sx.just(3)) == 3
+
+
+def test_21_11_a_task_completes_on_the_receivers_scheduler_so_no_hop(lt: LoopThread) -> None:
+    """A task's scheduler is the receiver's, and it resumes there after every await: affine_on
+    need not hop back (P3941R1 3.3). A task on inline_scheduler has no affinity: it needs one.
+    """
+    home = ManualScheduler("home")
+
+    @sx.task
+    async def affine() -> int:
+        await sx.schedule(lt.sch)  # completes on the loop thread; the task hops home itself
+        return ManualScheduler.current() is home
+
+    r = rec_on(home)
+    r.run(sx.affine_on(affine()))
+    for _ in range(1000):
+        if home.pending:
+            break
+        threading.Event().wait(0.01)
+    home.run_one()  # the task's own hop back
+    assert r.value == (True,)
+    assert home.pending == 0 and home.started == 1  # affine_on added nothing
+
+    class NoAffinity:
+        scheduler_type = sx.inline_scheduler
+
+    @sx.task(environment=NoAffinity)
+    async def free() -> int:
+        await sx.schedule(lt.sch)
+        return threading.get_ident()
+
+    r2 = rec_on(home)
+    r2.run(sx.affine_on(free()))
+    for _ in range(1000):
+        if home.pending:
+            break
+        threading.Event().wait(0.01)
+    assert r2.done is False
+    home.run_one()  # affine_on's hop: the task itself finished on the loop thread
+    assert r2.value == (lt.ident,)
+    assert r2.scheduler is home
