@@ -207,12 +207,15 @@ class system_context_replaceability:
         __slots__ = ()
 
         def set_value(self) -> None:
+            """Complete the operation successfully (on one of the backend's agents)."""
             raise NotImplementedError(f"{type(self).__name__}.set_value()")
 
         def set_error(self, err: BaseException) -> None:
+            """Complete the operation with the error ``err`` (C++ ``exception_ptr``)."""
             raise NotImplementedError(f"{type(self).__name__}.set_error()")
 
         def set_stopped(self) -> None:
+            """Complete the operation as stopped (the work was cancelled)."""
             raise NotImplementedError(f"{type(self).__name__}.set_stopped()")
 
         def try_query(self, *args: Any) -> Any:
@@ -254,14 +257,17 @@ class system_context_replaceability:
         __slots__ = ()
 
         def execute(self, b: int, e: int) -> None:
+            """Run the iterations ``[b, e)`` here (see the class docstring)."""
             raise NotImplementedError(f"{type(self).__name__}.execute()")
 
         def remote_work(self) -> RemoteBulkWork:
+            """A picklable callable that runs chunks in another process (extension)."""
             raise NotImplementedError(
                 f"{type(self).__name__} does not support remote execution (remote_work())"
             )
 
         def merge(self, b: int, e: int, parts: tuple[Any, ...]) -> None:
+            """Write a remote chunk's results into this process's values (extension)."""
             raise NotImplementedError(
                 f"{type(self).__name__} does not support remote execution (merge())"
             )
@@ -291,12 +297,15 @@ class system_context_replaceability:
         __slots__ = ()
 
         def schedule(self, r: Any, s: memoryview) -> None:
+            """Complete ``r`` on one of the backend's agents (REQUIREMENTS 31.11)."""
             raise NotImplementedError(f"{type(self).__name__}.schedule()")
 
         def schedule_bulk_chunked(self, n: int, r: Any, s: memoryview) -> None:
+            """Run ``r.execute(b, e)`` over ``[0, n)``, then complete ``r`` (31.12)."""
             self.schedule(_RunAllProxy(r, n, False), s)
 
         def schedule_bulk_unchunked(self, n: int, r: Any, s: memoryview) -> None:
+            """Run ``r.execute(i, i + 1)`` for each ``i`` in ``[0, n)``, then complete (31.13)."""
             self.schedule(_RunAllProxy(r, n, True), s)
 
     @staticmethod
