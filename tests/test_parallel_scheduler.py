@@ -431,3 +431,22 @@ def test_schedule_op_started_twice_raises() -> None:
     assert rec.value == ()
     with pytest.raises(RuntimeError, match="started twice"):
         op.start()
+
+
+def test_backends_import_without_dask() -> None:
+    """``import structexec.backends`` must not import dask; DaskBackend says what is missing."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['distributed'] = None\n"
+        "import structexec.backends as b\n"
+        "assert 'dask' not in sys.modules\n"
+        "try:\n"
+        "    b.DaskBackend('tcp://127.0.0.1:1')\n"
+        "except ImportError as e:\n"
+        "    print(e)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "pip install 'structexec[dask]'" in proc.stdout
