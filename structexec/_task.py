@@ -474,7 +474,13 @@ class _TaskSender(Sender[T]):
         op._link_token(_NEVER, True)  # own source: trio cancellation -> stop request
         drv = op.driver = _Driver(op, run)
         drv.mode = _TRIO
-        yield from drv._trio_loop()
+        # trio tasks started inside the body (nurseries) see the task's environment when
+        # they await senders, as in a task hosted in its own trio task
+        reset = hosted_env.set(fwd_env(op))
+        try:
+            yield from drv._trio_loop()
+        finally:
+            hosted_env.reset(reset)
         kind = holder.kind
         if kind == _SEND:
             return holder.data
@@ -1177,6 +1183,8 @@ class _Driver:
 
     def _finish_root(self, fr: _TaskOp, kind: int, data: Any) -> None:
         fr.coro = None
+        fr.driver = None  # no reference cycle left behind
+        self.sndr = self.data = None
         fr._complete_root(kind, data)
 
     # -- change_coroutine_scheduler (deprecated) ----------------------------------------------

@@ -537,3 +537,39 @@ async def test_2_5_an_already_cancelled_caller_stops_the_task_at_its_first_await
         await t()
     assert cs.cancelled_caught
     assert log == ["body started", "finally"]
+
+
+class get_value_t(sx.Query):
+    forwarding = True
+
+
+get_value = get_value_t()
+
+
+async def test_24_21_trio_tasks_started_in_a_task_body_see_the_tasks_environment() -> None:
+    """A nursery child started inside the body awaits senders with the task's environment."""
+
+    class Ctx:
+        def query(self, q: Any) -> Any:
+            if q is get_value:
+                return "from the task's Environment"
+            raise sx.QueryError(q)
+
+    seen: list[Any] = []
+
+    async def child() -> None:
+        seen.append(await sx.read_env(get_value))
+        seen.append(await sx.read_env(sx.get_scheduler))
+
+    @sx.task(environment=Ctx)
+    async def t() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(child)
+
+    await t()  # in the awaiting trio task
+    r = on_trio()
+    r.run(t())  # in a trio task of its own
+    with trio.fail_after(5):
+        await r.wait_trio()
+    assert seen[0] == seen[2] == "from the task's Environment"
+    assert seen[1] == seen[3] == sx.trio_scheduler()
