@@ -164,6 +164,7 @@ def test_a_worker_that_dies_is_reported_and_the_pool_is_replaced(
 
 
 def test_stop_cancels_queued_chunks_and_stops_running_ones(sch: sx.parallel_scheduler) -> None:
+    sx.sync_wait(sx.schedule(sch) | sx.bulk(sx.par, 4, squares_noop))  # workers are up
     out = [0] * 400  # 8 s of work on 2 processes
     rec = RecordingReceiver()
     t0 = time.monotonic()
