@@ -30,7 +30,6 @@ hook; structexec routes ``Sender.__await__`` to the promise instead).
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Generator
 from typing import Any
 
@@ -274,8 +273,3 @@ class with_awaitable_senders:
             return coro.send(value)
         finally:
             ds.driver = prev
-
-
-def is_awaitable(x: Any) -> bool:
-    """Whether ``x`` can be awaited by a Python coroutine."""
-    return inspect.isawaitable(x)

@@ -9,7 +9,10 @@ operation runs the body:
 * on the trio scheduler (the receiver's ``get_scheduler`` is ``sx.trio_scheduler()``, possibly
   inside a ``task_scheduler``) the body runs in a trio task, so it may await trio primitives,
   and after every await it is back on the trio thread (trio reschedules the task: its own
-  checkpoint machinery);
+  checkpoint machinery; from other threads through ``TrioToken.run_sync_soon``). Started as
+  an operation, the body gets a trio task of its own (``TrioHostedOp`` of the trio bridge:
+  the scope's nursery or a system task, a cancel scope tied to the task's stop token);
+  ``await t()`` in trio code runs it in the awaiting trio task instead;
 * on any other scheduler it is driven by a loop on the scheduler's agent; after an await
   whose sender completed elsewhere, the loop hops back with ``schedule(SCHED)`` (connected
   with a ``never_stop_token``: the hop cannot be stopped, P3941R1); with ``inline_scheduler``
