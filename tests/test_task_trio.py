@@ -573,3 +573,29 @@ async def test_24_21_trio_tasks_started_in_a_task_body_see_the_tasks_environment
         await r.wait_trio()
     assert seen[0] == seen[2] == "from the task's Environment"
     assert seen[1] == seen[3] == sx.trio_scheduler()
+
+
+async def test_when_all_of_tasks_an_error_stops_the_sibling_task(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Each task of when_all gets its own trio task; the error of one requests stop on the
+    other, whose trio.sleep is cancelled; the caller gets the error (REQUIREMENTS 16, 24)."""
+    log: list[str] = []
+
+    @sx.task
+    async def sleeper() -> int:
+        try:
+            await trio.sleep(100)
+            return 1
+        finally:
+            log.append(f"sleeper unwound at {trio.current_time()}")
+
+    @sx.task
+    async def failer() -> int:
+        await trio.sleep(2)
+        raise ValueError("failed")
+
+    async with no_leaks():
+        with pytest.raises(ValueError, match="failed"):
+            await sx.when_all(sleeper(), failer())
+    assert log == ["sleeper unwound at 2.0"]
