@@ -14,6 +14,13 @@ from structexec import _domain
 from structexec.testing import ManualScheduler, RecordingReceiver
 
 
+@pytest.fixture(autouse=True)
+def _restore_domain_dispatch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Custom domain instances created here turn the domain dispatch on for the process;
+    restore the previous state afterwards so other test modules are unaffected."""
+    monkeypatch.setattr(_domain, "_domains_on", _domain._domains_on)
+
+
 @pytest.fixture(params=["domains-off", "domains-on"])
 def domains(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """With the domain machinery on, ``connect`` applies the ``let_stopped`` lowerings

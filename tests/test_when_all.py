@@ -10,7 +10,16 @@ import pytest
 import trio
 
 import structexec as sx
+from structexec import _domain
 from structexec.testing import ManualScheduler, RecordingReceiver
+
+
+@pytest.fixture(autouse=True)
+def _restore_domain_dispatch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Custom domain instances created here turn the domain dispatch on for the process;
+    restore the previous state afterwards so other test modules are unaffected."""
+    monkeypatch.setattr(_domain, "_domains_on", _domain._domains_on)
+
 
 JOIN = 10.0
 
