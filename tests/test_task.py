@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import structexec as sx
 from structexec.testing import ManualScheduler, RecordingReceiver, record_terminate
@@ -997,3 +999,96 @@ def test_24_when_all_of_tasks_one_stops() -> None:
         return 2
 
     assert sx.sync_wait(sx.when_all(ok(), stops())) is None
+
+
+# ===================================================================== property: driver vs model
+
+_leaf = st.one_of(
+    st.tuples(st.just("just"), st.integers(0, 9)),
+    st.tuples(st.just("error"), st.integers(1, 9)),
+    st.tuples(st.just("hop")),
+    st.tuples(st.just("stop")),
+    st.tuples(st.just("with_error"), st.integers(1, 9)),
+)
+_steps = st.recursive(
+    st.lists(_leaf, max_size=6),
+    lambda inner: st.lists(st.one_of(_leaf, st.tuples(st.just("nested"), inner)), max_size=6),
+    max_leaves=20,
+)
+
+
+def _model(steps: list[Any]) -> tuple[str, int]:
+    """(outcome, total): 'value', 'stopped' or 'error'; total of the values seen so far."""
+    total = 0
+    for s in steps:
+        k = s[0]
+        if k == "just":
+            total += s[1]
+        elif k == "error":
+            total -= s[1]
+        elif k == "stop":
+            return "stopped", total
+        elif k == "with_error":
+            return "error", total
+        elif k == "nested":
+            out, sub = _model(s[1])
+            total += sub
+            if out != "value":
+                return out, total
+    return "value", total
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps=_steps)
+def test_24_property_task_driver_matches_a_model(steps: list[Any]) -> None:
+    """Random bodies of awaits (inline values, caught errors, hops to another thread, nested
+    tasks, stops, with_error) give the model's outcome, every finally runs once, and the
+    body is always back on the waiting thread after an await (REQUIREMENTS 24.16-24.19,
+    24.22b; DESIGN.md 2.4)."""
+    t = LoopThread()
+    main = threading.get_ident()
+    total = [0]
+    finallies = [0, 0]  # entered, left
+    off_thread: list[int] = []
+
+    class Errs:
+        error_types = (sx.set_error_t(Exception), sx.set_error_t(int))
+
+    @sx.task(environment=Errs)
+    async def body(steps: list[Any]) -> None:
+        finallies[0] += 1
+        try:
+            for s in steps:
+                k = s[0]
+                if k == "just":
+                    total[0] += await sx.just(s[1])
+                elif k == "error":
+                    try:
+                        await sx.just_error(ValueError(s[1]))
+                    except ValueError as e:
+                        total[0] -= e.args[0]
+                elif k == "hop":
+                    await sx.schedule(t.sch)
+                elif k == "stop":
+                    await sx.just_stopped()
+                elif k == "with_error":
+                    await sx.with_error(s[1])
+                else:
+                    await body(s[1])
+                if threading.get_ident() != main:
+                    off_thread.append(threading.get_ident())
+        finally:
+            finallies[1] += 1
+
+    try:
+        try:
+            result: Any = sx.sync_wait(body(steps))
+            outcome = "value" if result == () else "stopped"
+        except sx.ErrorValue:
+            outcome = "error"
+    finally:
+        t.close()
+    want, want_total = _model(steps)
+    assert (outcome, total[0]) == (want, want_total)
+    assert finallies[0] == finallies[1]
+    assert off_thread == []
