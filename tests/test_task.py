@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -1038,13 +1039,13 @@ def _model(steps: list[Any]) -> tuple[str, int]:
     return "value", total
 
 
-@settings(max_examples=60, deadline=None)
-@given(steps=_steps)
-def test_24_property_task_driver_matches_a_model(steps: list[Any]) -> None:
+@settings(max_examples=40, deadline=None)
+@given(steps=_steps, on_trio=st.booleans())
+def test_24_property_task_driver_matches_a_model(steps: list[Any], on_trio: bool) -> None:
     """Random bodies of awaits (inline values, caught errors, hops to another thread, nested
     tasks, stops, with_error) give the model's outcome, every finally runs once, and the
-    body is always back on the waiting thread after an await (REQUIREMENTS 24.16-24.19,
-    24.22b; DESIGN.md 2.4)."""
+    body is always back on its scheduler's thread after an await, under sync_wait and on
+    trio (REQUIREMENTS 24.16-24.19, 24.22b; DESIGN.md 2.4)."""
     t = LoopThread()
     main = threading.get_ident()
     total = [0]
@@ -1080,12 +1081,24 @@ def test_24_property_task_driver_matches_a_model(steps: list[Any]) -> None:
         finally:
             finallies[1] += 1
 
-    try:
+    async def in_trio() -> str:
         try:
-            result: Any = sx.sync_wait(body(steps))
-            outcome = "value" if result == () else "stopped"
+            await body(steps)
+        except sx.Stopped:
+            return "stopped"
         except sx.ErrorValue:
-            outcome = "error"
+            return "error"
+        return "value"
+
+    try:
+        if on_trio:
+            outcome = trio.run(in_trio)
+        else:
+            try:
+                result: Any = sx.sync_wait(body(steps))
+                outcome = "value" if result == () else "stopped"
+            except sx.ErrorValue:
+                outcome = "error"
     finally:
         t.close()
     want, want_total = _model(steps)
