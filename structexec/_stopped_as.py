@@ -22,7 +22,16 @@ from ._domain import connect
 from ._env import fwd_env, get_env
 from ._just import just, just_error
 from ._let import let_stopped
-from ._protocol import Algorithm, Closure, Sender, set_error_t, set_stopped_t, set_value_t, values
+from ._protocol import (
+    Algorithm,
+    Closure,
+    Sender,
+    is_sender,
+    set_error_t,
+    set_stopped_t,
+    set_value_t,
+    values,
+)
 from ._then import then
 
 __all__ = ["stopped_as_error", "stopped_as_optional"]
@@ -249,19 +258,11 @@ class _StoppedAsErrorSender(Sender[Any]):
 def _check_err(err: Any) -> None:
     if err is None:
         raise TypeError("stopped_as_error(): None is not a valid error datum (REQUIREMENTS 1.2)")
-    if is_sender_like(err):
+    if is_sender(err) and not isinstance(err, BaseException):
         raise TypeError(
             "stopped_as_error(err) got a sender where the error datum belongs; write "
             "stopped_as_error(sndr, err) or sndr | stopped_as_error(err)"
         )
-
-
-def is_sender_like(x: Any) -> bool:
-    from ._protocol import is_sender
-
-    return isinstance(x, Sender) or (
-        callable(getattr(x, "connect", None)) and is_sender(x) and not isinstance(x, BaseException)
-    )
 
 
 class stopped_as_error_t(Algorithm):
