@@ -591,6 +591,12 @@ class _ScopeBase:
         except BaseException:
             coro.close()
             self._disassociate()
+            if threading.get_ident() != self._trio_thread:
+                raise RuntimeError(
+                    "scope.start_soon() must be called on the trio thread that entered the "
+                    "scope; from another thread use scope.spawn(async_fn(*args)) or "
+                    "trio.from_thread.run_sync(scope.start_soon, async_fn, *args)"
+                ) from None
             raise
 
     async def start(self, async_fn: Callable[..., Awaitable[Any]], *args: Any,

@@ -554,3 +554,29 @@ async def test_many_hosted_tasks_exact_count() -> None:
         for _ in range(2000):
             scope.start_soon(bump)
     assert n[0] == 2000
+
+
+@pytest.mark.parametrize("kind", SCOPES)
+async def test_start_soon_off_the_trio_thread_is_a_clear_error_spawn_works(kind: Any) -> None:
+    """Other threads use scope.spawn(coro): the coroutine still runs in the scope's nursery
+    on the trio thread (DESIGN.md 2.5); start_soon there raises a RuntimeError saying so."""
+    ran: list[int] = []
+
+    async def work() -> None:
+        await trio.sleep(0)
+        ran.append(threading.get_ident())
+
+    errors: list[BaseException] = []
+    async with kind() as scope:
+
+        def other() -> None:
+            try:
+                scope.start_soon(work)
+            except RuntimeError as e:
+                errors.append(e)
+            scope.spawn(work())
+
+        await trio.to_thread.run_sync(other)
+    assert len(errors) == 1 and "trio thread" in str(errors[0])
+    assert ran == [threading.get_ident()]
+    assert scope.count == 0
