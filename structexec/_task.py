@@ -43,7 +43,7 @@ from . import _hooks
 from ._affine_on import completes_on
 from ._completion_signatures import completion_signatures, get_completion_signatures
 from ._coroutine_sender import TrioHostedOp
-from ._domain import connect
+from ._domain import connect, domains_active
 from ._env import (
     _MISSING,
     EMPTY_ENV,
@@ -1041,7 +1041,16 @@ class _Driver:
                 if y is _AWAIT:
                     sndr = self.sndr
                     self.sndr = None
-                    if type(sndr) is _TaskSender:
+                    ts = type(sndr)
+                    if ts is _JUST and not domains_active():
+                        # await sx.just(...): nothing to connect or start, no user code runs
+                        # in between; the values are the result (no domain can intervene).
+                        vals = sndr._vals
+                        n = len(vals)
+                        kind = _SEND
+                        data = vals[0] if n == 1 else (None if n == 0 else vals)
+                        continue
+                    if ts is _TaskSender:
                         try:
                             child = self._child_frame(fr, sndr)
                         except Exception as e:  # consumed, or bad arguments
@@ -1053,7 +1062,7 @@ class _Driver:
                             kind, data = _SEND, None
                             continue
                     try:
-                        if type(sndr) not in _ONE_VALUE_SIG:
+                        if ts not in _ONE_VALUE_SIG:
                             _check_awaitable(sndr, fr)
                         op = connect(sndr, self)
                     except Exception as e:
@@ -1402,6 +1411,8 @@ class task_t(Algorithm):
 
 task = task_t()
 _TaskSender.tag = task
+
+_JUST = type(just(0))
 
 #: Sender types known to have at most one value signature (no per-await check needed).
 _ONE_VALUE_SIG: frozenset[type] = frozenset(
