@@ -44,6 +44,17 @@ from ._env import _MISSING, EMPTY_ENV, get_env, get_scheduler, prop, query_or
 from ._env import env as _env_cls
 from ._protocol import Sender, set_error_t, set_value_t, twice_started
 from ._read_env import schedule
+from ._scope_token import (
+    ACCEPTS,
+    CLOSED,
+    CLOSED_JOINING,
+    JOINED,
+    JOINING,
+    OPEN,
+    OPEN_JOINING,
+    UNUSED,
+    UNUSED_CLOSED,
+)
 from ._spawn import FAST_TOKENS, as_exception, check_env, check_sender, spawn_into
 from ._spawn_future import spawn_future
 from ._stop_token import inplace_stop_callback, inplace_stop_source
@@ -57,35 +68,7 @@ if sys.version_info < (3, 11):  # pragma: no cover
 
 __all__ = ["counting_scope", "simple_counting_scope"]
 
-# The seven states of [exec.counting.scopes.general].
-from ._scope_token import (
-    ACCEPTS as _ACCEPTS,
-)
-from ._scope_token import (
-    CLOSED as _CLOSED,
-)
-from ._scope_token import (
-    CLOSED_JOINING as _CLOSED_JOINING,
-)
-from ._scope_token import (
-    JOINED as _JOINED,
-)
-from ._scope_token import (
-    JOINING as _JOINING,
-)
-from ._scope_token import (
-    OPEN as _OPEN,
-)
-from ._scope_token import (
-    OPEN_JOINING as _OPEN_JOINING,
-)
-from ._scope_token import (
-    UNUSED as _UNUSED,
-)
-from ._scope_token import (
-    UNUSED_CLOSED as _UNUSED_CLOSED,
-)
-
+# Names of the seven states of [exec.counting.scopes.general] (ints from _scope_token).
 _NAMES = (
     "unused",
     "open",
@@ -96,15 +79,15 @@ _NAMES = (
     "joined",
 )
 _AFTER_CLOSE = (
-    _UNUSED_CLOSED,  # unused
-    _CLOSED,  # open
-    _CLOSED,  # closed: no effect
-    _CLOSED_JOINING,  # open-and-joining
-    _CLOSED_JOINING,  # closed-and-joining: no effect
-    _UNUSED_CLOSED,  # unused-and-closed: no effect
-    _JOINED,  # joined: no effect
+    UNUSED_CLOSED,  # unused
+    CLOSED,  # open
+    CLOSED,  # closed: no effect
+    CLOSED_JOINING,  # open-and-joining
+    CLOSED_JOINING,  # closed-and-joining: no effect
+    UNUSED_CLOSED,  # unused-and-closed: no effect
+    JOINED,  # joined: no effect
 )
-_GOOD_TO_DROP = (_UNUSED, _UNUSED_CLOSED, _JOINED)  # 26.9
+_GOOD_TO_DROP = (UNUSED, UNUSED_CLOSED, JOINED)  # 26.9
 _JOIN_AT_ONCE = _GOOD_TO_DROP  # 26.5
 _ERRORS_MESSAGE = "errors in work spawned into the scope"
 
@@ -346,7 +329,7 @@ async def _hosted(scope: Any, coro: Coroutine[Any, Any, Any]) -> None:
         lock = scope._lock
         lock.acquire()
         c = scope._count - 1
-        if c > 0 or not _JOINING[scope._state]:
+        if c > 0 or not JOINING[scope._state]:
             scope._count = c
             lock.release()
         else:
@@ -383,7 +366,7 @@ class _ScopeBase:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._count = 0
-        self._state = _UNUSED
+        self._state = UNUSED
         self._joiners: list[Any] = []
         self._errors: list[Any] = []
         self._entered = False
@@ -401,10 +384,10 @@ class _ScopeBase:
         lock = self._lock
         lock.acquire()
         st = self._state
-        if _ACCEPTS[st] and self._count < self.max_associations:
+        if ACCEPTS[st] and self._count < self.max_associations:
             self._count += 1
-            if st == _UNUSED:
-                self._state = _OPEN
+            if st == UNUSED:
+                self._state = OPEN
             lock.release()
             return True
         lock.release()
@@ -421,8 +404,8 @@ class _ScopeBase:
                 "disassociate() must match a successful try_associate() (REQUIREMENTS 26.4)"
             )
         self._count = c
-        if c == 0 and _JOINING[self._state]:
-            self._state = _JOINED
+        if c == 0 and JOINING[self._state]:
+            self._state = JOINED
             joiners = self._joiners
             self._joiners = []
             lock.release()
@@ -439,10 +422,10 @@ class _ScopeBase:
         st = self._state
         if self._count == 0 or st in _JOIN_AT_ONCE:
             # 26.5, and 26.6: a scope whose associations are all released joins at once.
-            self._state = _JOINED
+            self._state = JOINED
             lock.release()
             return True
-        self._state = _OPEN_JOINING if _ACCEPTS[st] else _CLOSED_JOINING
+        self._state = OPEN_JOINING if ACCEPTS[st] else CLOSED_JOINING
         self._joiners.append(op)
         lock.release()
         return False
@@ -522,7 +505,7 @@ class _ScopeBase:
         return f"<{type(self).__name__} {_NAMES[self._state]}, {self._count} associated>"
 
     def __del__(self) -> None:
-        st = getattr(self, "_state", _UNUSED)
+        st = getattr(self, "_state", UNUSED)
         if st not in _GOOD_TO_DROP:
             warnings.warn(
                 f"{type(self).__name__} garbage-collected in state {_NAMES[st]!r} with "
@@ -578,9 +561,9 @@ class _ScopeBase:
         lock = self._lock
         lock.acquire()
         st = self._state
-        if _ACCEPTS[st] and self._count < self.max_associations:
+        if ACCEPTS[st] and self._count < self.max_associations:
             self._count += 1
-            self._state = _OPEN_JOINING if st == _OPEN_JOINING else _OPEN
+            self._state = OPEN_JOINING if st == OPEN_JOINING else OPEN
             lock.release()
         else:
             lock.release()
@@ -680,7 +663,7 @@ class _ScopeBase:
         if self._entered:
             raise RuntimeError(f"{self!r} is already open as a nursery (async with)")
         st = self._state
-        if st in (_OPEN_JOINING, _CLOSED_JOINING, _JOINED):
+        if st in (OPEN_JOINING, CLOSED_JOINING, JOINED):
             raise RuntimeError(
                 f"`async with` on {self!r}: the scope is {_NAMES[st]}, so it cannot host new "
                 "work; create a new scope"
@@ -748,7 +731,7 @@ class _ScopeBase:
             self._nursery = None
             self._spawn_env = EMPTY_ENV
             self._entered = False
-        if self._state != _JOINED:  # pragma: no cover - defensive
+        if self._state != JOINED:  # pragma: no cover - defensive
             raise RuntimeError(f"{self!r} left its async with block without being joined")
         errors = self._errors_snapshot()
         if errors:
