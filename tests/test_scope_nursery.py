@@ -580,3 +580,34 @@ async def test_start_soon_off_the_trio_thread_is_a_clear_error_spawn_works(kind:
     assert len(errors) == 1 and "trio thread" in str(errors[0])
     assert ran == [threading.get_ident()]
     assert scope.count == 0
+
+
+def test_crawler_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """examples/crawler.py runs (virtual time) and reports a stopped crawl."""
+    import runpy
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "crawler.py"
+    runpy.run_path(str(path), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "part 1: fetched 20 pages" in out
+    assert "at most 4 at a time (limit 4)" in out
+    assert "request_stop()" in out
+    assert "scope is joined" in out
+
+
+@pytest.mark.parametrize("kind", SCOPES)
+async def test_spawn_coroutine_without_async_with(kind: Any) -> None:
+    """sx.spawn(coro, token) in trio without `async with`: the coroutine runs as a trio task
+    of the run (the bridge's system task) and the scope still tracks it."""
+    ran: list[str] = []
+
+    async def work() -> None:
+        await trio.sleep(0)
+        ran.append("coro")
+
+    scope = kind()
+    sx.spawn(work(), scope.get_token())
+    assert scope.count == 1
+    await scope.join()
+    assert ran == ["coro"] and scope.state == "joined"

@@ -145,3 +145,56 @@ def test_stop_when_forwards_attributes_and_signatures() -> None:
     sigs = sx.get_completion_signatures(w, sx.env())
     assert sigs is not None and sx.set_stopped_t() in sigs  # the child now sees a stoppable token
     assert w.tag is stop_when and w.children[0] is not None
+
+
+class _FlagToken:
+    """A user-defined stoppable token type (callback_type protocol, REQUIREMENTS 5.10)."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.callbacks: list[Any] = []
+
+    def stop_requested(self) -> bool:
+        return self.requested
+
+    def stop_possible(self) -> bool:
+        return True
+
+    def fire(self) -> None:
+        self.requested = True
+        for cb in list(self.callbacks):
+            cb.fn()
+
+
+class _FlagCallback:
+    def __init__(self, tok: _FlagToken, fn: Any) -> None:
+        self.tok = tok
+        self.fn = fn
+        if tok.requested:
+            fn()
+        else:
+            tok.callbacks.append(self)
+
+    def close(self) -> None:
+        if self in self.tok.callbacks:
+            self.tok.callbacks.remove(self)
+
+
+_FlagToken.callback_type = _FlagCallback  # type: ignore[attr-defined]
+
+
+def test_28_3_with_a_user_defined_receiver_token() -> None:
+    """The receiver's token may be any stoppable token type: the combination still fires once
+    and deregisters from both sides."""
+    user = _FlagToken()
+    scope = sx.counting_scope()
+    sch = ManualScheduler(stop_eagerly=True)
+    r = RecordingReceiver(env=sx.prop(sx.get_stop_token, user))
+    r.run(scope.get_token().wrap(sx.schedule(sch)))
+    assert len(user.callbacks) == 1 and len(scope._source._callbacks) == 1
+    user.fire()
+    assert r.stopped
+    assert user.callbacks == [] and len(scope._source._callbacks) == 0
+    scope.request_stop()  # no second firing
+    assert r.completions == 1
+    assert sx.sync_wait(scope.join()) == ()
