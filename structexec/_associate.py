@@ -41,10 +41,10 @@ class _AssociateOp:
         self._state = 0  # 0 connected, 1 started, 2 completed, 3 closed
 
     def start(self) -> None:
+        if self._state == 3:
+            raise RuntimeError("start() on an associate operation that was closed (dropped)")
         if self._state:
-            raise twice_started(self) if self._state != 3 else RuntimeError(
-                "start() on a closed associate operation"
-            )
+            raise twice_started(self)
         self._state = 1
         if self._token is None:
             self._state = 2

@@ -847,3 +847,13 @@ def test_26_model_random_sequences(kind: Any, ops: list[str], limit: int) -> Non
         sx.sync_wait(held.pop())
     assert sx.sync_wait(scope.join()) == ()
     assert all(j.value == () for j in joins)
+
+
+@pytest.mark.parametrize("kind", SCOPES)
+def test_25_2_wrap_keeps_the_completion_signatures(kind: Any) -> None:
+    tok = kind().get_token()
+    for s in (sx.just(1, "a"), sx.just_error(KeyError()), sx.just_stopped()):
+        for e in (None, sx.env()):
+            assert sx.get_completion_signatures(tok.wrap(s), e) == sx.get_completion_signatures(
+                s, e
+            )
