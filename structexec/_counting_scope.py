@@ -55,7 +55,14 @@ from ._scope_token import (
     UNUSED,
     UNUSED_CLOSED,
 )
-from ._spawn import FAST_TOKENS, as_exception, check_env, check_sender, spawn_into
+from ._spawn import (
+    FAST_TOKENS,
+    as_exception,
+    check_env,
+    check_sender,
+    spawn_fast,
+    spawn_into,
+)
 from ._spawn_future import spawn_future
 from ._stop_token import inplace_stop_callback, inplace_stop_source
 from ._stop_when import StopTokenEnv, stop_when
@@ -524,9 +531,15 @@ class _ScopeBase:
         (``get_scheduler``, DQ-12) and names the scope's nursery, so a coroutine object given
         here runs as a task of this scope.
         """
-        e = self._spawn_env if env is EMPTY_ENV else _env_cls(env, self._spawn_env)
+        if env is EMPTY_ENV:
+            if isinstance(sndr, Sender):
+                spawn_fast(sndr, self, self._spawn_env)
+                return
+            e = self._spawn_env
+        else:
+            check_env("spawn", env)
+            e = _env_cls(env, self._spawn_env)
         check_sender("spawn", sndr)
-        check_env("spawn", env)
         spawn_into(sndr, self, e)
 
     def spawn_future(self, sndr: Any, env: Any = EMPTY_ENV) -> Sender[Any]:

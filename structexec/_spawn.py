@@ -182,20 +182,23 @@ class _ScopeSpawnState:
 
 
 class _FastSpawnState(_ScopeSpawnState):
-    """The state of ``spawn(sndr, token)`` with a library scope's token and no ``env``.
+    """The state of ``spawn(sndr, token, env)`` with a library scope's token, where ``env`` is
+    empty or the scope's own nursery env (which has no allocator and no stop token).
 
     It is its own environment, which is ``senv`` seen through ``token.wrap`` (29.2, 29.7):
-    ``get_stop_token`` is the scope's token (``counting_scope``; ``stop-when`` over an empty
-    ``senv``) or unsupported (``simple_counting_scope``: ``never_stop_token``), and
-    ``get_allocator`` is the one named by the sender's attributes, if any; it is looked up
-    when asked, which saves the lookup on every spawn whose work never asks.
+    ``get_stop_token`` is the scope's token (``counting_scope``: ``stop-when`` over a ``senv``
+    without a stop token) or ``env``'s (``simple_counting_scope``: ``never_stop_token``);
+    ``get_allocator`` is the one named by the sender's attributes, if any, looked up when
+    asked, which saves the lookup on every spawn whose work never asks; other queries go to
+    ``env``.
     """
 
-    __slots__ = ("_sndr",)
+    __slots__ = ("_base", "_sndr")
 
-    def __init__(self, scope: Any, sndr: Any) -> None:
+    def __init__(self, scope: Any, sndr: Any, base: Any) -> None:
         self._scope = scope
         self._sndr = sndr
+        self._base = base
         self._op: Any = None
 
     def get_env(self) -> Any:
@@ -204,16 +207,43 @@ class _FastSpawnState(_ScopeSpawnState):
     def _sx_try(self, q: Any, default: Any) -> Any:
         if q is get_stop_token:
             tok = self._scope._stop_token
-            return default if tok is None else tok
+            return query_or(self._base, q, default) if tok is None else tok
         if q is get_allocator:
             return query_or(get_env(self._sndr), get_allocator, default)
-        return default
+        return query_or(self._base, q, default)
 
     def query(self, q: Any, *args: Any) -> Any:
+        if args:
+            return self._base.query(q, *args)
         r = self._sx_try(q, _MISSING)
         if r is _MISSING:
             raise QueryError(f"the environment of spawned work does not support {q!r}")
         return r
+
+
+def spawn_fast(sndr: Any, scope: Any, base: Any) -> None:
+    """``spawn`` of a ``Sender`` into a library scope, ``env`` empty or the scope's own.
+
+    The body of :func:`spawn`'s fast path (kept there inline as well, it is the hot path).
+    """
+    st = _FastSpawnState(scope, sndr, base)
+    sigs = sndr.get_completion_signatures(st)
+    if sigs is not None:
+        check_signature_set(sndr, sigs)
+    op = st._op = connect(sndr, st)
+    lock = scope._lock
+    lock.acquire()
+    s = scope._state
+    if ACCEPTS[s] and scope._count < scope.max_associations:
+        scope._count += 1
+        if s == UNUSED:
+            scope._state = OPEN
+        lock.release()
+    else:
+        lock.release()
+        st._op = _DONE  # dropped silently (29.4)
+        return
+    trampoline_start(op)
 
 
 class _SpawnState:
@@ -308,7 +338,7 @@ class spawn_t(Algorithm):
             # The common case, kept short: a library scope, no env, a Sender subclass. The
             # state is the receiver and its own environment (see _FastSpawnState).
             scope = token._scope
-            st = _FastSpawnState(scope, sndr)
+            st = _FastSpawnState(scope, sndr, EMPTY_ENV)
             sigs = sndr.get_completion_signatures(st)
             if sigs is not None:
                 check_signature_set(sndr, sigs)
