@@ -8,7 +8,12 @@ Internal API for other modules of the library:
 
 * :func:`current_run` -- the :class:`RunState` of the trio run on this thread (created on
   first use); ``RuntimeError`` outside ``trio.run``.
+* :data:`runs_by_thread` -- ``runs_by_thread.get(threading.get_ident())``: the
+  :class:`RunState` of the run on this thread if one was created (hot paths use it instead of
+  ``current_run()``; fall back to ``current_run()`` when it gives ``None``).
 * :func:`in_trio_run` -- is this thread inside ``trio.run``? (cheap)
+* :func:`run_of_env` -- the live run an environment names (``host_env`` or a trio
+  ``get_scheduler``), else ``None``.
 * :data:`trio_host_nursery` -- a private *forwarding* query. A counting scope that owns a trio
   nursery writes ``host_env(nursery)`` into the environment of the work it spawns; coroutine
   senders started under that environment run their trio task in that nursery instead of the
