@@ -70,7 +70,9 @@ class inline_scheduler:
         return _InlineSender()
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, inline_scheduler)
+        if isinstance(other, inline_scheduler):
+            return True
+        return NotImplemented  # let e.g. task_scheduler answer (symmetric equality, 23)
 
     def __hash__(self) -> int:
         return hash(inline_scheduler)

@@ -95,7 +95,9 @@ class _RunLoopScheduler:
         return _RunLoopSender(self)
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is _RunLoopScheduler and other._loop is self._loop
+        if type(other) is _RunLoopScheduler:
+            return other._loop is self._loop
+        return NotImplemented  # let e.g. task_scheduler answer (symmetric equality, 23)
 
     def __hash__(self) -> int:
         return id(self._loop)
