@@ -147,8 +147,12 @@ class _ThenBase(Sender[Any]):
         env = fwd_env(get_env(rcvr))
         rev: list[tuple[int, Any]] = [(self._kind, self._fn)]
         s: Any = self._child
+        # Every then-sender of the chain has the attributes of the innermost non-then child
+        # (FWD-ENV is idempotent), hence the same late domain: compute it once.
+        chain_dom = get_domain_late(self, env)
         while True:
-            t = transform_sender(get_domain_late(s, env), s, env)
+            dom = chain_dom if isinstance(s, _ThenBase) else get_domain_late(s, env)
+            t = transform_sender(dom, s, env)
             if t is not s or not isinstance(s, _ThenBase):
                 break
             rev.append((s._kind, s._fn))

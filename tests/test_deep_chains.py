@@ -75,3 +75,19 @@ def test_let_loop_with_hops_completes_in_order() -> None:
         sch.drain()
     assert rec.value == (50,)
     assert seen == list(range(51))
+
+
+def test_deep_chains_with_a_custom_domain_active() -> None:
+    # Creating a custom domain switches the transform machinery on for the process; deep
+    # chains must stay flat (and linear-time) on that path too.
+    class Passive(sx.default_domain):
+        pass
+
+    Passive()
+    s = functools.reduce(lambda s, _: s | sx.then(lambda x: x + 1), range(10_000), sx.just(0))
+    assert sx.sync_wait(s) == (10_000,)
+
+    def step(i: int) -> Any:
+        return sx.just(i + 1) | sx.let_value(step) if i < 20_000 else sx.just(i)
+
+    assert sx.sync_wait(sx.just(0) | sx.let_value(step)) == (20_000,)
