@@ -753,7 +753,8 @@ class _ScopeBase:
                 excs.insert(0, exc)
             if cancelled is not None:
                 excs.insert(0, cancelled)
-            raise BaseExceptionGroup(_ERRORS_MESSAGE, excs)
+            # The body's exception is inside the group: no implicit context chain.
+            raise BaseExceptionGroup(_ERRORS_MESSAGE, excs) from None
         if cancelled is not None and exc is None:
             raise cancelled
         return False
