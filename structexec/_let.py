@@ -44,6 +44,7 @@ __all__ = ["let_error", "let_stopped", "let_value"]
 R = TypeVar("R")
 _VALUE, _ERROR, _STOPPED = 0, 1, 2
 _TAGS = (set_value_t, set_error_t, set_stopped_t)
+_SchedEnvT = sched_env
 
 
 class _LetReceiver2:
@@ -66,6 +67,35 @@ class _LetReceiver2:
 
     def set_stopped(self) -> None:
         self._rcvr.set_stopped()
+
+
+def _shadows(new: Any, old: Any) -> bool:
+    """Does the let-env ``new`` answer every query that the let-env ``old`` answers?"""
+    if type(new) is _SchedEnvT:
+        # SCHED-ENV answers get_scheduler always and get_domain if its scheduler has one.
+        return query_or(new._sch, get_domain, _MISSING) is not _MISSING or (
+            type(old) is _SchedEnvT and query_or(old._sch, get_domain, _MISSING) is _MISSING
+        )
+    return type(old) is prop and type(new) is prop  # both prop(get_domain, d)
+
+
+def _receiver2(rcvr: Any, letenv: Any) -> Any:
+    """Make ``receiver2`` for the outer receiver ``rcvr`` and let-env ``letenv`` (14.6).
+
+    A loop of nested lets would otherwise build one forwarding receiver (and one layer of
+    environment) per iteration, so that completions and queries walk a chain as long as the
+    loop. When ``rcvr`` is itself a ``receiver2``, the environments collapse: let-envs hold
+    only forwarding queries, so ``JOIN-ENV(L2, FWD-ENV(JOIN-ENV(L1, FWD-ENV(e))))`` is
+    ``JOIN-ENV(L1, FWD-ENV(e))`` when ``L2`` is empty, and ``JOIN-ENV(L2, FWD-ENV(e))`` when
+    ``L2`` answers everything ``L1`` does.
+    """
+    if type(rcvr) is _LetReceiver2:
+        if letenv is EMPTY_ENV:
+            return rcvr
+        old = rcvr._letenv
+        if old is EMPTY_ENV or _shadows(letenv, old):
+            return _LetReceiver2(rcvr._rcvr, letenv)
+    return _LetReceiver2(rcvr, letenv)
 
 
 class _LetOp:
@@ -116,11 +146,7 @@ class _LetOp:
                     f"the function given to {('let_value', 'let_error', 'let_stopped')[self._kind]}"
                     f" must return a sender, but it returned {type(s2).__name__} (14.5)"
                 )
-            letenv = self._letenv()
-            if letenv is EMPTY_ENV and type(rcvr) is _LetReceiver2 and rcvr._letenv is EMPTY_ENV:
-                r2 = rcvr  # FWD-ENV(FWD-ENV(e)) is FWD-ENV(e): reuse the outer receiver2
-            else:
-                r2 = _LetReceiver2(rcvr, letenv)
+            r2 = _receiver2(rcvr, self._letenv())
             op2 = self._op2 = connect(s2, r2)
         except Exception as e:
             rcvr.set_error(e)

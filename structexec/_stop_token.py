@@ -231,7 +231,7 @@ class inplace_stop_source:
     copyable or movable (5.9): ``copy``/``deepcopy``/``pickle`` raise ``TypeError``.
     """
 
-    __slots__ = ("_callbacks", "_cond", "_executing", "_lock", "_requested", "_thread", "_token")
+    __slots__ = ("_callbacks", "_cond", "_executing", "_lock", "_requested", "_thread")
 
     def __init__(self) -> None:
         self._requested = False
@@ -239,16 +239,18 @@ class inplace_stop_source:
         self._callbacks: dict[inplace_stop_callback, Callable[[], object]] = {}
         self._executing: inplace_stop_callback | None = None
         self._cond: threading.Condition | None = None
-        self._token: inplace_stop_token | None = None
         # _thread (the requesting thread) is only read while _executing is set.
         self._thread: int
 
     def get_token(self) -> inplace_stop_token:
-        """Return the ``inplace_stop_token`` that refers to this source (5.9)."""
-        tok = self._token
-        if tok is None:
-            tok = self._token = _new_token(inplace_stop_token)
-            tok._source = self
+        """Return an ``inplace_stop_token`` that refers to this source (5.9).
+
+        Tokens of the same source compare equal. A new token object is made per call
+        (it is one small object) rather than cached, so that a source and its token do not
+        form a reference cycle: a dropped source is freed at once, not by the cycle collector.
+        """
+        tok = _new_token(inplace_stop_token)
+        tok._source = self
         return tok
 
     def stop_requested(self) -> bool:

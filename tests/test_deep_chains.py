@@ -91,3 +91,31 @@ def test_deep_chains_with_a_custom_domain_active() -> None:
         return sx.just(i + 1) | sx.let_value(step) if i < 20_000 else sx.just(i)
 
     assert sx.sync_wait(sx.just(0) | sx.let_value(step)) == (20_000,)
+
+
+def test_let_loop_with_a_scheduler_hop_every_iteration_stays_flat() -> None:
+    # Each iteration's let-env is SCHED-ENV(sch); nested receiver2s must collapse, or every
+    # query and completion walks a chain as long as the loop (RecursionError at ~3,000).
+    n = 5_000
+    loop = sx.run_loop()
+    t = threading.Thread(target=loop.run)
+    t.start()
+    sch = loop.get_scheduler()
+    seen_threads: set[int] = set()
+
+    def step(i: int) -> Any:
+        if i == n:
+            return sx.read_env(sx.get_scheduler) | sx.then(lambda s: (i, s))
+        return (
+            sx.schedule(sch)
+            | sx.then(lambda: seen_threads.add(threading.get_ident()) or i + 1)
+            | sx.let_value(step)
+        )
+
+    try:
+        (result,) = sx.sync_wait(step(0))  # type: ignore[misc]
+    finally:
+        loop.finish()
+        t.join()
+    assert result == (n, sch)
+    assert seen_threads == {t.ident}
