@@ -12,12 +12,13 @@ programs that use only the default domain pay nothing for it at ``connect``.
 from __future__ import annotations
 
 import inspect
+import types
 from typing import Any
 
 from . import _hooks
 from ._env import (
-    EMPTY_ENV,
     _MISSING,
+    EMPTY_ENV,
     fwd_env,
     get_completion_scheduler,
     get_domain,
@@ -26,6 +27,8 @@ from ._env import (
     query_or,
 )
 from ._protocol import set_error_t, set_stopped_t, set_value_t
+
+_CoroutineType = types.CoroutineType
 
 __all__ = ["apply_sender", "connect", "default_domain", "transform_env", "transform_sender"]
 
@@ -182,6 +185,8 @@ def connect(sndr: Any, rcvr: Any) -> Any:
     if _domains_on:
         e = get_env(rcvr)
         sndr = transform_sender(get_domain_late(sndr, e), sndr, e)
+    if type(sndr) is _CoroutineType:  # common, and it has no connect: skip the exception
+        return _hooks.connect_awaitable(sndr, rcvr)
     try:
         m = sndr.connect
     except AttributeError:
@@ -190,7 +195,7 @@ def connect(sndr: Any, rcvr: Any) -> Any:
         raise TypeError(
             f"connect() needs a sender, got {type(sndr).__name__}: a sender has a connect(rcvr) "
             "method (derive from sx.Sender) or is awaitable"
-        )
+        ) from None
     return m(rcvr)
 
 

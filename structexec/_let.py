@@ -15,8 +15,8 @@ from typing import Any, TypeVar, overload
 
 from ._domain import completion_domain, connect
 from ._env import (
-    EMPTY_ENV,
     _MISSING,
+    EMPTY_ENV,
     fwd_env,
     get_completion_scheduler,
     get_domain,
