@@ -152,12 +152,6 @@ def test_23_6_equality_is_symmetric_with_a_scheduler_that_defers() -> None:
     assert not (m2 == t1)  # noqa: SIM201
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="inline_scheduler.__eq__ and the run_loop scheduler's __eq__ return False instead "
-    "of NotImplemented for other types, so Python never asks task_scheduler.__eq__ (reported "
-    "to the lead; the fix is in _inline_scheduler.py / _run_loop.py)",
-)
 def test_23_6_equality_is_symmetric_for_library_schedulers() -> None:
     rl = sx.run_loop().get_scheduler()
     assert sx.inline_scheduler() == sx.task_scheduler(sx.inline_scheduler())
