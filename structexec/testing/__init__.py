@@ -5,7 +5,7 @@ DESIGN.md "Testing"; REQUIREMENTS 0 (test vocabulary), 2 (the asynchronous-opera
 * :class:`RecordingReceiver`: records how an operation completed and checks the completion
   contract (exactly once, never before start, stop callbacks deregistered first).
 * :class:`ManualScheduler`: a scheduler whose queued items run when the test says, in the
-  order it says.
+  order it says; :class:`ThreadScheduler`: one dedicated worker thread.
 * :func:`no_leaks` / :func:`assert_no_leaks`: a trio test leaked no task, no cancel scope and
   triggered no contract violation; :func:`record_terminate` records terminate-handler calls.
 * :mod:`structexec.testing.strategies` (needs ``hypothesis``): strategies for random sender
@@ -21,10 +21,12 @@ from __future__ import annotations
 from ._leaks import LeakReport, TerminateRecorder, assert_no_leaks, no_leaks, record_terminate
 from ._manual import ManualScheduler
 from ._receiver import RecordingReceiver
+from ._thread_sched import ThreadScheduler
 
 __all__ = [
     "RecordingReceiver",
     "ManualScheduler",
+    "ThreadScheduler",
     "no_leaks",
     "assert_no_leaks",
     "record_terminate",

@@ -26,7 +26,7 @@ __all__ = ["ManualScheduler"]
 
 
 class _Current(threading.local):
-    sch: ManualScheduler | None = None
+    sch: Any = None  # a ManualScheduler or ThreadScheduler
 
 
 _current = _Current()
@@ -190,8 +190,12 @@ class ManualScheduler:
         self.stopped_eagerly = 0
 
     @staticmethod
-    def current() -> ManualScheduler | None:
-        """The ``ManualScheduler`` whose item is completing on this thread, or ``None``."""
+    def current() -> Any:
+        """The testing scheduler whose item is completing on this thread, or ``None``.
+
+        A ``ManualScheduler`` while ``run_one``/``drain`` completes one of its items, a
+        :class:`ThreadScheduler` on its worker thread (REQUIREMENTS 2.16 marker).
+        """
         return _current.sch
 
     def schedule(self) -> Sender[None]:

@@ -67,7 +67,7 @@ class RecordingReceiver:
         self.events: list[tuple[str, tuple[Any, ...]]] = []
         self.violations: list[AssertionError] = []
         self.thread: int | None = None
-        self.scheduler: ManualScheduler | None = None
+        self.scheduler: Any = None
         self.live_callbacks_at_completion: int | None = None
         self.started = False
         self.op: Any = None

@@ -1,0 +1,789 @@
+"""Running a generated tree: worlds, stop schedules, interleavings, and the checks.
+
+:func:`run_tree` (no trio) and :func:`run_tree_trio` (inside ``trio.run``) build a
+:class:`Tree` in a fresh world, start it on a :class:`RecordingReceiver`, make the stop
+requests of a :class:`StopSchedule`, run the ``ManualScheduler`` items in the order an
+:class:`Interleaving` picks, then close and join every scope. :meth:`RunResult.check` then
+asserts the properties of REQUIREMENTS 2 (exactly one completion, never before start, stop
+callbacks gone at completion), that the outcome is one the model allows, that spawned work
+completed with a modelled outcome, that every scope joined and released exactly the
+associations it granted (DESIGN.md 2.6, 2.8; REQUIREMENTS 26-30), and that no contract
+violation reached the terminate handler.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import structexec as sx
+
+from .._errors import set_terminate_handler
+from ._leaks import TerminateRecorder
+from ._manual import ManualScheduler
+from ._receiver import RecordingReceiver
+from ._thread_sched import ThreadScheduler
+from ._tree import (
+    ALREADY,
+    MAYBE,
+    NEVER,
+    STOPPED,
+    FutureRecord,
+    Hop,
+    Let,
+    Node,
+    Outcome,
+    Outcomes,
+    Plan,
+    Spawn,
+    SpawnFuture,
+    StartsOn,
+    World,
+)
+
+__all__ = [
+    "CountingToken",
+    "Interleaving",
+    "RunResult",
+    "StopEvent",
+    "StopSchedule",
+    "Tree",
+    "run_tree",
+    "run_tree_trio",
+]
+
+
+# --------------------------------------------------------------------------- trees
+
+
+@dataclass(eq=False)
+class Tree:
+    """A generated sender tree and the resources it refers to.
+
+    ``root`` is the :class:`Node`; ``schedulers`` how many ``ManualScheduler`` it uses
+    (``sch[i]``), ``points`` how many stop points (``points[i]``), ``scopes`` the kind of
+    each scope (``"counting"`` or ``"simple"``, ``tokens[i]``), ``counted_tokens`` whether
+    scope tokens are wrapped in a :class:`CountingToken`. ``trio``/``threads``: whether the
+    tree contains trio hops or coroutines (needs :func:`run_tree_trio`) or thread hops.
+    """
+
+    root: Node
+    schedulers: int = 2
+    points: int = 0
+    scopes: tuple[str, ...] = ()
+    counted_tokens: bool = True
+    trio: bool = False
+    threads: bool = False
+
+    def stop_targets(self) -> list[tuple[str, int]]:
+        """What a stop schedule can target: the root, each stop point, each counting scope."""
+        t = [("root", 0)]
+        t += [("point", i) for i in range(self.points)]
+        t += [("scope", i) for i, k in enumerate(self.scopes) if k == "counting"]
+        return t
+
+    def plan(self, stops: StopSchedule | None = None) -> Plan:
+        """The stop modes implied by ``stops`` (and by spawned work that may fail)."""
+        p = Plan()
+        for ev in stops.events if stops is not None else ():
+            kind, i = ev.target
+            mode = ALREADY if ev.at == 0 and kind != "scope" else MAYBE
+            if kind == "root":
+                p.root = max(p.root, mode)
+            elif kind == "point":
+                p.points[i] = max(p.point(i), mode)
+            else:
+                p.scopes[i] = MAYBE
+        # An error of work given to spawn requests stop on a counting_scope (DESIGN.md 2.6).
+        changed = True
+        while changed:
+            changed = False
+            for n in self.root.walk():
+                if (
+                    isinstance(n, Spawn)
+                    and not n.catch
+                    and self.scopes[n.scope] == "counting"
+                    and p.scope(n.scope) == NEVER
+                    and any(o[0] == "error" for o in n.work_outcomes(p))
+                ):
+                    p.scopes[n.scope] = MAYBE
+                    changed = True
+        return p
+
+    def model(self, stops: StopSchedule | None = None) -> Outcomes:
+        """The outcomes the root may complete with under ``stops``."""
+        p = self.plan(stops)
+        return self.root.outcomes(p.root, p)
+
+    def code(self) -> str:
+        return self.root.code()
+
+    def __repr__(self) -> str:
+        extra = []
+        if self.scopes:
+            extra.append(f"scopes={self.scopes!r}")
+        if self.points:
+            extra.append(f"points={self.points}")
+        tail = f"  # {', '.join(extra)}" if extra else ""
+        return f"Tree({self.root.code()}){tail}"
+
+
+# --------------------------------------------------------------------------- schedules
+
+
+@dataclass(frozen=True)
+class StopEvent:
+    """Request stop on ``target`` (``("root", 0)``, ``("point", i)``, ``("scope", i)``).
+
+    ``at == 0``: after the tree is built, before the root operation is started; ``at == k``:
+    after the root was started and ``k - 1`` scheduler items have run. ``from_thread``: make
+    the request from a new thread (stop callbacks then run on that thread, 2.5).
+    """
+
+    at: int
+    target: tuple[str, int]
+    from_thread: bool = False
+
+
+@dataclass(frozen=True)
+class StopSchedule:
+    """A list of :class:`StopEvent` (possibly empty)."""
+
+    events: tuple[StopEvent, ...] = ()
+
+    def __repr__(self) -> str:
+        return f"StopSchedule({list(self.events)!r})"
+
+
+@dataclass
+class Interleaving:
+    """Which queued item runs next: ``choices[i] % n`` at step ``i``; FIFO once exhausted.
+
+    Hypothesis shrinks the list towards zeros, i.e. towards FIFO order, so a failing
+    interleaving shrinks to the fewest out-of-order steps.
+    """
+
+    choices: Sequence[int] = ()
+    pos: int = 0
+
+    def choose(self, n: int) -> int:
+        if n <= 1:
+            return 0
+        if self.pos < len(self.choices):
+            c = self.choices[self.pos] % n
+            self.pos += 1
+            return c
+        return 0
+
+    def __repr__(self) -> str:
+        return f"Interleaving({list(self.choices)!r})"
+
+
+# --------------------------------------------------------------------------- tokens
+
+
+class _Counts:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.granted = 0
+        self.refused = 0
+        self.released = 0
+        self.underflow = 0
+
+
+class CountingToken:
+    """A scope token wrapper that counts associations (REQUIREMENTS 25.3).
+
+    ``try_associate()``, ``disassociate()`` and ``wrap()`` forward to the wrapped token;
+    :attr:`granted`, :attr:`refused` and :attr:`released` count them (shared by copies).
+    A ``disassociate()`` without a matching granted association is counted in
+    :attr:`underflow`.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.counts = _Counts()
+
+    def try_associate(self) -> bool:
+        ok = bool(self.inner.try_associate())
+        c = self.counts
+        with c.lock:
+            if ok:
+                c.granted += 1
+            else:
+                c.refused += 1
+        return ok
+
+    def disassociate(self) -> None:
+        c = self.counts
+        with c.lock:
+            c.released += 1
+            if c.released > c.granted:
+                c.underflow += 1
+        self.inner.disassociate()
+
+    def wrap(self, sndr: Any) -> Any:
+        return self.inner.wrap(sndr)
+
+    def __getattr__(self, name: str) -> Any:
+        # Optional token methods (``record_error``, ...) go to the wrapped token.
+        if name.startswith("__") or name in ("inner", "counts"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    @property
+    def granted(self) -> int:
+        return self.counts.granted
+
+    @property
+    def refused(self) -> int:
+        return self.counts.refused
+
+    @property
+    def released(self) -> int:
+        return self.counts.released
+
+    @property
+    def underflow(self) -> int:
+        return self.counts.underflow
+
+    def __repr__(self) -> str:
+        c = self.counts
+        return f"<CountingToken granted={c.granted} released={c.released} refused={c.refused}>"
+
+
+# --------------------------------------------------------------------------- worlds
+
+
+class _World(World):
+    def __init__(self, tree: Tree, trio_scheduler: Any = None) -> None:
+        self.tree = tree
+        self.schedulers = [ManualScheduler(f"sch[{i}]") for i in range(max(1, tree.schedulers))]
+        self.main = ManualScheduler("main")
+        self.points = [sx.inplace_stop_source() for _ in range(tree.points)]
+        self.scopes: list[Any] = []
+        self.tokens = []
+        for kind in tree.scopes:
+            scope = sx.counting_scope() if kind == "counting" else sx.simple_counting_scope()
+            self.scopes.append(scope)
+            tok = scope.get_token()
+            self.tokens.append(CountingToken(tok) if tree.counted_tokens else tok)
+        self.thread_scheduler = ThreadScheduler() if tree.threads else None
+        self.trio_scheduler = trio_scheduler
+        self.spawn_log = []
+        self.spawned = []
+        self.futures = []
+        self.spawn_env = sx.prop(sx.get_scheduler, self.main)
+        self.lock = threading.Lock()
+
+    def all_schedulers(self) -> list[ManualScheduler]:
+        return [*self.schedulers, self.main]
+
+    def pending(self) -> int:
+        return sum(s.pending for s in self.all_schedulers())
+
+    def run_chosen(self, interleaving: Interleaving) -> bool:
+        for _ in range(100):
+            counts = [s.pending for s in self.all_schedulers()]
+            total = sum(counts)
+            if not total:
+                return False
+            i = interleaving.choose(total)
+            for s, n in zip(self.all_schedulers(), counts):
+                if i < n:
+                    try:
+                        s.run_one(i)
+                    except IndexError:  # raced with another thread; try again
+                        break
+                    return True
+                i -= n
+        return False
+
+    def stop_source_of(self, target: tuple[str, int], rec: RecordingReceiver) -> Any:
+        kind, i = target
+        if kind == "root":
+            return rec.stop_source
+        if kind == "point":
+            return self.points[i]
+        return self.scopes[i]
+
+    def close(self) -> None:
+        if self.thread_scheduler is not None:
+            self.thread_scheduler.close()
+
+
+def _request(w: _World, ev: StopEvent, rec: RecordingReceiver) -> None:
+    src = w.stop_source_of(ev.target, rec)
+    if not ev.from_thread:
+        src.request_stop()
+        return
+    t = threading.Thread(target=src.request_stop, name="structexec-test-stop")
+    t.start()
+    t.join(10)
+    if t.is_alive():
+        raise AssertionError(f"request_stop() on {ev.target} from another thread hung (deadlock)")
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass
+class RunResult:
+    """Everything a run observed; :meth:`check` asserts the properties."""
+
+    tree: Tree
+    stops: StopSchedule
+    model: Outcomes
+    plan: Plan
+    rec: RecordingReceiver
+    joins: list[RecordingReceiver] = field(default_factory=list)
+    spawn_log: list[tuple[Node, Outcome]] = field(default_factory=list)
+    spawned: list[Node] = field(default_factory=list)
+    futures: list[FutureRecord] = field(default_factory=list)
+    tokens: list[Any] = field(default_factory=list)
+    scopes: list[Any] = field(default_factory=list)
+    sources: list[Any] = field(default_factory=list)
+    terminate_calls: list[tuple[str, BaseException | None]] = field(default_factory=list)
+    declared_value_scheduler: Any = None
+    hung: str | None = None
+    gc_needed: list[str] = field(default_factory=list)
+    allow_gc: bool = False
+
+    @property
+    def outcome(self) -> Outcome:
+        return self.rec.outcome
+
+    def check(self) -> None:
+        """Assert every property; the message names the tree, the schedule and the model."""
+        try:
+            self._check()
+        except AssertionError as e:
+            raise AssertionError(
+                f"{e}\n  tree:  {self.tree.code()}\n  stops: {self.stops!r}\n"
+                f"  model: {sorted(self.model, key=repr)!r}\n  events: {self.rec.events!r}"
+            ) from None
+
+    def _check(self) -> None:
+        rec = self.rec
+        if self.terminate_calls:
+            reason, exc = self.terminate_calls[0]
+            raise AssertionError(f"terminate handler called: {reason} ({exc!r})")
+        if self.hung:
+            raise AssertionError(self.hung)
+        if self.gc_needed and not self.allow_gc:
+            raise AssertionError(
+                f"{self.gc_needed[0]} completed only after gc.collect(): an association was "
+                "released by the garbage collector, not at a defined moment (DESIGN.md 2.8)"
+            )
+        rec.check()
+        if rec.completions != 1:
+            raise AssertionError(f"completed {rec.completions} times (REQUIREMENTS 2.2)")
+        if rec.live_callbacks_at_completion:
+            raise AssertionError("stop callbacks still registered at completion (2.13)")
+        if rec.outcome not in self.model:
+            raise AssertionError(f"outcome {rec.outcome!r} is not one the model allows")
+        sch = self.declared_value_scheduler
+        if (
+            sch is not None
+            and rec.kind == "value"
+            and isinstance(sch, ManualScheduler)
+            and rec.scheduler is not sch
+        ):
+            raise AssertionError(
+                f"the sender declares get_completion_scheduler[set_value_t] == {sch!r} but "
+                f"completed on {rec.scheduler!r} (REQUIREMENTS 2.16)"
+            )
+        # Spawned work: each spawn completed once, with a modelled outcome.
+        logged: dict[int, int] = {}
+        for node, o in self.spawn_log:
+            assert isinstance(node, Spawn)
+            logged[id(node)] = logged.get(id(node), 0) + 1
+            allowed = node.work_outcomes(self.plan)
+            if o not in allowed:
+                raise AssertionError(
+                    f"spawned work {node.work.code()} completed with {o!r}, model allows "
+                    f"{sorted(allowed, key=repr)!r}"
+                )
+        spawned: dict[int, int] = {}
+        for node in self.spawned:
+            spawned[id(node)] = spawned.get(id(node), 0) + 1
+        if logged != spawned:
+            raise AssertionError(
+                f"{len(self.spawned)} spawn() calls but {len(self.spawn_log)} completions of "
+                "spawned work: work was lost or completed twice"
+            )
+        # spawn_future: the work completed with a modelled outcome; the consumer received it
+        # unless it was stopped (DESIGN.md 2.7).
+        for f in self.futures:
+            if f.work is None:
+                raise AssertionError(
+                    f"the work of {f.node.code()} never completed, but its scope was joined"
+                )
+            # The work may be abandoned (a stop request) whenever its consumer is stopped.
+            allowed = f.node.child.outcomes(MAYBE, self.plan)
+            if f.work not in allowed:
+                raise AssertionError(
+                    f"the work of {f.node.code()} completed with {f.work!r}, model allows "
+                    f"{sorted(allowed, key=repr)!r}"
+                )
+            if f.consumer is not None and f.consumer not in (f.work, STOPPED):
+                raise AssertionError(
+                    f"the consumer of {f.node.code()} received {f.consumer!r} but the work "
+                    f"completed with {f.work!r} (REQUIREMENTS 30.5)"
+                )
+        # Scopes joined, reported exactly the errors nobody else received (DESIGN.md 2.6), and
+        # released every association they granted (2.8).
+        for i, j in enumerate(self.joins):
+            j.check()
+            if j.completions != 1:
+                raise AssertionError(f"join of scope {i} completed {j.completions} times")
+            expected = [
+                o[1]
+                for n, o in self.spawn_log
+                if isinstance(n, Spawn) and not n.catch and o[0] == "error" and n.scope == i
+            ]
+            expected += [
+                f.work[1]
+                for f in self.futures
+                if f.node.scope == i
+                and f.work is not None
+                and f.work[0] == "error"
+                and f.consumer != f.work
+            ]
+            if expected:
+                if j.kind != "error":
+                    raise AssertionError(
+                        f"join of scope {i} completed {j.outcome!r}; spawned work failed with "
+                        f"{expected!r} and nobody received those errors (DESIGN.md 2.6)"
+                    )
+                got = _leaf_exceptions(j.error)
+                if sorted(map(id, got)) != sorted(map(id, expected)):
+                    raise AssertionError(
+                        f"join of scope {i} reported {got!r}, expected exactly "
+                        f"{expected!r} (DESIGN.md 2.6)"
+                    )
+            elif j.outcome != ("value", ()):
+                raise AssertionError(f"join of scope {i} completed {j.outcome!r}, not value()")
+        for i, scope in enumerate(self.scopes):
+            if scope.count != 0:
+                raise AssertionError(f"scope {i} still counts {scope.count} associations")
+        for i, tok in enumerate(self.tokens):
+            if isinstance(tok, CountingToken) and (tok.underflow or tok.granted != tok.released):
+                raise AssertionError(
+                    f"scope {i} granted {tok.granted} associations but {tok.released} were "
+                    "released (DESIGN.md 2.8, REQUIREMENTS 26.4)"
+                )
+        for name, src in self.sources:
+            live = len(src._callbacks)
+            if live:
+                raise AssertionError(
+                    f"{live} stop callback(s) still registered on {name} after every operation "
+                    "completed (REQUIREMENTS 2.13)"
+                )
+
+
+def _leaf_exceptions(e: Any) -> list[Any]:
+    if isinstance(e, BaseExceptionGroup):
+        out: list[Any] = []
+        for x in e.exceptions:
+            out.extend(_leaf_exceptions(x))
+        return out
+    return [e]
+
+
+if sys.version_info < (3, 11):
+    from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found, unused-ignore]
+
+
+# --------------------------------------------------------------------------- driving
+
+
+class _Run:
+    """Shared set-up and bookkeeping of one run (sync or trio)."""
+
+    def __init__(
+        self,
+        tree: Tree,
+        stops: StopSchedule | None,
+        interleaving: Interleaving | None,
+        trio_scheduler: Any = None,
+    ) -> None:
+        self.tree = tree
+        self.stops = stops if stops is not None else StopSchedule()
+        self.inter = interleaving if interleaving is not None else Interleaving()
+        self.w = _World(tree, trio_scheduler)
+        self.rec = RecordingReceiver(extra_env=sx.prop(sx.get_scheduler, self.w.main))
+        self.plan = tree.plan(self.stops)
+        self.result = RunResult(
+            tree=tree,
+            stops=self.stops,
+            model=tree.root.outcomes(self.plan.root, self.plan),
+            plan=self.plan,
+            rec=self.rec,
+        )
+        self.todo = sorted(self.stops.events, key=lambda e: e.at)
+        self.step = 0
+        self.terminate = TerminateRecorder()
+        self.previous_handler: Any = None
+        self.gc_was_enabled = True
+        self.handler_set = False
+
+    def begin(self) -> None:
+        self.gc_was_enabled = gc.isenabled()
+        gc.disable()  # deterministic runs: cycles are collected only by _stalled()
+        self.previous_handler = set_terminate_handler(self.terminate)
+        self.handler_set = True
+        sndr = self.tree.root.build(self.w)
+        if _attrs_reliable(self.tree.root):
+            self.result.declared_value_scheduler = _query(
+                sx.get_env(sndr), sx.get_completion_scheduler[sx.set_value_t]
+            )
+        self.fire_due()  # at == 0
+        self.rec.connect(sndr)
+        del sndr
+        self.step = 1
+        self.rec.start()
+
+    def fire_due(self) -> None:
+        while self.todo and self.todo[0].at <= self.step:
+            _request(self.w, self.todo.pop(0), self.rec)
+
+    def fire_all(self) -> None:
+        while self.todo:
+            _request(self.w, self.todo.pop(0), self.rec)
+
+    def run_one(self) -> bool:
+        if self.w.run_chosen(self.inter):
+            self.step += 1
+            self.fire_due()
+            return True
+        return False
+
+    def start_joins(self) -> None:
+        self.rec.op = None  # drop the root operation (DESIGN.md 2.8: no reliance on gc)
+        # Join without closing first: spawned work may still spawn (DESIGN.md 2.6).
+        for scope in self.w.scopes:
+            j = RecordingReceiver(extra_env=sx.prop(sx.get_scheduler, self.w.main))
+            self.result.joins.append(j)
+            j.run(scope.join())
+
+    def joins_done(self) -> bool:
+        return all(j.done for j in self.result.joins)
+
+    def finish(self) -> RunResult:
+        if self.gc_was_enabled:
+            gc.enable()
+        if self.handler_set:
+            set_terminate_handler(self.previous_handler)
+        self.w.close()
+        r = self.result
+        r.terminate_calls = self.terminate.calls
+        r.spawn_log = list(self.w.spawn_log)
+        r.spawned = list(self.w.spawned)
+        r.futures = list(self.w.futures)
+        r.tokens = list(self.w.tokens)
+        r.scopes = list(self.w.scopes)
+        r.sources = [("the root receiver's stop source", self.rec.stop_source)] + [
+            (f"points[{i}]", s) for i, s in enumerate(self.w.points)
+        ]
+        return r
+
+    def threads_busy(self) -> bool:
+        ts = self.w.thread_scheduler
+        return ts is not None and ts.busy > 0
+
+
+def _attrs_reliable(n: Node) -> bool:
+    """False when the root's attributes come through a ``let_*`` (REQUIREMENTS 14.9, A8).
+
+    [D] gives ``let_*`` (and ``starts_on``, which lowers to ``let_value``) the default
+    attributes, so they advertise their child's completion scheduler although the
+    completion comes from the second sender: a known defect, not checked here.
+    """
+    while True:
+        if isinstance(n, (Let, StartsOn)):
+            return False
+        kids = n.kids()
+        if len(kids) != 1 or isinstance(n, (Hop, SpawnFuture, Spawn)):
+            return True
+        n = kids[0]
+
+
+def _query(attrs: Any, q: Any) -> Any:
+    try:
+        return q(attrs)
+    except (sx.QueryError, TypeError):
+        return None
+
+
+def _stalled(run: _Run, what: str) -> bool:
+    """Nothing is queued or running and ``what`` has not completed: is it lost?
+
+    Collects garbage once: if that makes progress, an association or stop callback was being
+    held by an unreachable cycle (DESIGN.md 2.8 forbids relying on it) and the run carries on
+    with ``gc_needed`` set. Returns ``True`` if the run must stop (``result.hung`` is set).
+    """
+    before = (run.w.pending(), [s.count for s in run.w.scopes], run.rec.done, run.joins_done())
+    # Recorded error datums keep their tracebacks, whose frames keep operations alive: drop
+    # them so that only the library's own references remain.
+    errs = [a[0] for k, a in run.rec.events if k == "error"]
+    errs += [o[1] for _, o in run.w.spawn_log if o[0] == "error"]
+    errs += [o[1] for f in run.w.futures for o in (f.work, f.consumer) if o and o[0] == "error"]
+    for e in errs:
+        while isinstance(e, BaseException) and e.__traceback__ is not None:
+            e.__traceback__ = None
+            e = e.__context__
+    gc.collect()
+    after = (run.w.pending(), [s.count for s in run.w.scopes], run.rec.done, run.joins_done())
+    if after != before:
+        run.result.gc_needed.append(what)
+        return False
+    run.result.hung = (
+        f"{what} never completed: nothing is queued and nothing is running (a lost completion)"
+    )
+    return True
+
+
+def _drive_sync(run: _Run, done: Any, what: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        if run.run_one():
+            continue
+        if run.todo:
+            run.fire_all()
+            continue
+        ts = run.w.thread_scheduler
+        if ts is not None and ts.busy:
+            if ts.wait_idle(max(0.0, deadline - time.monotonic())):
+                continue
+            run.result.hung = f"{what}: work on the worker thread did not finish in {timeout} s"
+            return
+        if _stalled(run, what):
+            return
+
+
+def run_tree(
+    tree: Tree,
+    stops: StopSchedule | None = None,
+    interleaving: Interleaving | None = None,
+    *,
+    timeout: float = 10,
+    allow_gc: bool = False,
+) -> RunResult:
+    """Run ``tree`` without trio (trees with ``tree.trio`` need :func:`run_tree_trio`).
+
+    Builds it in a fresh world, makes the stop requests of ``stops`` at their steps, runs the
+    queued ``ManualScheduler`` items in the order ``interleaving`` picks until the root
+    completes, then joins every scope the same way. Automatic garbage collection is off
+    during the run, so runs are reproducible; if the run stalls, one ``gc.collect()`` is
+    tried, and if that un-sticks it the check fails (DESIGN.md 2.8) unless ``allow_gc``.
+    ``timeout`` bounds waits for worker threads. Returns the :class:`RunResult`; call its
+    :meth:`~RunResult.check`.
+    """
+    if tree.trio:
+        raise ValueError("this tree needs trio: use run_tree_trio inside trio.run")
+    run = _Run(tree, stops, interleaving)
+    run.result.allow_gc = allow_gc
+    try:
+        run.begin()
+        _drive_sync(run, lambda: run.rec.done, "the root operation", timeout)
+        if not run.result.hung:
+            run.fire_all()
+            run.start_joins()
+            _drive_sync(run, run.joins_done, "a scope's join", timeout)
+            while run.run_one():
+                pass
+    finally:
+        result = run.finish()
+    return result
+
+
+async def run_tree_trio(
+    tree: Tree,
+    stops: StopSchedule | None = None,
+    interleaving: Interleaving | None = None,
+    *,
+    timeout: float = 10,
+    allow_gc: bool = False,
+) -> RunResult:
+    """:func:`run_tree` inside a trio run: trio hops and coroutines run as trio tasks.
+
+    At each step the interleaving chooses between the queued ``ManualScheduler`` items and
+    letting trio run its runnable tasks for one checkpoint.
+    """
+    import trio
+
+    run = _Run(tree, stops, interleaving, trio_scheduler=_trio_scheduler())
+    run.result.allow_gc = allow_gc
+    try:
+        run.begin()
+        await _drive_trio(run, lambda: run.rec.done, "the root operation", timeout)
+        if not run.result.hung:
+            run.fire_all()
+            run.start_joins()
+            await _drive_trio(run, run.joins_done, "a scope's join", timeout)
+        while run.run_one():
+            await trio.lowlevel.checkpoint()
+        await trio.testing.wait_all_tasks_blocked()
+    finally:
+        result = run.finish()
+    return result
+
+
+def _trio_scheduler() -> Any:
+    f = getattr(sx, "trio_scheduler", None)
+    return f() if f is not None else None
+
+
+async def _drive_trio(run: _Run, done: Any, what: str, timeout: float) -> None:
+    import trio
+
+    deadline = time.monotonic() + timeout
+    while not done():
+        runnable = trio.lowlevel.current_statistics().tasks_runnable
+        pending = run.w.pending()
+        if pending or runnable:
+            # Option 0..pending-1: a manual item; option `pending`: one trio checkpoint.
+            choice = run.inter.choose(pending + (1 if runnable else 0))
+            if choice < pending:
+                _run_index(run, choice)
+            else:
+                await trio.lowlevel.checkpoint()
+            continue
+        if run.todo:
+            run.fire_all()
+            continue
+        await trio.testing.wait_all_tasks_blocked()
+        if done() or run.w.pending():
+            continue
+        ts = run.w.thread_scheduler
+        if (ts is not None and ts.busy) or trio.lowlevel.current_statistics().tasks_runnable:
+            if time.monotonic() < deadline:
+                await trio.sleep(0.0005)
+                continue
+            run.result.hung = f"{what} did not complete within {timeout} s"
+            return
+        # Give threads and run_sync_soon callbacks a moment before calling it lost.
+        for _ in range(20):
+            await trio.sleep(0.0005)
+            if done() or run.w.pending():
+                break
+        else:
+            if _stalled(run, what):
+                return
+
+
+def _run_index(run: _Run, i: int) -> None:
+    for s in run.w.all_schedulers():
+        n = s.pending
+        if i < n:
+            s.run_one(i)
+            run.step += 1
+            run.fire_due()
+            return
+        i -= n

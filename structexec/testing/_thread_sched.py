@@ -1,0 +1,175 @@
+"""``ThreadScheduler``: runs work on one dedicated worker thread (REQUIREMENTS 0, ThreadSched)."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from types import TracebackType
+from typing import Any
+
+from .._completion_signatures import completion_signatures
+from .._env import (
+    _MISSING,
+    QueryError,
+    forward_progress_guarantee,
+    get_completion_scheduler,
+    get_env,
+    get_forward_progress_guarantee,
+    get_stop_token,
+)
+from .._protocol import Sender, set_stopped_t, set_value_t, twice_started
+from .._stop_token import is_unstoppable
+from ._manual import _current
+
+__all__ = ["ThreadScheduler"]
+
+
+class _ThreadOp:
+    __slots__ = ("_rcvr", "_sch", "_started")
+
+    def __init__(self, sch: ThreadScheduler, rcvr: Any) -> None:
+        self._sch = sch
+        self._rcvr = rcvr
+        self._started = False
+
+    def start(self) -> None:
+        if self._started:
+            raise twice_started(self)
+        self._started = True
+        self._sch._push(self)
+
+    def _run(self) -> None:
+        rcvr = self._rcvr
+        if get_stop_token(get_env(rcvr)).stop_requested():
+            rcvr.set_stopped()
+        else:
+            rcvr.set_value()
+
+
+class _ThreadAttrs:
+    __slots__ = ("_sch",)
+
+    def __init__(self, sch: ThreadScheduler) -> None:
+        self._sch = sch
+
+    def _sx_try(self, q: Any, default: Any) -> Any:
+        if (
+            q is get_completion_scheduler[set_value_t]
+            or q is get_completion_scheduler[set_stopped_t]
+        ):
+            return self._sch
+        return default
+
+    def query(self, q: Any, *args: Any) -> Any:
+        r = self._sx_try(q, _MISSING)
+        if r is _MISSING:
+            raise QueryError(f"the schedule sender of {self._sch!r} does not support {q!r}")
+        return r
+
+
+class _ThreadSender(Sender[None]):
+    __slots__ = ("_sch",)
+
+    def __init__(self, sch: ThreadScheduler) -> None:
+        self._sch = sch
+
+    def connect(self, rcvr: Any) -> _ThreadOp:
+        return _ThreadOp(self._sch, rcvr)
+
+    def get_env(self) -> Any:
+        return _ThreadAttrs(self._sch)
+
+    def get_completion_signatures(self, env: Any = None) -> completion_signatures:
+        if env is not None and is_unstoppable(get_stop_token(env)):
+            return completion_signatures(set_value_t())
+        return completion_signatures(set_value_t(), set_stopped_t())
+
+
+class ThreadScheduler:
+    """A scheduler whose work runs, in FIFO order, on one dedicated worker thread.
+
+    REQUIREMENTS 0 (``ThreadSched``), 2.16, 12.1. ``schedule()`` operations are queued and
+    completed on the worker thread: ``set_stopped()`` if the receiver's stop token has a stop
+    request when the item runs, else ``set_value()`` (infallible, P3941R1). While an item
+    runs, ``ManualScheduler.current()`` on the worker thread is this scheduler, and
+    :attr:`ident` is the worker's thread ident. :attr:`busy` counts items queued or running.
+    The worker starts lazily; :meth:`close` (or leaving the ``with`` block) finishes the
+    queued work and joins the thread. Equality is identity.
+    """
+
+    def __init__(self, name: str = "structexec-test-worker") -> None:
+        self.name = name
+        self._cond = threading.Condition(threading.Lock())
+        self._queue: deque[_ThreadOp] = deque()
+        self._thread: threading.Thread | None = None
+        self._closing = False
+        self.busy = 0
+        self.ident: int | None = None
+
+    def schedule(self) -> Sender[None]:
+        """A sender that completes on the worker thread."""
+        return _ThreadSender(self)
+
+    def query(self, q: Any, *args: Any) -> Any:
+        """``get_forward_progress_guarantee`` is ``concurrent`` (a real thread)."""
+        if q is get_forward_progress_guarantee:
+            return forward_progress_guarantee.concurrent
+        raise QueryError(f"{self!r} does not support {q!r}")
+
+    def _push(self, op: _ThreadOp) -> None:
+        with self._cond:
+            if self._closing:
+                raise RuntimeError(f"{self!r} is closed")
+            self._queue.append(op)
+            self.busy += 1
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._work, name=self.name, daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def _work(self) -> None:
+        self.ident = threading.get_ident()
+        _current.sch = self
+        cond = self._cond
+        while True:
+            with cond:
+                while not self._queue:
+                    if self._closing:
+                        return
+                    cond.wait()
+                op = self._queue.popleft()
+            try:
+                op._run()
+            finally:
+                del op  # do not keep the finished operation (and its receiver) alive
+                with cond:
+                    self.busy -= 1
+                    cond.notify_all()
+
+    def wait_idle(self, timeout: float = 5) -> bool:
+        """Block until no item is queued or running; ``False`` on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self.busy == 0, timeout)
+
+    def close(self) -> None:
+        """Run what is queued, then stop and join the worker thread. Idempotent."""
+        with self._cond:
+            self._closing = True
+            t = self._thread
+            self._cond.notify_all()
+        if t is not None and t is not threading.current_thread():
+            t.join()
+
+    def __enter__(self) -> ThreadScheduler:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<ThreadScheduler {self.name!r} busy={self.busy}>"

@@ -1,0 +1,421 @@
+"""Hypothesis strategies for property-testing senders and cancellation.
+
+DESIGN.md "Testing"; REQUIREMENTS 0 and 2 (2.2: "a property test across random
+compositions"). Needs ``hypothesis``. Three strategies, usable together or alone:
+
+* :func:`sender_trees` generates random sender trees (:class:`Tree`): factories,
+  ``then``/``upon_*``/``let_*``, ``when_all``/``when_all_with_variant``, ``into_variant``,
+  ``stopped_as_*``, hops onto ``ManualScheduler`` (``schedule``, ``continues_on``,
+  ``starts_on``), stop points (``write_env`` of another stop token), ``unstoppable``,
+  ``associate``/``spawn``/``spawn_future`` into counting scopes, coroutines and ``task``,
+  hops onto trio and onto a worker thread. Each tree comes with a plain-Python model:
+  ``tree.model(stops)`` is the set of outcomes it may complete with.
+* :func:`stop_schedules` generates which operation gets a stop request, at which step
+  (:class:`StopSchedule`).
+* :func:`interleavings` generates the order in which queued scheduler items run
+  (:class:`Interleaving`), so hypothesis explores, and shrinks, schedules.
+
+:func:`run_tree` (or :func:`run_tree_trio` in a trio run) runs a tree under a stop schedule and
+an interleaving and returns a :class:`RunResult` whose ``check()`` asserts the completion
+contract, the modelled outcome and the scope invariants. A worked example is in
+``docs/testing.md``::
+
+    from hypothesis import given
+    from structexec.testing import strategies as sxst
+
+    @given(sxst.sender_trees(), sxst.stop_schedules(), sxst.interleavings())
+    def test_cancellation(tree, stops, order):
+        sxst.run_tree(tree, stops, order).check()
+
+Node kinds whose structexec implementation is not importable are left out automatically
+(:func:`available_kinds`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from hypothesis import strategies as st
+
+import structexec as sx
+
+from .. import _hooks
+from ._driver import (
+    CountingToken,
+    Interleaving,
+    RunResult,
+    StopEvent,
+    StopSchedule,
+    Tree,
+    run_tree,
+    run_tree_trio,
+)
+from ._tree import (
+    ALREADY,
+    MAYBE,
+    NEVER,
+    STOPPED,
+    Associate,
+    Coro,
+    Fn,
+    Hop,
+    IntoVariant,
+    Just,
+    JustError,
+    JustStopped,
+    Let,
+    Node,
+    Plan,
+    Schedule,
+    Spawn,
+    SpawnFuture,
+    StartsOn,
+    StoppedAsError,
+    StoppedAsOptional,
+    StopPoint,
+    Task,
+    Then,
+    ThreadHop,
+    TreeError,
+    TrioHop,
+    Unstoppable,
+    WhenAll,
+    apply_fn,
+    error,
+    value,
+)
+
+__all__ = [
+    "ALL_KINDS",
+    "ALREADY",
+    "MAYBE",
+    "NEVER",
+    "STOPPED",
+    "SYNC_KINDS",
+    "CountingToken",
+    "Fn",
+    "Interleaving",
+    "Node",
+    "Plan",
+    "RunResult",
+    "StopEvent",
+    "StopSchedule",
+    "Tree",
+    "TreeError",
+    "apply_fn",
+    "available_kinds",
+    "error",
+    "fns",
+    "interleavings",
+    "run_tree",
+    "run_tree_trio",
+    "sender_trees",
+    "stop_schedules",
+    "tree_errors",
+    "trees_with_stop_schedules",
+    "value",
+    # node classes, for writing trees by hand
+    "Associate",
+    "Coro",
+    "Hop",
+    "IntoVariant",
+    "Just",
+    "JustError",
+    "JustStopped",
+    "Let",
+    "Schedule",
+    "Spawn",
+    "SpawnFuture",
+    "StartsOn",
+    "StopPoint",
+    "StoppedAsError",
+    "StoppedAsOptional",
+    "Task",
+    "Then",
+    "ThreadHop",
+    "TrioHop",
+    "Unstoppable",
+    "WhenAll",
+]
+
+#: Node kinds that run without trio.
+SYNC_KINDS = frozenset(
+    {
+        "just",
+        "just_error",
+        "just_stopped",
+        "then",
+        "upon_error",
+        "upon_stopped",
+        "let_value",
+        "let_error",
+        "let_stopped",
+        "when_all",
+        "when_all_with_variant",
+        "into_variant",
+        "stopped_as_optional",
+        "stopped_as_error",
+        "schedule",
+        "continues_on",
+        "starts_on",
+        "stop_point",
+        "unstoppable",
+        "associate",
+        "spawn",
+        "spawn_future",
+        "thread_hop",
+    }
+)
+#: Every node kind; ``trio_hop``, ``coroutine`` and ``task`` need :func:`run_tree_trio`.
+ALL_KINDS = SYNC_KINDS | {"trio_hop", "coroutine", "task"}
+
+_NEEDS: dict[str, tuple[str, ...]] = {
+    "when_all": ("when_all",),
+    "when_all_with_variant": ("when_all_with_variant",),
+    "into_variant": ("into_variant",),
+    "stopped_as_optional": ("stopped_as_optional",),
+    "stopped_as_error": ("stopped_as_error",),
+    "continues_on": ("continues_on",),
+    "starts_on": ("starts_on",),
+    "stop_point": ("write_env",),
+    "unstoppable": ("unstoppable",),
+    "associate": ("associate", "counting_scope", "simple_counting_scope"),
+    "spawn": ("spawn", "counting_scope", "simple_counting_scope"),
+    "spawn_future": ("spawn_future", "counting_scope", "simple_counting_scope"),
+    "thread_hop": ("continues_on",),
+    "trio_hop": ("continues_on", "trio_scheduler"),
+    "task": ("task",),
+}
+
+
+def available_kinds() -> frozenset[str]:
+    """The node kinds whose structexec implementation is importable in this build."""
+    out = set()
+    for k in ALL_KINDS:
+        if all(callable(getattr(sx, name, None)) for name in _NEEDS.get(k, ())):
+            out.add(k)
+    if _hooks.connect_awaitable is _hooks._no_connect_awaitable:
+        out.discard("coroutine")
+    return frozenset(out)
+
+
+# --------------------------------------------------------------------------- leaves
+
+
+def tree_errors() -> st.SearchStrategy[TreeError]:
+    """Fresh :class:`TreeError` instances labelled ``e0`` ... ``e9`` (compared by identity)."""
+    return st.integers(0, 9).map(lambda i: TreeError(f"e{i}"))
+
+
+def fns(which: str = "then") -> st.SearchStrategy[Fn]:
+    """Functions for ``then`` (``which="then"``), ``upon_error`` or ``upon_stopped``."""
+    ks = st.integers(0, 9)
+    opts: list[st.SearchStrategy[Fn]] = [ks.map(Fn.mix), tree_errors().map(Fn.raise_)]
+    if which == "then":
+        opts += [ks.map(Fn.pack), st.just(Fn.none()), st.just(Fn.tuple())]
+    else:
+        opts += [st.just(Fn.none())]
+    return st.one_of(*opts)
+
+
+class _AllMaybe(Plan):
+    def point(self, i: int) -> int:
+        return MAYBE
+
+    def scope(self, i: int) -> int:
+        return MAYBE
+
+
+def _needs_single(child: Node) -> bool:
+    arities = {len(o[1]) for o in child.outcomes(MAYBE, _AllMaybe(MAYBE)) if o[0] == "value"}
+    return arities != {1}
+
+
+# --------------------------------------------------------------------------- trees
+
+
+def sender_trees(
+    kinds: Iterable[str] | None = None,
+    *,
+    schedulers: int = 2,
+    points: int = 1,
+    scopes: tuple[str, ...] = ("counting", "simple"),
+    max_nodes: int = 12,
+    max_depth: int = 5,
+    max_children: int = 3,
+) -> st.SearchStrategy[Tree]:
+    """Random sender trees, each with its model (``tree.model(stops)``).
+
+    ``kinds``: the node kinds to use (default: every available kind that runs without trio,
+    :data:`SYNC_KINDS`; pass :data:`ALL_KINDS` for trio hops, coroutines and ``task``, and run
+    those with :func:`run_tree_trio`). Kinds that are not available in this build are
+    dropped. ``schedulers``: how many ``ManualScheduler`` the hops use; ``points``: how many
+    stop points (independent stop sources a subtree can be given); ``scopes``: the scopes
+    that ``associate``/``spawn``/``spawn_future`` use (``"counting"`` or ``"simple"``);
+    ``max_nodes``/``max_depth``/``max_children``: tree size. Trees shrink towards fewer
+    nodes, then towards the first kinds of :data:`SYNC_KINDS`.
+    """
+    want = set(SYNC_KINDS if kinds is None else kinds)
+    unknown = want - ALL_KINDS
+    if unknown:
+        raise ValueError(f"unknown node kinds {sorted(unknown)}; known: {sorted(ALL_KINDS)}")
+    k = want & available_kinds()
+    if not scopes:
+        k -= {"associate", "spawn", "spawn_future"}
+    if not points:
+        k.discard("stop_point")
+    k.add("just")
+    leaf_kinds = [x for x in ("just", "just_error", "just_stopped", "schedule") if x in k]
+    inner_kinds = [x for x in _INNER_ORDER if x in k]
+    n_sch = max(1, schedulers)
+    n_scopes = len(scopes)
+
+    @st.composite
+    def node(draw: st.DrawFn, depth: int, budget: list[int]) -> Node:
+        budget[0] -= 1
+        # Leaves when out of depth or budget, or on a 1-in-4 draw (which shrinks to a leaf).
+        if depth >= max_depth or budget[0] <= 0 or not inner_kinds or draw(st.integers(0, 3)) == 0:
+            return _leaf(draw, draw(st.sampled_from(leaf_kinds)), n_sch)
+        kind = draw(st.sampled_from(inner_kinds))
+
+        def child() -> Node:
+            return draw(node(depth + 1, budget))
+
+        if kind in ("then", "upon_error", "upon_stopped"):
+            return Then(child(), draw(fns(kind)), kind)
+        if kind in ("let_value", "let_error", "let_stopped"):
+            c = child()
+            prepend = kind == "let_value" and draw(st.booleans())
+            return Let(c, child(), kind, prepend)
+        if kind in ("when_all", "when_all_with_variant"):
+            n = draw(st.integers(1, max_children))
+            return WhenAll(tuple(child() for _ in range(n)), kind == "when_all_with_variant")
+        if kind == "into_variant":
+            return IntoVariant(child())
+        if kind == "stopped_as_optional":
+            c = child()
+            return StoppedAsOptional(c, _needs_single(c))
+        if kind == "stopped_as_error":
+            return StoppedAsError(child(), draw(tree_errors()))
+        if kind == "continues_on":
+            return Hop(child(), draw(st.integers(0, n_sch - 1)))
+        if kind == "starts_on":
+            return StartsOn(draw(st.integers(0, n_sch - 1)), child())
+        if kind == "stop_point":
+            return StopPoint(child(), draw(st.integers(0, points - 1)))
+        if kind == "unstoppable":
+            return Unstoppable(child())
+        if kind == "associate":
+            return Associate(child(), draw(st.integers(0, n_scopes - 1)))
+        if kind == "spawn_future":
+            return SpawnFuture(child(), draw(st.integers(0, n_scopes - 1)))
+        if kind == "spawn":
+            return Spawn(child(), draw(st.integers(0, n_scopes - 1)), draw(st.booleans()))
+        if kind == "thread_hop":
+            return ThreadHop(child())
+        if kind == "trio_hop":
+            return TrioHop(child())
+        if kind == "coroutine":
+            return Coro(child())
+        assert kind == "task", kind
+        return Task(child())
+
+    @st.composite
+    def sender_trees(draw: st.DrawFn) -> Tree:
+        root = draw(node(0, [max_nodes]))
+        used = {n.kind for n in root.walk()}
+        return Tree(
+            root,
+            schedulers=n_sch,
+            points=points,
+            scopes=tuple(scopes),
+            counted_tokens=draw(st.booleans()),
+            trio=bool(used & {"trio_hop", "coroutine", "task"}),
+            threads="thread_hop" in used,
+        )
+
+    return sender_trees()
+
+
+_INNER_ORDER = (
+    "then",
+    "upon_error",
+    "upon_stopped",
+    "let_value",
+    "let_error",
+    "let_stopped",
+    "when_all",
+    "when_all_with_variant",
+    "into_variant",
+    "stopped_as_optional",
+    "stopped_as_error",
+    "continues_on",
+    "starts_on",
+    "stop_point",
+    "unstoppable",
+    "associate",
+    "spawn",
+    "spawn_future",
+    "thread_hop",
+    "trio_hop",
+    "coroutine",
+    "task",
+)
+
+
+def _leaf(draw: st.DrawFn, kind: str, n_sch: int) -> Node:
+    if kind == "just_error":
+        return JustError(draw(tree_errors()))
+    if kind == "just_stopped":
+        return JustStopped()
+    if kind == "schedule":
+        return Schedule(draw(st.integers(0, n_sch - 1)))
+    return Just(tuple(draw(st.lists(st.integers(-5, 99), max_size=3))))
+
+
+def stop_schedules(
+    targets: Iterable[tuple[str, int]] | Tree | None = None,
+    *,
+    max_at: int = 12,
+    max_events: int = 3,
+    from_threads: bool = True,
+) -> st.SearchStrategy[StopSchedule]:
+    """Which operations get a stop request, and at which step.
+
+    ``targets``: a :class:`Tree` (its ``stop_targets()``) or a list of targets; by default
+    only the root. ``at`` runs from 0 (before the root starts) to ``max_at`` (after
+    ``max_at - 1`` scheduler items ran). With ``from_threads``, some requests are made from
+    another thread. The empty schedule is included (and is what failures shrink towards).
+    """
+    if targets is None:
+        tlist = [("root", 0)]
+    elif isinstance(targets, Tree):
+        tlist = targets.stop_targets()
+    else:
+        tlist = list(targets)
+    event = st.builds(
+        StopEvent,
+        st.integers(0, max_at),
+        st.sampled_from(tlist),
+        st.booleans() if from_threads else st.just(False),
+    )
+    return st.lists(event, max_size=max_events).map(lambda evs: StopSchedule(tuple(evs)))
+
+
+def trees_with_stop_schedules(
+    **kwargs: Any,
+) -> st.SearchStrategy[tuple[Tree, StopSchedule]]:
+    """A tree (``sender_trees(**kwargs)``) and a stop schedule over all its stop targets."""
+    stop_kw = {k: kwargs.pop(k) for k in ("max_at", "max_events", "from_threads") if k in kwargs}
+    return sender_trees(**kwargs).flatmap(
+        lambda t: st.tuples(st.just(t), stop_schedules(t, **stop_kw))
+    )
+
+
+def interleavings(max_steps: int = 64) -> st.SearchStrategy[Interleaving]:
+    """The order in which queued scheduler items run: at each step, which one runs next.
+
+    Shrinks towards FIFO order (all zeros).
+    """
+    return st.lists(st.integers(0, 255), max_size=max_steps).map(Interleaving)
