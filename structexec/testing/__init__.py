@@ -18,7 +18,14 @@ Importing this package needs neither pytest nor hypothesis.
 
 from __future__ import annotations
 
-from ._leaks import LeakReport, TerminateRecorder, assert_no_leaks, no_leaks, record_terminate
+from ._leaks import (
+    LeakReport,
+    TerminateRecorder,
+    assert_no_leaks,
+    living_tasks,
+    no_leaks,
+    record_terminate,
+)
 from ._manual import ManualScheduler
 from ._receiver import RecordingReceiver
 from ._thread_sched import ThreadScheduler
@@ -29,6 +36,7 @@ __all__ = [
     "ThreadScheduler",
     "no_leaks",
     "assert_no_leaks",
+    "living_tasks",
     "record_terminate",
     "TerminateRecorder",
     "LeakReport",

@@ -15,7 +15,14 @@ from typing import Any
 
 from .._errors import set_terminate_handler
 
-__all__ = ["LeakReport", "TerminateRecorder", "assert_no_leaks", "no_leaks", "record_terminate"]
+__all__ = [
+    "LeakReport",
+    "TerminateRecorder",
+    "assert_no_leaks",
+    "living_tasks",
+    "no_leaks",
+    "record_terminate",
+]
 
 
 class TerminateRecorder:
@@ -64,6 +71,22 @@ class LeakReport:
     tasks_at_entry: int = 0
     tasks_at_exit: int = 0
     terminate_calls: list[tuple[str, BaseException | None]] = field(default_factory=list)
+
+
+def living_tasks() -> set[Any]:
+    """Every task of the current trio run, found by walking the task tree from the root."""
+    import trio
+
+    out: set[Any] = set()
+    stack = [trio.lowlevel.current_root_task()]
+    while stack:
+        t = stack.pop()
+        if t is None or t in out:
+            continue
+        out.add(t)
+        for n in t.child_nurseries:
+            stack.extend(n.child_tasks)
+    return out
 
 
 def _stats() -> Any:

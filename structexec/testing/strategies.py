@@ -33,6 +33,7 @@ Node kinds whose structexec implementation is not importable are left out automa
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -108,6 +109,7 @@ __all__ = [
     "error",
     "fns",
     "interleavings",
+    "max_examples",
     "run_tree",
     "run_tree_trio",
     "sender_trees",
@@ -411,6 +413,22 @@ def trees_with_stop_schedules(
     return sender_trees(**kwargs).flatmap(
         lambda t: st.tuples(st.just(t), stop_schedules(t, **stop_kw))
     )
+
+
+def max_examples(default: int = 100) -> int:
+    """The hypothesis example count: ``STRUCTEXEC_PROPERTY_EXAMPLES`` if set, else ``default``.
+
+    Lets one command run a property suite briefly in CI and thoroughly on demand::
+
+        STRUCTEXEC_PROPERTY_EXAMPLES=10000 pytest tests/test_properties_trees.py
+    """
+    raw = os.environ.get("STRUCTEXEC_PROPERTY_EXAMPLES", "").strip()
+    if not raw:
+        return default
+    n = int(raw)
+    if n < 1:
+        raise ValueError(f"STRUCTEXEC_PROPERTY_EXAMPLES must be a positive integer, got {raw!r}")
+    return n
 
 
 def interleavings(max_steps: int = 64) -> st.SearchStrategy[Interleaving]:
