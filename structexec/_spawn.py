@@ -44,6 +44,7 @@ __all__ = ["spawn"]
 FAST_TOKENS: set[type] = set()
 
 _DONE: Any = object()
+_new = object.__new__
 
 
 def check_sender(who: str, sndr: Any) -> None:
@@ -338,7 +339,10 @@ class spawn_t(Algorithm):
             # The common case, kept short: a library scope, no env, a Sender subclass. The
             # state is the receiver and its own environment (see _FastSpawnState).
             scope = token._scope
-            st = _FastSpawnState(scope, sndr, EMPTY_ENV)
+            st = _new(_FastSpawnState)  # no __init__ frame: this is the hot path
+            st._scope = scope
+            st._sndr = sndr
+            st._base = EMPTY_ENV
             sigs = sndr.get_completion_signatures(st)
             if sigs is not None:
                 check_signature_set(sndr, sigs)
