@@ -9,6 +9,16 @@
   [exec.adapt] specifies for every adaptor (REQUIREMENTS 9.7); free unless a custom domain is
   involved.
 * argument checks that raise ``TypeError`` naming the argument (DESIGN.md 2.3).
+* :class:`ChildOp`: the base of the operation states that are also their child's receiver
+  (``then``, ``let_*``, ``bulk_*``, ``starts_on``, ``schedule_from``).
+* :class:`UnarySender`, :class:`InlineAsChild`: the attributes and structure (7.9) of a
+  single-child adaptor's sender.
+* :class:`WriteEnvReceiver`: the child's receiver of ``write_env``/``starts_on``, which
+  forwards every completion straight to the outer receiver's bound methods.
+
+The bases add no call on the connect, start or completion paths: subclasses set the slots in
+their own ``__init__`` (no ``super().__init__()`` call) and inherited methods are looked up as
+fast as a class's own.
 """
 
 from __future__ import annotations
@@ -17,8 +27,17 @@ from typing import Any
 
 from ._completion_signatures import completion_signatures, get_completion_signatures
 from ._domain import default_domain, domains_active, get_domain_early, transform_sender
-from ._env import get_domain, query_or
-from ._protocol import Algorithm, Closure, Sender, is_scheduler, is_sender, set_value_t
+from ._env import fwd_env, get_domain, get_env, join_env, query_or
+from ._protocol import (
+    Algorithm,
+    Closure,
+    Sender,
+    completed_twice,
+    is_scheduler,
+    is_sender,
+    set_value_t,
+    twice_started,
+)
 
 _DEFAULT = default_domain()
 
@@ -101,3 +120,108 @@ class UnaryAdaptor(Algorithm, Closure[Any]):
             first = sndr
             return Closure(lambda s: self(first(s)))
         return self(sndr)
+
+
+# --------------------------------------------------------------------------- operation states
+
+_CONNECTED, _STARTED, _COMPLETED = 0, 1, 2
+
+
+class ChildOp:
+    """An adaptor's operation state that is also the receiver of its child (private base).
+
+    Slots set by the subclass's ``__init__``: ``_rcvr`` (the outer receiver), ``_state``
+    (0 connected, 1 started, 2 completed) and ``_op`` (the operation started by ``start``;
+    the subclass's ``connect`` fills it in). ``start`` raises ``RuntimeError`` on a second call
+    (REQUIREMENTS 2.1); the environment is ``FWD-ENV(get_env(rcvr))`` ([exec.adapt.general]);
+    each ``set_*`` forwards unchanged and raises ``RuntimeError`` on a second completion (2.2).
+    Subclasses override the completions they transform, with the same checks.
+    """
+
+    __slots__ = ("_op", "_rcvr", "_state")
+    _rcvr: Any
+    _state: int
+    _op: Any
+
+    def start(self) -> None:
+        if self._state:
+            raise twice_started(self)
+        self._state = _STARTED
+        self._op.start()
+
+    def get_env(self) -> Any:
+        return fwd_env(get_env(self._rcvr))
+
+    def set_value(self, *vals: Any) -> None:
+        if self._state == _COMPLETED:
+            raise completed_twice(self, "set_value")
+        self._state = _COMPLETED
+        self._rcvr.set_value(*vals)
+
+    def set_error(self, err: Any) -> None:
+        if self._state == _COMPLETED:
+            raise completed_twice(self, "set_error")
+        self._state = _COMPLETED
+        self._rcvr.set_error(err)
+
+    def set_stopped(self) -> None:
+        if self._state == _COMPLETED:
+            raise completed_twice(self, "set_stopped")
+        self._state = _COMPLETED
+        self._rcvr.set_stopped()
+
+
+class WriteEnvReceiver:
+    """The child's receiver with environment ``JOIN-ENV(written, FWD-ENV(get_env(rcvr)))``.
+
+    [exec.write.env] (REQUIREMENTS 11.1), and ``starts_on``'s child receiver with
+    ``written = SCHED-ENV(sch)`` (12.2). The completions are the outer receiver's bound
+    methods, so a completion costs no extra call.
+    """
+
+    __slots__ = ("_env", "set_error", "set_stopped", "set_value")
+
+    def __init__(self, rcvr: Any, written: Any) -> None:
+        self.set_value = rcvr.set_value
+        self.set_error = rcvr.set_error
+        self.set_stopped = rcvr.set_stopped
+        self._env = join_env(written, fwd_env(get_env(rcvr)))
+
+    def get_env(self) -> Any:
+        return self._env
+
+
+# --------------------------------------------------------------------------- senders
+
+
+class UnarySender(Sender[Any]):
+    """A sender adaptor with one child in the slot ``_child`` (private base).
+
+    Attributes ``FWD-ENV(get_env(child))`` ([exec.adapt.general]) and ``children ==
+    (child,)`` (REQUIREMENTS 7.9); ``data`` stays the base's ``None`` unless overridden.
+    """
+
+    __slots__ = ("_child",)
+    _child: Any
+
+    def get_env(self) -> Any:
+        return fwd_env(get_env(self._child))
+
+    @property
+    def children(self) -> tuple[Any, ...]:
+        return (self._child,)
+
+
+class InlineAsChild:
+    """Mixin: the sender completes inside ``start`` exactly when its child does.
+
+    For adaptors that neither hop nor defer (``write_env``, ``into_variant``,
+    ``stopped_as_error``); ``affine_on`` and the task driver use it to skip a hop back.
+    """
+
+    __slots__ = ()
+    _child: Any
+
+    @property
+    def _sx_completes_inline(self) -> bool:
+        return bool(getattr(self._child, "_sx_completes_inline", False))

@@ -23,12 +23,13 @@ from __future__ import annotations
 
 from typing import Any, TypeVar, overload
 
+from ._adaptor_util import UnarySender
 from ._completion_signatures import completion_signatures, get_completion_signatures
 from ._continues_on import schedule_from
 from ._domain import connect
 from ._env import (
     _MISSING,
-    QueryError,
+    TryEnv,
     fwd_env,
     get_completion_scheduler,
     get_env,
@@ -90,7 +91,7 @@ def completes_on(child: Any, sch: Any, ev: Any) -> bool:
     return True
 
 
-class _AffineAttrs:
+class _AffineAttrs(TryEnv):
     """Attributes: the child's forwarding attributes, minus its completion schedulers.
 
     P3941R1 words them as ``get_env(child)``; the child's completion schedulers are dropped
@@ -100,6 +101,7 @@ class _AffineAttrs:
     """
 
     __slots__ = ("_child",)
+    _unsupported = "affine_on's attributes do not support {q!r}"
 
     def __init__(self, child: Any) -> None:
         self._child = child
@@ -109,15 +111,9 @@ class _AffineAttrs:
             return default
         return query_or(fwd_env(get_env(self._child)), q, default)
 
-    def query(self, q: Any, *args: Any) -> Any:
-        r = self._sx_try(q, _MISSING)
-        if r is _MISSING:
-            raise QueryError(f"affine_on's attributes do not support {q!r}")
-        return r
 
-
-class _AffineOnSender(Sender[Any]):
-    __slots__ = ("_child", "_sch")
+class _AffineOnSender(UnarySender):
+    __slots__ = ("_sch",)
 
     def __init__(self, child: Any, sch: Any) -> None:
         self._child = child
@@ -170,10 +166,6 @@ class _AffineOnSender(Sender[Any]):
     @property
     def data(self) -> Any:
         return self._sch
-
-    @property
-    def children(self) -> tuple[Any, ...]:
-        return (self._child,)
 
     def __repr__(self) -> str:
         if self._sch is None:

@@ -27,19 +27,11 @@ import operator
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
-from ._adaptor_util import check_sender, early_child
+from ._adaptor_util import ChildOp, UnarySender, check_sender, early_child
 from ._completion_signatures import completion_signatures, get_completion_signatures
 from ._domain import connect
-from ._env import fwd_env, get_env
-from ._protocol import (
-    Algorithm,
-    Closure,
-    Sender,
-    completed_twice,
-    set_error_t,
-    set_value_t,
-    twice_started,
-)
+from ._env import fwd_env
+from ._protocol import Algorithm, Closure, Sender, completed_twice, set_error_t, set_value_t
 
 __all__ = [
     "bulk",
@@ -103,10 +95,13 @@ _POLICIES = (seq, par, par_unseq, unseq)
 # --------------------------------------------------------------------------- operations
 
 
-class _BulkOp:
-    """Operation of the default ``bulk_chunked``/``bulk_unchunked``; the child's receiver."""
+class _BulkOp(ChildOp):
+    """Operation of the default ``bulk_chunked``/``bulk_unchunked``; the child's receiver.
 
-    __slots__ = ("_chunked", "_f", "_op", "_rcvr", "_shape", "_state")
+    Errors and stopped are forwarded (15.9).
+    """
+
+    __slots__ = ("_chunked", "_f", "_shape")
 
     def __init__(self, rcvr: Any, shape: int, f: Any, chunked: bool) -> None:
         self._rcvr = rcvr
@@ -114,16 +109,7 @@ class _BulkOp:
         self._f = f
         self._chunked = chunked
         self._state = 0
-        self._op: Any = None
-
-    def start(self) -> None:
-        if self._state:
-            raise twice_started(self)
-        self._state = 1
-        self._op.start()
-
-    def get_env(self) -> Any:
-        return fwd_env(get_env(self._rcvr))
+        self._op = None
 
     def set_value(self, *vals: Any) -> None:
         if self._state == 2:
@@ -141,18 +127,6 @@ class _BulkOp:
             self._rcvr.set_error(e)
             return
         self._rcvr.set_value(*vals)
-
-    def set_error(self, err: Any) -> None:
-        if self._state == 2:
-            raise completed_twice(self, "set_error")
-        self._state = 2
-        self._rcvr.set_error(err)
-
-    def set_stopped(self) -> None:
-        if self._state == 2:
-            raise completed_twice(self, "set_stopped")
-        self._state = 2
-        self._rcvr.set_stopped()
 
 
 def _loop(f: Callable[..., Any], b: int, e: int, vs: tuple[Any, ...]) -> None:
@@ -201,9 +175,10 @@ class chunk_loop:
 # --------------------------------------------------------------------------- senders
 
 
-class _BulkBase(Sender[Any]):
-    __slots__ = ("_child", "_f", "_policy", "_shape")
+class _BulkBase(UnarySender):
+    __slots__ = ("_f", "_policy", "_shape")
     _algo = "bulk"
+    _chunked = True  # for the default connect of bulk_chunked / bulk_unchunked
 
     def __init__(self, child: Any, policy: execution_policy, shape: int, f: Any) -> None:
         self._child = child
@@ -211,8 +186,10 @@ class _BulkBase(Sender[Any]):
         self._shape = shape
         self._f = f
 
-    def get_env(self) -> Any:
-        return fwd_env(get_env(self._child))
+    def connect(self, rcvr: Any) -> Any:
+        op = _BulkOp(rcvr, self._shape, self._f, self._chunked)
+        op._op = connect(self._child, op)
+        return op
 
     def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
         """The child's signatures, plus ``set_error_t(Exception)`` when it can send values."""
@@ -247,10 +224,6 @@ class _BulkBase(Sender[Any]):
     def data(self) -> tuple[execution_policy, int, Any]:
         return (self._policy, self._shape, self._f)
 
-    @property
-    def children(self) -> tuple[Any, ...]:
-        return (self._child,)
-
     def __repr__(self) -> str:
         fn = getattr(self._f, "__name__", self._f)
         return f"{self._algo}({self._child!r}, {self._policy!r}, {self._shape}, {fn!r})"
@@ -260,20 +233,11 @@ class _BulkChunkedSender(_BulkBase):
     __slots__ = ()
     _algo = "bulk_chunked"
 
-    def connect(self, rcvr: Any) -> _BulkOp:
-        op = _BulkOp(rcvr, self._shape, self._f, True)
-        op._op = connect(self._child, op)
-        return op
-
 
 class _BulkUnchunkedSender(_BulkBase):
     __slots__ = ()
     _algo = "bulk_unchunked"
-
-    def connect(self, rcvr: Any) -> _BulkOp:
-        op = _BulkOp(rcvr, self._shape, self._f, False)
-        op._op = connect(self._child, op)
-        return op
+    _chunked = False
 
 
 class _BulkSender(_BulkBase):

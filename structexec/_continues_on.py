@@ -15,18 +15,19 @@ from __future__ import annotations
 
 from typing import Any, TypeVar, overload
 
-from ._adaptor_util import check_scheduler, check_sender, early, early_child, sched_domain
+from ._adaptor_util import (
+    ChildOp,
+    UnarySender,
+    check_scheduler,
+    check_sender,
+    early,
+    early_child,
+    sched_domain,
+)
 from ._completion_signatures import completion_signatures, get_completion_signatures
 from ._domain import connect
 from ._env import fwd_env, get_env, join_env, sched_attrs
-from ._protocol import (
-    Algorithm,
-    Closure,
-    Sender,
-    completed_twice,
-    set_value_t,
-    twice_started,
-)
+from ._protocol import Algorithm, Closure, Sender, completed_twice, set_value_t
 from ._trampoline import trampoline_start
 
 __all__ = ["continues_on", "schedule_from"]
@@ -71,27 +72,18 @@ class _SchedReceiver:
         op._rcvr.set_stopped()
 
 
-class _ScheduleFromOp:
-    """The operation; it is also the child's receiver."""
+class _ScheduleFromOp(ChildOp):
+    """The operation; it is also the child's receiver (``_op`` is the child's operation)."""
 
-    __slots__ = ("_child_op", "_data", "_kind", "_rcvr", "_sched_op", "_state")
+    __slots__ = ("_data", "_kind", "_sched_op")
 
     def __init__(self, rcvr: Any) -> None:
         self._rcvr = rcvr
         self._state = 0
         self._kind = _VALUE
         self._data: Any = None
-        self._child_op: Any = None
+        self._op = None
         self._sched_op: Any = None
-
-    def start(self) -> None:
-        if self._state:
-            raise twice_started(self)
-        self._state = 1
-        self._child_op.start()
-
-    def get_env(self) -> Any:
-        return fwd_env(get_env(self._rcvr))
 
     def set_value(self, *vals: Any) -> None:
         if self._state == 2:
@@ -116,8 +108,8 @@ class _ScheduleFromOp:
         trampoline_start(self._sched_op)
 
 
-class _ScheduleFromBase(Sender[Any]):
-    __slots__ = ("_child", "_sch")
+class _ScheduleFromBase(UnarySender):
+    __slots__ = ("_sch",)
 
     def __init__(self, sch: Any, child: Any) -> None:
         self._sch = sch
@@ -127,7 +119,7 @@ class _ScheduleFromBase(Sender[Any]):
         op = _ScheduleFromOp(rcvr)
         # The scheduling operation is part of the state, created at connect (12.8).
         op._sched_op = connect(self._sch.schedule(), _SchedReceiver(op))
-        op._child_op = connect(self._child, op)
+        op._op = connect(self._child, op)
         return op
 
     def get_env(self) -> Any:
@@ -155,10 +147,6 @@ class _ScheduleFromBase(Sender[Any]):
     @property
     def data(self) -> Any:
         return self._sch
-
-    @property
-    def children(self) -> tuple[Any, ...]:
-        return (self._child,)
 
     def __repr__(self) -> str:
         return f"{self.tag!r}({self._child!r}, {self._sch!r})"

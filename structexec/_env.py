@@ -98,7 +98,7 @@ forwarding_query = _ForwardingQuery()
 
 
 def query_or(e: Any, q: Any, default: Any) -> Any:
-    """``query-with-default``: ``q(e)`` if ``e`` supports it, else ``default`` (REQUIREMENTS 9.10)."""
+    """``query-with-default``: ``q(e)`` if ``e`` supports it, else ``default`` (9.10)."""
     f = getattr(e, "_sx_try", None)
     if f is not None:
         return f(q, default)
@@ -111,16 +111,32 @@ def query_or(e: Any, q: Any, default: Any) -> Any:
         return default
 
 
-class _EmptyEnv:
-    """``env()``: supports no query."""
+class TryEnv:
+    """Base of the library's environments that answer through ``_sx_try`` (private).
+
+    Subclasses implement ``_sx_try(q, default)``, the fast lookup :func:`query_or` uses, and
+    inherit ``query(q)`` from it: the answer, or :class:`QueryError` with the message
+    ``_unsupported`` (formatted with ``q`` and ``self``) when ``_sx_try`` gives the default.
+    Queries with extra arguments are answered as without them.
+    """
 
     __slots__ = ()
-
-    def query(self, q: Any, *args: Any) -> Any:
-        raise QueryError(f"the environment does not support {q!r}")
+    _unsupported: ClassVar[str] = "the environment does not support {q!r}"
 
     def _sx_try(self, q: Any, default: Any) -> Any:
         return default
+
+    def query(self, q: Any, *args: Any) -> Any:
+        r = self._sx_try(q, _MISSING)
+        if r is _MISSING:
+            raise QueryError(self._unsupported.format(q=q, self=self))
+        return r
+
+
+class _EmptyEnv(TryEnv):
+    """``env()``: supports no query."""
+
+    __slots__ = ()
 
     def __repr__(self) -> str:
         return "env()"
@@ -266,7 +282,7 @@ def join_env(a: Any, b: Any) -> Any:
 
 
 def get_env(obj: Any) -> Any:
-    """``get_env(o)``: ``o.get_env()`` if defined, else ``env()`` ([exec.get.env], REQUIREMENTS 3.6).
+    """``get_env(o)``: ``o.get_env()`` if defined, else ``env()`` ([exec.get.env], 3.6).
 
     For a sender this is its *attributes*; for a receiver its *environment*.
     """
@@ -316,7 +332,10 @@ class _NoDefaultQuery(_ForwardingStdQuery):
 
 
 class get_scheduler_t(_NoDefaultQuery):
-    """``get_scheduler(env)``: the scheduler to start work on; no default ([exec.get.scheduler], 4.6)."""
+    """``get_scheduler(env)``: the scheduler to start work on; no default.
+
+    [exec.get.scheduler], REQUIREMENTS 4.6.
+    """
 
     __slots__ = ()
 
@@ -424,10 +443,11 @@ get_forward_progress_guarantee = get_forward_progress_guarantee_t()
 # --------------------------------------------------------------------------- SCHED-ATTRS / ENV
 
 
-class _SchedAttrs:
+class _SchedAttrs(TryEnv):
     """``SCHED-ATTRS(sch)`` (REQUIREMENTS 3.8): completion scheduler for value and stopped."""
 
     __slots__ = ("_sch",)
+    _unsupported = "scheduler attributes do not support {q!r}"
 
     def __init__(self, sch: Any) -> None:
         self._sch = sch
@@ -441,17 +461,12 @@ class _SchedAttrs:
             return query_or(self._sch, get_domain, default)
         return default
 
-    def query(self, q: Any, *args: Any) -> Any:
-        r = self._sx_try(q, _MISSING)
-        if r is _MISSING:
-            raise QueryError(f"scheduler attributes do not support {q!r}")
-        return r
 
-
-class _SchedEnv:
+class _SchedEnv(TryEnv):
     """``SCHED-ENV(sch)`` (REQUIREMENTS 3.9): ``get_scheduler`` and ``get_domain``."""
 
     __slots__ = ("_sch",)
+    _unsupported = "scheduler environment does not support {q!r}"
 
     def __init__(self, sch: Any) -> None:
         self._sch = sch
@@ -462,12 +477,6 @@ class _SchedEnv:
         if q is get_domain:
             return query_or(self._sch, get_domain, default)
         return default
-
-    def query(self, q: Any, *args: Any) -> Any:
-        r = self._sx_try(q, _MISSING)
-        if r is _MISSING:
-            raise QueryError(f"scheduler environment does not support {q!r}")
-        return r
 
 
 sched_attrs = _SchedAttrs

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._completion_signatures import completion_signatures
-from ._env import _MISSING, QueryError, get_completion_scheduler
+from ._env import TryEnv, get_completion_scheduler
 from ._protocol import Sender, set_value_t, twice_started
 
 __all__ = ["inline_scheduler"]
@@ -25,19 +25,16 @@ class _InlineOp:
         self._rcvr.set_value()
 
 
-class _InlineAttrs:
+class _InlineAttrs(TryEnv):
+    """The schedule sender's attributes: only the value completion scheduler (22.3)."""
+
     __slots__ = ()
+    _unsupported = "inline_scheduler's sender does not support {q!r}"
 
     def _sx_try(self, q: Any, default: Any) -> Any:
         if q is get_completion_scheduler[set_value_t]:
             return _INLINE
         return default
-
-    def query(self, q: Any, *args: Any) -> Any:
-        r = self._sx_try(q, _MISSING)
-        if r is _MISSING:
-            raise QueryError(f"inline_scheduler's sender does not support {q!r}")
-        return r
 
 
 class _InlineSender(Sender[None]):
@@ -48,7 +45,7 @@ class _InlineSender(Sender[None]):
         return _InlineOp(rcvr)
 
     def get_env(self) -> Any:
-        return _InlineAttrs()
+        return _INLINE_ATTRS
 
     def get_completion_signatures(self, env: Any = None) -> completion_signatures:
         return completion_signatures(set_value_t())
@@ -82,3 +79,4 @@ class inline_scheduler:
 
 
 _INLINE = inline_scheduler()
+_INLINE_ATTRS = _InlineAttrs()

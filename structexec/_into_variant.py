@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._adaptor_util import UnaryAdaptor, early_child
+from ._adaptor_util import InlineAsChild, UnaryAdaptor, UnarySender, early_child
 from ._completion_signatures import completion_signatures, get_completion_signatures
 from ._domain import connect
 from ._env import fwd_env, get_env
@@ -33,8 +33,8 @@ class _IntoVariantReceiver:
         self._set_value(vals)
 
 
-class _IntoVariantSender(Sender[tuple[Any, ...]]):
-    __slots__ = ("_child",)
+class _IntoVariantSender(InlineAsChild, UnarySender):
+    __slots__ = ()
 
     def __init__(self, child: Any) -> None:
         self._child = child
@@ -42,9 +42,6 @@ class _IntoVariantSender(Sender[tuple[Any, ...]]):
     def connect(self, rcvr: Any) -> Any:
         # Nothing to do at start: the child's operation state is the result.
         return connect(self._child, _IntoVariantReceiver(rcvr))
-
-    def get_env(self) -> Any:
-        return fwd_env(get_env(self._child))
 
     def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
         """``set_value_t(tuple)`` plus the child's error and stopped signatures (17.2)."""
@@ -55,18 +52,6 @@ class _IntoVariantSender(Sender[tuple[Any, ...]]):
         if cs.count_of(set_value_t):
             return completion_signatures(set_value_t(tuple), *rest)
         return completion_signatures(*rest)
-
-    @property
-    def _sx_completes_inline(self) -> bool:
-        return bool(getattr(self._child, "_sx_completes_inline", False))
-
-    @property
-    def data(self) -> Any:
-        return None
-
-    @property
-    def children(self) -> tuple[Any, ...]:
-        return (self._child,)
 
     def __repr__(self) -> str:
         return f"into_variant({self._child!r})"

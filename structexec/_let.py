@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
+from ._adaptor_util import ChildOp, UnarySender
 from ._domain import completion_domain, connect
 from ._env import (
     _MISSING,
@@ -35,7 +36,6 @@ from ._protocol import (
     set_error_t,
     set_stopped_t,
     set_value_t,
-    twice_started,
 )
 from ._trampoline import trampoline_start
 
@@ -98,29 +98,24 @@ def _receiver2(rcvr: Any, letenv: Any) -> Any:
     return _LetReceiver2(rcvr, letenv)
 
 
-class _LetOp:
-    """The let operation; it is also the receiver of the first child."""
+class _LetOp(ChildOp):
+    """The let operation; it is also the receiver of the first child.
 
-    __slots__ = ("_args", "_child", "_fn", "_kind", "_op1", "_op2", "_rcvr", "_state")
+    ``_op`` is the first child's operation, ``_op2`` the second's. The subclass for each
+    algorithm overrides the completion it matches; the others are forwarded (14.4).
+    """
 
-    def __init__(self, rcvr: Any, child: Any, fn: Any, kind: int) -> None:
+    __slots__ = ("_args", "_child", "_fn", "_op2")
+    _kind = _VALUE
+
+    def __init__(self, rcvr: Any, child: Any, fn: Any) -> None:
         self._rcvr = rcvr
         self._child = child
         self._fn = fn
-        self._kind = kind
         self._state = 0
-        self._op1: Any = None
+        self._op = None
         self._op2: Any = None
         self._args: Any = None
-
-    def start(self) -> None:
-        if self._state:
-            raise twice_started(self)
-        self._state = 1
-        self._op1.start()
-
-    def get_env(self) -> Any:
-        return fwd_env(get_env(self._rcvr))
 
     def _letenv(self) -> Any:
         attrs = get_env(self._child)
@@ -153,57 +148,57 @@ class _LetOp:
             return
         trampoline_start(op2)
 
+
+class _LetValueOp(_LetOp):
+    __slots__ = ()
+    _kind = _VALUE
+
     def set_value(self, *vals: Any) -> None:
         if self._state == 2:
             raise completed_twice(self, "set_value")
         self._state = 2
-        if self._kind == _VALUE:
-            self._matched(vals)
-        else:
-            self._rcvr.set_value(*vals)
+        self._matched(vals)
+
+
+class _LetErrorOp(_LetOp):
+    __slots__ = ()
+    _kind = _ERROR
 
     def set_error(self, err: Any) -> None:
         if self._state == 2:
             raise completed_twice(self, "set_error")
         self._state = 2
-        if self._kind == _ERROR:
-            self._matched((err,))
-        else:
-            self._rcvr.set_error(err)
+        self._matched((err,))
+
+
+class _LetStoppedOp(_LetOp):
+    __slots__ = ()
+    _kind = _STOPPED
 
     def set_stopped(self) -> None:
         if self._state == 2:
             raise completed_twice(self, "set_stopped")
         self._state = 2
-        if self._kind == _STOPPED:
-            self._matched(())
-        else:
-            self._rcvr.set_stopped()
+        self._matched(())
 
 
-class _LetSender(Sender[Any]):
-    __slots__ = ("_child", "_fn")
-    _kind = _VALUE
+class _LetSender(UnarySender):
+    __slots__ = ("_fn",)
+    _op_cls: type[_LetOp]
 
     def __init__(self, child: Any, fn: Any) -> None:
         self._child = child
         self._fn = fn
 
     def connect(self, rcvr: Any) -> _LetOp:
-        op = _LetOp(rcvr, self._child, self._fn, self._kind)
-        op._op1 = connect(self._child, op)
+        child = self._child
+        op = self._op_cls(rcvr, child, self._fn)
+        op._op = connect(child, op)
         return op
-
-    def get_env(self) -> Any:
-        return fwd_env(get_env(self._child))
 
     @property
     def data(self) -> Any:
         return self._fn
-
-    @property
-    def children(self) -> tuple[Any, ...]:
-        return (self._child,)
 
     def __repr__(self) -> str:
         return f"{self.tag!r}({self._child!r}, {getattr(self._fn, '__name__', self._fn)!r})"
@@ -211,17 +206,17 @@ class _LetSender(Sender[Any]):
 
 class _LetValueSender(_LetSender):
     __slots__ = ()
-    _kind = _VALUE
+    _op_cls = _LetValueOp
 
 
 class _LetErrorSender(_LetSender):
     __slots__ = ()
-    _kind = _ERROR
+    _op_cls = _LetErrorOp
 
 
 class _LetStoppedSender(_LetSender):
     __slots__ = ()
-    _kind = _STOPPED
+    _op_cls = _LetStoppedOp
 
 
 class _LetAlgorithm(Algorithm):

@@ -18,7 +18,14 @@ from __future__ import annotations
 
 from typing import Any, TypeVar, overload
 
-from ._adaptor_util import check_scheduler, check_sender, early, early_child, sched_domain
+from ._adaptor_util import (
+    UnarySender,
+    check_scheduler,
+    check_sender,
+    early,
+    early_child,
+    sched_domain,
+)
 from ._completion_signatures import (
     completion_signatures,
     dependent_sender_error,
@@ -56,8 +63,8 @@ def _no_scheduler(form: str) -> TypeError:
     )
 
 
-class _OnSender(Sender[Any]):
-    __slots__ = ("_child", "_closure", "_sch")
+class _OnSender(UnarySender):
+    __slots__ = ("_closure", "_sch")
 
     def __init__(self, sch: Any, child: Any, closure: Any) -> None:
         self._sch = sch
@@ -66,9 +73,6 @@ class _OnSender(Sender[Any]):
 
     def connect(self, rcvr: Any) -> Any:
         return connect(_lower(self, get_env(rcvr)), rcvr)
-
-    def get_env(self) -> Any:
-        return fwd_env(get_env(self._child))
 
     def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
         """The signatures of the lowered sender; ``on(sch, sndr)`` is dependent (8.3)."""
@@ -95,10 +99,6 @@ class _OnSender(Sender[Any]):
     @property
     def data(self) -> Any:
         return self._sch if self._closure is None else (self._sch, self._closure)
-
-    @property
-    def children(self) -> tuple[Any, ...]:
-        return (self._child,)
 
     def __repr__(self) -> str:
         if self._closure is None:

@@ -1,4 +1,4 @@
-"""``read_env(q)`` and ``schedule(sch)`` ([exec.read.env], [exec.schedule]; REQUIREMENTS 10.5-10.6)."""
+"""``read_env(q)`` and ``schedule(sch)`` ([exec.read.env], [exec.schedule]; 10.5-10.6)."""
 
 from __future__ import annotations
 

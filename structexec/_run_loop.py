@@ -12,7 +12,7 @@ from collections import deque
 from typing import Any
 
 from ._completion_signatures import completion_signatures
-from ._env import _MISSING, QueryError, get_completion_scheduler, get_env, get_stop_token
+from ._env import get_env, get_stop_token, sched_attrs
 from ._errors import terminate
 from ._protocol import Sender, set_stopped_t, set_value_t, twice_started
 from ._stop_token import is_unstoppable
@@ -44,26 +44,6 @@ class _RunLoopOp:
             rcvr.set_value()
 
 
-class _RunLoopAttrs:
-    __slots__ = ("_sch",)
-
-    def __init__(self, sch: _RunLoopScheduler) -> None:
-        self._sch = sch
-
-    def _sx_try(self, q: Any, default: Any) -> Any:
-        if q is get_completion_scheduler[set_value_t] or q is get_completion_scheduler[
-            set_stopped_t
-        ]:
-            return self._sch
-        return default
-
-    def query(self, q: Any, *args: Any) -> Any:
-        r = self._sx_try(q, _MISSING)
-        if r is _MISSING:
-            raise QueryError(f"run_loop's sender does not support {q!r}")
-        return r
-
-
 class _RunLoopSender(Sender[None]):
     __slots__ = ("_sch",)
 
@@ -74,7 +54,8 @@ class _RunLoopSender(Sender[None]):
         return _RunLoopOp(self._sch._loop, rcvr)
 
     def get_env(self) -> Any:
-        return _RunLoopAttrs(self._sch)
+        """``SCHED-ATTRS(sch)``: completions on value and stopped happen on the loop (18.2)."""
+        return sched_attrs(self._sch)
 
     def get_completion_signatures(self, env: Any = None) -> completion_signatures:
         # P3941R1: infallible; stopped only where a stop request can arrive (18.9).

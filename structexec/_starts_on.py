@@ -20,11 +20,19 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from ._adaptor_util import check_scheduler, check_sender, early, sched_domain
+from ._adaptor_util import (
+    ChildOp,
+    UnarySender,
+    WriteEnvReceiver,
+    check_scheduler,
+    check_sender,
+    early,
+    sched_domain,
+)
 from ._completion_signatures import completion_signatures, get_completion_signatures
 from ._domain import connect
-from ._env import fwd_env, get_env, join_env, sched_env
-from ._protocol import Algorithm, Sender, completed_twice, set_value_t, twice_started
+from ._env import fwd_env, join_env, sched_env
+from ._protocol import Algorithm, Sender, completed_twice, set_value_t
 from ._trampoline import trampoline_start
 
 __all__ = ["starts_on"]
@@ -32,40 +40,19 @@ __all__ = ["starts_on"]
 T = TypeVar("T")
 
 
-class _ChildReceiver:
-    """The child's receiver: env ``JOIN-ENV(SCHED-ENV(sch), FWD-ENV(env))``."""
+class _StartsOnOp(ChildOp):
+    """The operation; it is also the receiver of ``schedule(sch)`` (its operation is ``_op``).
 
-    __slots__ = ("_env", "set_error", "set_stopped", "set_value")
+    A failed or stopped scheduling operation is the result; the child never starts (12.3).
+    """
 
-    def __init__(self, rcvr: Any, sch: Any) -> None:
-        self.set_value = rcvr.set_value
-        self.set_error = rcvr.set_error
-        self.set_stopped = rcvr.set_stopped
-        self._env = join_env(sched_env(sch), fwd_env(get_env(rcvr)))
-
-    def get_env(self) -> Any:
-        return self._env
-
-
-class _StartsOnOp:
-    """The operation; it is also the receiver of ``schedule(sch)``."""
-
-    __slots__ = ("_child_op", "_rcvr", "_sched_op", "_state")
+    __slots__ = ("_child_op",)
 
     def __init__(self, rcvr: Any) -> None:
         self._rcvr = rcvr
         self._state = 0
+        self._op = None
         self._child_op: Any = None
-        self._sched_op: Any = None
-
-    def start(self) -> None:
-        if self._state:
-            raise twice_started(self)
-        self._state = 1
-        self._sched_op.start()
-
-    def get_env(self) -> Any:
-        return fwd_env(get_env(self._rcvr))
 
     def set_value(self, *vals: Any) -> None:
         if self._state == 2:
@@ -73,23 +60,19 @@ class _StartsOnOp:
         self._state = 2
         trampoline_start(self._child_op)
 
+    # The child will never start: release its operation now.
+
     def set_error(self, err: Any) -> None:
-        if self._state == 2:
-            raise completed_twice(self, "set_error")
-        self._state = 2
         self._child_op = None
-        self._rcvr.set_error(err)
+        ChildOp.set_error(self, err)
 
     def set_stopped(self) -> None:
-        if self._state == 2:
-            raise completed_twice(self, "set_stopped")
-        self._state = 2
         self._child_op = None
-        self._rcvr.set_stopped()
+        ChildOp.set_stopped(self)
 
 
-class _StartsOnSender(Sender[Any]):
-    __slots__ = ("_child", "_sch")
+class _StartsOnSender(UnarySender):
+    __slots__ = ("_sch",)
 
     def __init__(self, sch: Any, child: Any) -> None:
         self._sch = sch
@@ -97,12 +80,10 @@ class _StartsOnSender(Sender[Any]):
 
     def connect(self, rcvr: Any) -> _StartsOnOp:
         op = _StartsOnOp(rcvr)
-        op._sched_op = connect(self._sch.schedule(), op)
-        op._child_op = connect(self._child, _ChildReceiver(rcvr, self._sch))
+        op._op = connect(self._sch.schedule(), op)
+        # The child's receiver: env JOIN-ENV(SCHED-ENV(sch), FWD-ENV(env)) (12.2).
+        op._child_op = connect(self._child, WriteEnvReceiver(rcvr, sched_env(self._sch)))
         return op
-
-    def get_env(self) -> Any:
-        return fwd_env(get_env(self._child))
 
     def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
         """The child's signatures (in the child's environment) plus the scheduling sender's
@@ -124,10 +105,6 @@ class _StartsOnSender(Sender[Any]):
     @property
     def data(self) -> Any:
         return self._sch
-
-    @property
-    def children(self) -> tuple[Any, ...]:
-        return (self._child,)
 
     def __repr__(self) -> str:
         return f"starts_on({self._sch!r}, {self._child!r})"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar, overload
 
-from ._adaptor_util import UnaryAdaptor, check_sender, early_child
+from ._adaptor_util import InlineAsChild, UnaryAdaptor, UnarySender, check_sender, early_child
 from ._completion_signatures import (
     completion_signatures,
     dependent_sender_error,
@@ -107,8 +107,8 @@ def _check_optional(child: Any, env: Any) -> bool:
     return True
 
 
-class _StoppedAsOptionalSender(Sender[Any]):
-    __slots__ = ("_checked", "_child")
+class _StoppedAsOptionalSender(UnarySender):
+    __slots__ = ("_checked",)
 
     def __init__(self, child: Any) -> None:
         self._child = child
@@ -125,9 +125,6 @@ class _StoppedAsOptionalSender(Sender[Any]):
         """``let_stopped(then(child, make-optional), lambda: just(None))`` (17.5)."""
         return let_stopped(then(self._child, _make_optional), _just_none)
 
-    def get_env(self) -> Any:
-        return fwd_env(get_env(self._child))
-
     def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
         """One value signature ``set_value_t(V)`` (``V`` may be ``None``) and the child's errors."""
         cs = get_completion_signatures(self._child, None if env is None else fwd_env(env))
@@ -138,14 +135,6 @@ class _StoppedAsOptionalSender(Sender[Any]):
         val = v.args[0] if len(v.args) == 1 else tuple
         errs = [s for s in cs if type(s) is set_error_t]
         return completion_signatures(set_value_t(val), *errs)
-
-    @property
-    def data(self) -> Any:
-        return None
-
-    @property
-    def children(self) -> tuple[Any, ...]:
-        return (self._child,)
 
     def __repr__(self) -> str:
         return f"stopped_as_optional({self._child!r})"
@@ -212,8 +201,8 @@ class _ErrorReceiver:
         self._set_error(self._err)
 
 
-class _StoppedAsErrorSender(Sender[Any]):
-    __slots__ = ("_child", "_err")
+class _StoppedAsErrorSender(InlineAsChild, UnarySender):
+    __slots__ = ("_err",)
 
     def __init__(self, child: Any, err: Any) -> None:
         self._child = child
@@ -226,9 +215,6 @@ class _StoppedAsErrorSender(Sender[Any]):
         """``let_stopped(child, lambda: just_error(err))`` (REQUIREMENTS 17.6)."""
         return let_stopped(self._child, _JustError(self._err))
 
-    def get_env(self) -> Any:
-        return fwd_env(get_env(self._child))
-
     def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
         """The child's signatures, ``set_stopped_t()`` replaced by ``set_error_t(type(err))``."""
         cs = get_completion_signatures(self._child, None if env is None else fwd_env(env))
@@ -240,16 +226,8 @@ class _StoppedAsErrorSender(Sender[Any]):
         return completion_signatures(*rest)
 
     @property
-    def _sx_completes_inline(self) -> bool:
-        return bool(getattr(self._child, "_sx_completes_inline", False))
-
-    @property
     def data(self) -> Any:
         return self._err
-
-    @property
-    def children(self) -> tuple[Any, ...]:
-        return (self._child,)
 
     def __repr__(self) -> str:
         return f"stopped_as_error({self._child!r}, {self._err!r})"

@@ -10,7 +10,7 @@ from typing import Any
 
 from . import _hooks
 from ._domain import apply_sender, connect, domains_active, get_domain_early
-from ._env import _MISSING, QueryError, get_delegation_scheduler, get_scheduler
+from ._env import TryEnv, get_delegation_scheduler, get_scheduler
 from ._errors import ErrorValue
 from ._protocol import Algorithm, completed_twice, is_sender
 from ._run_loop import run_loop
@@ -18,8 +18,11 @@ from ._run_loop import run_loop
 __all__ = ["sync_wait", "sync_wait_with_variant"]
 
 
-class _SyncWaitEnv:
+class _SyncWaitEnv(TryEnv):
+    """The receiver's environment: the loop's scheduler for both scheduler queries (19.2)."""
+
     __slots__ = ("_loop",)
+    _unsupported = "sync_wait's environment does not support {q!r}"
 
     def __init__(self, loop: run_loop) -> None:
         self._loop = loop
@@ -28,12 +31,6 @@ class _SyncWaitEnv:
         if q is get_scheduler or q is get_delegation_scheduler:
             return self._loop.get_scheduler()
         return default
-
-    def query(self, q: Any, *args: Any) -> Any:
-        r = self._sx_try(q, _MISSING)
-        if r is _MISSING:
-            raise QueryError(f"sync_wait's environment does not support {q!r}")
-        return r
 
 
 class _SyncWaitReceiver:

@@ -10,7 +10,7 @@ from typing import Any
 
 from ._completion_signatures import completion_signatures
 from ._domain import connect
-from ._env import _MISSING, QueryError, get_completion_scheduler, get_env, get_stop_token, query_or
+from ._env import QueryError, TryEnv, get_completion_scheduler, get_env, get_stop_token, query_or
 from ._infallible import check_infallible
 from ._protocol import Sender, set_error_t, set_stopped_t, set_value_t
 from ._stop_token import is_unstoppable
@@ -21,10 +21,11 @@ _VALUE_ONLY = completion_signatures(set_value_t())
 _VALUE_STOPPED = completion_signatures(set_value_t(), set_stopped_t())
 
 
-class _TsAttrs:
+class _TsAttrs(TryEnv):
     """Attributes of the ts-sender: completions happen on the ``task_scheduler`` (23.3)."""
 
     __slots__ = ("_inner", "_ts")
+    _unsupported = "the schedule sender of {self._ts!r} does not support {q!r}"
 
     def __init__(self, ts: task_scheduler, inner: Any) -> None:
         self._ts = ts
@@ -39,12 +40,6 @@ class _TsAttrs:
         if q is get_completion_scheduler[set_error_t]:
             return default
         return query_or(get_env(self._inner), q, default)
-
-    def query(self, q: Any, *args: Any) -> Any:
-        r = self._sx_try(q, _MISSING)
-        if r is _MISSING:
-            raise QueryError(f"the schedule sender of {self._ts!r} does not support {q!r}")
-        return r
 
 
 class _TsSender(Sender[None]):

@@ -13,17 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
+from ._adaptor_util import ChildOp, UnarySender
 from ._domain import connect, domains_active, get_domain_late, transform_sender
 from ._env import fwd_env, get_env
-from ._protocol import (
-    Algorithm,
-    Closure,
-    Sender,
-    completed_twice,
-    is_sender,
-    twice_started,
-    values,
-)
+from ._protocol import Algorithm, Closure, Sender, completed_twice, is_sender, values
 
 __all__ = ["then", "upon_error", "upon_stopped"]
 
@@ -31,26 +24,17 @@ R = TypeVar("R")
 _VALUE, _ERROR, _STOPPED = 0, 1, 2
 
 
-class _ThenOp:
+class _ThenOp(ChildOp):
     """The fused operation; it is also the receiver of the innermost child."""
 
-    __slots__ = ("_fns", "_op", "_rcvr", "_stages", "_state")
+    __slots__ = ("_fns", "_stages")
 
     def __init__(self, rcvr: Any, stages: tuple[tuple[int, Any], ...], fns: Any) -> None:
         self._rcvr = rcvr
         self._stages = stages
         self._fns = fns  # tuple of functions when every stage is a `then`, else None
         self._state = 0
-        self._op: Any = None
-
-    def start(self) -> None:
-        if self._state:
-            raise twice_started(self)
-        self._state = 1
-        self._op.start()
-
-    def get_env(self) -> Any:
-        return fwd_env(get_env(self._rcvr))
+        self._op = None
 
     def set_value(self, *vals: Any) -> None:
         if self._state == 2:
@@ -111,8 +95,8 @@ class _ThenOp:
             rcvr.set_stopped()
 
 
-class _ThenBase(Sender[Any]):
-    __slots__ = ("_child", "_flat", "_fn")
+class _ThenBase(UnarySender):
+    __slots__ = ("_flat", "_fn")
     _kind: int = _VALUE
 
     def __init__(self, child: Any, fn: Any) -> None:
@@ -182,10 +166,6 @@ class _ThenBase(Sender[Any]):
     def data(self) -> Any:
         return self._fn
 
-    @property
-    def children(self) -> tuple[Any, ...]:
-        return (self._child,)
-
     def __repr__(self) -> str:
         return f"{self.tag!r}({self._child!r}, {getattr(self._fn, '__name__', self._fn)!r})"
 
@@ -205,14 +185,31 @@ class _UponStoppedSender(_ThenBase):
     _kind = _STOPPED
 
 
-def _check(name: str, sndr: Any, fn: Any) -> None:
-    if not is_sender(sndr):
-        raise TypeError(f"{name}() needs a sender as its first argument, got {type(sndr).__name__}")
-    if not callable(fn):
-        raise TypeError(f"{name}() needs a callable, got {type(fn).__name__}")
+class _ThenAlgorithm(Algorithm):
+    __slots__ = ()
+    _cls: type[_ThenBase]
+    _name: str
+
+    def _build(self, args: tuple[Any, ...]) -> Any:
+        name = self._name
+        if len(args) == 1:
+            f = args[0]
+            if not callable(f) or is_sender(f):
+                raise TypeError(f"{name}(f) needs a callable, got {type(f).__name__}")
+            return Closure(lambda s: self._build((s, f)))
+        if len(args) != 2:
+            raise TypeError(f"{name}() takes (sender, f) or (f), got {len(args)} arguments")
+        sndr, f = args
+        if not is_sender(sndr):
+            raise TypeError(
+                f"{name}() needs a sender as its first argument, got {type(sndr).__name__}"
+            )
+        if not callable(f):
+            raise TypeError(f"{name}() needs a callable, got {type(f).__name__}")
+        return self._cls(sndr, f)
 
 
-class then_t(Algorithm):
+class then_t(_ThenAlgorithm):
     """``then(sndr, f)`` / ``sndr | then(f)``: on ``set_value(*a)``, send ``f(*a)`` (13.1).
 
     ``f`` returning ``None`` sends ``set_value()``; a tuple is one datum; ``sx.values(a, b)``
@@ -222,63 +219,45 @@ class then_t(Algorithm):
     """
 
     __slots__ = ()
+    _cls = _ThenSender
+    _name = "then"
 
     @overload
     def __call__(self, f: Callable[..., R], /) -> Closure[R]: ...
     @overload
     def __call__(self, sndr: Any, f: Callable[..., R], /) -> Sender[R]: ...
     def __call__(self, *args: Any) -> Any:
-        if len(args) == 1:
-            f = args[0]
-            if not callable(f) or is_sender(f):
-                raise TypeError(f"then(f) needs a callable, got {type(f).__name__}")
-            return Closure(lambda s: self(s, f))
-        if len(args) != 2:
-            raise TypeError(f"then() takes (sender, f) or (f), got {len(args)} arguments")
-        _check("then", *args)
-        return _ThenSender(*args)
+        return self._build(args)
 
 
-class upon_error_t(Algorithm):
-    """``upon_error(sndr, f)``: on ``set_error(e)``, send ``f(e)`` as a value (REQUIREMENTS 13.2)."""
+class upon_error_t(_ThenAlgorithm):
+    """``upon_error(sndr, f)``: on ``set_error(e)``, send ``f(e)`` as a value (13.2)."""
 
     __slots__ = ()
+    _cls = _UponErrorSender
+    _name = "upon_error"
 
     @overload
     def __call__(self, f: Callable[[Any], R], /) -> Closure[Any]: ...
     @overload
     def __call__(self, sndr: Any, f: Callable[[Any], R], /) -> Sender[Any]: ...
     def __call__(self, *args: Any) -> Any:
-        if len(args) == 1:
-            f = args[0]
-            if not callable(f) or is_sender(f):
-                raise TypeError(f"upon_error(f) needs a callable, got {type(f).__name__}")
-            return Closure(lambda s: self(s, f))
-        if len(args) != 2:
-            raise TypeError(f"upon_error() takes (sender, f) or (f), got {len(args)} arguments")
-        _check("upon_error", *args)
-        return _UponErrorSender(*args)
+        return self._build(args)
 
 
-class upon_stopped_t(Algorithm):
+class upon_stopped_t(_ThenAlgorithm):
     """``upon_stopped(sndr, f)``: on ``set_stopped()``, send ``f()`` as a value (13.3)."""
 
     __slots__ = ()
+    _cls = _UponStoppedSender
+    _name = "upon_stopped"
 
     @overload
     def __call__(self, f: Callable[[], R], /) -> Closure[Any]: ...
     @overload
     def __call__(self, sndr: Any, f: Callable[[], R], /) -> Sender[Any]: ...
     def __call__(self, *args: Any) -> Any:
-        if len(args) == 1:
-            f = args[0]
-            if not callable(f) or is_sender(f):
-                raise TypeError(f"upon_stopped(f) needs a callable, got {type(f).__name__}")
-            return Closure(lambda s: self(s, f))
-        if len(args) != 2:
-            raise TypeError(f"upon_stopped() takes (sender, f) or (f), got {len(args)} arguments")
-        _check("upon_stopped", *args)
-        return _UponStoppedSender(*args)
+        return self._build(args)
 
 
 then = then_t()

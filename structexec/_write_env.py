@@ -11,35 +11,27 @@ from __future__ import annotations
 
 from typing import Any, TypeVar, overload
 
-from ._adaptor_util import UnaryAdaptor, check_sender, early_child
+from ._adaptor_util import (
+    InlineAsChild,
+    UnaryAdaptor,
+    UnarySender,
+    WriteEnvReceiver,
+    check_sender,
+    early_child,
+)
 from ._completion_signatures import completion_signatures, dependent_sender_error
 from ._domain import connect
-from ._env import EMPTY_ENV, fwd_env, get_env, get_stop_token, join_env, prop
+from ._env import EMPTY_ENV, fwd_env, join_env
+from ._infallible import UNSTOPPABLE_ENV
 from ._protocol import Algorithm, Closure, Sender
-from ._stop_token import never_stop_token
 
 __all__ = ["unstoppable", "write_env"]
 
 T = TypeVar("T")
 
 
-class _WriteEnvReceiver:
-    """The child's receiver: completions go straight to the outer receiver's methods."""
-
-    __slots__ = ("_env", "set_error", "set_stopped", "set_value")
-
-    def __init__(self, rcvr: Any, written: Any) -> None:
-        self.set_value = rcvr.set_value
-        self.set_error = rcvr.set_error
-        self.set_stopped = rcvr.set_stopped
-        self._env = join_env(written, fwd_env(get_env(rcvr)))
-
-    def get_env(self) -> Any:
-        return self._env
-
-
-class _WriteEnvSender(Sender[Any]):
-    __slots__ = ("_child", "_env")
+class _WriteEnvSender(InlineAsChild, UnarySender):
+    __slots__ = ("_env",)
 
     def __init__(self, child: Any, e: Any) -> None:
         self._child = child
@@ -47,10 +39,7 @@ class _WriteEnvSender(Sender[Any]):
 
     def connect(self, rcvr: Any) -> Any:
         # The operation adds nothing to start(): the child's operation state is the result.
-        return connect(self._child, _WriteEnvReceiver(rcvr, self._env))
-
-    def get_env(self) -> Any:
-        return fwd_env(get_env(self._child))
+        return connect(self._child, WriteEnvReceiver(rcvr, self._env))
 
     def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
         """The child's signatures in the joined environment (REQUIREMENTS 11.2)."""
@@ -71,16 +60,8 @@ class _WriteEnvSender(Sender[Any]):
         return r
 
     @property
-    def _sx_completes_inline(self) -> bool:
-        return bool(getattr(self._child, "_sx_completes_inline", False))
-
-    @property
     def data(self) -> Any:
         return self._env
-
-    @property
-    def children(self) -> tuple[Any, ...]:
-        return (self._child,)
 
     def __repr__(self) -> str:
         return f"write_env({self._child!r}, {self._env!r})"
@@ -132,9 +113,6 @@ class write_env_t(Algorithm):
         return early_child(sndr, _WriteEnvSender(sndr, e))
 
 
-_NEVER_ENV = prop(get_stop_token, never_stop_token())
-
-
 class unstoppable_t(UnaryAdaptor):
     """``unstoppable(sndr)``: run ``sndr`` with a ``never_stop_token`` ([exec.unstoppable]).
 
@@ -149,7 +127,7 @@ class unstoppable_t(UnaryAdaptor):
     _name = "unstoppable"
 
     def _apply(self, sndr: Any) -> Sender[Any]:
-        r: Sender[Any] = early_child(sndr, _WriteEnvSender(sndr, _NEVER_ENV))
+        r: Sender[Any] = early_child(sndr, _WriteEnvSender(sndr, UNSTOPPABLE_ENV))
         return r
 
 
