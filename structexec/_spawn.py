@@ -28,6 +28,7 @@ from ._env import (
     prop,
     query_or,
 )
+from ._env import env as _joined_env
 from ._errors import ErrorValue, terminate
 from ._protocol import Algorithm, Sender, completed_twice, is_sender, set_value_t
 from ._scope_token import ACCEPTS, JOINING, OPEN, UNUSED, check_scope_token
@@ -342,7 +343,7 @@ class spawn_t(Algorithm):
             st = _new(_FastSpawnState)  # no __init__ frame: this is the hot path
             st._scope = scope
             st._sndr = sndr
-            st._base = EMPTY_ENV
+            st._base = scope._spawn_env  # trio scheduler + host nursery inside `async with`
             sigs = sndr.get_completion_signatures(st)
             if sigs is not None:
                 check_signature_set(sndr, sigs)
@@ -375,7 +376,7 @@ class spawn_t(Algorithm):
             return
         check_args("spawn", sndr, token, env)
         if type(token) in FAST_TOKENS:
-            spawn_into(sndr, token._scope, env)
+            spawn_into(sndr, token._scope, with_scope_env(token._scope, env))
             return
         wrapped = token.wrap(sndr)
         senv = spawned_env(sndr, env, wrapped)
@@ -386,6 +387,21 @@ class spawn_t(Algorithm):
             trampoline_start(op)
         else:
             gst._op = _DONE
+
+
+def with_scope_env(scope: Any, env: Any) -> Any:
+    """The environment of work given to a library scope's token: ``env``, then the scope's own.
+
+    Inside ``async with scope:`` the scope's environment provides the trio scheduler and the
+    scope's nursery, so ``sx.spawn(my_task(), scope.get_token())`` behaves exactly like
+    ``scope.spawn(my_task())`` (issue 5 item 6, DESIGN.md 2.6); outside it, it is empty.
+    """
+    base = scope._spawn_env
+    if env is EMPTY_ENV or env is base:
+        return base
+    if base is EMPTY_ENV:
+        return env
+    return _joined_env(env, base)
 
 
 spawn = spawn_t()

@@ -34,7 +34,7 @@ from ._env import (
     query_or,
 )
 from ._protocol import Algorithm, Sender, set_stopped_t, twice_started
-from ._spawn import FAST_TOKENS, check_args, spawned_env
+from ._spawn import FAST_TOKENS, check_args, spawned_env, with_scope_env
 from ._stop_token import inplace_stop_source, is_unstoppable, stop_callback_for
 from ._stop_when import combined_stop_token, stop_when
 from ._trampoline import trampoline_start
@@ -390,7 +390,7 @@ class spawn_future_t(Algorithm):
             if not isinstance(sndr, Sender) or env is not EMPTY_ENV:
                 check_args("spawn_future", sndr, token, env)
             scope = token._scope
-            st = _FutureState(scope, True, fwd_env(env), sndr)
+            st = _FutureState(scope, True, fwd_env(with_scope_env(scope, env)), sndr)
             op = connect(sndr, st)
             if scope._try_associate():
                 st._associated = True

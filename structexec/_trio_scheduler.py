@@ -144,7 +144,9 @@ class _TrioScheduler:
         return default
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is _TrioScheduler and other._run is self._run
+        if type(other) is _TrioScheduler:
+            return other._run is self._run
+        return NotImplemented  # let e.g. task_scheduler answer (symmetric equality, 23)
 
     def __hash__(self) -> int:
         return id(self._run)

@@ -173,11 +173,6 @@ def test_23_queries_are_forwarded_to_the_wrapped_scheduler() -> None:
     assert "inline_scheduler" in repr(ts)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the trio scheduler's __eq__ returns False instead of NotImplemented for other "
-    "types (reported; the fix is in _trio_scheduler.py)",
-)
 async def test_23_6_trio_scheduler_equality_is_symmetric() -> None:
     sch = sx.trio_scheduler()
     assert sch == sx.task_scheduler(sch)

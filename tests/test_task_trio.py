@@ -9,45 +9,21 @@ use pytest-trio's ``autojump_clock`` (a ``MockClock(autojump_threshold=0)``).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import trio
 import trio.testing
+from _helpers import LoopThread, loop_thread, rec_on
 
 import structexec as sx
 from structexec.testing import RecordingReceiver, no_leaks
 
-JOIN = 10.0
-
-
-class LoopThread:
-    def __init__(self) -> None:
-        self.loop = sx.run_loop()
-        self.sch = self.loop.get_scheduler()
-        self.thread = threading.Thread(target=self.loop.run, name="trio-task-loop")
-        self.thread.start()
-        assert self.thread.ident is not None
-        self.ident: int = self.thread.ident
-
-    def close(self) -> None:
-        self.loop.finish()
-        self.thread.join(JOIN)
-        assert not self.thread.is_alive()
-
-
-@pytest.fixture
-def lt() -> Iterator[LoopThread]:
-    t = LoopThread()
-    try:
-        yield t
-    finally:
-        t.close()
+lt = pytest.fixture(loop_thread, name="lt")
 
 
 def on_trio() -> RecordingReceiver:
-    return RecordingReceiver(extra_env=sx.prop(sx.get_scheduler, sx.trio_scheduler()))
+    return rec_on(sx.trio_scheduler())
 
 
 # --------------------------------------------------------------------------- basics
@@ -413,12 +389,6 @@ async def test_scope_spawn_runs_tasks_on_the_trio_scheduler(
     assert all(s[2] == sx.trio_scheduler() for s in seen)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bare sx.spawn(t, scope.get_token()) gets only the scope's stop token as its "
-    "environment, so a task has no scheduler; needs the counting_scope token to provide the "
-    "trio scheduler while the scope is open as a nursery (reported; _counting_scope.py)",
-)
 async def test_bare_spawn_with_the_scope_token_runs_on_the_trio_scheduler() -> None:
     seen: list[int] = []
 
