@@ -5,6 +5,8 @@
 3. Cancellation, trio -> structexec: a trio cancel scope stops the awaited work.
 4. Cancellation, structexec -> trio: a stop request cancels the trio task hosting a coroutine.
 5. Hop between threads and back to the trio thread with schedulers.
+6. A counting_scope used as a nursery: spawn work, get results back with spawn_future, run
+   CPU-bound work on the parallel scheduler, and cancel the whole subtree with request_stop.
 
 Run: python examples/quickstart.py   (takes well under a second)
 """
@@ -75,6 +77,17 @@ async def main() -> None:
     finally:
         loop.finish()
         worker.join()
+
+    # 6. Scopes: a counting_scope is a nursery that also takes senders and hands results back.
+    #    request_stop() cancels everything in it (hosted trio tasks get Cancelled).
+    async with sx.counting_scope() as scope:
+        scope.start_soon(slow_download)  # plain trio work, as in a nursery
+        cpu = scope.spawn_future(  # CPU work on the shared thread pool, result via a future
+            sx.schedule(sx.get_parallel_scheduler()) | sx.then(lambda: sum(range(10**6)))
+        )
+        print("6. spawn_future(parallel) ->", await cpu)
+        scope.request_stop()  # slow_download is cancelled; leaving the block joins
+    print("   scope joined: everything in it finished or was cancelled")
 
 
 def stop_soon(source: sx.inplace_stop_source) -> None:
