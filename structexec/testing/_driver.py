@@ -44,6 +44,7 @@ from ._tree import (
     SpawnFuture,
     StartsOn,
     World,
+    mark_late,
 )
 
 __all__ = [
@@ -69,7 +70,8 @@ class Tree:
     (``sch[i]``), ``points`` how many stop points (``points[i]``), ``scopes`` the kind of
     each scope (``"counting"`` or ``"simple"``, ``tokens[i]``), ``counted_tokens`` whether
     scope tokens are wrapped in a :class:`CountingToken`. ``trio``/``threads``: whether the
-    tree contains trio hops or coroutines (needs :func:`run_tree_trio`) or thread hops.
+    tree contains trio hops or coroutines (needs :func:`run_tree_trio`) or thread hops;
+    ``parallel``: whether it hops onto ``sx.get_parallel_scheduler()``.
     """
 
     root: Node
@@ -79,6 +81,10 @@ class Tree:
     counted_tokens: bool = True
     trio: bool = False
     threads: bool = False
+    parallel: bool = False
+
+    def __post_init__(self) -> None:
+        mark_late(self.root)
 
     def stop_targets(self) -> list[tuple[str, int]]:
         """What a stop schedule can target: the root, each stop point, each counting scope."""
@@ -279,6 +285,7 @@ class _World(World):
         self.spawned = []
         self.futures = []
         self.spawn_env = sx.prop(sx.get_scheduler, self.main)
+        self.in_flight = 0
         self.lock = threading.Lock()
 
     def all_schedulers(self) -> list[ManualScheduler]:
@@ -351,6 +358,7 @@ class RunResult:
     terminate_calls: list[tuple[str, BaseException | None]] = field(default_factory=list)
     declared_value_scheduler: Any = None
     hung: str | None = None
+    raised: Exception | None = None
     gc_needed: list[str] = field(default_factory=list)
     allow_gc: bool = False
 
@@ -366,10 +374,23 @@ class RunResult:
             raise AssertionError(
                 f"{e}\n  tree:  {self.tree.code()}\n  stops: {self.stops!r}\n"
                 f"  model: {sorted(self.model, key=repr)!r}\n  events: {self.rec.events!r}"
-            ) from None
+            ) from e.__cause__
 
     def _check(self) -> None:
         rec = self.rec
+        rec.check()  # a violation the receiver saw (and raised) comes first
+        if self.raised is not None:
+            e = self.raised
+            where = ""
+            tb = e.__traceback__
+            while tb is not None and tb.tb_next is not None:
+                tb = tb.tb_next
+            if tb is not None:
+                where = f" at {tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
+            raise AssertionError(
+                f"the run raised {type(e).__name__}: {e}{where}; start() and completion "
+                "functions must not raise (REQUIREMENTS 2.11, 2.12)"
+            ) from e
         if self.terminate_calls:
             reason, exc = self.terminate_calls[0]
             raise AssertionError(f"terminate handler called: {reason} ({exc!r})")
@@ -420,6 +441,8 @@ class RunResult:
         # spawn_future: the work completed with a modelled outcome; the consumer received it
         # unless it was stopped (DESIGN.md 2.7).
         for f in self.futures:
+            if f.work is None and f.node.late and f.consumer in (None, STOPPED):
+                continue  # refused by a joined scope: the work never ran (30.2)
             if f.work is None:
                 raise AssertionError(
                     f"the work of {f.node.code()} never completed, but its scope was joined"
@@ -548,6 +571,7 @@ class _Run:
         del sndr
         self.step = 1
         self.rec.start()
+        self.fire_due()  # at == 1: right after start, before any item runs
 
     def fire_due(self) -> None:
         while self.todo and self.todo[0].at <= self.step:
@@ -663,6 +687,9 @@ def _drive_sync(run: _Run, done: Any, what: str, timeout: float) -> None:
                 continue
             run.result.hung = f"{what}: work on the worker thread did not finish in {timeout} s"
             return
+        if run.w.in_flight and time.monotonic() < deadline:
+            time.sleep(0.0002)  # work may be running on the parallel scheduler's threads
+            continue
         if _stalled(run, what):
             return
 
@@ -698,6 +725,8 @@ def run_tree(
             _drive_sync(run, run.joins_done, "a scope's join", timeout)
             while run.run_one():
                 pass
+    except Exception as e:  # reported by check(): start/completions must not raise
+        run.result.raised = e
     finally:
         result = run.finish()
     return result
@@ -730,6 +759,8 @@ async def run_tree_trio(
         while run.run_one():
             await trio.lowlevel.checkpoint()
         await trio.testing.wait_all_tasks_blocked()
+    except Exception as e:  # reported by check(): start/completions must not raise
+        run.result.raised = e
     finally:
         result = run.finish()
     return result
@@ -762,7 +793,11 @@ async def _drive_trio(run: _Run, done: Any, what: str, timeout: float) -> None:
         if done() or run.w.pending():
             continue
         ts = run.w.thread_scheduler
-        if (ts is not None and ts.busy) or trio.lowlevel.current_statistics().tasks_runnable:
+        if (
+            (ts is not None and ts.busy)
+            or run.w.in_flight
+            or trio.lowlevel.current_statistics().tasks_runnable
+        ):
             if time.monotonic() < deadline:
                 await trio.sleep(0.0005)
                 continue

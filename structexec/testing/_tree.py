@@ -21,7 +21,7 @@ inline are started, and complete, in argument order: REQUIREMENTS 16.5).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -30,6 +30,8 @@ import structexec as sx
 from .._protocol import values
 
 __all__ = [
+    "Adaptor",
+    "Custom",
     "ALREADY",
     "MAYBE",
     "NEVER",
@@ -45,6 +47,7 @@ __all__ = [
     "JustStopped",
     "Let",
     "Node",
+    "ParallelHop",
     "Plan",
     "Schedule",
     "Spawn",
@@ -62,6 +65,7 @@ __all__ = [
     "WhenAll",
     "apply_fn",
     "error",
+    "mark_late",
     "value",
 ]
 
@@ -233,6 +237,7 @@ class World:
     spawned: list[Node]
     futures: list[FutureRecord]
     spawn_env: Any
+    in_flight: int
     lock: Any
 
 
@@ -251,6 +256,9 @@ class Node:
     """Base of tree nodes: ``build(world)``, ``outcomes(mode, plan)``, ``timing(mode, plan)``."""
 
     kind: ClassVar[str] = "?"
+    #: Set by :func:`mark_late`: this node may be built after the root operation completed
+    #: (inside detached work), when its scope may already be joined.
+    late: bool = False
 
     def build(self, w: World) -> Any:
         raise NotImplementedError
@@ -662,6 +670,56 @@ class StoppedAsError(Node):
         return f"sx.stopped_as_error({self.child.code()}, {self.err!r})"
 
 
+@dataclass(frozen=True, eq=False)
+class Adaptor:
+    """A user-defined sender adaptor to mix into generated trees (``sender_trees(adaptors=...)``).
+
+    ``build(child_sender) -> sender`` applies the adaptor; ``model(child_outcomes, mode)``
+    says what it may complete with, given the set of outcomes its child may complete with
+    (the child is modelled under the same stop ``mode``: ``NEVER``, ``MAYBE`` or
+    ``ALREADY``). The default model is "the child's outcomes, or stopped when a stop request
+    may arrive". ``child_mode(mode)`` gives the child's stop mode when the adaptor changes
+    what the child sees (default: unchanged). ``name`` appears in printed trees.
+    """
+
+    name: str
+    build: Callable[[Any], Any]
+    model: Callable[[Outcomes, int], Outcomes] | None = None
+    child_mode: Callable[[int], int] | None = None
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+@dataclass(eq=False, repr=False)
+class Custom(Node):
+    """``adaptor.build(child)`` for a user :class:`Adaptor`."""
+
+    child: Node
+    adaptor: Adaptor
+    kind: ClassVar[str] = "custom"
+
+    def build(self, w: World) -> Any:
+        return self.adaptor.build(self.child.build(w))
+
+    def outcomes(self, mode: int, plan: Plan) -> Outcomes:
+        a = self.adaptor
+        cm = a.child_mode(mode) if a.child_mode is not None else mode
+        inner = self.child.outcomes(cm, plan)
+        if a.model is not None:
+            return frozenset(a.model(inner, mode))
+        return inner | {STOPPED} if mode else inner
+
+    def timing(self, mode: int, plan: Plan) -> str:
+        return UNKNOWN
+
+    def kids(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    def code(self) -> str:
+        return f"{self.adaptor.name}({self.child.code()})"
+
+
 def _hop_outcomes(inner: Outcomes, mode: int) -> Outcomes:
     # schedule_from: the scheduling op sees the outer token; if it completes stopped, the
     # stored result is discarded (REQUIREMENTS 12.11-12.12).
@@ -768,6 +826,35 @@ class ThreadHop(Node):
 
 
 @dataclass(eq=False, repr=False)
+class ParallelHop(Node):
+    """``child | sx.continues_on(sx.get_parallel_scheduler())``: completes on a pool thread.
+
+    The backend may check the stop token before it runs the item or not, so a stop request
+    made before the hop is modelled as "maybe" (REQUIREMENTS 31).
+    """
+
+    child: Node
+    kind: ClassVar[str] = "parallel_hop"
+
+    def build(self, w: World) -> Any:
+        hop = sx.continues_on(self.child.build(w), sx.get_parallel_scheduler())
+        return _InFlight(hop, w)
+
+    def outcomes(self, mode: int, plan: Plan) -> Outcomes:
+        inner = self.child.outcomes(mode, plan)
+        return inner | {STOPPED} if mode else inner
+
+    def timing(self, mode: int, plan: Plan) -> str:
+        return UNKNOWN
+
+    def kids(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    def code(self) -> str:
+        return f"{self.child.code()} | sx.continues_on(sx.get_parallel_scheduler())"
+
+
+@dataclass(eq=False, repr=False)
 class TrioHop(Node):
     """``child | sx.continues_on(sx.trio_scheduler())`` (trio runs only)."""
 
@@ -860,7 +947,10 @@ class Associate(Node):
 
     def outcomes(self, mode: int, plan: Plan) -> Outcomes:
         m = max(mode, plan.scope(self.scope))
-        return self.child.outcomes(m, plan)
+        out = self.child.outcomes(m, plan)
+        # Built late, the scope may be joined already: the association is refused and the
+        # sender completes stopped without running its child (REQUIREMENTS 27.2).
+        return out | {STOPPED} if self.late else out
 
     def timing(self, mode: int, plan: Plan) -> str:
         return self.child.timing(max(mode, plan.scope(self.scope)), plan)
@@ -897,7 +987,9 @@ class SpawnFuture(Node):
 
     def outcomes(self, mode: int, plan: Plan) -> Outcomes:
         inner = self.child.outcomes(self.work_mode(mode, plan), plan)
-        return inner | {STOPPED} if mode else inner
+        # Stopped: the consumer was stopped (DESIGN.md 2.7), or, built late, the association
+        # was refused and the result stored is stopped (REQUIREMENTS 30.2).
+        return inner | {STOPPED} if mode or self.late else inner
 
     def work_mode(self, mode: int, plan: Plan) -> int:
         """The work sees the scope's stop requests, and an abandon (consumer stopped or
@@ -959,6 +1051,59 @@ class _Observed(sx.Sender[Any]):
 
     def get_completion_signatures(self, env: Any = None) -> Any:
         return sx.get_completion_signatures(self._fut, env)
+
+
+class _InFlight(sx.Sender[Any]):
+    """Forwards to ``sndr``; counts its started, not yet completed operations in
+    ``world.in_flight`` (so the driver knows when work may still be on a pool thread)."""
+
+    __slots__ = ("_sndr", "_w")
+
+    def __init__(self, sndr: Any, w: World) -> None:
+        self._sndr = sndr
+        self._w = w
+
+    def connect(self, rcvr: Any) -> Any:
+        return _InFlightOp(self._sndr, rcvr, self._w)
+
+    def get_env(self) -> Any:
+        return sx.get_env(self._sndr)
+
+    def get_completion_signatures(self, env: Any = None) -> Any:
+        return sx.get_completion_signatures(self._sndr, env)
+
+
+class _InFlightOp:
+    __slots__ = ("_op", "_rcvr", "_w")
+
+    def __init__(self, sndr: Any, rcvr: Any, w: World) -> None:
+        self._rcvr = rcvr
+        self._w = w
+        self._op = sx.connect(sndr, self)
+
+    def start(self) -> None:
+        with self._w.lock:
+            self._w.in_flight += 1
+        self._op.start()
+
+    def get_env(self) -> Any:
+        return sx.get_env(self._rcvr)
+
+    def _done(self) -> None:
+        with self._w.lock:
+            self._w.in_flight -= 1
+
+    def set_value(self, *vals: Any) -> None:
+        self._done()
+        self._rcvr.set_value(*vals)
+
+    def set_error(self, err: Any) -> None:
+        self._done()
+        self._rcvr.set_error(err)
+
+    def set_stopped(self) -> None:
+        self._done()
+        self._rcvr.set_stopped()
 
 
 class _ObservedOp:
@@ -1046,6 +1191,32 @@ class Spawn(Node):
     def code(self) -> str:
         how = "" if self.catch else ", catch=False"
         return f"spawn({self.work.code()}, tokens[{self.scope}]{how})"
+
+
+def mark_late(root: Node) -> None:
+    """Mark the nodes that may be built after the root operation has completed.
+
+    Work given to ``spawn`` and the work of a ``spawn_future`` run on their own and may
+    outlive the root (an abandoned future's work keeps running, DESIGN.md 2.7). Inside such
+    detached work, what is built lazily (the sender a ``let_*`` function returns, the work of
+    a ``spawn``) may be built late. The driver joins the scopes once the root completes, so a
+    late ``associate``, ``spawn_future`` or ``spawn`` may find its scope joined.
+    """
+
+    def visit(n: Node, detached: bool, lazy: bool) -> None:
+        n.late = detached and lazy
+        if isinstance(n, Let):
+            visit(n.child, detached, lazy)
+            visit(n.sub, detached, True)
+        elif isinstance(n, Spawn):
+            visit(n.work, True, True)
+        elif isinstance(n, SpawnFuture):
+            visit(n.child, True, lazy)
+        else:
+            for k in n.kids():
+                visit(k, detached, lazy)
+
+    visit(root, False, False)
 
 
 def _then_return(log: Any, o: Outcome, result: Any) -> Any:

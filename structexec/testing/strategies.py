@@ -34,7 +34,7 @@ Node kinds whose structexec implementation is not importable are left out automa
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from hypothesis import strategies as st
@@ -52,13 +52,16 @@ from ._driver import (
     run_tree,
     run_tree_trio,
 )
+from ._thread_sched import ThreadScheduler
 from ._tree import (
     ALREADY,
     MAYBE,
     NEVER,
     STOPPED,
+    Adaptor,
     Associate,
     Coro,
+    Custom,
     Fn,
     Hop,
     IntoVariant,
@@ -67,6 +70,7 @@ from ._tree import (
     JustStopped,
     Let,
     Node,
+    ParallelHop,
     Plan,
     Schedule,
     Spawn,
@@ -84,11 +88,14 @@ from ._tree import (
     WhenAll,
     apply_fn,
     error,
+    mark_late,
     value,
 )
 
 __all__ = [
     "ALL_KINDS",
+    "Adaptor",
+    "Custom",
     "ALREADY",
     "MAYBE",
     "NEVER",
@@ -96,6 +103,7 @@ __all__ = [
     "SYNC_KINDS",
     "CountingToken",
     "Fn",
+    "ThreadScheduler",
     "Interleaving",
     "Node",
     "Plan",
@@ -126,6 +134,7 @@ __all__ = [
     "JustError",
     "JustStopped",
     "Let",
+    "ParallelHop",
     "Schedule",
     "Spawn",
     "SpawnFuture",
@@ -167,6 +176,7 @@ SYNC_KINDS = frozenset(
         "spawn",
         "spawn_future",
         "thread_hop",
+        "parallel_hop",
     }
 )
 #: Every node kind; ``trio_hop``, ``coroutine`` and ``task`` need :func:`run_tree_trio`.
@@ -186,6 +196,7 @@ _NEEDS: dict[str, tuple[str, ...]] = {
     "spawn": ("spawn", "counting_scope", "simple_counting_scope"),
     "spawn_future": ("spawn_future", "counting_scope", "simple_counting_scope"),
     "thread_hop": ("continues_on",),
+    "parallel_hop": ("continues_on", "get_parallel_scheduler"),
     "trio_hop": ("continues_on", "trio_scheduler"),
     "task": ("task",),
 }
@@ -246,6 +257,7 @@ def sender_trees(
     max_nodes: int = 12,
     max_depth: int = 5,
     max_children: int = 3,
+    adaptors: Sequence[Adaptor] = (),
 ) -> st.SearchStrategy[Tree]:
     """Random sender trees, each with its model (``tree.model(stops)``).
 
@@ -255,8 +267,10 @@ def sender_trees(
     dropped. ``schedulers``: how many ``ManualScheduler`` the hops use; ``points``: how many
     stop points (independent stop sources a subtree can be given); ``scopes``: the scopes
     that ``associate``/``spawn``/``spawn_future`` use (``"counting"`` or ``"simple"``);
-    ``max_nodes``/``max_depth``/``max_children``: tree size. Trees shrink towards fewer
-    nodes, then towards the first kinds of :data:`SYNC_KINDS`.
+    ``max_nodes``/``max_depth``/``max_children``: tree size. ``adaptors``: your own sender
+    adaptors (:class:`Adaptor`: how to apply it, and a model of what it completes with) to
+    mix into the trees. Trees shrink towards fewer nodes, then towards the first kinds of
+    :data:`SYNC_KINDS`.
     """
     want = set(SYNC_KINDS if kinds is None else kinds)
     unknown = want - ALL_KINDS
@@ -270,6 +284,9 @@ def sender_trees(
     k.add("just")
     leaf_kinds = [x for x in ("just", "just_error", "just_stopped", "schedule") if x in k]
     inner_kinds = [x for x in _INNER_ORDER if x in k]
+    adaptors = tuple(adaptors)
+    if adaptors:
+        inner_kinds[:0] = ["custom"] * 4  # your adaptors are what you want tested
     n_sch = max(1, schedulers)
     n_scopes = len(scopes)
 
@@ -284,6 +301,8 @@ def sender_trees(
         def child() -> Node:
             return draw(node(depth + 1, budget))
 
+        if kind == "custom":
+            return Custom(child(), draw(st.sampled_from(adaptors)))
         if kind in ("then", "upon_error", "upon_stopped"):
             return Then(child(), draw(fns(kind)), kind)
         if kind in ("let_value", "let_error", "let_stopped"):
@@ -316,6 +335,8 @@ def sender_trees(
             return Spawn(child(), draw(st.integers(0, n_scopes - 1)), draw(st.booleans()))
         if kind == "thread_hop":
             return ThreadHop(child())
+        if kind == "parallel_hop":
+            return ParallelHop(child())
         if kind == "trio_hop":
             return TrioHop(child())
         if kind == "coroutine":
@@ -326,6 +347,7 @@ def sender_trees(
     @st.composite
     def sender_trees(draw: st.DrawFn) -> Tree:
         root = draw(node(0, [max_nodes]))
+        mark_late(root)
         used = {n.kind for n in root.walk()}
         return Tree(
             root,
@@ -335,6 +357,7 @@ def sender_trees(
             counted_tokens=draw(st.booleans()),
             trio=bool(used & {"trio_hop", "coroutine", "task"}),
             threads="thread_hop" in used,
+            parallel="parallel_hop" in used,
         )
 
     return sender_trees()
@@ -360,6 +383,7 @@ _INNER_ORDER = (
     "spawn",
     "spawn_future",
     "thread_hop",
+    "parallel_hop",
     "trio_hop",
     "coroutine",
     "task",

@@ -1,0 +1,110 @@
+"""Property: a stop request at any step gives the modelled value or stopped, never a lost or
+duplicated completion.
+
+REQUIREMENTS 2.2, 2.13 (stop callbacks deregistered before completion), 5.2 (callbacks run on
+the requesting thread: some requests come from another thread), 11 (``write_env`` stop
+points, ``unstoppable``), 12.12 (the hop sees the outer token), 16.5-16.10 (``when_all``),
+17, 26.14 and 28 (``counting_scope.request_stop``), 30 and DESIGN.md 2.7 (a stopped
+``spawn_future`` consumer). Hypothesis chooses which operation gets a stop request (the root,
+a stop point inside the tree, a counting scope), at which step, and in which order the
+queued scheduler items run; the model gives the set of acceptable outcomes.
+"""
+
+from __future__ import annotations
+
+import trio
+from hypothesis import HealthCheck, given, settings
+
+import structexec as sx
+from structexec.testing import strategies as sxst
+
+SETTINGS = settings(
+    max_examples=sxst.max_examples(300),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+
+@SETTINGS
+@given(case=sxst.trees_with_stop_schedules(), order=sxst.interleavings())
+def test_stop_at_any_step_gives_modelled_outcome_req_2_2(
+    case: tuple[sxst.Tree, sxst.StopSchedule], order: sxst.Interleaving
+) -> None:
+    tree, stops = case
+    sxst.run_tree(tree, stops, order).check()
+
+
+@settings(SETTINGS, max_examples=max(1, sxst.max_examples(300) // 2))
+@given(case=sxst.trees_with_stop_schedules(kinds=sxst.ALL_KINDS), order=sxst.interleavings())
+def test_stop_at_any_step_in_trio_req_2_2_dq_2_5(
+    case: tuple[sxst.Tree, sxst.StopSchedule], order: sxst.Interleaving
+) -> None:
+    """In a trio run: stop requests reach trio hops, coroutines and tasks (DESIGN.md 2.4,
+    2.5) and still give a modelled outcome, exactly once."""
+    tree, stops = case
+
+    async def main() -> sxst.RunResult:
+        return await sxst.run_tree_trio(tree, stops, order)
+
+    trio.run(main).check()
+
+
+@SETTINGS
+@given(tree=sxst.sender_trees(), order=sxst.interleavings())
+def test_stop_before_start_of_when_all_starts_no_child_req_16_5(
+    tree: sxst.Tree, order: sxst.Interleaving
+) -> None:
+    """Wrapping any tree in ``when_all`` and stopping before start: the outcome is exactly
+    stopped and no spawned work ran (the children were never started)."""
+    wrapped = sxst.Tree(
+        sxst.WhenAll((tree.root,)),
+        schedulers=tree.schedulers,
+        points=tree.points,
+        scopes=tree.scopes,
+        counted_tokens=tree.counted_tokens,
+        threads=tree.threads,
+        parallel=tree.parallel,
+    )
+    stops = sxst.StopSchedule((sxst.StopEvent(0, ("root", 0)),))
+    assert wrapped.model(stops) == {sxst.STOPPED}
+    r = sxst.run_tree(wrapped, stops, order)
+    r.check()
+    assert r.spawned == [] and r.rec.stopped
+
+
+def test_stop_from_another_thread_runs_callbacks_there_req_5_2() -> None:
+    """A stop request made from another thread completes a stopped hop on the thread that
+    runs the item, and deregisters every callback first (2.13)."""
+    tree = sxst.Tree(sxst.WhenAll((sxst.Hop(sxst.Just((1,)), 0), sxst.Schedule(1))))
+    stops = sxst.StopSchedule((sxst.StopEvent(1, ("root", 0), from_thread=True),))
+    r = sxst.run_tree(tree, stops)
+    r.check()
+    assert r.outcome == sxst.STOPPED
+    assert r.rec.live_callbacks_at_completion == 0
+
+
+def test_stop_point_is_independent_of_the_root_req_11() -> None:
+    """A stop point gives its subtree another token: stopping it stops that subtree only;
+    stopping the root does not reach it."""
+    inner = sxst.StopPoint(sxst.Hop(sxst.Just((7,)), 0), 0)
+    tree = sxst.Tree(sxst.StoppedAsOptional(inner), points=1)
+    point_stop = sxst.StopSchedule((sxst.StopEvent(0, ("point", 0)),))
+    root_stop = sxst.StopSchedule((sxst.StopEvent(0, ("root", 0)),))
+    assert tree.model(point_stop) == {sxst.value(None)}
+    assert tree.model(root_stop) == {sxst.value(7)}
+    for stops in (point_stop, root_stop):
+        r = sxst.run_tree(tree, stops)
+        r.check()
+        assert r.outcome in tree.model(stops)
+
+
+def test_scope_request_stop_reaches_associated_work_req_26_14() -> None:
+    tree = sxst.Tree(
+        sxst.StoppedAsOptional(sxst.Associate(sxst.Hop(sxst.Just((3,)), 0), 0)),
+        scopes=("counting",),
+    )
+    stops = sxst.StopSchedule((sxst.StopEvent(1, ("scope", 0)),))
+    r = sxst.run_tree(tree, stops)
+    r.check()
+    assert r.outcome == sxst.value(None)
+    assert isinstance(r.scopes[0], sx.counting_scope)

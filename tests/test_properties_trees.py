@@ -1,0 +1,69 @@
+"""Property: every random sender tree completes exactly once, with the modelled result.
+
+REQUIREMENTS 2.2 ("Rec over every algorithm, including a property test across random
+compositions"), 2.3, 2.13, 2.16; 10, 13, 14, 16, 17 (the algorithms the trees combine); 12
+(scheduling hops, under every interleaving of the manual schedulers' queues); 20, 24 (the
+coroutine and task nodes in the trio run).
+
+The example count is ``STRUCTEXEC_PROPERTY_EXAMPLES`` (default: small, for CI), e.g.
+``STRUCTEXEC_PROPERTY_EXAMPLES=10000 pytest tests/test_properties_trees.py``.
+"""
+
+from __future__ import annotations
+
+import trio
+from hypothesis import HealthCheck, given, settings
+
+from structexec.testing import strategies as sxst
+
+SETTINGS = settings(
+    max_examples=sxst.max_examples(300),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+
+@SETTINGS
+@given(tree=sxst.sender_trees(), order=sxst.interleavings())
+def test_every_tree_completes_once_with_modelled_result_req_2_2(
+    tree: sxst.Tree, order: sxst.Interleaving
+) -> None:
+    """No stop request from outside: the root completes exactly once, never before start,
+    with no stop callback left registered (2.13), with an outcome the model allows, and on
+    the scheduler its attributes declare (2.16); spawned work and scopes check out."""
+    sxst.run_tree(tree, None, order).check()
+
+
+@settings(SETTINGS, max_examples=max(1, sxst.max_examples(300) // 2))
+@given(tree=sxst.sender_trees(sxst.ALL_KINDS), order=sxst.interleavings())
+def test_every_tree_completes_once_in_trio_req_2_2_req_20_9(
+    tree: sxst.Tree, order: sxst.Interleaving
+) -> None:
+    """The same, in a trio run, with trio hops, coroutine senders and ``task`` nodes; the
+    interleaving also chooses when trio runs its tasks."""
+
+    async def main() -> sxst.RunResult:
+        return await sxst.run_tree_trio(tree, None, order)
+
+    trio.run(main).check()
+
+
+@SETTINGS
+@given(tree=sxst.sender_trees(max_nodes=20, max_depth=7))
+def test_model_is_exact_without_stops_and_hops(tree: sxst.Tree) -> None:
+    """With no stop schedule, a tree without scheduler hops or concurrency has exactly one
+    modelled outcome (the model is a function there, not a relation)."""
+    kinds = {n.kind for n in tree.root.walk()}
+    if kinds & {
+        "schedule",
+        "continues_on",
+        "starts_on",
+        "thread_hop",
+        "parallel_hop",
+        "spawn",
+        "spawn_future",
+        "associate",
+        "stop_point",
+    }:
+        return
+    assert len(tree.model()) == 1, (tree, tree.model())
