@@ -9,6 +9,9 @@
   [exec.adapt] specifies for every adaptor (REQUIREMENTS 9.7); free unless a custom domain is
   involved.
 * argument checks that raise ``TypeError`` naming the argument (DESIGN.md 2.3).
+* :class:`BinaryAdaptor`, :class:`FnAdaptor`: the bases of the algorithm objects called as
+  ``alg(sndr, x)`` or ``alg(x)`` (``then``, ``upon_*``, ``let_*``, ``continues_on``,
+  ``write_env``, ``stopped_as_error``).
 * :class:`ChildOp`: the base of the operation states that are also their child's receiver
   (``then``, ``let_*``, ``bulk_*``, ``starts_on``, ``schedule_from``).
 * :class:`UnarySender`, :class:`InlineAsChild`: the attributes and structure (7.9) of a
@@ -87,6 +90,75 @@ def sigs(sndr: Any, env: Any) -> completion_signatures | None:
 
 def value_sigs(cs: completion_signatures) -> list[set_value_t]:
     return [s for s in cs if type(s) is set_value_t]
+
+
+def with_schedule_failures(
+    cs: completion_signatures | None, sch: Any, env: Any
+) -> completion_signatures | None:
+    """``cs`` plus the error and stopped signatures of ``schedule(sch)`` in ``env``.
+
+    The signatures of an adaptor that runs its child around a scheduling operation whose
+    failure is its result (``starts_on`` 12.3, ``schedule_from`` 12.11); ``None`` when either
+    set is unknown.
+    """
+    sched = get_completion_signatures(sch.schedule(), env)
+    if cs is None or sched is None:
+        return None
+    return cs | completion_signatures(*(s for s in sched if type(s) is not set_value_t))
+
+
+class BinaryAdaptor(Algorithm):
+    """An algorithm object called as ``alg(sndr, x)``, or ``alg(x)`` for its closure (7.7).
+
+    Subclasses set ``_name`` and ``_arg`` (the name of ``x`` in messages), implement
+    ``_check_arg(x)`` (raise ``TypeError`` naming the argument, DESIGN.md 2.3) and
+    ``_make(sndr, x)`` (check ``x`` and build the sender), and implement ``__call__`` (with
+    their overloads) as ``return self._build(args)``.
+    """
+
+    __slots__ = ()
+    _name: str
+    _arg: str
+
+    def _check_arg(self, x: Any) -> None:
+        raise NotImplementedError
+
+    def _make(self, sndr: Any, x: Any) -> Any:
+        raise NotImplementedError
+
+    def _build(self, args: tuple[Any, ...]) -> Any:
+        if len(args) == 2:
+            sndr, x = args
+            check_sender(self._name, "sndr", sndr)
+            return self._make(sndr, x)
+        if len(args) == 1:
+            x = args[0]
+            self._check_arg(x)
+            return Closure(lambda s: self._build((s, x)))
+        a = self._arg
+        raise TypeError(f"{self._name}() takes (sender, {a}) or ({a}), got {len(args)} arguments")
+
+
+class FnAdaptor(BinaryAdaptor):
+    """``alg(sndr, f)`` / ``alg(f)`` (``then``, ``upon_*``, ``let_*``): builds ``_cls(sndr, f)``.
+
+    ``_fn_kind`` says what ``f`` must be, for messages; ``alg(sndr)`` with a sender alone is
+    rejected as a closure whose function is a sender.
+    """
+
+    __slots__ = ()
+    _arg = "f"
+    _cls: Any
+    _fn_kind = "a callable"
+
+    def _check_arg(self, f: Any) -> None:
+        if not callable(f) or is_sender(f):
+            raise TypeError(f"{self._name}(f) needs {self._fn_kind}, got {type(f).__name__}")
+
+    def _make(self, sndr: Any, f: Any) -> Any:
+        if not callable(f):
+            raise TypeError(f"{self._name}() needs {self._fn_kind}, got {type(f).__name__}")
+        return self._cls(sndr, f)
 
 
 class UnaryAdaptor(Algorithm, Closure[Any]):

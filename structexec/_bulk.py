@@ -178,18 +178,12 @@ class chunk_loop:
 class _BulkBase(UnarySender):
     __slots__ = ("_f", "_policy", "_shape")
     _algo = "bulk"
-    _chunked = True  # for the default connect of bulk_chunked / bulk_unchunked
 
     def __init__(self, child: Any, policy: execution_policy, shape: int, f: Any) -> None:
         self._child = child
         self._policy = policy
         self._shape = shape
         self._f = f
-
-    def connect(self, rcvr: Any) -> Any:
-        op = _BulkOp(rcvr, self._shape, self._f, self._chunked)
-        op._op = connect(self._child, op)
-        return op
 
     def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
         """The child's signatures, plus ``set_error_t(Exception)`` when it can send values."""
@@ -233,11 +227,20 @@ class _BulkChunkedSender(_BulkBase):
     __slots__ = ()
     _algo = "bulk_chunked"
 
+    def connect(self, rcvr: Any) -> _BulkOp:
+        op = _BulkOp(rcvr, self._shape, self._f, True)
+        op._op = connect(self._child, op)
+        return op
+
 
 class _BulkUnchunkedSender(_BulkBase):
     __slots__ = ()
     _algo = "bulk_unchunked"
-    _chunked = False
+
+    def connect(self, rcvr: Any) -> _BulkOp:
+        op = _BulkOp(rcvr, self._shape, self._f, False)
+        op._op = connect(self._child, op)
+        return op
 
 
 class _BulkSender(_BulkBase):
@@ -289,6 +292,17 @@ class _BulkAlgorithm(Algorithm):
     _name = "bulk"
     _cls: type[_BulkBase]
 
+    @overload
+    def __call__(
+        self, policy: execution_policy, shape: int, f: Callable[..., Any], /
+    ) -> Closure[Any]: ...
+    @overload
+    def __call__(
+        self, sndr: Sender[T], policy: execution_policy, shape: int, f: Callable[..., Any], /
+    ) -> Sender[T]: ...
+    def __call__(self, *args: Any) -> Any:
+        return self._build(args)
+
     def _build(self, args: tuple[Any, ...]) -> Any:
         name = self._name
         if len(args) == 3:
@@ -338,17 +352,6 @@ class bulk_t(_BulkAlgorithm):
     _name = "bulk"
     _cls = _BulkSender
 
-    @overload
-    def __call__(
-        self, policy: execution_policy, shape: int, f: Callable[..., Any], /
-    ) -> Closure[Any]: ...
-    @overload
-    def __call__(
-        self, sndr: Sender[T], policy: execution_policy, shape: int, f: Callable[..., Any], /
-    ) -> Sender[T]: ...
-    def __call__(self, *args: Any) -> Any:
-        return self._build(args)
-
     def transform_sender(self, sndr: Any, env: Any = None) -> Any:
         """``bulk`` → ``bulk_chunked`` with a looping chunk function (15.6, 9.11)."""
         if env is None or not isinstance(sndr, _BulkSender):
@@ -371,17 +374,6 @@ class bulk_chunked_t(_BulkAlgorithm):
     _name = "bulk_chunked"
     _cls = _BulkChunkedSender
 
-    @overload
-    def __call__(
-        self, policy: execution_policy, shape: int, f: Callable[..., Any], /
-    ) -> Closure[Any]: ...
-    @overload
-    def __call__(
-        self, sndr: Sender[T], policy: execution_policy, shape: int, f: Callable[..., Any], /
-    ) -> Sender[T]: ...
-    def __call__(self, *args: Any) -> Any:
-        return self._build(args)
-
 
 class bulk_unchunked_t(_BulkAlgorithm):
     """``bulk_unchunked(sndr, policy, shape, f)``: call ``f(i, *vals)`` for each index.
@@ -395,17 +387,6 @@ class bulk_unchunked_t(_BulkAlgorithm):
     __slots__ = ()
     _name = "bulk_unchunked"
     _cls = _BulkUnchunkedSender
-
-    @overload
-    def __call__(
-        self, policy: execution_policy, shape: int, f: Callable[..., Any], /
-    ) -> Closure[Any]: ...
-    @overload
-    def __call__(
-        self, sndr: Sender[T], policy: execution_policy, shape: int, f: Callable[..., Any], /
-    ) -> Sender[T]: ...
-    def __call__(self, *args: Any) -> Any:
-        return self._build(args)
 
 
 bulk = bulk_t()

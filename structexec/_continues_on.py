@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, TypeVar, overload
 
 from ._adaptor_util import (
+    BinaryAdaptor,
     ChildOp,
     UnarySender,
     check_scheduler,
@@ -23,11 +24,12 @@ from ._adaptor_util import (
     early,
     early_child,
     sched_domain,
+    with_schedule_failures,
 )
 from ._completion_signatures import completion_signatures, get_completion_signatures
 from ._domain import connect
 from ._env import fwd_env, get_env, join_env, sched_attrs
-from ._protocol import Algorithm, Closure, Sender, completed_twice, set_value_t
+from ._protocol import Algorithm, Closure, Sender, completed_twice
 from ._trampoline import trampoline_start
 
 __all__ = ["continues_on", "schedule_from"]
@@ -133,11 +135,7 @@ class _ScheduleFromBase(UnarySender):
     def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
         """The child's signatures plus the scheduling sender's error and stopped ones."""
         fenv = None if env is None else fwd_env(env)
-        child = get_completion_signatures(self._child, fenv)
-        sched = get_completion_signatures(self._sch.schedule(), fenv)
-        if child is None or sched is None:
-            return None
-        return child | completion_signatures(*(s for s in sched if type(s) is not set_value_t))
+        return with_schedule_failures(get_completion_signatures(self._child, fenv), self._sch, fenv)
 
     @property
     def scheduler(self) -> Any:
@@ -183,7 +181,7 @@ class schedule_from_t(Algorithm):
         return r
 
 
-class continues_on_t(Algorithm):
+class continues_on_t(BinaryAdaptor):
     """``continues_on(sndr, sch)`` / ``sndr | continues_on(sch)``: finish on ``sch``.
 
     [exec.continues.on], REQUIREMENTS 12.5-12.7. ``sndr`` is started on the current agent;
@@ -196,22 +194,20 @@ class continues_on_t(Algorithm):
     """
 
     __slots__ = ()
+    _name = "continues_on"
+    _arg = "sch"
 
     @overload
     def __call__(self, sch: Any, /) -> Closure[Any]: ...
     @overload
     def __call__(self, sndr: Sender[T], sch: Any, /) -> Sender[T]: ...
     def __call__(self, *args: Any) -> Any:
-        if len(args) == 1:
-            sch = args[0]
-            check_scheduler("continues_on", "sch", sch)
-            return Closure(lambda s: self(s, sch))
-        if len(args) != 2:
-            raise TypeError(
-                f"continues_on() takes (sender, sch) or (sch), got {len(args)} arguments"
-            )
-        sndr, sch = args
-        check_sender("continues_on", "sndr", sndr)
+        return self._build(args)
+
+    def _check_arg(self, sch: Any) -> None:
+        check_scheduler("continues_on", "sch", sch)
+
+    def _make(self, sndr: Any, sch: Any) -> Any:
         check_scheduler("continues_on", "sch", sch)
         return early_child(sndr, _ContinuesOnSender(sch, sndr))
 

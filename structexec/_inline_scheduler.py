@@ -48,7 +48,7 @@ class _InlineSender(Sender[None]):
         return _INLINE_ATTRS
 
     def get_completion_signatures(self, env: Any = None) -> completion_signatures:
-        return completion_signatures(set_value_t())
+        return _SIGS
 
 
 class inline_scheduler:
@@ -64,7 +64,7 @@ class inline_scheduler:
         return _INLINE if "_INLINE" in globals() else super().__new__(cls)
 
     def schedule(self) -> Sender[None]:
-        return _InlineSender()
+        return _INLINE_SENDER
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, inline_scheduler):
@@ -80,3 +80,5 @@ class inline_scheduler:
 
 _INLINE = inline_scheduler()
 _INLINE_ATTRS = _InlineAttrs()
+_INLINE_SENDER = _InlineSender()  # stateless: one instance serves every schedule()
+_SIGS = completion_signatures(set_value_t())

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
-from ._adaptor_util import ChildOp, UnarySender
+from ._adaptor_util import ChildOp, FnAdaptor, UnarySender
 from ._domain import completion_domain, connect
 from ._env import (
     _MISSING,
@@ -28,7 +28,6 @@ from ._env import (
     sched_env,
 )
 from ._protocol import (
-    Algorithm,
     Closure,
     Sender,
     completed_twice,
@@ -219,26 +218,9 @@ class _LetStoppedSender(_LetSender):
     _op_cls = _LetStoppedOp
 
 
-class _LetAlgorithm(Algorithm):
+class _LetAlgorithm(FnAdaptor):
     __slots__ = ()
-    _cls: type[_LetSender]
-    _name: str
-
-    def _build(self, args: tuple[Any, ...]) -> Any:
-        name = self._name
-        if len(args) == 1:
-            f = args[0]
-            if not callable(f) or is_sender(f):
-                raise TypeError(f"{name}(f) needs a callable returning a sender, got {f!r}")
-            return Closure(lambda s: self._build((s, f)))
-        if len(args) != 2:
-            raise TypeError(f"{name}() takes (sender, f) or (f), got {len(args)} arguments")
-        sndr, f = args
-        if not is_sender(sndr):
-            raise TypeError(f"{name}() needs a sender as its first argument, got {sndr!r}")
-        if not callable(f):
-            raise TypeError(f"{name}() needs a callable returning a sender, got {f!r}")
-        return self._cls(sndr, f)
+    _fn_kind = "a callable returning a sender"
 
 
 class let_value_t(_LetAlgorithm):

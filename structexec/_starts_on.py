@@ -28,11 +28,12 @@ from ._adaptor_util import (
     check_sender,
     early,
     sched_domain,
+    with_schedule_failures,
 )
 from ._completion_signatures import completion_signatures, get_completion_signatures
 from ._domain import connect
 from ._env import fwd_env, join_env, sched_env
-from ._protocol import Algorithm, Sender, completed_twice, set_value_t
+from ._protocol import Algorithm, Sender, completed_twice
 from ._trampoline import trampoline_start
 
 __all__ = ["starts_on"]
@@ -91,12 +92,7 @@ class _StartsOnSender(UnarySender):
         senv = sched_env(self._sch)
         cenv = senv if env is None else join_env(senv, fwd_env(env))
         child = get_completion_signatures(self._child, cenv)
-        sched = get_completion_signatures(
-            self._sch.schedule(), None if env is None else fwd_env(env)
-        )
-        if child is None or sched is None:
-            return None
-        return child | completion_signatures(*(s for s in sched if type(s) is not set_value_t))
+        return with_schedule_failures(child, self._sch, None if env is None else fwd_env(env))
 
     @property
     def scheduler(self) -> Any:

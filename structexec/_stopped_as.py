@@ -12,7 +12,13 @@ from __future__ import annotations
 
 from typing import Any, TypeVar, overload
 
-from ._adaptor_util import InlineAsChild, UnaryAdaptor, UnarySender, check_sender, early_child
+from ._adaptor_util import (
+    BinaryAdaptor,
+    InlineAsChild,
+    UnaryAdaptor,
+    UnarySender,
+    early_child,
+)
 from ._completion_signatures import (
     completion_signatures,
     dependent_sender_error,
@@ -23,7 +29,6 @@ from ._env import fwd_env, get_env
 from ._just import just, just_error
 from ._let import let_stopped
 from ._protocol import (
-    Algorithm,
     Closure,
     Sender,
     is_sender,
@@ -233,17 +238,7 @@ class _StoppedAsErrorSender(InlineAsChild, UnarySender):
         return f"stopped_as_error({self._child!r}, {self._err!r})"
 
 
-def _check_err(err: Any) -> None:
-    if err is None:
-        raise TypeError("stopped_as_error(): None is not a valid error datum (REQUIREMENTS 1.2)")
-    if is_sender(err) and not isinstance(err, BaseException):
-        raise TypeError(
-            "stopped_as_error(err) got a sender where the error datum belongs; write "
-            "stopped_as_error(sndr, err) or sndr | stopped_as_error(err)"
-        )
-
-
-class stopped_as_error_t(Algorithm):
+class stopped_as_error_t(BinaryAdaptor):
     """``stopped_as_error(sndr, err)`` / ``sndr | stopped_as_error(err)``: stopped becomes an error.
 
     [exec.stopped.err], REQUIREMENTS 17.6. ``set_stopped()`` becomes ``set_error(err)``;
@@ -254,23 +249,29 @@ class stopped_as_error_t(Algorithm):
     """
 
     __slots__ = ()
+    _name = "stopped_as_error"
+    _arg = "err"
 
     @overload
     def __call__(self, err: Any, /) -> Closure[Any]: ...
     @overload
     def __call__(self, sndr: Sender[T], err: Any, /) -> Sender[T]: ...
     def __call__(self, *args: Any) -> Any:
-        if len(args) == 1:
-            err = args[0]
-            _check_err(err)
-            return Closure(lambda s: self(s, err))
-        if len(args) != 2:
+        return self._build(args)
+
+    def _check_arg(self, err: Any) -> None:
+        if err is None:
             raise TypeError(
-                f"stopped_as_error() takes (sender, err) or (err), got {len(args)} arguments"
+                "stopped_as_error(): None is not a valid error datum (REQUIREMENTS 1.2)"
             )
-        sndr, err = args
-        check_sender("stopped_as_error", "sndr", sndr)
-        _check_err(err)
+        if is_sender(err) and not isinstance(err, BaseException):
+            raise TypeError(
+                "stopped_as_error(err) got a sender where the error datum belongs; write "
+                "stopped_as_error(sndr, err) or sndr | stopped_as_error(err)"
+            )
+
+    def _make(self, sndr: Any, err: Any) -> Any:
+        self._check_arg(err)
         return early_child(sndr, _StoppedAsErrorSender(sndr, err))
 
     def transform_sender(self, sndr: Any, env: Any = None) -> Any:

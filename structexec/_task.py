@@ -48,6 +48,7 @@ from ._env import (
     _MISSING,
     EMPTY_ENV,
     QueryError,
+    TryEnv,
     forwarding_query,
     fwd_env,
     get_allocator,
@@ -55,6 +56,7 @@ from ._env import (
     get_scheduler,
     get_stop_token,
     query_or,
+    sched_env,
 )
 from ._errors import ErrorValue, Stopped, terminate
 from ._infallible import UNSTOPPABLE_ENV
@@ -738,10 +740,11 @@ class _Outcome:
         self.kind = _STOP
 
 
-class _TrioAwaitEnv:
+class _TrioAwaitEnv(TryEnv):
     """The environment ``await sndr`` in a trio task gives (the trio bridge's, 32.1)."""
 
     __slots__ = ("_base", "_run")
+    _unsupported = "the environment of an awaiting trio task does not support {q!r}"
 
     def __init__(self, run: RunState, base: Any) -> None:
         self._run = run
@@ -758,12 +761,6 @@ class _TrioAwaitEnv:
         if q is get_scheduler:
             return self._run.sched
         return default
-
-    def query(self, q: Any, *args: Any) -> Any:
-        r = self._sx_try(q, _MISSING)
-        if r is _MISSING:
-            raise QueryError(f"the environment of an awaiting trio task does not support {q!r}")
-        return r
 
 
 async def _host_main(drv: _Driver) -> None:
@@ -1204,7 +1201,7 @@ class _Driver:
     def _change_scheduler(self, fr: _TaskOp, sch: Any) -> tuple[int, Any]:
         try:
             cfg = fr.cfg
-            new = inline_scheduler() if cfg.inline else _resolve_scheduler(cfg, _SchedEnv(sch))
+            new = inline_scheduler() if cfg.inline else _resolve_scheduler(cfg, sched_env(sch))
             new_run = _trio_run_of(new)
             if (new_run is None) != (self.mode == _LOOP) or (
                 new_run is not None and new_run is not self.run
@@ -1227,21 +1224,6 @@ class _Driver:
         op = connect(new.schedule(), _ChangeHop(self, old))
         trampoline_start(op)
         return _PENDING, None
-
-
-class _SchedEnv:
-    __slots__ = ("_sch",)
-
-    def __init__(self, sch: Any) -> None:
-        self._sch = sch
-
-    def _sx_try(self, q: Any, default: Any) -> Any:
-        return self._sch if q is get_scheduler else default
-
-    def query(self, q: Any, *args: Any) -> Any:
-        if q is get_scheduler:
-            return self._sch
-        raise QueryError(f"{q!r}")
 
 
 class _ChangeHop(_Hop):

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
-from ._adaptor_util import ChildOp, UnarySender
+from ._adaptor_util import ChildOp, FnAdaptor, UnarySender
 from ._domain import connect, domains_active, get_domain_late, transform_sender
 from ._env import fwd_env, get_env
-from ._protocol import Algorithm, Closure, Sender, completed_twice, is_sender, values
+from ._protocol import Closure, Sender, completed_twice, values
 
 __all__ = ["then", "upon_error", "upon_stopped"]
 
@@ -185,31 +185,7 @@ class _UponStoppedSender(_ThenBase):
     _kind = _STOPPED
 
 
-class _ThenAlgorithm(Algorithm):
-    __slots__ = ()
-    _cls: type[_ThenBase]
-    _name: str
-
-    def _build(self, args: tuple[Any, ...]) -> Any:
-        name = self._name
-        if len(args) == 1:
-            f = args[0]
-            if not callable(f) or is_sender(f):
-                raise TypeError(f"{name}(f) needs a callable, got {type(f).__name__}")
-            return Closure(lambda s: self._build((s, f)))
-        if len(args) != 2:
-            raise TypeError(f"{name}() takes (sender, f) or (f), got {len(args)} arguments")
-        sndr, f = args
-        if not is_sender(sndr):
-            raise TypeError(
-                f"{name}() needs a sender as its first argument, got {type(sndr).__name__}"
-            )
-        if not callable(f):
-            raise TypeError(f"{name}() needs a callable, got {type(f).__name__}")
-        return self._cls(sndr, f)
-
-
-class then_t(_ThenAlgorithm):
+class then_t(FnAdaptor):
     """``then(sndr, f)`` / ``sndr | then(f)``: on ``set_value(*a)``, send ``f(*a)`` (13.1).
 
     ``f`` returning ``None`` sends ``set_value()``; a tuple is one datum; ``sx.values(a, b)``
@@ -230,7 +206,7 @@ class then_t(_ThenAlgorithm):
         return self._build(args)
 
 
-class upon_error_t(_ThenAlgorithm):
+class upon_error_t(FnAdaptor):
     """``upon_error(sndr, f)``: on ``set_error(e)``, send ``f(e)`` as a value (13.2)."""
 
     __slots__ = ()
@@ -245,7 +221,7 @@ class upon_error_t(_ThenAlgorithm):
         return self._build(args)
 
 
-class upon_stopped_t(_ThenAlgorithm):
+class upon_stopped_t(FnAdaptor):
     """``upon_stopped(sndr, f)``: on ``set_stopped()``, send ``f()`` as a value (13.3)."""
 
     __slots__ = ()

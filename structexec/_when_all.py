@@ -337,7 +337,9 @@ class _WhenAllWithVariantSender(_WhenAllSender):
         return get_completion_signatures(self.lower(), env)
 
 
-def _check_args(name: str, sndrs: tuple[Any, ...]) -> None:
+def _make(cls: type[_WhenAllSender], name: str, sndrs: tuple[Any, ...]) -> Sender[Any]:
+    """Check the arguments (16.1) and build the sender, transformed by the children's common
+    early domain when domains are in use (9.7)."""
     if not sndrs:
         raise TypeError(
             f"{name}() needs at least one sender (REQUIREMENTS 16.1); for no work at all use "
@@ -346,6 +348,10 @@ def _check_args(name: str, sndrs: tuple[Any, ...]) -> None:
     for i, s in enumerate(sndrs):
         if not is_sender(s):
             raise TypeError(f"{name}(): argument #{i} must be a sender, got {type(s).__name__}")
+    sndr = cls(sndrs)
+    if domains_active():
+        return early(_common_domain(sndrs), sndr)  # type: ignore[no-any-return]
+    return sndr
 
 
 class when_all_t(Algorithm):
@@ -369,11 +375,7 @@ class when_all_t(Algorithm):
     __slots__ = ()
 
     def __call__(self, *sndrs: Any) -> Sender[Any]:
-        _check_args("when_all", sndrs)
-        s = _WhenAllSender(sndrs)
-        if domains_active():
-            return early(_common_domain(sndrs), s)  # type: ignore[no-any-return]
-        return s
+        return _make(_WhenAllSender, "when_all", sndrs)
 
 
 class when_all_with_variant_t(Algorithm):
@@ -389,11 +391,7 @@ class when_all_with_variant_t(Algorithm):
     __slots__ = ()
 
     def __call__(self, *sndrs: Any) -> Sender[Any]:
-        _check_args("when_all_with_variant", sndrs)
-        s = _WhenAllWithVariantSender(sndrs)
-        if domains_active():
-            return early(_common_domain(sndrs), s)  # type: ignore[no-any-return]
-        return s
+        return _make(_WhenAllWithVariantSender, "when_all_with_variant", sndrs)
 
     def transform_sender(self, sndr: Any, env: Any = None) -> Any:
         """The late lowering to ``when_all(into_variant(c), ...)`` (16.13, 9.11)."""

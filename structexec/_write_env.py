@@ -12,18 +12,18 @@ from __future__ import annotations
 from typing import Any, TypeVar, overload
 
 from ._adaptor_util import (
+    BinaryAdaptor,
     InlineAsChild,
     UnaryAdaptor,
     UnarySender,
     WriteEnvReceiver,
-    check_sender,
     early_child,
 )
 from ._completion_signatures import completion_signatures, dependent_sender_error
 from ._domain import connect
 from ._env import EMPTY_ENV, fwd_env, join_env
 from ._infallible import UNSTOPPABLE_ENV
-from ._protocol import Algorithm, Closure, Sender
+from ._protocol import Closure, Sender
 
 __all__ = ["unstoppable", "write_env"]
 
@@ -67,17 +67,7 @@ class _WriteEnvSender(InlineAsChild, UnarySender):
         return f"write_env({self._child!r}, {self._env!r})"
 
 
-def _check_env(e: Any) -> None:
-    if e is EMPTY_ENV:
-        return
-    if not callable(getattr(e, "query", None)) or isinstance(e, type):
-        raise TypeError(
-            f"write_env(): env must be an environment (an object with a query() method such as "
-            f"sx.prop(q, v) or sx.env(...)), got {type(e).__name__}"
-        )
-
-
-class write_env_t(Algorithm):
+class write_env_t(BinaryAdaptor):
     """``write_env(sndr, env)``: run ``sndr`` with ``env`` joined in front of the receiver's.
 
     [exec.write.env], REQUIREMENTS 11.1-11.3. The child's receiver environment is
@@ -95,21 +85,27 @@ class write_env_t(Algorithm):
     """
 
     __slots__ = ()
+    _name = "write_env"
+    _arg = "env"
 
     @overload
     def __call__(self, env: Any, /) -> Closure[Any]: ...
     @overload
     def __call__(self, sndr: Sender[T], env: Any, /) -> Sender[T]: ...
     def __call__(self, *args: Any) -> Any:
-        if len(args) == 1:
-            e = args[0]
-            _check_env(e)
-            return Closure(lambda s: self(s, e))
-        if len(args) != 2:
-            raise TypeError(f"write_env() takes (sender, env) or (env), got {len(args)} arguments")
-        sndr, e = args
-        check_sender("write_env", "sndr", sndr)
-        _check_env(e)
+        return self._build(args)
+
+    def _check_arg(self, e: Any) -> None:
+        if e is EMPTY_ENV:
+            return
+        if not callable(getattr(e, "query", None)) or isinstance(e, type):
+            raise TypeError(
+                "write_env(): env must be an environment (an object with a query() method such "
+                f"as sx.prop(q, v) or sx.env(...)), got {type(e).__name__}"
+            )
+
+    def _make(self, sndr: Any, e: Any) -> Any:
+        self._check_arg(e)
         return early_child(sndr, _WriteEnvSender(sndr, e))
 
 
