@@ -7,51 +7,16 @@ item is completing on this thread) to check where completions are delivered.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import trio
+from _helpers import LoopThread, here, loop_thread, rec_on, wait_pending
 
 import structexec as sx
 from structexec.testing import ManualScheduler, RecordingReceiver
 
-JOIN = 10.0
-
-
-class LoopThread:
-    """A ``run_loop`` on its own thread (REQUIREMENTS' ThreadSched)."""
-
-    def __init__(self) -> None:
-        self.loop = sx.run_loop()
-        self.sch = self.loop.get_scheduler()
-        self.thread = threading.Thread(target=self.loop.run, name="affine-loop")
-        self.thread.start()
-        assert self.thread.ident is not None
-        self.ident: int = self.thread.ident
-
-    def close(self) -> None:
-        self.loop.finish()
-        self.thread.join(JOIN)
-        assert not self.thread.is_alive()
-
-
-@pytest.fixture
-def lt() -> Iterator[LoopThread]:
-    t = LoopThread()
-    try:
-        yield t
-    finally:
-        t.close()
-
-
-def rec_on(sch: Any) -> RecordingReceiver:
-    """A recording receiver whose environment provides ``get_scheduler = sch``."""
-    return RecordingReceiver(extra_env=sx.prop(sx.get_scheduler, sch))
-
-
-def here() -> tuple[int, ManualScheduler | None]:
-    return threading.get_ident(), ManualScheduler.current()
+lt = pytest.fixture(loop_thread, name="lt")
 
 
 # --------------------------------------------------------------------------- shape, checks
@@ -120,11 +85,7 @@ def test_21_6_completions_are_delivered_on_the_receivers_scheduler(lt: LoopThrea
     seen: list[Any] = []
     r.run(sx.affine_on(sx.schedule(lt.sch) | sx.then(lambda: seen.append(here()) or 7)))
     # the child ran on the loop thread; the result waits for the hop onto `home`
-    deadline = threading.Event()
-    for _ in range(1000):
-        if m.pending:
-            break
-        deadline.wait(0.01)
+    wait_pending(m)
     assert seen == [(lt.ident, None)]
     assert not r.done
     assert m.pending == 1
@@ -262,10 +223,7 @@ def test_21_1_two_argument_form_uses_the_given_scheduler(lt: LoopThread) -> None
     target = ManualScheduler("target")
     r = RecordingReceiver()  # no scheduler needed in the receiver
     r.run(sx.schedule(lt.sch) | sx.affine_on(target) | sx.then(lambda: here()))
-    for _ in range(1000):
-        if target.pending:
-            break
-        threading.Event().wait(0.01)
+    wait_pending(target)
     target.run_one()
     assert r.value == ((threading.get_ident(), target),)
     attrs = sx.get_env(sx.affine_on(sx.just(), target))
@@ -338,10 +296,7 @@ def test_21_11_a_task_completes_on_the_receivers_scheduler_so_no_hop(lt: LoopThr
 
     r = rec_on(home)
     r.run(sx.affine_on(affine()))
-    for _ in range(1000):
-        if home.pending:
-            break
-        threading.Event().wait(0.01)
+    wait_pending(home)
     home.run_one()  # the task's own hop back
     assert r.value == (True,)
     assert home.pending == 0 and home.started == 1  # affine_on added nothing
@@ -356,10 +311,7 @@ def test_21_11_a_task_completes_on_the_receivers_scheduler_so_no_hop(lt: LoopThr
 
     r2 = rec_on(home)
     r2.run(sx.affine_on(free()))
-    for _ in range(1000):
-        if home.pending:
-            break
-        threading.Event().wait(0.01)
+    wait_pending(home)
     assert r2.done is False
     home.run_one()  # affine_on's hop: the task itself finished on the loop thread
     assert r2.value == (lt.ident,)

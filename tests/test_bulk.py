@@ -7,34 +7,24 @@ from __future__ import annotations
 import copy
 import pickle
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from _helpers import DOMAIN_MODES, domains_off_and_on, restore_domain_dispatch
 
 import structexec as sx
-from structexec import _domain
 from structexec._bulk import chunk_loop
 from structexec.testing import ManualScheduler, RecordingReceiver
 
-
-@pytest.fixture(autouse=True)
-def _restore_domain_dispatch(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Custom domain instances created here turn the domain dispatch on for the process;
-    restore the previous state afterwards so other test modules are unaffected."""
-    monkeypatch.setattr(_domain, "_domains_on", _domain._domains_on)
+_restore_domain_dispatch = pytest.fixture(restore_domain_dispatch, autouse=True)
 
 
 ALGOS = [sx.bulk, sx.bulk_chunked, sx.bulk_unchunked]
 
 
-@pytest.fixture(params=["domains-off", "domains-on"])
-def domains(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """Run a test with the domain transform machinery off and on: the results must agree
-    (the lowering ``bulk`` → ``bulk_chunked`` is applied either by ``transform_sender`` or by
-    ``bulk``'s own ``connect``, REQUIREMENTS 9.11)."""
-    monkeypatch.setattr(_domain, "_domains_on", request.param == "domains-on")
-    yield request.param
+# ``bulk`` → ``bulk_chunked`` is lowered by ``transform_sender`` (domains on) or by ``bulk``'s
+# own ``connect`` (off); the results must agree (REQUIREMENTS 9.11).
+domains = pytest.fixture(domains_off_and_on, params=DOMAIN_MODES, name="domains")
 
 
 def square_into(i: int, lst: list[int]) -> None:

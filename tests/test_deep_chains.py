@@ -48,7 +48,9 @@ def test_deep_let_loop_in_a_small_thread_stack() -> None:
         def step(i: int) -> Any:
             return sx.just(i + 1) | sx.let_value(step) if i < 20_000 else sx.just(i)
 
-        t = threading.Thread(target=lambda: out.append(sx.sync_wait(sx.just(0) | sx.let_value(step))))
+        t = threading.Thread(
+            target=lambda: out.append(sx.sync_wait(sx.just(0) | sx.let_value(step)))
+        )
         t.start()
         t.join()
     finally:

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 import structexec as sx
+from structexec.testing import RecordingReceiver
 
 
 def test_8_1_signature_objects() -> None:
@@ -80,25 +81,9 @@ def test_9_4_transform_recurses_to_fixed_point_and_9_12_custom_domain_at_connect
         def __hash__(self) -> int:
             return 0
 
-    class R:
-        def __init__(self) -> None:
-            self.v: Any = None
-
-        def get_env(self) -> Any:
-            return sx.prop(sx.get_scheduler, Sched())
-
-        def set_value(self, *v: Any) -> None:
-            self.v = v
-
-        def set_error(self, e: Any) -> None:
-            raise AssertionError(e)
-
-        def set_stopped(self) -> None:
-            raise AssertionError
-
-    r = R()
-    sx.start(sx.connect(sx.just(3) | sx.then(lambda x: x + 1), r))
-    assert r.v == (8,)
+    r = RecordingReceiver(sx.prop(sx.get_scheduler, Sched()))
+    r.run(sx.just(3) | sx.then(lambda x: x + 1))
+    assert r.value == (8,)
     assert seen == ["then"]
 
 

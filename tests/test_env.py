@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 import structexec as sx
+from structexec.testing import RecordingReceiver
 
 
 class MyQuery(sx.Query):
@@ -63,31 +64,16 @@ def test_3_6_get_env_default() -> None:
 
 def test_3_10_non_forwarding_query_does_not_cross_adaptors() -> None:
     outer = sx.env(sx.prop(q, 1), sx.prop(fq, 2))
-    # write_env's child sees written queries; then's child only forwarding ones.
-    class R:
-        def __init__(self) -> None:
-            self.v: Any = None
 
-        def get_env(self) -> Any:
-            return outer
-
-        def set_value(self, *v: Any) -> None:
-            self.v = v
-
-        def set_error(self, e: Any) -> None:
-            raise AssertionError(e)
-
-        def set_stopped(self) -> None:
-            raise AssertionError
-
-    r = R()
-    sx.start(sx.connect(sx.read_env(q), r))
-    assert r.v == (1,)
+    # read_env's receiver is the outer one; then's child sees only forwarding queries.
+    r = RecordingReceiver(outer)
+    r.run(sx.read_env(q))
+    assert r.value == (1,)
     with pytest.raises(TypeError, match="does not support"):
-        sx.connect(sx.read_env(q) | sx.then(lambda x: x), r)
-    r2 = R()
-    sx.start(sx.connect(sx.read_env(fq) | sx.then(lambda x: x), r2))
-    assert r2.v == (2,)
+        sx.connect(sx.read_env(q) | sx.then(lambda x: x), RecordingReceiver(outer))
+    r2 = RecordingReceiver(outer)
+    r2.run(sx.read_env(fq) | sx.then(lambda x: x))
+    assert r2.value == (2,)
 
 
 def test_3_11_single_child_attributes_forward() -> None:
@@ -161,6 +147,8 @@ def test_4_8_forward_progress_guarantee() -> None:
 
 
 def test_4_9_completion_scheduler_tags() -> None:
-    assert sx.get_completion_scheduler[sx.set_value_t] is sx.get_completion_scheduler[sx.set_value_t]
+    assert (
+        sx.get_completion_scheduler[sx.set_value_t] is sx.get_completion_scheduler[sx.set_value_t]
+    )
     with pytest.raises(TypeError):
         sx.get_completion_scheduler[int]

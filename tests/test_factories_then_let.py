@@ -16,7 +16,11 @@ class E(Exception):
 
 
 def test_10_1_just_family_completes_inline() -> None:
-    for s, kind in [(sx.just(1, 2.0), "value"), (sx.just_error(E()), "error"), (sx.just_stopped(), "stopped")]:
+    for s, kind in [
+        (sx.just(1, 2.0), "value"),
+        (sx.just_error(E()), "error"),
+        (sx.just_stopped(), "stopped"),
+    ]:
         rec = RecordingReceiver()
         rec.run(s)
         assert rec.done and rec.events[0][0] == kind
@@ -77,7 +81,9 @@ def test_13_1_to_13_4_then_and_upon() -> None:
         sx.sync_wait(sx.just_error(err) | sx.then(lambda: 1) | sx.upon_stopped(lambda: 2))
     assert ei.value is err
     assert sx.sync_wait(sx.just_stopped() | sx.then(lambda: 1) | sx.upon_error(lambda e: 2)) is None
-    assert sx.sync_wait(sx.just(1) | sx.upon_error(lambda e: 0) | sx.upon_stopped(lambda: 0)) == (1,)
+    assert sx.sync_wait(sx.just(1) | sx.upon_error(lambda e: 0) | sx.upon_stopped(lambda: 0)) == (
+        1,
+    )
 
 
 def test_13_1_exception_in_f_becomes_error_and_later_stages_see_it() -> None:

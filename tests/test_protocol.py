@@ -126,7 +126,7 @@ def test_2_14_receiver_without_get_env_has_empty_env() -> None:
 
 
 def test_2_15_multishot_senders_connect_repeatedly() -> None:
-    s = sx.just([1]) | sx.then(lambda x: x + [2])
+    s = sx.just([1]) | sx.then(lambda x: [*x, 2])
     assert sx.sync_wait(s) == ([1, 2],)
     assert sx.sync_wait(s) == ([1, 2],)
 

@@ -129,7 +129,9 @@ def test_19_4_work_from_other_threads_runs_on_calling_thread() -> None:
                 pass
 
         threading.Thread(
-            target=lambda: sx.start(sx.connect(sx.schedule(sch) | sx.then(lambda: threading.get_ident()), rcvr))
+            target=lambda: sx.start(
+                sx.connect(sx.schedule(sch) | sx.then(lambda: threading.get_ident()), rcvr)
+            )
         ).start()
 
     class Hop(sx.Sender[Any]):
@@ -160,4 +162,6 @@ def test_22_inline_scheduler() -> None:
     rec.run(sx.schedule(sch))
     assert rec.value == () and rec.thread == threading.get_ident()
     assert sx.get_completion_scheduler[sx.set_value_t](sx.get_env(sch.schedule())) == sch
-    assert sx.get_completion_signatures(sch.schedule()) == sx.completion_signatures(sx.set_value_t())
+    assert sx.get_completion_signatures(sch.schedule()) == sx.completion_signatures(
+        sx.set_value_t()
+    )

@@ -9,57 +9,18 @@ whose item is running on this thread) so that the tests check *where* things hap
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from _helpers import LoopThread, loop_thread, restore_domain_dispatch
+from _helpers import here as where
 
 import structexec as sx
-from structexec import _domain
 from structexec._domain import get_domain_late
 from structexec.testing import ManualScheduler, RecordingReceiver
 
-
-@pytest.fixture(autouse=True)
-def _restore_domain_dispatch(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Custom domain instances created here turn the domain dispatch on for the process;
-    restore the previous state afterwards so other test modules are unaffected."""
-    monkeypatch.setattr(_domain, "_domains_on", _domain._domains_on)
-
-
-JOIN = 10.0
-
-
-class LoopThread:
-    """A ``run_loop`` driven by its own thread (a ThreadSched in REQUIREMENTS' vocabulary)."""
-
-    def __init__(self) -> None:
-        self.loop = sx.run_loop()
-        self.sch = self.loop.get_scheduler()
-        self.thread = threading.Thread(target=self.loop.run, name="loop-thread")
-        self.thread.start()
-        assert self.thread.ident is not None
-        self.ident: int = self.thread.ident
-
-    def close(self) -> None:
-        self.loop.finish()
-        self.thread.join(JOIN)
-        assert not self.thread.is_alive()
-
-
-@pytest.fixture
-def lt() -> Iterator[LoopThread]:
-    t = LoopThread()
-    try:
-        yield t
-    finally:
-        t.close()
-
-
-def where() -> tuple[int, ManualScheduler | None]:
-    return threading.get_ident(), ManualScheduler.current()
-
-
+_restore_domain_dispatch = pytest.fixture(restore_domain_dispatch, autouse=True)
+lt = pytest.fixture(loop_thread, name="lt")
 MAIN = threading.get_ident
 
 

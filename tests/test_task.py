@@ -11,18 +11,17 @@ from __future__ import annotations
 import gc
 import threading
 import traceback
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import trio
+from _helpers import LoopThread, loop_thread
+from _helpers import rec_on as on
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import structexec as sx
 from structexec.testing import ManualScheduler, RecordingReceiver, record_terminate
-
-JOIN = 10.0
 
 
 class get_value_t(sx.Query):
@@ -34,34 +33,7 @@ class get_value_t(sx.Query):
 get_value = get_value_t()
 
 
-class LoopThread:
-    """A ``run_loop`` on its own thread."""
-
-    def __init__(self) -> None:
-        self.loop = sx.run_loop()
-        self.sch = self.loop.get_scheduler()
-        self.thread = threading.Thread(target=self.loop.run, name="task-loop")
-        self.thread.start()
-        assert self.thread.ident is not None
-        self.ident: int = self.thread.ident
-
-    def close(self) -> None:
-        self.loop.finish()
-        self.thread.join(JOIN)
-        assert not self.thread.is_alive()
-
-
-@pytest.fixture
-def lt() -> Iterator[LoopThread]:
-    t = LoopThread()
-    try:
-        yield t
-    finally:
-        t.close()
-
-
-def on(sch: Any) -> RecordingReceiver:
-    return RecordingReceiver(extra_env=sx.prop(sx.get_scheduler, sch))
+lt = pytest.fixture(loop_thread, name="lt")
 
 
 # =========================================================================== P3552R1 examples

@@ -9,60 +9,18 @@ other threads. The trio-scheduler counterparts are in ``test_task_trio.py``.
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from _helpers import LoopThread, here, loop_thread, wait_pending
 
 import structexec as sx
 from structexec.testing import ManualScheduler, RecordingReceiver
 
-JOIN = 10.0
+lt = pytest.fixture(loop_thread, name="lt")
 
 
-class LoopThread:
-    def __init__(self, name: str = "affinity-loop") -> None:
-        self.loop = sx.run_loop()
-        self.sch = self.loop.get_scheduler()
-        self.thread = threading.Thread(target=self.loop.run, name=name)
-        self.thread.start()
-        assert self.thread.ident is not None
-        self.ident: int = self.thread.ident
-
-    def close(self) -> None:
-        self.loop.finish()
-        self.thread.join(JOIN)
-        assert not self.thread.is_alive()
-
-
-@pytest.fixture
-def lt() -> Iterator[LoopThread]:
-    t = LoopThread()
-    try:
-        yield t
-    finally:
-        t.close()
-
-
-@pytest.fixture
-def lt2() -> Iterator[LoopThread]:
-    t = LoopThread("affinity-loop-2")
-    try:
-        yield t
-    finally:
-        t.close()
-
-
-def here() -> tuple[int, ManualScheduler | None]:
-    return threading.get_ident(), ManualScheduler.current()
-
-
-def wait_pending(m: ManualScheduler, n: int = 1) -> None:
-    deadline = time.monotonic() + JOIN
-    while m.pending < n:
-        assert time.monotonic() < deadline, "the hop back never arrived"
-        time.sleep(0.001)
+lt2 = pytest.fixture(loop_thread, name="lt2")
 
 
 # --------------------------------------------------------------------------- sync_wait (run_loop)

@@ -4,40 +4,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from _helpers import DOMAIN_MODES, TwoValueSigs, domains_off_and_on, restore_domain_dispatch
 
 import structexec as sx
-from structexec import _domain
 from structexec.testing import ManualScheduler, RecordingReceiver
 
-
-@pytest.fixture(autouse=True)
-def _restore_domain_dispatch(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Custom domain instances created here turn the domain dispatch on for the process;
-    restore the previous state afterwards so other test modules are unaffected."""
-    monkeypatch.setattr(_domain, "_domains_on", _domain._domains_on)
+_restore_domain_dispatch = pytest.fixture(restore_domain_dispatch, autouse=True)
 
 
-@pytest.fixture(params=["domains-off", "domains-on"])
-def domains(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """With the domain machinery on, ``connect`` applies the ``let_stopped`` lowerings
-    (``transform_sender``); off, the senders' own ``connect`` runs. Results must agree."""
-    monkeypatch.setattr(_domain, "_domains_on", request.param == "domains-on")
-    yield request.param
-
-
-class TwoValueSigs(sx.Sender[Any]):
-    def __init__(self, *vals: Any) -> None:
-        self.vals = vals
-
-    def connect(self, rcvr: Any) -> Any:
-        return sx.connect(sx.just(*self.vals), rcvr)
-
-    def get_completion_signatures(self, env: Any = None) -> Any:
-        return sx.completion_signatures(sx.set_value_t(int), sx.set_value_t(str, str))
+# With the domain machinery on, ``connect`` applies the ``let_stopped`` lowerings
+# (``transform_sender``); off, the senders' own ``connect`` runs. Results must agree.
+domains = pytest.fixture(domains_off_and_on, params=DOMAIN_MODES, name="domains")
 
 
 # --------------------------------------------------------------------------- into_variant

@@ -8,30 +8,12 @@ from typing import Any
 
 import pytest
 import trio
+from _helpers import JOIN, TwoValueSigs, restore_domain_dispatch
 
 import structexec as sx
-from structexec import _domain
 from structexec.testing import ManualScheduler, RecordingReceiver
 
-
-@pytest.fixture(autouse=True)
-def _restore_domain_dispatch(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Custom domain instances created here turn the domain dispatch on for the process;
-    restore the previous state afterwards so other test modules are unaffected."""
-    monkeypatch.setattr(_domain, "_domains_on", _domain._domains_on)
-
-
-JOIN = 10.0
-
-
-class TwoValueSigs(sx.Sender[Any]):
-    """A sender that declares two value signatures (and sends the first)."""
-
-    def connect(self, rcvr: Any) -> Any:
-        return sx.connect(sx.just(1), rcvr)
-
-    def get_completion_signatures(self, env: Any = None) -> Any:
-        return sx.completion_signatures(sx.set_value_t(int), sx.set_value_t(str))
+_restore_domain_dispatch = pytest.fixture(restore_domain_dispatch, autouse=True)
 
 
 def raise_(e: BaseException) -> Any:

@@ -1,0 +1,107 @@
+"""Helpers shared by the tests of the core, the sender adaptors and the task layer.
+
+Fixtures are plain functions here; a test module turns the ones it needs into fixtures, e.g.
+``lt = pytest.fixture(loop_thread, name="lt")``, so that no fixture is imported under a name
+that its tests then shadow as a parameter.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import structexec as sx
+from structexec import _domain
+from structexec.testing import ManualScheduler, RecordingReceiver
+
+#: Seconds to wait for a helper thread to finish.
+JOIN = 10.0
+
+
+class LoopThread:
+    """A ``run_loop`` driven by a thread of its own (REQUIREMENTS 0, "ThreadSched").
+
+    ``sch`` is the loop's scheduler, ``ident`` the thread's ident; :meth:`close` finishes the
+    loop and joins the thread.
+    """
+
+    def __init__(self, name: str = "loop-thread") -> None:
+        self.loop = sx.run_loop()
+        self.sch = self.loop.get_scheduler()
+        self.thread = threading.Thread(target=self.loop.run, name=name)
+        self.thread.start()
+        assert self.thread.ident is not None
+        self.ident: int = self.thread.ident
+
+    def close(self) -> None:
+        self.loop.finish()
+        self.thread.join(JOIN)
+        assert not self.thread.is_alive()
+
+
+def loop_thread() -> Iterator[LoopThread]:
+    """Fixture body: a :class:`LoopThread`, closed at teardown."""
+    t = LoopThread()
+    try:
+        yield t
+    finally:
+        t.close()
+
+
+def rec_on(sch: Any) -> RecordingReceiver:
+    """A recording receiver whose environment has ``get_scheduler == sch`` and a stop token."""
+    return RecordingReceiver(extra_env=sx.prop(sx.get_scheduler, sch))
+
+
+def here() -> tuple[int, ManualScheduler | None]:
+    """Where this runs: the thread's ident and the ``ManualScheduler`` running an item here."""
+    return threading.get_ident(), ManualScheduler.current()
+
+
+def wait_pending(m: ManualScheduler, n: int = 1) -> None:
+    """Wait (up to :data:`JOIN` seconds) until ``m`` has ``n`` queued items, e.g. a hop back
+    that a completion on another thread queues."""
+    deadline = time.monotonic() + JOIN
+    while m.pending < n:
+        assert time.monotonic() < deadline, "the scheduled item never arrived"
+        time.sleep(0.001)
+
+
+def restore_domain_dispatch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fixture body (autouse in modules that create custom domains).
+
+    Creating a custom domain turns the domain dispatch on for the whole process (9.1); this
+    restores the previous state after the test, so other test modules are unaffected.
+    """
+    monkeypatch.setattr(_domain, "_domains_on", _domain._domains_on)
+
+
+def domains_off_and_on(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """Fixture body, with ``params=DOMAIN_MODES``: run a test with the domain transform
+    machinery off and on. The results must agree: a lowering is applied either by
+    ``transform_sender`` at ``connect`` or by the sender's own ``connect`` (9.11)."""
+    monkeypatch.setattr(_domain, "_domains_on", request.param == "domains-on")
+    yield request.param
+
+
+DOMAIN_MODES = ["domains-off", "domains-on"]
+
+
+class TwoValueSigs(sx.Sender[Any]):
+    """A sender declaring two value signatures, ``(int)`` and ``(str, str)``; it sends
+    ``vals`` (default ``1``)."""
+
+    def __init__(self, *vals: Any) -> None:
+        self.vals = vals or (1,)
+
+    def connect(self, rcvr: Any) -> Any:
+        return sx.connect(sx.just(*self.vals), rcvr)
+
+    def get_completion_signatures(self, env: Any = None) -> Any:
+        return sx.completion_signatures(sx.set_value_t(int), sx.set_value_t(str, str))
