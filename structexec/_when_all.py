@@ -131,10 +131,13 @@ class _WhenAllOp:
         tok = query_or(get_env(self._rcvr), get_stop_token, _NEVER)
         if tok is not _NEVER:
             self._on_stop = stop_callback_for(tok, src.request_stop)
-            # ... and if it was already requested, complete without starting any child.
+            # ... and if it was already requested, complete without starting any child,
+            # releasing their operations now (they and their receivers form a cycle with
+            # this operation: only the garbage collector would free them otherwise).
             if src.stop_requested():
                 self._on_stop.close()
                 self._on_stop = None
+                self._ops = []
                 self._rcvr.set_stopped()
                 return
         for op in self._ops:

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import gc
 import threading
+import weakref
 from typing import Any
 
 import pytest
@@ -110,6 +112,38 @@ def test_16_5_outer_stop_before_start_starts_no_child() -> None:
     rec.run(sx.when_all(sx.then(sx.just(), lambda: ran.append(1)), sx.schedule(ms)))
     assert rec.stopped and ran == [] and ms.pending == 0
     assert rec.live_callbacks_at_completion == 0
+
+
+def test_16_5_stop_before_start_releases_the_unstarted_children_at_once() -> None:
+    """16.5 with DESIGN.md 2.8: the children's operations, never started, are released when
+    ``when_all`` completes ``set_stopped``, without the garbage collector (an operation and
+    its child receiver form a cycle), so what they hold (a scope association of
+    ``associate``) ends at a defined moment."""
+    ops: list[weakref.ref[Any]] = []
+
+    class Op:
+        def __init__(self, rcvr: Any) -> None:
+            self.rcvr = rcvr  # the child's receiver refers back to when_all's operation
+
+        def start(self) -> None:
+            raise AssertionError("a child was started after a stop request (16.5)")
+
+    class Child(sx.Sender[None]):
+        def connect(self, rcvr: Any) -> Op:
+            op = Op(rcvr)
+            ops.append(weakref.ref(op))
+            return op
+
+    rec = RecordingReceiver()
+    rec.request_stop()
+    gc.disable()
+    try:
+        op = rec.run(sx.when_all(Child(), Child()))
+        assert rec.stopped
+        assert len(ops) == 2 and all(r() is None for r in ops)
+        del op
+    finally:
+        gc.enable()
 
 
 # --------------------------------------------------------------------------- 16.6-16.8
