@@ -362,6 +362,7 @@ class DaskBackend(parallel_scheduler_backend):
             else:
                 b, e = ranges[fut.key]
                 job.merge(b, e, parts)
+        finished.clear()  # release the keys on the cluster now
 
     def _lost(self, fut: Any, status: str, exc: BaseException | None = None) -> ClusterError:
         reason = ""
