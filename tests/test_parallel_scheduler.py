@@ -6,6 +6,7 @@ REQUIREMENTS 31.1-31.6, 31.10, 31.11, 31.14, 31.16, 31.17; DESIGN.md 2.12; P2079
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -80,6 +81,7 @@ def test_31_1_get_parallel_scheduler_default_backend_is_a_thread_pool() -> None:
     assert isinstance(sch, sx.parallel_scheduler)
     assert sx.is_scheduler(sch)
     assert isinstance(sch.backend, ThreadPoolBackend)
+    assert sch.backend.max_workers == (os.cpu_count() or 1)  # sized to the machine
     assert sch.backend is sx.query_parallel_scheduler_backend()
 
 
