@@ -18,6 +18,10 @@ from hypothesis import HealthCheck, given, settings
 import structexec as sx
 from structexec.testing import strategies as sxst
 
+# See tests/test_properties_scopes.py: associations held by operations that were never
+# started are released by the cycle collector today (a known bug, pinned by a strict xfail).
+ALLOW_GC = True
+
 SETTINGS = settings(
     max_examples=sxst.max_examples(300),
     deadline=None,
@@ -31,7 +35,7 @@ def test_stop_at_any_step_gives_modelled_outcome_req_2_2(
     case: tuple[sxst.Tree, sxst.StopSchedule], order: sxst.Interleaving
 ) -> None:
     tree, stops = case
-    sxst.run_tree(tree, stops, order).check()
+    sxst.run_tree(tree, stops, order, allow_gc=ALLOW_GC).check()
 
 
 @settings(SETTINGS, max_examples=max(1, sxst.max_examples(300) // 2))
@@ -44,7 +48,7 @@ def test_stop_at_any_step_in_trio_req_2_2_dq_2_5(
     tree, stops = case
 
     async def main() -> sxst.RunResult:
-        return await sxst.run_tree_trio(tree, stops, order)
+        return await sxst.run_tree_trio(tree, stops, order, allow_gc=ALLOW_GC)
 
     trio.run(main).check()
 
@@ -67,7 +71,7 @@ def test_stop_before_start_of_when_all_starts_no_child_req_16_5(
     )
     stops = sxst.StopSchedule((sxst.StopEvent(0, ("root", 0)),))
     assert wrapped.model(stops) == {sxst.STOPPED}
-    r = sxst.run_tree(wrapped, stops, order)
+    r = sxst.run_tree(wrapped, stops, order, allow_gc=ALLOW_GC)
     r.check()
     assert r.spawned == [] and r.rec.stopped
 

@@ -16,6 +16,9 @@ from hypothesis import HealthCheck, given, settings
 
 from structexec.testing import strategies as sxst
 
+# See tests/test_properties_scopes.py (a known gc-only release, pinned by a strict xfail).
+ALLOW_GC = True
+
 SETTINGS = settings(
     max_examples=sxst.max_examples(300),
     deadline=None,
@@ -31,7 +34,7 @@ def test_every_tree_completes_once_with_modelled_result_req_2_2(
     """No stop request from outside: the root completes exactly once, never before start,
     with no stop callback left registered (2.13), with an outcome the model allows, and on
     the scheduler its attributes declare (2.16); spawned work and scopes check out."""
-    sxst.run_tree(tree, None, order).check()
+    sxst.run_tree(tree, None, order, allow_gc=ALLOW_GC).check()
 
 
 @settings(SETTINGS, max_examples=max(1, sxst.max_examples(300) // 2))
@@ -43,7 +46,7 @@ def test_every_tree_completes_once_in_trio_req_2_2_req_20_9(
     interleaving also chooses when trio runs its tasks."""
 
     async def main() -> sxst.RunResult:
-        return await sxst.run_tree_trio(tree, None, order)
+        return await sxst.run_tree_trio(tree, None, order, allow_gc=ALLOW_GC)
 
     trio.run(main).check()
 

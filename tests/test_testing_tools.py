@@ -300,7 +300,7 @@ def test_manual_fail_next_requires_fallible_p3941() -> None:
     assert recs[1].error is e and recs[2].error is e
     assert recs[1].scheduler is sch
     with pytest.raises(TypeError):
-        sch.fail_next(None)  # type: ignore[arg-type]
+        sch.fail_next(None)  # type: ignore[arg-type, unused-ignore]
 
 
 def test_manual_completion_signatures_p3941_infallible() -> None:

@@ -521,7 +521,8 @@ class WhenAll(Node):
             return frozenset(res | self._coarse(mode, late_mode, plan))
         # Phase 1: children started in order; inline ones complete at once.
         # A state: (disposition, parts) where disposition is "ok", "stopped" or ("error", e)
-        # and parts holds, per child, ("v", datums) or ("p", mode) for a pending child.
+        # and parts holds, per child, ("v", datums), ("x", ()) for a failed child, or
+        # ("p", mode) for a pending child started under stop mode `mode`.
         states: set[tuple[Any, tuple[Any, ...]]] = {("ok", ())}
         for c in kids:
             nxt: set[tuple[Any, tuple[Any, ...]]] = set()
@@ -531,25 +532,42 @@ class WhenAll(Node):
                     for o in c.outcomes(cmode, plan):
                         nxt.add(self._step(disp, parts, o))
                 else:
-                    nxt.add((disp, (*parts, ("p", max(cmode, late_mode)))))
+                    nxt.add((disp, (*parts, ("p", cmode))))
             states = nxt
-        # Phase 2: pending children complete in any order.
+        # Phase 2: pending children complete in any order. Until the first failure nobody
+        # requests stop, so the first child to fail does so "naturally" (under the mode it
+        # started with); later ones may also see the stop request that failure made.
         for disp, parts in states:
             if isinstance(disp, tuple):
-                res.add(disp)
+                res.add(disp)  # the first inline error is final (16.6)
                 continue
-            pend = [(i, kids[i].outcomes(p[1], plan)) for i, p in enumerate(parts) if p[0] == "p"]
-            for combo in itertools.product(*(sorted(s, key=repr) for _, s in pend)):
-                errs = [o for o in combo if o[0] == "error"]
-                if errs:
-                    res.update(errs)
-                elif disp == "stopped" or any(o[0] == "stopped" for o in combo):
-                    res.add(STOPPED)
-                else:
-                    filled = list(parts)
-                    for (i, _), o in zip(pend, combo):
-                        filled[i] = ("v", self._part(o))
-                    res.add(("value", tuple(x for p in filled for x in p[1])))
+            pend = [(i, p[1]) for i, p in enumerate(parts) if p[0] == "p"]
+            natural = {i: kids[i].outcomes(m, plan) for i, m in pend}
+            late = {i: kids[i].outcomes(max(m, late_mode), plan) for i, m in pend}
+            if disp == "stopped":
+                # An inline child stopped: every pending child may see the stop request.
+                res.add(STOPPED)
+                for i, _ in pend:
+                    res.update(o for o in late[i] if o[0] == "error")
+                continue
+            # Nothing failed during start.
+            for i, _ in pend:
+                for o in natural[i]:
+                    if o[0] == "error":
+                        res.add(o)  # i failed first
+                    elif o[0] == "stopped":
+                        res.add(STOPPED)  # i stopped first; a later error still wins
+                        for j, _ in pend:
+                            if j != i:
+                                res.update(x for x in late[j] if x[0] == "error")
+            values_only = [
+                sorted((o for o in natural[i] if o[0] == "value"), key=repr) for i, _ in pend
+            ]
+            for combo in itertools.product(*values_only):
+                filled = list(parts)
+                for (i, _), o in zip(pend, combo):
+                    filled[i] = ("v", self._part(o))
+                res.add(("value", tuple(x for p in filled for x in p[1])))
         return frozenset(res)
 
     def _step(self, disp: Any, parts: tuple[Any, ...], o: Outcome) -> tuple[Any, tuple[Any, ...]]:
