@@ -83,15 +83,6 @@ def check_scheduler(name: str, arg: str, x: Any) -> None:
         )
 
 
-def sigs(sndr: Any, env: Any) -> completion_signatures | None:
-    """``get_completion_signatures(sndr, env)``; ``None`` when unknown."""
-    return get_completion_signatures(sndr, env)
-
-
-def value_sigs(cs: completion_signatures) -> list[set_value_t]:
-    return [s for s in cs if type(s) is set_value_t]
-
-
 def with_schedule_failures(
     cs: completion_signatures | None, sch: Any, env: Any
 ) -> completion_signatures | None:

@@ -36,7 +36,7 @@ from typing import Any
 from . import _hooks
 from ._completion_signatures import get_completion_signatures
 from ._domain import connect
-from ._env import _MISSING, fwd_env, get_await_completion_adaptor, get_env, query_or
+from ._env import _MISSING, EMPTY_ENV, fwd_env, get_await_completion_adaptor, get_env, query_or
 from ._errors import ErrorValue, terminate
 from ._protocol import completed_twice, set_value_t
 
@@ -250,8 +250,6 @@ class with_awaitable_senders:
 
     def get_env(self) -> Any:
         """The environment awaited senders see (through forwarding queries only, 20.5)."""
-        from ._env import EMPTY_ENV
-
         return EMPTY_ENV
 
     # The driver hook: Sender.__await__ asks the running driver for the awaiting generator.

@@ -89,7 +89,6 @@ par = execution_policy("par", True)
 par_unseq = execution_policy("par_unseq", True)
 #: Unsequenced: on one agent, possibly interleaved (vectorised).
 unseq = execution_policy("unseq", False)
-_POLICIES = (seq, par, par_unseq, unseq)
 
 
 # --------------------------------------------------------------------------- operations

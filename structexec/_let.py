@@ -43,7 +43,6 @@ __all__ = ["let_error", "let_stopped", "let_value"]
 R = TypeVar("R")
 _VALUE, _ERROR, _STOPPED = 0, 1, 2
 _TAGS = (set_value_t, set_error_t, set_stopped_t)
-_SchedEnvT = sched_env
 
 
 class _LetReceiver2:
@@ -70,10 +69,10 @@ class _LetReceiver2:
 
 def _shadows(new: Any, old: Any) -> bool:
     """Does the let-env ``new`` answer every query that the let-env ``old`` answers?"""
-    if type(new) is _SchedEnvT:
+    if type(new) is sched_env:
         # SCHED-ENV answers get_scheduler always and get_domain if its scheduler has one.
         return query_or(new._sch, get_domain, _MISSING) is not _MISSING or (
-            type(old) is _SchedEnvT and query_or(old._sch, get_domain, _MISSING) is _MISSING
+            type(old) is sched_env and query_or(old._sch, get_domain, _MISSING) is _MISSING
         )
     return type(old) is prop and type(new) is prop  # both prop(get_domain, d)
 

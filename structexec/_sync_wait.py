@@ -9,13 +9,15 @@ from __future__ import annotations
 from typing import Any
 
 from . import _hooks
-from ._domain import apply_sender, connect, domains_active, get_domain_early
+from ._domain import apply_sender, connect, default_domain, domains_active, get_domain_early
 from ._env import TryEnv, get_delegation_scheduler, get_scheduler
 from ._errors import ErrorValue
 from ._protocol import Algorithm, completed_twice, is_sender
 from ._run_loop import run_loop
 
 __all__ = ["sync_wait", "sync_wait_with_variant"]
+
+_default_apply = default_domain.apply_sender
 
 
 class _SyncWaitEnv(TryEnv):
@@ -132,7 +134,3 @@ class sync_wait_with_variant_t(Algorithm):
 
 sync_wait = sync_wait_t()
 sync_wait_with_variant = sync_wait_with_variant_t()
-
-from ._domain import default_domain as _dd  # noqa: E402
-
-_default_apply = _dd.apply_sender

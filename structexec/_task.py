@@ -46,7 +46,6 @@ from ._completion_signatures import completion_signatures
 from ._coroutine_sender import TrioHostedOp
 from ._env import (
     _MISSING,
-    EMPTY_ENV,
     QueryError,
     TryEnv,
     forwarding_query,
@@ -261,7 +260,6 @@ class _TaskOp:
         "exit_error",
         "factory",
         "link",
-        "own_env",
         "rcvr",
         "sched",
         "source",
@@ -286,15 +284,11 @@ class _TaskOp:
         # [task.state]: own-env, then the Environment object.
         env_cls = cfg.environment
         if env_cls is None:
-            self.own_env: Any = EMPTY_ENV
             self.environment: Any = None
         else:
             et = cfg.env_type
-            self.own_env = et(ev) if et is not None else EMPTY_ENV
-            if cfg.env_arity == 0:
-                self.environment = env_cls()
-            else:
-                self.environment = env_cls(self.own_env if et is not None else ev)
+            own_env = et(ev) if et is not None else ev
+            self.environment = env_cls() if cfg.env_arity == 0 else env_cls(own_env)
         self.factory: Any = None
         self.token: Any = None
         self.source: Any = None
@@ -392,7 +386,6 @@ class _TaskOp:
         main = _host_main(drv)
         main.__qualname__ = self.cfg.name  # type: ignore[attr-defined]  # names the trio task
         hosted = TrioHostedOp(main, sink, run, fwd_env(self), nursery)
-        drv.hosted = hosted
         if _get_ident() == run.thread and not run.finished:
             hosted.start()
         else:
@@ -446,7 +439,6 @@ class _TaskOp:
             child.sched = self.sched
             child.trio_run = self.trio_run
             child.alloc = DEFAULT_ALLOC if alloc is _MISSING else alloc
-            child.own_env = EMPTY_ENV
             child.environment = None
             child.factory = None
             child.token = tok
@@ -641,7 +633,6 @@ class task_t(Algorithm):
                     alloc = at(alloc)
             return _TaskSender(fn, args, kwargs, cfg, alloc)
 
-        make._sx_task_config = cfg  # type: ignore[attr-defined]
         return make
 
 

@@ -119,7 +119,6 @@ class Driver:
         "frames",
         "gate",
         "hop",
-        "hosted",
         "kind",
         "mode",
         "run",
@@ -140,7 +139,6 @@ class Driver:
         self.sndr: Any = None
         self.gate: Any = None
         self.hop = False
-        self.hosted: Any = None
         self.task: Any = None
         self.cancelled = False
 
@@ -182,9 +180,6 @@ class Driver:
         g = self.gate
         if g is not None and g.pop(0, _MISSING) is _MISSING:
             self._resume()
-
-    def _done(self) -> bool:
-        return self.kind != PENDING
 
     def _resume(self) -> None:
         """The awaited operation completed after the loop suspended: continue on SCHED."""
@@ -368,7 +363,7 @@ class Driver:
                             )
                         gate = self.gate = {0: None}
                         # (re-read: the completion may have arrived on another thread)
-                        if not self._done() and gate.pop(0, _MISSING) is None:
+                        if self.kind == PENDING and gate.pop(0, _MISSING) is None:
                             return _SUSPEND  # the completion resumes the loop
                     kind = self.kind
                     data = self.data

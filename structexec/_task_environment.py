@@ -229,7 +229,6 @@ class Config:
         self.plain = environment is None
         self.env_type: Any = getattr(e, "env_type", None) if environment is not None else None
         self.env_arity = _ctor_arity(environment, "Environment") if environment is not None else 0
-        self.result = result
         self.sigs: Any = None
         if result is not _MISSING:
             vs = set_value_t() if result is None or result is type(None) else set_value_t(result)

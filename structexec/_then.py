@@ -95,6 +95,11 @@ class _ThenOp(ChildOp):
             rcvr.set_stopped()
 
 
+def _value_fns(stages: Any) -> tuple[Any, ...] | None:
+    """The functions of a chain of ``then`` stages only (``_ThenOp``'s fast loop), else None."""
+    return tuple(f for _, f in stages) if all(k == _VALUE for k, _ in stages) else None
+
+
 class _ThenBase(UnarySender):
     __slots__ = ("_flat", "_fn")
     _kind: int = _VALUE
@@ -113,8 +118,7 @@ class _ThenBase(UnarySender):
                 stages.append((s._kind, s._fn))
                 s = s._child
             stages.reverse()
-            fns = tuple(f for _, f in stages) if all(k == _VALUE for k, _ in stages) else None
-            flat = self._flat = (s, tuple(stages), fns)
+            flat = self._flat = (s, tuple(stages), _value_fns(stages))
         return flat
 
     def connect(self, rcvr: Any) -> _ThenOp:
@@ -143,8 +147,7 @@ class _ThenBase(UnarySender):
             s = s._child
         rev.reverse()
         stages = tuple(rev)
-        fns = tuple(f for _, f in stages) if all(k == _VALUE for k, _ in stages) else None
-        op = _ThenOp(rcvr, stages, fns)
+        op = _ThenOp(rcvr, stages, _value_fns(stages))
         try:
             m = t.connect
         except AttributeError:
