@@ -33,7 +33,12 @@ ALLOW_GC = True
 SETTINGS = settings(
     max_examples=sxst.max_examples(200),
     deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.large_base_example,
+        HealthCheck.filter_too_much,
+    ],
 )
 
 SCOPE_KINDS = {

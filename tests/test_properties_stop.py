@@ -25,7 +25,11 @@ ALLOW_GC = True
 SETTINGS = settings(
     max_examples=sxst.max_examples(300),
     deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.large_base_example,
+    ],
 )
 
 

@@ -127,6 +127,11 @@ def test_plugin_fixtures_fail_tests_that_break_the_contract(pytester: pytest.Pyt
             from structexec._errors import terminate
             terminate("boom", None)
 
+        async def test_unjoined_scope(no_trio_leaks, manual_scheduler):
+            scope = sx.counting_scope()
+            sx.spawn(sx.schedule(manual_scheduler), scope.get_token())
+            manual_scheduler.drain()   # the work is done, but the scope is never joined
+
         def test_clean(recording_receiver, manual_scheduler, terminate_calls):
             recording_receiver.run(sx.schedule(manual_scheduler))
             manual_scheduler.drain()
@@ -135,12 +140,13 @@ def test_plugin_fixtures_fail_tests_that_break_the_contract(pytester: pytest.Pyt
     )
     result = pytester.runpytest_subprocess("-p", "trio", "-q")
     # The swallowed violation: the test body passes, its teardown errors.
-    result.assert_outcomes(passed=2, failed=2, errors=1)
+    result.assert_outcomes(passed=2, failed=3, errors=1)
     result.stdout.fnmatch_lines(
         [
             "*second completion*",
             "*trio task leak*sleep_forever*",
             "*terminate handler called*boom*",
+            "*counting scope leak*not joined*",
         ],
         consecutive=False,
     )
@@ -174,3 +180,9 @@ def test_entry_point_and_conftest_do_not_double_register(
     monkeypatch.setenv("PYTHONPATH", f"{site}:{root}")
     result = pytester.runpytest_subprocess("-p", "trio", "-q")
     result.assert_outcomes(passed=1)
+
+
+async def test_no_trio_leaks_fixture_accepts_joined_scope(no_trio_leaks: LeakReport) -> None:
+    async with sx.counting_scope() as scope:
+        scope.spawn(sx.just())
+    assert scope.state == "joined"

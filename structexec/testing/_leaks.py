@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import math
+import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ __all__ = [
     "LeakReport",
     "TerminateRecorder",
     "assert_no_leaks",
+    "live_scopes",
     "living_tasks",
     "no_leaks",
     "record_terminate",
@@ -89,6 +91,40 @@ def living_tasks() -> set[Any]:
     return out
 
 
+_GOOD_SCOPE_STATES = ("unused", "unused-and-closed", "joined")
+
+
+def live_scopes() -> list[Any]:
+    """Every ``counting_scope`` and ``simple_counting_scope`` object that is still alive."""
+    import structexec as sx
+
+    kinds = tuple(
+        k
+        for k in (getattr(sx, "counting_scope", None), getattr(sx, "simple_counting_scope", None))
+        if isinstance(k, type)
+    )
+    if not kinds:
+        return []
+    return [o for o in gc.get_objects() if isinstance(o, kinds)]
+
+
+def unjoined_scopes(before: set[int]) -> list[Any]:
+    """Scopes alive now, not in ``before`` (ids), in a state other than unused or joined."""
+    return [
+        s
+        for s in live_scopes()
+        if id(s) not in before and getattr(s, "state", "joined") not in _GOOD_SCOPE_STATES
+    ]
+
+
+def collect_scope_warnings() -> list[str]:
+    """``gc.collect()``, returning the ResourceWarnings of scopes dropped un-joined (26.9)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        gc.collect()
+    return [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+
+
 def _stats() -> Any:
     import trio
 
@@ -118,17 +154,20 @@ def assert_no_leaks(tasks_at_entry: int, *, deadline_at_entry: float = math.inf)
 async def no_leaks(
     *, settle: int = 10, check_terminate: bool = True, collect: bool = True
 ) -> AsyncIterator[LeakReport]:
-    """``async with no_leaks():`` fails if the block leaks a trio task, scope or violation.
+    """``async with no_leaks():`` fails if the block leaks a trio task, a scope or a violation.
 
-    At entry it records ``trio.lowlevel.current_statistics().tasks_living`` and whether a
-    cancel-scope deadline is pending, and (with ``check_terminate``) installs a terminate
-    handler that records contract violations (an un-joined counting scope collected by the
-    garbage collector, a raising stop callback, ...). At exit it lets the scheduler run up to
-    ``settle`` times (``trio.lowlevel.checkpoint``) for tasks that are finishing, runs
-    ``gc.collect()`` (with ``collect``), restores the handler and asserts:
+    At entry it records ``trio.lowlevel.current_statistics().tasks_living``, whether a
+    cancel-scope deadline is pending and which counting scopes exist, and (with
+    ``check_terminate``) installs a terminate handler that records contract violations. At
+    exit it lets the scheduler run up to ``settle`` times (``trio.lowlevel.checkpoint``) for
+    tasks that are finishing, runs ``gc.collect()`` (with ``collect``), restores the handler
+    and asserts:
 
     * the number of living trio tasks is back to its value at entry;
     * no cancel-scope deadline is pending that was not at entry;
+    * no ``counting_scope``/``simple_counting_scope`` created in the block is left open or
+      closed but not joined, and none was garbage-collected un-joined (REQUIREMENTS 26.9,
+      DESIGN.md 2.6);
     * the terminate handler was not called.
 
     The body's own exception, if any, propagates unchanged (the checks are then skipped).
@@ -139,6 +178,7 @@ async def no_leaks(
     st = _stats()
     report = LeakReport(tasks_at_entry=st.tasks_living)
     deadline = st.seconds_to_next_deadline
+    scopes_before = {id(s) for s in live_scopes()}
     restore: Callable[[], object] | None = None
     if check_terminate:
         rec = TerminateRecorder()
@@ -148,6 +188,7 @@ async def no_leaks(
         def restore() -> None:
             set_terminate_handler(previous)
 
+    dropped: list[str] = []
     try:
         yield report
         for _ in range(settle):
@@ -155,15 +196,28 @@ async def no_leaks(
                 break
             await trio.lowlevel.checkpoint()
         if collect:
-            gc.collect()
+            dropped = collect_scope_warnings()
     finally:
         if restore is not None:
             restore()
     report.tasks_at_exit = _stats().tasks_living
     assert_no_leaks(report.tasks_at_entry, deadline_at_entry=deadline)
+    check_scopes(scopes_before, dropped)
     if report.terminate_calls:
         reason, exc = report.terminate_calls[0]
         raise AssertionError(
             f"contract violation (terminate handler called {len(report.terminate_calls)} "
             f"time(s)): {reason}"
         ) from exc
+
+
+def check_scopes(before: set[int], dropped: list[str]) -> None:
+    """Raise ``AssertionError`` for scopes left un-joined (alive, or dropped: ``dropped``)."""
+    if dropped:
+        raise AssertionError(f"counting scope leak: {dropped[0]}")
+    left = unjoined_scopes(before)
+    if left:
+        raise AssertionError(
+            f"counting scope leak: {len(left)} scope(s) not joined: "
+            + ", ".join(f"{type(s).__name__} in state {s.state!r}" for s in left)
+        )

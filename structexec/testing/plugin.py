@@ -27,7 +27,6 @@ Fixtures (REQUIREMENTS 0 test vocabulary):
 
 from __future__ import annotations
 
-import gc
 import math
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
@@ -35,7 +34,14 @@ from typing import Any
 import pytest
 
 from .._errors import set_terminate_handler
-from ._leaks import LeakReport, TerminateRecorder, living_tasks
+from ._leaks import (
+    LeakReport,
+    TerminateRecorder,
+    check_scopes,
+    collect_scope_warnings,
+    live_scopes,
+    living_tasks,
+)
 from ._manual import ManualScheduler
 from ._receiver import RecordingReceiver
 from ._thread_sched import ThreadScheduler
@@ -112,13 +118,15 @@ async def no_trio_leaks() -> AsyncIterator[LeakReport]:
     Compares the trio tasks living at setup and at teardown (walking the task tree from
     ``trio.lowlevel.current_root_task()``; the tasks pytest-trio runs the test and async
     fixtures in are not counted), checks that no deadline is pending that was not
-    pending at setup, collects garbage (un-joined scopes and the like report themselves
-    when collected) and checks that the terminate handler was not called meanwhile. Needs
+    pending at setup, that no counting scope created by the test is left un-joined (alive,
+    or garbage-collected with a ResourceWarning), and that the terminate handler was not
+    called meanwhile. Needs
     pytest-trio (``trio_mode = true`` or ``@pytest.mark.trio``).
     """
     import trio
 
     before = living_tasks()
+    scopes_before = {id(s) for s in live_scopes()}
     st = trio.lowlevel.current_statistics()
     report = LeakReport(tasks_at_entry=st.tasks_living)
     deadline = st.seconds_to_next_deadline
@@ -132,13 +140,14 @@ async def no_trio_leaks() -> AsyncIterator[LeakReport]:
             t for t in living_tasks() - before if not t.name.startswith(("<fixture ", "<test "))
         ]
 
+    dropped: list[str] = []
     try:
         yield report
         for _ in range(10):
             if not leaked():
                 break
             await trio.lowlevel.checkpoint()
-        gc.collect()
+        dropped = collect_scope_warnings()
     finally:
         set_terminate_handler(previous)
     st = trio.lowlevel.current_statistics()
@@ -151,6 +160,7 @@ async def no_trio_leaks() -> AsyncIterator[LeakReport]:
         )
     if math.isinf(deadline) and not math.isinf(st.seconds_to_next_deadline):
         raise AssertionError("trio cancel scope leak: a deadline set by the test is still pending")
+    check_scopes(scopes_before, dropped)
     if rec.calls:
         reason, exc = rec.calls[0]
         raise AssertionError(f"contract violation (terminate handler called): {reason}") from exc
