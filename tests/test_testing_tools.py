@@ -450,7 +450,7 @@ async def test_no_leaks_detects_scope_dropped_unjoined_req_26_9() -> None:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ResourceWarning)
-        with pytest.raises(AssertionError, match="counting scope leak.*garbage-collected"):
+        with pytest.raises(AssertionError, match=r"counting scope leak.*garbage-collected"):
             async with no_leaks():
                 scope = sx.counting_scope()
                 tok = scope.get_token()
