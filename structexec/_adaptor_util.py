@@ -14,8 +14,8 @@
   ``write_env``, ``stopped_as_error``).
 * :class:`ChildOp`: the base of the operation states that are also their child's receiver
   (``then``, ``let_*``, ``bulk_*``, ``starts_on``, ``schedule_from``).
-* :class:`UnarySender`, :class:`InlineAsChild`: the attributes and structure (7.9) of a
-  single-child adaptor's sender.
+* :class:`UnarySender`, :class:`SchedulerAdaptorSender`, :class:`InlineAsChild`: the
+  attributes and structure (7.9) of a single-child adaptor's sender.
 * :class:`WriteEnvReceiver`: the child's receiver of ``write_env``/``starts_on``, which
   forwards every completion straight to the outer receiver's bound methods.
 
@@ -273,6 +273,26 @@ class UnarySender(Sender[Any]):
     @property
     def children(self) -> tuple[Any, ...]:
         return (self._child,)
+
+
+class SchedulerAdaptorSender(UnarySender):
+    """A single-child adaptor that also holds a scheduler in ``_sch`` (private base).
+
+    ``starts_on``, ``schedule_from``/``continues_on`` and ``on``: ``scheduler`` is that
+    scheduler, and so is ``data`` (REQUIREMENTS 7.9) unless overridden.
+    """
+
+    __slots__ = ("_sch",)
+    _sch: Any
+
+    @property
+    def scheduler(self) -> Any:
+        """The scheduler the work runs on, or is transferred to."""
+        return self._sch
+
+    @property
+    def data(self) -> Any:
+        return self._sch
 
 
 class InlineAsChild:

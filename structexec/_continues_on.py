@@ -18,7 +18,7 @@ from typing import Any, TypeVar, overload
 from ._adaptor_util import (
     BinaryAdaptor,
     ChildOp,
-    UnarySender,
+    SchedulerAdaptorSender,
     check_scheduler,
     check_sender,
     early,
@@ -110,8 +110,8 @@ class _ScheduleFromOp(ChildOp):
         trampoline_start(self._sched_op)
 
 
-class _ScheduleFromBase(UnarySender):
-    __slots__ = ("_sch",)
+class _ScheduleFromBase(SchedulerAdaptorSender):
+    __slots__ = ()
 
     def __init__(self, sch: Any, child: Any) -> None:
         self._sch = sch
@@ -136,15 +136,6 @@ class _ScheduleFromBase(UnarySender):
         """The child's signatures plus the scheduling sender's error and stopped ones."""
         fenv = None if env is None else fwd_env(env)
         return with_schedule_failures(get_completion_signatures(self._child, fenv), self._sch, fenv)
-
-    @property
-    def scheduler(self) -> Any:
-        """The destination scheduler."""
-        return self._sch
-
-    @property
-    def data(self) -> Any:
-        return self._sch
 
     def __repr__(self) -> str:
         return f"{self.tag!r}({self._child!r}, {self._sch!r})"

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, TypeVar, overload
 
 from ._adaptor_util import (
-    UnarySender,
+    SchedulerAdaptorSender,
     check_scheduler,
     check_sender,
     early,
@@ -63,8 +63,8 @@ def _no_scheduler(form: str) -> TypeError:
     )
 
 
-class _OnSender(UnarySender):
-    __slots__ = ("_closure", "_sch")
+class _OnSender(SchedulerAdaptorSender):
+    __slots__ = ("_closure",)
 
     def __init__(self, sch: Any, child: Any, closure: Any) -> None:
         self._sch = sch
@@ -86,10 +86,6 @@ class _OnSender(UnarySender):
                 ) from None
             return get_completion_signatures(lowered, None)
         return get_completion_signatures(_lower(self, env), env)
-
-    @property
-    def scheduler(self) -> Any:
-        return self._sch
 
     @property
     def closure(self) -> Any:

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from ._adaptor_util import (
     ChildOp,
-    UnarySender,
+    SchedulerAdaptorSender,
     WriteEnvReceiver,
     check_scheduler,
     check_sender,
@@ -72,8 +72,8 @@ class _StartsOnOp(ChildOp):
         ChildOp.set_stopped(self)
 
 
-class _StartsOnSender(UnarySender):
-    __slots__ = ("_sch",)
+class _StartsOnSender(SchedulerAdaptorSender):
+    __slots__ = ()
 
     def __init__(self, sch: Any, child: Any) -> None:
         self._sch = sch
@@ -93,14 +93,6 @@ class _StartsOnSender(UnarySender):
         cenv = senv if env is None else join_env(senv, fwd_env(env))
         child = get_completion_signatures(self._child, cenv)
         return with_schedule_failures(child, self._sch, None if env is None else fwd_env(env))
-
-    @property
-    def scheduler(self) -> Any:
-        return self._sch
-
-    @property
-    def data(self) -> Any:
-        return self._sch
 
     def __repr__(self) -> str:
         return f"starts_on({self._sch!r}, {self._child!r})"
