@@ -86,11 +86,13 @@ class DaskBackend(parallel_scheduler_backend):
       bigger than 1 MiB is scattered once rather than shipped with every task.
     * Results come back as on :class:`ProcessPoolBackend`: elements ``[b, e)`` of lists,
       ``bytearray``/``array.array`` and numpy arrays with at least ``shape`` elements are
-      copied into the parent's objects as each chunk finishes (in the client's callback
-      thread); the operation then completes on the process-wide thread pool.
+      copied into the parent's objects once every chunk has finished (fetched with one
+      ``gather`` on the client's callback thread); the operation then completes on the
+      process-wide thread pool.
     * Errors keep their original type (dask re-raises the chunk's exception, with its remote
-      traceback). The first error stops the other chunks (see below) and completes
-      ``set_error`` with it.
+      traceback); the operation completes ``set_error`` with the first one once every chunk
+      has returned. When the consumer can be stopped, the first error also stops the other
+      chunks the way a stop request does (below); otherwise they run to the end.
     * Stop: dask cannot interrupt a running task, so a stop request sets a
       ``distributed.Event`` that queued chunks check before they start (they then return at
       once) and running per-index chunks check every 50 ms; the operation completes
