@@ -150,6 +150,23 @@ def test_errors_keep_their_original_type(sch: sx.parallel_scheduler) -> None:
     assert sx.sync_wait(sx.schedule(sch) | sx.bulk(sx.par, 20, noop)) == ()
 
 
+def slow_then_fail(i: int, out: list[int]) -> None:
+    if i == 0:
+        raise ChunkError("first")
+    time.sleep(0.02)
+
+
+def test_first_error_stops_the_other_chunks_of_a_stoppable_consumer(
+    sch: sx.parallel_scheduler,
+) -> None:
+    rec = RecordingReceiver()  # has a stop token
+    t0 = time.monotonic()
+    rec.run(sx.schedule(sch) | sx.then(lambda: [0] * 400) | sx.bulk(sx.par, 400, slow_then_fail))
+    rec.wait(10)
+    assert isinstance(rec.error, ChunkError)
+    assert time.monotonic() - t0 < 2.0  # not the 4 s the other chunks would take
+
+
 def test_unpicklable_work_fails_before_any_chunk_runs(sch: sx.parallel_scheduler) -> None:
     CHUNKS.clear()
     lock = threading.Lock()
