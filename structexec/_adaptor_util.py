@@ -125,9 +125,35 @@ class BinaryAdaptor(Algorithm):
         if len(args) == 1:
             x = args[0]
             self._check_arg(x)
-            return Closure(lambda s: self._build((s, x)))
+            return BoundClosure(self, x)
         a = self._arg
         raise TypeError(f"{self._name}() takes (sender, {a}) or ({a}), got {len(args)} arguments")
+
+
+class BoundClosure(Closure[Any]):
+    """``alg(x)``: the closure of a :class:`BinaryAdaptor` with its argument bound (7.7).
+
+    ``sndr | alg(x)`` builds ``alg(sndr, x)`` directly: no lambda, no re-dispatch on the
+    argument count, and ``x`` (checked when the closure was made) is not checked again.
+    """
+
+    __slots__ = ("_alg", "_x")
+
+    def __init__(self, alg: BinaryAdaptor, x: Any) -> None:
+        self._alg = alg
+        self._x = x
+
+    def __call__(self, sndr: Any) -> Any:
+        if not isinstance(sndr, Sender):
+            check_sender(self._alg._name, "sndr", sndr)
+        return self._alg._make(sndr, self._x)
+
+    def __ror__(self, other: Any) -> Any:
+        # ``c | bound``: Python asks the subclass's reflected method first; composition of
+        # two closures is Closure.__or__'s job.
+        if isinstance(other, Closure):
+            return NotImplemented
+        return self(other)
 
 
 class FnAdaptor(BinaryAdaptor):
@@ -198,7 +224,10 @@ class ChildOp:
     the subclass's ``connect`` fills it in). ``start`` raises ``RuntimeError`` on a second call
     (REQUIREMENTS 2.1); the environment is ``FWD-ENV(get_env(rcvr))`` ([exec.adapt.general]);
     each ``set_*`` forwards unchanged and raises ``RuntimeError`` on a second completion (2.2).
-    Subclasses override the completions they transform, with the same checks.
+    Subclasses override the completions they transform, with the same checks. Every
+    completion clears ``_op``: the child has completed, and the op <-> receiver reference
+    cycle must not outlive it (a spawned then-chain is then freed by reference counting,
+    not by the cycle collector).
     """
 
     __slots__ = ("_op", "_rcvr", "_state")
@@ -219,18 +248,21 @@ class ChildOp:
         if self._state == _COMPLETED:
             raise completed_twice(self, "set_value")
         self._state = _COMPLETED
+        self._op = None
         self._rcvr.set_value(*vals)
 
     def set_error(self, err: Any) -> None:
         if self._state == _COMPLETED:
             raise completed_twice(self, "set_error")
         self._state = _COMPLETED
+        self._op = None
         self._rcvr.set_error(err)
 
     def set_stopped(self) -> None:
         if self._state == _COMPLETED:
             raise completed_twice(self, "set_stopped")
         self._state = _COMPLETED
+        self._op = None
         self._rcvr.set_stopped()
 
 

@@ -114,6 +114,7 @@ class _BulkOp(ChildOp):
         if self._state == 2:
             raise completed_twice(self, "set_value")
         self._state = 2
+        self._op = None
         n = self._shape
         f = self._f
         try:

@@ -54,7 +54,7 @@ class _SchedReceiver:
         op = self._op
         kind = op._kind
         data = op._data
-        op._data = None
+        op._data = op._sched_op = None  # done with it: no op <-> receiver cycle afterwards
         if kind == _VALUE:
             op._rcvr.set_value(*data)
         elif kind == _ERROR:
@@ -65,12 +65,12 @@ class _SchedReceiver:
     def set_error(self, err: Any) -> None:
         # The scheduling failure wins; the stored result is discarded (12.11).
         op = self._op
-        op._data = None
+        op._data = op._sched_op = None
         op._rcvr.set_error(err)
 
     def set_stopped(self) -> None:
         op = self._op
-        op._data = None
+        op._data = op._sched_op = None
         op._rcvr.set_stopped()
 
 
@@ -91,6 +91,7 @@ class _ScheduleFromOp(ChildOp):
         if self._state == 2:
             raise completed_twice(self, "set_value")
         self._state = 2
+        self._op = None
         self._data = vals
         trampoline_start(self._sched_op)
 
@@ -98,6 +99,7 @@ class _ScheduleFromOp(ChildOp):
         if self._state == 2:
             raise completed_twice(self, "set_error")
         self._state = 2
+        self._op = None
         self._kind = _ERROR
         self._data = err
         trampoline_start(self._sched_op)
@@ -106,6 +108,7 @@ class _ScheduleFromOp(ChildOp):
         if self._state == 2:
             raise completed_twice(self, "set_stopped")
         self._state = 2
+        self._op = None
         self._kind = _STOPPED
         trampoline_start(self._sched_op)
 

@@ -155,6 +155,7 @@ class _LetValueOp(_LetOp):
         if self._state == 2:
             raise completed_twice(self, "set_value")
         self._state = 2
+        self._op = None
         self._matched(vals)
 
 
@@ -166,6 +167,7 @@ class _LetErrorOp(_LetOp):
         if self._state == 2:
             raise completed_twice(self, "set_error")
         self._state = 2
+        self._op = None
         self._matched((err,))
 
 
@@ -177,6 +179,7 @@ class _LetStoppedOp(_LetOp):
         if self._state == 2:
             raise completed_twice(self, "set_stopped")
         self._state = 2
+        self._op = None
         self._matched(())
 
 

@@ -59,6 +59,7 @@ class _StartsOnOp(ChildOp):
         if self._state == 2:
             raise completed_twice(self, "set_value")
         self._state = 2
+        self._op = None
         trampoline_start(self._child_op)
 
     # The child will never start: release its operation now.

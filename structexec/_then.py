@@ -40,6 +40,7 @@ class _ThenOp(ChildOp):
         if self._state == 2:
             raise completed_twice(self, "set_value")
         self._state = 2
+        self._op = None
         fns = self._fns
         if fns is None:
             self._run(_VALUE, vals)
@@ -62,12 +63,14 @@ class _ThenOp(ChildOp):
         if self._state == 2:
             raise completed_twice(self, "set_error")
         self._state = 2
+        self._op = None
         self._run(_ERROR, err)
 
     def set_stopped(self) -> None:
         if self._state == 2:
             raise completed_twice(self, "set_stopped")
         self._state = 2
+        self._op = None
         self._run(_STOPPED, None)
 
     def _run(self, kind: int, data: Any) -> None:

@@ -166,8 +166,10 @@ def test_7_5_to_7_7_pipes_and_closures_compose() -> None:
 
 
 def test_7_8_closure_applied_to_non_sender() -> None:
-    with pytest.raises(TypeError, match="not a sender"):
+    with pytest.raises(TypeError, match=r"then.*must be a sender, got int"):
         sx.then(lambda: None)(42)
+    with pytest.raises(TypeError, match="must be a sender"):
+        42 | sx.then(lambda: None)
 
 
 def test_connect_non_sender_names_type() -> None:
