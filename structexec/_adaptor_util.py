@@ -26,6 +26,8 @@ fast as a class's own.
 
 from __future__ import annotations
 
+import functools
+import types
 from typing import Any
 
 from ._completion_signatures import completion_signatures, get_completion_signatures
@@ -156,6 +158,11 @@ class BoundClosure(Closure[Any]):
         return self(other)
 
 
+_PLAIN_CALLABLES = frozenset(
+    {types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial}
+)
+
+
 class FnAdaptor(BinaryAdaptor):
     """``alg(sndr, f)`` / ``alg(f)`` (``then``, ``upon_*``, ``let_*``): builds ``_cls(sndr, f)``.
 
@@ -169,6 +176,8 @@ class FnAdaptor(BinaryAdaptor):
     _fn_kind = "a callable"
 
     def _check_arg(self, f: Any) -> None:
+        if type(f) in _PLAIN_CALLABLES:  # the common case, checked cheaply
+            return
         if not callable(f) or is_sender(f):
             raise TypeError(f"{self._name}(f) needs {self._fn_kind}, got {type(f).__name__}")
 

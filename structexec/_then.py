@@ -115,6 +115,11 @@ class _ThenBase(UnarySender):
     def _flatten(self) -> Any:
         flat = self._flat
         if flat is None:
+            child = self._child
+            if not isinstance(child, _ThenBase):  # one stage: the common case
+                st = ((self._kind, self._fn),)
+                flat = self._flat = (child, st, (self._fn,) if self._kind == _VALUE else None)
+                return flat
             stages: list[tuple[int, Any]] = []
             s: Any = self
             while isinstance(s, _ThenBase):
