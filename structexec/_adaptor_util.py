@@ -31,7 +31,7 @@ import types
 from typing import Any
 
 from ._completion_signatures import completion_signatures, get_completion_signatures
-from ._domain import default_domain, domains_active, get_domain_early, transform_sender
+from ._domain import default_domain, get_domain_early, may_transform, transform_sender
 from ._env import fwd_env, get_domain, get_env, join_env, query_or
 from ._protocol import (
     Algorithm,
@@ -59,14 +59,14 @@ def early(dom: Any, sndr: Any) -> Any:
     this library (their lowerings need an environment, as in C++), so it is skipped; only a
     custom domain gets to see (and possibly replace) the freshly built sender.
     """
-    if type(dom) is default_domain or not domains_active():
+    if type(dom) is default_domain or not may_transform(getattr(sndr, "tag", None)):
         return sndr
     return transform_sender(dom, sndr, None)
 
 
 def early_child(child: Any, sndr: Any) -> Any:
     """``early(get-domain-early(child), sndr)``: the rule for single-child adaptors."""
-    if not domains_active():
+    if not may_transform(getattr(sndr, "tag", None)):
         return sndr
     return early(get_domain_early(child), sndr)
 

@@ -13,7 +13,7 @@ import copy
 from typing import Any
 
 from ._completion_signatures import completion_signatures, get_completion_signatures
-from ._domain import connect, domains_active, get_domain_early, transform_sender
+from ._domain import connect, get_domain_early, may_transform, transform_sender
 from ._env import EMPTY_ENV, get_env
 from ._protocol import (
     Algorithm,
@@ -228,7 +228,7 @@ class associate_t(Algorithm):
         check_scope_token(token, "associate()")
         wrapped = token.wrap(sndr)
         s = _AssociateSender(token, wrapped, bool(token.try_associate()))
-        if domains_active():
+        if may_transform(associate):
             out: Any = transform_sender(get_domain_early(sndr), s)
             return out
         return s

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import inspect
 import types
-from typing import Any
+from typing import Any, ClassVar
 
 from . import _hooks
 from ._env import (
@@ -33,7 +33,26 @@ _CoroutineType = types.CoroutineType
 __all__ = ["apply_sender", "connect", "default_domain", "transform_env", "transform_sender"]
 
 
-_domains_on = False
+_domains_on = False  # some custom domain exists
+_customize_all = False  # ... and one of them may transform senders of any tag
+_customized_tags: set[Any] = set()  # the tags the others declared (``customized_tags``)
+_apply_customized = False  # some custom domain overrides apply_sender
+_registered: set[type] = set()
+
+
+def _register(cls: type) -> None:
+    global _domains_on, _customize_all, _apply_customized
+    if cls in _registered:
+        return
+    _registered.add(cls)
+    tags = getattr(cls, "customized_tags", None)
+    if tags is None:
+        _customize_all = True
+    else:
+        _customized_tags.update(tags)
+    if getattr(cls, "apply_sender", None) is not default_domain.apply_sender:
+        _apply_customized = True
+    _domains_on = True
 
 
 class default_domain:
@@ -50,10 +69,15 @@ class default_domain:
     the transform, which can only return the sender unchanged).
     """
 
+    #: The algorithm tags (``sx.bulk_chunked``, ...) whose senders this domain may transform.
+    #: ``None``, the default, means any: ``connect`` then asks the domain about every sender.
+    #: A domain that customises a few algorithms should list them, so that connecting other
+    #: senders costs nothing extra.
+    customized_tags: ClassVar[frozenset[Any] | None] = None
+
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
         if cls is not default_domain:
-            global _domains_on
-            _domains_on = True
+            _register(cls)
         return super().__new__(cls)
 
     def transform_sender(self, sndr: Any, env: Any = None) -> Any:
@@ -182,7 +206,7 @@ def connect(sndr: Any, rcvr: Any) -> Any:
     wrapped so that it runs in a trio task when started (REQUIREMENTS 20.9). ``connect`` runs
     no user work: nothing completes before ``start`` (2.3).
     """
-    if _domains_on:
+    if _domains_on and (_customize_all or getattr(sndr, "tag", None) in _customized_tags):
         e = get_env(rcvr)
         sndr = transform_sender(get_domain_late(sndr, e), sndr, e)
     if type(sndr) is _CoroutineType:  # common, and it has no connect: skip the exception
@@ -197,6 +221,16 @@ def connect(sndr: Any, rcvr: Any) -> Any:
             "method (derive from sx.Sender) or is awaitable"
         ) from None
     return m(rcvr)
+
+
+def may_transform(tag: Any) -> bool:
+    """True if some custom domain may transform senders whose tag is ``tag``."""
+    return _customize_all or (_domains_on and tag in _customized_tags)
+
+
+def apply_customized() -> bool:
+    """True if some custom domain overrides ``apply_sender`` (``sync_wait`` dispatch, 19.1)."""
+    return _apply_customized
 
 
 def domains_active() -> bool:

@@ -641,6 +641,9 @@ class _ParallelDomain(default_domain):
     environment (the construction-time transform) it changes nothing.
     """
 
+    # Only bulk senders are customised: connecting anything else skips this domain.
+    customized_tags = frozenset((_bulk_mod.bulk, _bulk_mod.bulk_chunked, _bulk_mod.bulk_unchunked))
+
     def transform_sender(self, sndr: Any, env: Any = None) -> Any:
         if env is None or type(sndr) is _ParBulkSender or type(sndr) is _ScheduleSender:
             return sndr

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import _hooks
-from ._domain import apply_sender, connect, default_domain, domains_active, get_domain_early
+from ._domain import apply_customized, apply_sender, connect, default_domain, get_domain_early
 from ._env import TryEnv, get_delegation_scheduler, get_scheduler
 from ._errors import ErrorValue
 from ._protocol import Algorithm, completed_twice, is_sender
@@ -108,7 +108,7 @@ class sync_wait_t(Algorithm):
     __slots__ = ()
 
     def __call__(self, sndr: Any) -> tuple[Any, ...] | None:
-        if domains_active():
+        if apply_customized():
             dom = get_domain_early(sndr)
             if type(dom).apply_sender is not _default_apply:
                 r: tuple[Any, ...] | None = apply_sender(dom, self, sndr)

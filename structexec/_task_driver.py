@@ -34,7 +34,7 @@ import trio.lowlevel as tl
 from . import _hooks
 from ._affine_on import completes_on
 from ._completion_signatures import get_completion_signatures
-from ._domain import connect, domains_active
+from ._domain import connect, may_transform
 from ._env import _MISSING, get_scheduler, sched_env
 from ._errors import ErrorValue, Stopped, terminate
 from ._infallible import UNSTOPPABLE_ENV
@@ -319,7 +319,7 @@ class Driver:
                     sndr = self.sndr
                     self.sndr = None
                     ts = type(sndr)
-                    if ts is _JUST and not domains_active():
+                    if ts is _JUST and not may_transform(_JUST.tag):
                         # await sx.just(...): nothing to connect or start, no user code runs
                         # in between; the values are the result (no domain can intervene).
                         vals = sndr._vals

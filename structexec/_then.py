@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
+from . import _domain
 from ._adaptor_util import ChildOp, FnAdaptor, UnarySender
-from ._domain import connect, domains_active, get_domain_late, transform_sender
+from ._domain import connect, get_domain_late, transform_sender
 from ._env import fwd_env, get_env
 from ._protocol import Closure, Sender, completed_twice, values
 
@@ -130,7 +131,9 @@ class _ThenBase(UnarySender):
         return flat
 
     def connect(self, rcvr: Any) -> _ThenOp:
-        if domains_active():
+        if _domain._customize_all or (
+            _domain._domains_on and not _THEN_TAGS.isdisjoint(_domain._customized_tags)
+        ):
             return self._connect_with_domains(rcvr)
         base, stages, fns = self._flatten()
         op = _ThenOp(rcvr, stages, fns)
@@ -250,6 +253,7 @@ class upon_stopped_t(FnAdaptor):
 then = then_t()
 upon_error = upon_error_t()
 upon_stopped = upon_stopped_t()
+_THEN_TAGS = frozenset((then, upon_error, upon_stopped))
 _ThenSender.tag = then
 _UponErrorSender.tag = upon_error
 _UponStoppedSender.tag = upon_stopped

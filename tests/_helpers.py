@@ -77,7 +77,21 @@ def restore_domain_dispatch(monkeypatch: pytest.MonkeyPatch) -> None:
     Creating a custom domain turns the domain dispatch on for the whole process (9.1); this
     restores the previous state after the test, so other test modules are unaffected.
     """
-    monkeypatch.setattr(_domain, "_domains_on", _domain._domains_on)
+    for name in _DISPATCH_FLAGS:
+        monkeypatch.setattr(_domain, name, getattr(_domain, name))
+    monkeypatch.setattr(_domain, "_customized_tags", set(_domain._customized_tags))
+    monkeypatch.setattr(_domain, "_registered", set(_domain._registered))
+
+
+_DISPATCH_FLAGS = ("_domains_on", "_customize_all", "_apply_customized")
+
+
+def set_domain_dispatch(monkeypatch: pytest.MonkeyPatch, on: bool) -> None:
+    """Switch the domain transform machinery fully on (every sender asks its late domain at
+    ``connect``, as if a domain customising every algorithm existed) or fully off."""
+    restore_domain_dispatch(monkeypatch)
+    monkeypatch.setattr(_domain, "_domains_on", on)
+    monkeypatch.setattr(_domain, "_customize_all", on)
 
 
 def domains_off_and_on(
@@ -86,7 +100,7 @@ def domains_off_and_on(
     """Fixture body, with ``params=DOMAIN_MODES``: run a test with the domain transform
     machinery off and on. The results must agree: a lowering is applied either by
     ``transform_sender`` at ``connect`` or by the sender's own ``connect`` (9.11)."""
-    monkeypatch.setattr(_domain, "_domains_on", request.param == "domains-on")
+    set_domain_dispatch(monkeypatch, request.param == "domains-on")
     yield request.param
 
 

@@ -183,10 +183,10 @@ def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
 def test_2_2_random_compositions_complete_once_as_modelled(tree: Tree) -> None:
     """2.2 + 13/14/16/17: exactly one completion, inline, equal to the model's prediction,
     with and without the domain machinery (9.11)."""
-    saved = _domain._domains_on
+    saved = _domain._domains_on, _domain._customize_all
     try:
         for domains_on in (False, True):
-            _domain._domains_on = domains_on
+            _domain._domains_on = _domain._customize_all = domains_on
             errs: list[BaseException] = [KeyError(i) for i in range(N_ERRS)]
             expected = model(tree, errs, [])
             rec = RecordingReceiver()
@@ -196,4 +196,4 @@ def test_2_2_random_compositions_complete_once_as_modelled(tree: Tree) -> None:
             assert _same(rec.outcome, expected), (tree, rec.outcome, expected)
             assert rec.live_callbacks_at_completion == 0
     finally:
-        _domain._domains_on = saved
+        _domain._domains_on, _domain._customize_all = saved

@@ -98,3 +98,34 @@ def test_9_2_transform_env_default_forwards() -> None:
     e = sx.transform_env(sx.default_domain(), sx.just(), sx.prop(Q(), 1))
     with pytest.raises(sx.QueryError):
         e.query(Q())
+
+
+def test_9_12_domain_declaring_customized_tags_is_asked_only_about_them() -> None:
+    asked: list[Any] = []
+
+    class OnlyBulk(sx.default_domain):
+        customized_tags = frozenset({sx.bulk_chunked})
+
+        def transform_sender(self, sndr: Any, env: Any = None) -> Any:
+            asked.append(sndr.tag)
+            return super().transform_sender(sndr, env)
+
+    dom = OnlyBulk()
+
+    class R:
+        def get_env(self) -> Any:
+            return sx.prop(sx.get_domain, dom)
+
+        def set_value(self, *v: Any) -> None:
+            pass
+
+        def set_error(self, e: Any) -> None:
+            raise AssertionError(e)
+
+        def set_stopped(self) -> None:
+            raise AssertionError
+
+    sx.start(sx.connect(sx.just([0]) | sx.then(lambda x: x), R()))
+    assert asked == []
+    sx.start(sx.connect(sx.bulk_chunked(sx.just([0]), sx.par, 1, lambda b, e, x: None), R()))
+    assert asked == [sx.bulk_chunked]
