@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from _helpers import set_domain_dispatch
 
 import structexec as sx
 from structexec.testing import RecordingReceiver
@@ -100,7 +101,10 @@ def test_9_2_transform_env_default_forwards() -> None:
         e.query(Q())
 
 
-def test_9_12_domain_declaring_customized_tags_is_asked_only_about_them() -> None:
+def test_9_12_domain_declaring_customized_tags_is_asked_only_about_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    set_domain_dispatch(monkeypatch, False)  # forget domains made by earlier tests
     asked: list[Any] = []
 
     class OnlyBulk(sx.default_domain):
