@@ -101,47 +101,65 @@ class run_loop:
     handler is called.
     """
 
-    __slots__ = ("__weakref__", "_cond", "_queue", "_state")
+    __slots__ = ("__weakref__", "_lock", "_queue", "_sleeping", "_state", "_wake")
 
     def __init__(self) -> None:
         self._queue: deque[_RunLoopOp] = deque()
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        # A binary semaphore, held while nobody sleeps in run(): released (once) by the
+        # thread that gives a sleeping run() something to do. Cheaper than a Condition,
+        # whose wait() allocates a lock per call.
+        self._wake = threading.Lock()
+        self._wake.acquire()
+        self._sleeping = False
         self._state = _STARTING
 
     def get_scheduler(self) -> _RunLoopScheduler:
         return _RunLoopScheduler(self)
 
     def _push(self, op: _RunLoopOp) -> None:
-        with self._cond:
-            if self._state == _FINISHED:
-                raise RuntimeError("schedule() on a run_loop that has finished running")
-            self._queue.append(op)
-            self._cond.notify()
+        lock = self._lock
+        lock.acquire()
+        if self._state == _FINISHED:
+            lock.release()
+            raise RuntimeError("schedule() on a run_loop that has finished running")
+        self._queue.append(op)
+        if self._sleeping:
+            self._sleeping = False
+            self._wake.release()
+        lock.release()
 
     def run(self) -> None:
-        cond = self._cond
+        lock = self._lock
         queue = self._queue
-        with cond:
+        with lock:
             if self._state not in (_STARTING, _FINISHING):
                 raise RuntimeError(f"run_loop.run() called while the loop is {self._state}")
             if self._state == _STARTING:
                 self._state = _RUNNING
         while True:
-            with cond:
-                while not queue:
-                    if self._state == _FINISHING:
-                        self._state = _FINISHED
-                        return
-                    cond.wait()
+            lock.acquire()
+            if queue:
                 op = queue.popleft()
-            op._execute()
+                lock.release()
+                op._execute()
+                continue
+            if self._state == _FINISHING:
+                self._state = _FINISHED
+                lock.release()
+                return
+            self._sleeping = True
+            lock.release()
+            self._wake.acquire()  # until _push or finish releases it
 
     def finish(self) -> None:
-        with self._cond:
+        with self._lock:
             if self._state not in (_STARTING, _RUNNING):
                 raise RuntimeError(f"run_loop.finish() called while the loop is {self._state}")
             self._state = _FINISHING
-            self._cond.notify_all()
+            if self._sleeping:
+                self._sleeping = False
+                self._wake.release()
 
     def __del__(self) -> None:
         try:
