@@ -22,22 +22,77 @@ driver takes the sender; in a trio task this module:
    scope) when the stop came from the task's own trio cancellation and ``sx.Stopped``
    otherwise (DESIGN.md 2.4). A value that arrives despite the cancellation is returned; the
    ``Cancelled`` comes at the next checkpoint (32.2).
+
+**Fast path: ``await sx.when_all(c1(), c2(), ...)`` of coroutine objects** (REQUIREMENTS 16,
+32.1-32.4; DESIGN.md 2.1, 2.4, 2.5). In a plain trio task (not inside a structexec-hosted
+coroutine), when every child is a not-yet-started ``types.CoroutineType``, no custom domain
+exists and the task has no finite effective deadline, the children run as tasks of a trio
+nursery opened inside the awaiting task instead of as hosted system tasks, each in its own
+shielded cancel scope, behind the generic ``when_all`` operation. The observable outcome is the
+general path's:
+
+* values are concatenated in argument order with the values convention (a child returning
+  ``None`` adds no datum, ``sx.values(...)`` several, anything else one); the await gives
+  ``None``, the datum or a tuple (16.3, DESIGN.md 2.1);
+* the first exception wins and cancels the siblings at once (the stop request, 16.6), later
+  ones are dropped; an exception also beats an earlier stopped child (16.8); it is raised as
+  it is, never inside an ``ExceptionGroup`` (the child wrappers catch everything: nothing
+  escapes into the nursery);
+* a child that ends stopped (an ``sx.Stopped`` escaping it, or a ``trio.Cancelled``, i.e. the
+  when_all's own stop or the awaiting task's cancellation) cancels its siblings (16.7); the
+  await then raises ``trio.Cancelled`` if the awaiting task's cancellation hit before the last
+  child finished (through a checkpoint, as the general path does), ``sx.Stopped`` otherwise;
+* the await returns or raises only after every child task has finished (16.9); a trio
+  cancellation of the awaiting task cancels the children (32.2: the stop request), and a
+  value that arrives despite it is returned;
+* a ``BaseException`` other than ``Cancelled``/``Stopped`` (``KeyboardInterrupt``,
+  ``SystemExit``) escaping a child completes that child stopped and is then re-raised in a
+  trio system task, as the general path's hosted system task re-raises it (``trio.run`` then
+  fails with ``TrioInternalError`` caused by it; the await gives ``Cancelled`` if a sibling
+  was still running and the crash's cancellation reaches the task, else ``Stopped``);
+* a ``KeyboardInterrupt`` that trio delivers to the awaiting (main) task while it waits stops
+  the children and is raised alone once they have finished;
+* group handling at the child boundary mirrors the general path's cancel scope: when the child
+  is cancelled, ``trio.Cancelled`` is removed from a ``BaseExceptionGroup`` it raises;
+* the child tasks carry the coroutine's ``__qualname__`` as their name, a copy of the
+  awaiting task's context, and ``KeyboardInterrupt`` protection (as system tasks have);
+  senders awaited inside see the trio scheduler and a stop token tied to the child task's
+  own cancellation, which the when_all's stop and the awaiting task's cancellation both
+  reach.
+
+Whether the awaiting task's cancellation hit before the last child finished is read from
+trio's private ``Task._cancel_status.effectively_cancelled`` of the awaiting task (read only;
+without it, at the moment the task resumes). The remaining differences, asserted in
+``tests/test_trio_when_all_fast_path.py``: the child tasks' ``parent_nursery`` is the new
+nursery (not the system nursery); a ``Cancelled`` seen inside a child because the awaiting
+task was cancelled carries that cancellation's trio metadata (``reason``, ``source``) rather
+than ``"explicit"`` with no reason; a deadline set on an enclosing scope *while* the children
+run is visible to them through ``trio.current_effective_deadline()`` (with a finite deadline
+at the await the general path is taken, so this cannot differ at the start); and when children
+return values (or raise) despite a ``KeyboardInterrupt`` delivered to the awaiting task, the
+general path returns them (raises) and raises the ``KeyboardInterrupt`` at the next
+checkpoint, the fast path raises the ``KeyboardInterrupt`` from the await.
+``FAST_WHEN_ALL = False`` turns the fast path off (tests compare both paths).
 """
 
 from __future__ import annotations
 
+import inspect
+import math
+import sys
 import threading
+import types
 from collections.abc import Generator
 from typing import Any
 
 import trio
 import trio.lowlevel as tl
 
-from . import _hooks
+from . import _domain, _hooks
 from ._domain import connect
 from ._env import _MISSING, QueryError, get_scheduler, get_stop_token, query_or
 from ._errors import ErrorValue, Stopped
-from ._protocol import completed_twice
+from ._protocol import completed_twice, values
 from ._stop_token import inplace_stop_source, inplace_stop_token
 from ._trio_bridge import (
     RunState,
@@ -48,8 +103,23 @@ from ._trio_bridge import (
     runs_by_thread,
 )
 from ._trio_scheduler import _TrioScheduleSender
+from ._when_all import _WhenAllSender
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found, unused-ignore]
+
+_collapse_group: Any
+try:  # trio's own helper, so that the child boundary matches CancelScope.__exit__ exactly
+    from trio._core._run import collapse_exception_group as _collapse_group
+except ImportError:  # pragma: no cover - a trio without it: groups are kept as they are
+    _collapse_group = lambda excgroup: excgroup  # noqa: E731
+
 
 __all__: list[str] = []
+
+#: ``await sx.when_all(<coroutines>)`` runs the coroutines in a nursery of the awaiting task
+#: (see the module docstring). Tests set it to ``False`` to force the general path.
+FAST_WHEN_ALL = True
 
 _get_ident = threading.get_ident
 _LOCK = threading.Lock()  # handshake between a parking task and an off-thread completer
@@ -60,6 +130,17 @@ _checkpoint = tl.checkpoint
 _FAILED = tl.Abort.FAILED
 _get_hosted = hosted_env.get
 _runs_get = runs_by_thread.get
+_current_task = tl.current_task
+_current_effective_deadline = trio.current_effective_deadline
+_open_nursery = trio.open_nursery
+_spawn_system_task = tl.spawn_system_task
+_Cancelled = trio.Cancelled
+_CoroutineType = types.CoroutineType
+_getcoroutinestate = inspect.getcoroutinestate
+_CORO_CREATED = inspect.CORO_CREATED
+_INF = math.inf
+_NEG_INF = -math.inf
+_enable_ki_protection = tl.enable_ki_protection
 
 _PENDING, _VALUE, _ERROR, _STOPPED = 0, 1, 2, 3
 
@@ -179,6 +260,11 @@ def await_sender(sndr: Any) -> Generator[Any, Any, Any]:
     driver = _driver_state.driver
     if driver is not None:
         return (yield from driver.await_sender(sndr))
+    if type(sndr) is _WhenAllSender and FAST_WHEN_ALL and _get_hosted() is None:
+        children = sndr._children
+        st = _nursery_state(children)
+        if st is not None:
+            return (yield from st._run(children).__await__())
     run = _runs_get(_get_ident())
     if run is None:  # the first structexec await of this run, or not in trio at all
         try:
@@ -226,6 +312,195 @@ def await_sender(sndr: Any) -> Generator[Any, Any, Any]:
         # The stop came from this task's trio cancellation: let trio raise its Cancelled.
         yield from _checkpoint().__await__()
     raise Stopped()
+
+
+# --------------------------------------------------------------------------------------------
+# await sx.when_all(<coroutines>) in a nursery of the awaiting task (module docstring)
+
+_STARTED, _ERROR_D, _STOPPED_D = 0, 1, 2
+
+
+def _nursery_state(children: tuple[Any, ...]) -> _NurseryWhenAll | None:
+    """The state for running ``await when_all(*children)`` in a nursery, or ``None`` if not.
+
+    Only fresh coroutine objects (the general path raises ``TypeError`` at connect for a used
+    one), no custom domain (it could transform the sender), no finite deadline (hosted
+    children would not see it), and only in a trio task.
+    """
+    for c in children:
+        if type(c) is not _CoroutineType or _getcoroutinestate(c) != _CORO_CREATED:
+            return None
+    if _domain._domains_on:
+        return None
+    try:
+        task = _current_task()
+    except RuntimeError:  # not in a trio task: the general path says why
+        return None
+    d = _current_effective_deadline()
+    if d != _INF and d != _NEG_INF:
+        return None
+    # The task's innermost CancelStatus, outside the nursery (private trio state, read only):
+    # tells whether *its* cancellation hit, as opposed to the when_all's own stop request.
+    return _NurseryWhenAll(len(children), getattr(task, "_cancel_status", None))
+
+
+class _NurseryWhenAll:
+    """Bookkeeping of one ``await when_all(<coroutines>)`` run in a nursery (16.3-16.9)."""
+
+    __slots__ = ("_count", "_disp", "_err", "_outer", "_outer_cancelled", "_scope", "_vals")
+
+    def __init__(self, n: int, outer: Any) -> None:
+        self._count = n
+        self._disp = _STARTED
+        self._err: Any = None
+        self._vals: list[Any] = [None] * n
+        self._scope: Any = None
+        self._outer = outer
+        self._outer_cancelled: bool | None = None
+
+    async def _run(self, children: tuple[Any, ...]) -> Any:
+        i = 0
+        try:
+            async with _open_nursery() as nursery:
+                self._scope = nursery.cancel_scope
+                start = nursery.start_soon
+                child = self._child
+                try:
+                    for c in children:
+                        start(child, i, c, name=c.__qualname__)
+                        i += 1
+                except BaseException:  # pragma: no cover - start_soon does not fail here
+                    for c in children[i:]:
+                        c.close()
+                    raise
+        except BaseExceptionGroup as group:
+            # The child wrappers never raise: only what trio injected into this task while it
+            # waited can get here, a KeyboardInterrupt (SIGINT, delivered to the main task).
+            # The nursery cancelled the children; the general path's abort function takes it
+            # as a cancellation (stop request) and raises it when the stopped result makes it
+            # pass a checkpoint. Raise it alone once the children have finished.
+            ki = _lone_keyboard_interrupt(group)
+            if ki is None:
+                raise
+        else:
+            ki = None
+        if ki is not None:
+            raise ki
+        disp = self._disp
+        if disp == _STARTED:
+            out: tuple[Any, ...] = ()
+            for v in self._vals:
+                if v is None:
+                    continue
+                if type(v) is values:
+                    out += v
+                else:
+                    out += (v,)
+            n = len(out)
+            if n == 1:
+                return out[0]
+            return None if n == 0 else out
+        if disp == _ERROR_D:
+            err = self._err
+            self._err = None
+            raise err
+        cancelled = self._outer_cancelled
+        if cancelled is None:  # a trio without CancelStatus.effectively_cancelled: look now
+            cancelled = _current_effective_deadline() == _NEG_INF
+        if cancelled:
+            # The stop came from this task's trio cancellation: let trio raise its Cancelled.
+            await _checkpoint()
+        raise Stopped()
+
+    @_enable_ki_protection
+    async def _child(self, i: int, coro: Any) -> None:
+        try:
+            result = await coro
+        except BaseException as exc:
+            crash = self._raised(exc, coro)
+            if crash is None:
+                return
+        else:
+            if self._disp == _STARTED:  # values are kept only while nothing failed (16.11)
+                self._vals[i] = result
+            self._arrive()
+            return
+        # A BaseException re-raised in a system task (see _raised): arrive once it has been
+        # raised, as the general path's hosted task completes before it raises.
+        with trio.CancelScope(shield=True):
+            await crash.wait()
+        self._arrive()
+
+    def _raised(self, exc: BaseException, coro: Any) -> trio.Event | None:
+        # What the general path's shielded CancelScope + ``except Stopped / Exception /
+        # BaseException`` make of an exception escaping the coroutine (_coroutine_sender).
+        ex: BaseException | None = exc
+        if isinstance(exc, (_Cancelled, BaseExceptionGroup)) and (
+            _current_effective_deadline() == _NEG_INF  # this child is cancelled
+        ):
+            if isinstance(exc, _Cancelled):
+                ex = None
+            else:
+                rest = exc.split(_Cancelled)[1]
+                ex = _collapse_group(rest) if rest is not None else None
+        if ex is None or isinstance(ex, Stopped):
+            self._stop()
+            self._arrive()
+            return None
+        if isinstance(ex, Exception):
+            if self._disp != _ERROR_D:  # the first error wins, also over a stop (16.6, 16.8)
+                self._disp = _ERROR_D
+                self._err = ex
+                self._scope.cancel()
+            self._arrive()
+            return None
+        # KeyboardInterrupt, SystemExit, ...: never an error datum (DESIGN.md 2.2). Like the
+        # general path's hosted system task, the child completes stopped and then re-raises
+        # the exception in a trio system task (trio.run then fails with TrioInternalError).
+        # There the completion comes first and the crash right after, in one step: if this is
+        # the last child, arrive now; otherwise arrive after the crash (whose run-wide
+        # cancellation then decides Cancelled vs Stopped, as it does for the general path).
+        self._stop()
+        crash = None
+        if self._count == 1:
+            self._arrive()
+        else:
+            crash = trio.Event()
+        try:
+            _spawn_system_task(_reraise, ex, crash, name=coro.__qualname__)
+        except RuntimeError:  # pragma: no cover - the run is shutting down
+            if crash is not None:
+                self._arrive()
+            raise ex  # noqa: B904 - the exception itself, as it is
+        return crash
+
+    def _stop(self) -> None:
+        if self._disp == _STARTED:  # (16.7)
+            self._disp = _STOPPED_D
+            self._scope.cancel()
+
+    def _arrive(self) -> None:
+        self._count = c = self._count - 1
+        if c == 0 and self._disp == _STOPPED_D:
+            # The general path raises Cancelled when the awaiting task was cancelled while it
+            # waited, i.e. before the last child completed: look now, not when it resumes.
+            outer = self._outer
+            self._outer = None
+            st = getattr(outer, "effectively_cancelled", None)
+            self._outer_cancelled = st if type(st) is bool else None
+
+
+def _lone_keyboard_interrupt(group: BaseExceptionGroup[Any]) -> BaseException | None:
+    excs = group.exceptions
+    if len(excs) == 1 and isinstance(excs[0], KeyboardInterrupt):
+        return excs[0]
+    return None
+
+
+async def _reraise(exc: BaseException, crash: trio.Event | None) -> None:
+    if crash is not None:
+        crash.set()
+    raise exc
 
 
 def on_trio_thread() -> bool:
