@@ -71,7 +71,8 @@ class Tree:
     each scope (``"counting"`` or ``"simple"``, ``tokens[i]``), ``counted_tokens`` whether
     scope tokens are wrapped in a :class:`CountingToken`. ``trio``/``threads``: whether the
     tree contains trio hops or coroutines (needs :func:`run_tree_trio`) or thread hops;
-    ``parallel``: whether it hops onto ``sx.get_parallel_scheduler()``.
+    ``parallel``: whether it hops onto ``sx.get_parallel_scheduler()`` (all three are also
+    worked out from the nodes).
     """
 
     root: Node
@@ -85,6 +86,10 @@ class Tree:
 
     def __post_init__(self) -> None:
         mark_late(self.root)
+        used = {n.kind for n in self.root.walk()}
+        self.trio = self.trio or bool(used & {"trio_hop", "coroutine", "task"})
+        self.threads = self.threads or "thread_hop" in used
+        self.parallel = self.parallel or "parallel_hop" in used
 
     def stop_targets(self) -> list[tuple[str, int]]:
         """What a stop schedule can target: the root, each stop point, each counting scope."""
@@ -286,6 +291,7 @@ class _World(World):
         self.futures = []
         self.spawn_env = sx.prop(sx.get_scheduler, self.main)
         self.in_flight = 0
+        self.tree_has_parallel_hop = tree.parallel
         self.lock = threading.Lock()
 
     def all_schedulers(self) -> list[ManualScheduler]:

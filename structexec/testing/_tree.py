@@ -238,6 +238,7 @@ class World:
     futures: list[FutureRecord]
     spawn_env: Any
     in_flight: int
+    tree_has_parallel_hop: bool
     lock: Any
 
 
@@ -1111,17 +1112,25 @@ class _InFlightOp:
         with self._w.lock:
             self._w.in_flight -= 1
 
+    # The count drops only after the completion has been passed on (and has queued whatever
+    # comes next), so the driver never sees "nothing in flight, nothing queued" in between.
     def set_value(self, *vals: Any) -> None:
-        self._done()
-        self._rcvr.set_value(*vals)
+        try:
+            self._rcvr.set_value(*vals)
+        finally:
+            self._done()
 
     def set_error(self, err: Any) -> None:
-        self._done()
-        self._rcvr.set_error(err)
+        try:
+            self._rcvr.set_error(err)
+        finally:
+            self._done()
 
     def set_stopped(self) -> None:
-        self._done()
-        self._rcvr.set_stopped()
+        try:
+            self._rcvr.set_stopped()
+        finally:
+            self._done()
 
 
 class _ObservedOp:
@@ -1258,6 +1267,27 @@ def _coro_outcomes(inner: Outcomes, mode: int) -> Outcomes:
     return frozenset(out)
 
 
+class _CoroutineAtConnect(sx.Sender[Any]):
+    """Makes the coroutine object when connected, and connects that (REQUIREMENTS 20.9).
+
+    A coroutine object that is never connected (the tree stopped before reaching it) would
+    make Python warn "coroutine ... was never awaited"; a real program would not create it.
+    """
+
+    __slots__ = ("_s",)
+
+    def __init__(self, s: Any) -> None:
+        self._s = s
+
+    def connect(self, rcvr: Any) -> Any:
+        s = self._s
+
+        async def f() -> Any:
+            return await s
+
+        return sx.connect(f(), rcvr)
+
+
 @dataclass(eq=False, repr=False)
 class Coro(Node):
     """A coroutine object as a sender: ``(async def f(): return await child)()`` (20.9)."""
@@ -1266,12 +1296,7 @@ class Coro(Node):
     kind: ClassVar[str] = "coroutine"
 
     def build(self, w: World) -> Any:
-        s = self.child.build(w)
-
-        async def f() -> Any:
-            return await s
-
-        return f()
+        return _CoroutineAtConnect(self.child.build(w))
 
     def outcomes(self, mode: int, plan: Plan) -> Outcomes:
         return _coro_outcomes(self.child.outcomes(MAYBE if mode else NEVER, plan), mode)
@@ -1297,6 +1322,10 @@ class Task(Node):
         async def f() -> Any:
             return await s
 
+        if w.tree_has_parallel_hop:
+            # After a hop onto the parallel scheduler, a let_* function's sender sees it as
+            # get_scheduler, and a task refuses a fallible scheduler (P3941R1, DESIGN.md 2.3).
+            return sx.write_env(f(), sx.prop(sx.get_scheduler, w.spawn_env.query(sx.get_scheduler)))
         return f()
 
     def outcomes(self, mode: int, plan: Plan) -> Outcomes:
