@@ -225,6 +225,14 @@ class UnaryAdaptor(Algorithm, Closure[Any]):
 _CONNECTED, _STARTED, _COMPLETED = 0, 1, 2
 
 
+def close_op(op: Any) -> None:
+    """``op.close()`` if the operation state has one (library operations that hold resources
+    or children do): the explicit release of a never-started operation (DESIGN.md 2.8)."""
+    close = getattr(op, "close", None)
+    if close is not None:
+        close()
+
+
 class ChildOp:
     """An adaptor's operation state that is also the receiver of its child (private base).
 
@@ -252,6 +260,20 @@ class ChildOp:
 
     def get_env(self) -> Any:
         return fwd_env(get_env(self._rcvr))
+
+    def close(self) -> None:
+        """Drop this operation without starting it (DESIGN.md 2.8): close the child operation.
+
+        Operation states and their children's receivers refer to each other, so a dropped,
+        never-started tree would otherwise wait for the cycle collector; ``close()`` releases
+        what it holds (e.g. an ``associate`` operation's scope association) at once. It does
+        nothing once the operation has started. Starting a closed operation raises.
+        """
+        if self._state == 0:
+            self._state = _COMPLETED
+            op = self._op
+            self._op = None
+            close_op(op)
 
     def set_value(self, *vals: Any) -> None:
         if self._state == _COMPLETED:

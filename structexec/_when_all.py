@@ -26,7 +26,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from ._adaptor_util import early
+from ._adaptor_util import close_op, early
 from ._completion_signatures import (
     completion_signatures,
     dependent_sender_error,
@@ -137,7 +137,10 @@ class _WhenAllOp:
             if src.stop_requested():
                 self._on_stop.close()
                 self._on_stop = None
+                ops = self._ops
                 self._ops = []
+                for op in ops:
+                    close_op(op)
                 self._rcvr.set_stopped()
                 return
         for op in self._ops:

@@ -149,11 +149,6 @@ def test_join_waits_for_work_on_a_worker_thread_req_26_8() -> None:
         assert join.thread == threading.get_ident()
 
 
-@pytest.mark.xfail(
-    reason="known bug: when_all stopped before start keeps its never-started child operations "
-    "(and the associations they hold) until the cycle collector runs (DESIGN.md 2.8)",
-    strict=True,
-)
 def test_when_all_stopped_at_start_releases_associations_dq_2_8() -> None:
     tree = sxst.Tree(
         sxst.WhenAll((sxst.IntoVariant(sxst.Associate(sxst.Just(()), 0)),)),
