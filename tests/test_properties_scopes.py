@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import threading
 
-import pytest
 import trio
 from hypothesis import HealthCheck, assume, given, settings
 
