@@ -62,16 +62,22 @@ general path's:
 
 Whether the awaiting task's cancellation hit before the last child finished is read from
 trio's private ``Task._cancel_status.effectively_cancelled`` of the awaiting task (read only;
-without it, at the moment the task resumes). The remaining differences, asserted in
-``tests/test_trio_when_all_fast_path.py``: the child tasks' ``parent_nursery`` is the new
-nursery (not the system nursery); a ``Cancelled`` seen inside a child because the awaiting
-task was cancelled carries that cancellation's trio metadata (``reason``, ``source``) rather
-than ``"explicit"`` with no reason; a deadline set on an enclosing scope *while* the children
-run is visible to them through ``trio.current_effective_deadline()`` (with a finite deadline
-at the await the general path is taken, so this cannot differ at the start); and when children
-return values (or raise) despite a ``KeyboardInterrupt`` delivered to the awaiting task, the
-general path returns them (raises) and raises the ``KeyboardInterrupt`` at the next
-checkpoint, the fast path raises the ``KeyboardInterrupt`` from the await.
+without it, at the moment the task resumes); its deadline is read from the same private chain
+(``_deadline_is_finite``; the public ``trio.current_effective_deadline()`` if that fails).
+
+The remaining differences, asserted in ``tests/test_trio_when_all_fast_path.py``:
+
+* the child tasks' ``parent_nursery`` is the new nursery (not the system nursery);
+* a ``Cancelled`` seen inside a child because the awaiting task was cancelled carries that
+  cancellation's trio metadata (``reason``, ``source``) rather than ``"explicit"`` with no
+  reason;
+* a deadline set on an enclosing scope *while* the children run is visible to them through
+  ``trio.current_effective_deadline()`` (with a finite deadline at the await the general path
+  is taken, so this cannot differ at the start);
+* when children return values (or raise) despite a ``KeyboardInterrupt`` delivered to the
+  awaiting task, the general path returns them (raises) and raises the ``KeyboardInterrupt``
+  at the next checkpoint; the fast path raises the ``KeyboardInterrupt`` from the await.
+
 ``FAST_WHEN_ALL = False`` turns the fast path off (tests compare both paths).
 """
 
@@ -336,12 +342,37 @@ def _nursery_state(children: tuple[Any, ...]) -> _NurseryWhenAll | None:
         task = _current_task()
     except RuntimeError:  # not in a trio task: the general path says why
         return None
-    d = _current_effective_deadline()
-    if d != _INF and d != _NEG_INF:
-        return None
     # The task's innermost CancelStatus, outside the nursery (private trio state, read only):
     # tells whether *its* cancellation hit, as opposed to the when_all's own stop request.
-    return _NurseryWhenAll(len(children), getattr(task, "_cancel_status", None))
+    status = getattr(task, "_cancel_status", None)
+    if _deadline_is_finite(status):
+        return None
+    return _NurseryWhenAll(len(children), status)
+
+
+def _deadline_is_finite(status: Any) -> bool:
+    """Is ``trio.current_effective_deadline()`` finite (neither ``inf`` nor ``-inf``)?
+
+    Reads trio's private ``CancelStatus`` chain of the current task (read only), which costs a
+    sixth of the public call; if trio's internals look different, asks the public function.
+    Never says "not finite" when the public function gives a finite deadline (a scope whose
+    deadline is ``-inf`` but not yet processed counts as finite: the general path is taken).
+    """
+    try:
+        if status.effectively_cancelled:
+            return False
+        s = status
+        while s is not None:
+            scope = s._scope
+            if scope._deadline != _INF:
+                return True
+            if scope._shield:
+                return False
+            s = s._parent
+        return False
+    except AttributeError:
+        d = _current_effective_deadline()
+        return d != _INF and d != _NEG_INF
 
 
 class _NurseryWhenAll:
@@ -352,11 +383,13 @@ class _NurseryWhenAll:
     def __init__(self, n: int, outer: Any) -> None:
         self._count = n
         self._disp = _STARTED
-        self._err: Any = None
         self._vals: list[Any] = [None] * n
-        self._scope: Any = None
         self._outer = outer
-        self._outer_cancelled: bool | None = None
+        # Set when used: _scope (in _run), _err (with _disp = _ERROR_D), _outer_cancelled (by
+        # the last arrival when _disp is _STOPPED_D).
+        self._scope: Any
+        self._err: Any
+        self._outer_cancelled: bool | None
 
     async def _run(self, children: tuple[Any, ...]) -> Any:
         i = 0
@@ -423,7 +456,9 @@ class _NurseryWhenAll:
         else:
             if self._disp == _STARTED:  # values are kept only while nothing failed (16.11)
                 self._vals[i] = result
-            self._arrive()
+                self._count -= 1
+            else:
+                self._arrive()
             return
         # A BaseException re-raised in a system task (see _raised): arrive once it has been
         # raised, as the general path's hosted task completes before it raises.

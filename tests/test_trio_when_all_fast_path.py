@@ -568,7 +568,7 @@ async def test_sx_task_awaited_inside_children(autojump_clock: trio.testing.Mock
     scheduler, and the when_all's stop reaches it (REQUIREMENTS 24, 32.1)."""
 
     @sx.task
-    async def work(ctx: Ctx, i: int) -> str:
+    async def work(ctx: Ctx, i: int) -> None:
         ctx.seen[f"{i} scheduler is trio"] = await sx.read_env(sx.get_scheduler) == (
             sx.trio_scheduler()
         )
@@ -576,7 +576,6 @@ async def test_sx_task_awaited_inside_children(autojump_clock: trio.testing.Mock
             await trio.sleep_forever()
         finally:
             ctx.ev(f"task {i} unwound")
-        return "never"
 
     def child(i: int) -> Maker:
         async def body(ctx: Ctx) -> Any:
@@ -816,6 +815,43 @@ async def test_fallback_corners_take_the_general_path(
         monkeypatch.setattr(_domain, "_domains_on", True)
         assert await sx.when_all(child(), child()) == (1, 1)
         assert paths == ["system", "system"]
+
+
+async def test_private_deadline_check_agrees_with_trio_current_effective_deadline(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """``_deadline_is_finite`` reads trio's private CancelStatus chain: it must say what
+    ``trio.current_effective_deadline()`` says (finite or not) in every kind of nesting."""
+
+    async def check(expected: bool) -> None:
+        public = trio.current_effective_deadline()
+        assert (public not in (math.inf, -math.inf)) is expected
+        status = trio.lowlevel.current_task()._cancel_status
+        assert aw._deadline_is_finite(status) is expected
+        assert aw._deadline_is_finite(object()) is expected  # the public fallback
+        await trio.lowlevel.cancel_shielded_checkpoint()
+
+    await check(False)
+    with trio.move_on_after(10):
+        await check(True)
+        with trio.CancelScope(shield=True):
+            await check(False)
+            with trio.CancelScope(relative_deadline=5):
+                await check(True)
+        with trio.CancelScope():
+            await check(True)
+            async with trio.open_nursery() as n:
+                n.start_soon(check, True)
+    with trio.CancelScope(shield=True, deadline=trio.current_time() + 5):
+        await check(True)
+    with trio.CancelScope() as cs:
+        cs.cancel()
+        await check(False)  # cancelled: -inf
+        with trio.CancelScope(shield=True):
+            await check(False)
+    with trio.CancelScope(deadline=trio.current_time() + 5) as cs:
+        cs.cancel()
+        await check(False)
 
 
 async def test_without_trios_private_cancel_status_the_outcomes_still_agree(
