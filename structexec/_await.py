@@ -266,7 +266,10 @@ def await_sender(sndr: Any) -> Generator[Any, Any, Any]:
     driver = _driver_state.driver
     if driver is not None:
         return (yield from driver.await_sender(sndr))
-    if type(sndr) is _WhenAllSender and FAST_WHEN_ALL and _get_hosted() is None:
+    tp = type(sndr)
+    if tp is _WhenAllSender and FAST_WHEN_ALL and _get_hosted() is None:
+        # when_all of coroutines: a nursery of this task (module docstring). _children is
+        # _WhenAllSender's private tuple of children (its public ``children`` property).
         children = sndr._children
         st = _nursery_state(children)
         if st is not None:
@@ -277,7 +280,7 @@ def await_sender(sndr: Any) -> Generator[Any, Any, Any]:
             run = current_run()
         except RuntimeError:
             raise _not_in_trio() from None
-    if type(sndr) is _TrioScheduleSender and sndr._sch._run is run:
+    if tp is _TrioScheduleSender and sndr._sch._run is run:
         # schedule(trio_scheduler()) awaited by a task of its own run: one checkpoint.
         yield from _checkpoint().__await__()
         return None

@@ -16,13 +16,16 @@ arrived despite a cancellation, and no leaked task. Each run also records which 
 children ran on (the parent nursery of the child task), so a test cannot silently compare the
 general path with itself.
 
-Documented differences (asserted at the end of this file, so that they cannot change
+Documented differences (asserted in ``test_documented_differences``, so that they cannot change
 unnoticed): the child tasks' ``parent_nursery`` is the new nursery instead of the system
 nursery; a ``trio.Cancelled`` seen inside a child because the awaiting task was cancelled
 carries that cancellation's trio metadata (``reason``) instead of an ``"explicit"`` cancel with
-no reason. Corners that the fast path leaves to the general path: a child that is not a fresh
-coroutine object, a finite deadline on the awaiting task (hosted children do not see it), an
-active custom domain, an await inside a structexec-hosted coroutine.
+no reason; a deadline put on an enclosing scope while the children run is visible to them
+(``trio.current_effective_deadline()``).
+
+Corners that the fast path leaves to the general path: a child that is not a fresh coroutine
+object, a finite deadline on the awaiting task (hosted children do not see it), an active
+custom domain, an await inside a structexec-hosted coroutine.
 
 When children return values despite a ``KeyboardInterrupt`` that trio delivers to the waiting
 main task (SIGINT), the general path returns them and raises it at the next checkpoint; the
@@ -386,6 +389,8 @@ async def test_16_8_error_after_stopped_child_wins(autojump_clock: trio.testing.
 async def test_exception_group_from_a_child_is_one_error(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
+    """16.6, DESIGN.md 2.2: an ExceptionGroup a child raises is one error datum, as it is."""
+
     def group_child(i: int) -> Maker:
         async def child(ctx: Ctx) -> Any:
             ctx.here()
@@ -403,7 +408,7 @@ async def test_exception_group_from_a_child_is_one_error(
 async def test_cancelled_inside_a_childs_group_is_removed_like_a_cancel_scope_does(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """A child with its own nursery, cancelled: its group loses the Cancelled (trio's
+    """32.3: a child with its own nursery, cancelled: its group loses the Cancelled (trio's
     CancelScope.__exit__ in the general path; the same split in the fast path)."""
 
     def nursery_child(i: int, fail_in_cleanup: bool) -> Maker:
@@ -489,6 +494,8 @@ async def test_32_2_values_despite_cancellation_are_returned_then_cancelled_at_c
 
 
 async def test_cancelled_before_the_await(autojump_clock: trio.testing.MockClock) -> None:
+    """32.2: a task already cancelled when it awaits; children that never checkpoint still
+    deliver their values."""
     out = await both([ret(0, 1), forever(1)], pre_cancel=True)
     assert out.result == ("Cancelled",)
     out = await both([ret(0, 1), catch_cancel(1, v=2)], pre_cancel=True)
@@ -498,6 +505,7 @@ async def test_cancelled_before_the_await(autojump_clock: trio.testing.MockClock
 
 
 async def test_mixed_cancellation_outcomes(autojump_clock: trio.testing.MockClock) -> None:
+    """32.2, 16.7, 16.8: stopped beats a value; an error beats the cancellation."""
     # One child returns despite the cancellation, the other ends stopped: Cancelled.
     out = await both([catch_cancel(0, v=1), forever(1)], cancel_at=1)
     assert out.result == ("Cancelled",)
@@ -532,6 +540,9 @@ class _WaitForStopOp:
 async def test_stop_token_and_scheduler_seen_inside_children(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
+    """32.1, 20.5, 16.4: what senders awaited inside a child see (the trio scheduler; a stop
+    token reached by the when_all's stop and by the awaiting task's cancellation)."""
+
     def looker(i: int) -> Maker:
         async def child(ctx: Ctx) -> Any:
             ctx.here()
@@ -598,6 +609,9 @@ async def test_sx_task_awaited_inside_children(autojump_clock: trio.testing.Mock
 
 
 async def test_task_metadata_seen_inside_children(autojump_clock: trio.testing.MockClock) -> None:
+    """32.4 (hosted tasks): name, context copy, KeyboardInterrupt protection and effective
+    deadline inside a child are those of the general path's hosted system task."""
+
     var: contextvars.ContextVar[str] = contextvars.ContextVar("var")
 
     def probe(i: int) -> Maker:
@@ -624,6 +638,8 @@ async def test_task_metadata_seen_inside_children(autojump_clock: trio.testing.M
 
 
 async def test_nested_when_all_inside_children(autojump_clock: trio.testing.MockClock) -> None:
+    """16.3-16.7 nested: inner when_all awaits (fast inside fast, general inside general)."""
+
     def nested(i: int, inner: list[Maker]) -> Maker:
         async def child(ctx: Ctx) -> Any:
             ctx.here()
@@ -645,6 +661,7 @@ async def test_nested_when_all_inside_children(autojump_clock: trio.testing.Mock
 
 
 async def test_same_coroutine_twice(autojump_clock: trio.testing.MockClock) -> None:
+    """20.9: one coroutine object passed twice fails the same way on both paths."""
     for fast in (True, False):
 
         async def once() -> int:
@@ -783,6 +800,9 @@ def _contains(exc: BaseException | None, target: BaseException) -> bool:
 async def test_fallback_corners_take_the_general_path(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Corners the fast path leaves to the general path (20.9 non-coroutine children, 32.4
+    deadlines, 9.x custom domains, 20.9 hosted coroutines)."""
+
     paths: list[str] = []
 
     async def child() -> int:
@@ -873,6 +893,8 @@ async def test_without_trios_private_cancel_status_the_outcomes_still_agree(
 
 
 async def test_used_coroutine_raises_type_error_as_in_the_general_path() -> None:
+    """20.9, DESIGN.md 2.3: a started coroutine is rejected with the same TypeError."""
+
     async def child() -> int:
         return 1
 
@@ -889,6 +911,8 @@ async def test_used_coroutine_raises_type_error_as_in_the_general_path() -> None
 
 
 def test_outside_trio_the_same_error() -> None:
+    """32.1: awaiting outside trio raises the same RuntimeError on both paths."""
+
     async def child() -> int:
         return 1
 
@@ -911,7 +935,8 @@ def test_outside_trio_the_same_error() -> None:
 
 
 async def test_documented_differences(autojump_clock: trio.testing.MockClock) -> None:
-    """What the fast path shows differently, on purpose (module docstring)."""
+    """What the fast path shows differently, on purpose (32.4; module docstring): the child's
+    parent nursery, and the trio metadata of a Cancelled from the awaiting task's scope."""
     seen: dict[bool, tuple[str, str | None]] = {}
 
     async def child(fast: bool) -> None:
@@ -928,6 +953,24 @@ async def test_documented_differences(autojump_clock: trio.testing.MockClock) ->
                 await sx.when_all(child(fast))
     assert seen[True] == ("nursery", "because")
     assert seen[False] == ("system", None)
+
+    deadlines: dict[bool, float] = {}
+
+    async def reader(fast: bool) -> None:
+        await trio.sleep(2)
+        deadlines[fast] = trio.current_effective_deadline()
+
+    async def set_deadline(cs: trio.CancelScope) -> None:
+        await trio.sleep(1)
+        cs.deadline = trio.current_time() + 50
+
+    for fast in (True, False):
+        async with trio.open_nursery() as n:
+            with fast_path(fast), trio.CancelScope() as cs:
+                n.start_soon(set_deadline, cs)
+                await sx.when_all(reader(fast))
+    assert deadlines[True] != math.inf
+    assert deadlines[False] == math.inf
 
 
 async def _cancel_with_reason(cs: trio.CancelScope) -> None:
