@@ -17,6 +17,7 @@ import gc
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -366,6 +367,7 @@ class RunResult:
     hung: str | None = None
     raised: Exception | None = None
     gc_needed: list[str] = field(default_factory=list)
+    unclosed_coroutines: list[str] = field(default_factory=list)
     allow_gc: bool = False
 
     @property
@@ -402,6 +404,12 @@ class RunResult:
             raise AssertionError(f"terminate handler called: {reason} ({exc!r})")
         if self.hung:
             raise AssertionError(self.hung)
+        if self.unclosed_coroutines and not self.allow_gc:
+            raise AssertionError(
+                f"{self.unclosed_coroutines[0]}: a coroutine connected as a sender but never "
+                "started was left to the garbage collector instead of being closed "
+                "(DESIGN.md 2.8)"
+            )
         if self.gc_needed and not self.allow_gc:
             raise AssertionError(
                 f"{self.gc_needed[0]} completed only after gc.collect(): an association was "
@@ -606,6 +614,16 @@ class _Run:
         return all(j.done for j in self.result.joins)
 
     def finish(self) -> RunResult:
+        if self.tree.trio or any(n.kind == "coroutine" for n in self.tree.root.walk()):
+            # A coroutine sender connected but never started must be closed by the library
+            # (not left for Python to warn "never awaited" when it is finally collected).
+            self.rec.op = None
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", RuntimeWarning)
+                gc.collect()
+            self.result.unclosed_coroutines = [
+                str(w.message) for w in caught if "was never awaited" in str(w.message)
+            ]
         if self.gc_was_enabled:
             gc.enable()
         if self.handler_set:
@@ -714,7 +732,10 @@ def run_tree(
     queued ``ManualScheduler`` items in the order ``interleaving`` picks until the root
     completes, then joins every scope the same way. Automatic garbage collection is off
     during the run, so runs are reproducible; if the run stalls, one ``gc.collect()`` is
-    tried, and if that un-sticks it the check fails (DESIGN.md 2.8) unless ``allow_gc``.
+    tried, and if that un-sticks it the check fails (DESIGN.md 2.8) unless ``allow_gc``;
+    likewise for coroutine senders that were connected, never started, and not closed
+    (trees with coroutines end with a ``gc.collect()`` that looks for Python's "coroutine
+    ... was never awaited" warning).
     ``timeout`` bounds waits for worker threads. Returns the :class:`RunResult`; call its
     :meth:`~RunResult.check`.
     """
