@@ -104,6 +104,15 @@ class TrioHostedOp:
         self._started = True
         self._host(get_env(self._rcvr))
 
+    def close(self) -> None:
+        """Drop a connected, never-started operation: close the coroutine at once (no "never
+        awaited" warning, no waiting for the garbage collector; DESIGN.md 2.8)."""
+        if not self._started:
+            self._started = True
+            aw = self._aw
+            self._aw = self._rcvr = None
+            _close(aw)
+
     def _host(self, rcvr_env: Any) -> None:
         # On the trio thread of self._run.
         self._scope = trio.CancelScope(shield=True)

@@ -12,7 +12,6 @@ queued scheduler items run; the model gives the set of acceptable outcomes.
 
 from __future__ import annotations
 
-import pytest
 import trio
 from hypothesis import HealthCheck, given, settings
 
@@ -128,12 +127,6 @@ def test_scope_request_stop_reaches_associated_work_req_26_14() -> None:
     assert isinstance(r.scopes[0], sx.counting_scope)
 
 
-@pytest.mark.xfail(
-    reason="known bug: a coroutine sender connected inside a when_all that is stopped before "
-    "start is never closed; it is left to the garbage collector, which may finalize it "
-    "before the operation that would close it (Python warns 'never awaited'; DESIGN.md 2.8)",
-    strict=True,
-)
 def test_nested_when_all_stopped_at_start_closes_coroutines_dq_2_8() -> None:
     tree = sxst.Tree(sxst.WhenAll((sxst.WhenAll((sxst.Coro(sxst.Just(())),)),)))
     stops = sxst.StopSchedule((sxst.StopEvent(0, ("root", 0)),))
