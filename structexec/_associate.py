@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from ._adaptor_util import close_op
 from ._completion_signatures import completion_signatures, get_completion_signatures
 from ._domain import connect, get_domain_early, may_transform, transform_sender
 from ._env import EMPTY_ENV, get_env
@@ -85,7 +86,9 @@ class _AssociateOp:
             self._state = 3
             tok = self._token
             self._token = None
-            self._op = None
+            op, self._op = self._op, None
+            if op is not None:
+                close_op(op)  # the child goes first, with whatever it holds (27.5)
             if tok is not None:
                 tok.disassociate()
 
@@ -184,8 +187,10 @@ class _AssociateSender(Sender[Any]):
         return (self._token, self._sndr)
 
     def __repr__(self) -> str:
-        return f"associate({self._sndr!r}, {self._token!r})" if self._sndr is not None else (
-            f"associate(<unassociated>, {self._token!r})"
+        return (
+            f"associate({self._sndr!r}, {self._token!r})"
+            if self._sndr is not None
+            else (f"associate(<unassociated>, {self._token!r})")
         )
 
 

@@ -21,6 +21,7 @@ from ._adaptor_util import (
     SchedulerAdaptorSender,
     check_scheduler,
     check_sender,
+    close_op,
     early,
     early_child,
     sched_domain,
@@ -86,6 +87,13 @@ class _ScheduleFromOp(ChildOp):
         self._data: Any = None
         self._op = None
         self._sched_op: Any = None
+
+    def close(self) -> None:
+        """Never started: close the child's and the scheduling operation (DESIGN.md 2.8)."""
+        if self._state == 0:
+            ChildOp.close(self)
+            sched_op, self._sched_op = self._sched_op, None
+            close_op(sched_op)
 
     def set_value(self, *vals: Any) -> None:
         if self._state == 2:

@@ -550,8 +550,9 @@ class _ScopeBase:
 
     # -- nursery behaviour (DESIGN.md 2.6, REQUIREMENTS 32.7)
 
-    def start_soon(self, async_fn: Callable[..., Awaitable[Any]], *args: Any,
-                   name: object = None) -> None:
+    def start_soon(
+        self, async_fn: Callable[..., Awaitable[Any]], *args: Any, name: object = None
+    ) -> None:
         """Run ``async_fn(*args)`` in a new trio task tracked by the scope (like
         ``nursery.start_soon``). Only inside ``async with scope:``.
 
@@ -595,8 +596,9 @@ class _ScopeBase:
                 ) from None
             raise
 
-    async def start(self, async_fn: Callable[..., Awaitable[Any]], *args: Any,
-                    name: object = None) -> Any:
+    async def start(
+        self, async_fn: Callable[..., Awaitable[Any]], *args: Any, name: object = None
+    ) -> Any:
         """Start ``async_fn(*args, task_status=...)`` and wait until it calls
         ``task_status.started(value)``; return ``value`` (trio's ``nursery.start``).
 
@@ -630,8 +632,13 @@ class _ScopeBase:
             f"({self!r}); to spawn from elsewhere use sx.spawn(coro, scope.get_token())"
         )
 
-    async def _hosted_start(self, async_fn: Callable[..., Any], args: tuple[Any, ...],
-                            ran: list[bool], task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    async def _hosted_start(
+        self,
+        async_fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        ran: list[bool],
+        task_status: Any = trio.TASK_STATUS_IGNORED,
+    ) -> None:
         ran[0] = True
         status = _TaskStatus(task_status)
         try:
@@ -842,4 +849,3 @@ class counting_scope(_ScopeBase):
 
     def _on_body_error(self) -> None:
         self._source.request_stop()
-

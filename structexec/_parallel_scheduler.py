@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import _bulk as _bulk_mod
+from ._adaptor_util import close_op
 from ._completion_signatures import completion_signatures, get_completion_signatures
 from ._domain import connect, default_domain
 from ._env import (
@@ -382,6 +383,13 @@ class _BulkOp(bulk_item_receiver_proxy):
             raise twice_started(self)
         self._state = 1
         self._child.start()
+
+    def close(self) -> None:
+        """Never started: close the predecessor's operation (DESIGN.md 2.8)."""
+        if not self._state:
+            self._state = 1
+            child, self._child = self._child, None
+            close_op(child)
 
     # -- the child's completions (through _BulkChildReceiver)
 

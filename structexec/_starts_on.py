@@ -26,6 +26,7 @@ from ._adaptor_util import (
     WriteEnvReceiver,
     check_scheduler,
     check_sender,
+    close_op,
     early,
     sched_domain,
     with_schedule_failures,
@@ -62,15 +63,28 @@ class _StartsOnOp(ChildOp):
         self._op = None
         trampoline_start(self._child_op)
 
-    # The child will never start: release its operation now.
+    # The child will never start: close its operation now (DESIGN.md 2.8), then complete.
+
+    def _drop_child(self) -> None:
+        op, self._child_op = self._child_op, None
+        if op is not None:
+            close_op(op)
 
     def set_error(self, err: Any) -> None:
-        self._child_op = None
+        if self._state != 2:
+            self._drop_child()
         ChildOp.set_error(self, err)
 
     def set_stopped(self) -> None:
-        self._child_op = None
+        if self._state != 2:
+            self._drop_child()
         ChildOp.set_stopped(self)
+
+    def close(self) -> None:
+        """Never started: close the scheduling operation and the child's (DESIGN.md 2.8)."""
+        if self._state == 0:
+            ChildOp.close(self)
+            self._drop_child()
 
 
 class _StartsOnSender(SchedulerAdaptorSender):

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, ClassVar
 
+from ._adaptor_util import close_op
 from ._completion_signatures import get_completion_signatures
 from ._domain import connect
 from ._env import QueryError, fwd_env, get_env, get_stop_token, query_or
@@ -143,7 +144,16 @@ class _StopWhenOp:
         self._op: Any = None
 
     def start(self) -> None:
-        self._op.start()
+        op = self._op
+        if op is None:
+            raise RuntimeError("start() on a stop_when operation that was closed (dropped)")
+        op.start()
+
+    def close(self) -> None:
+        """Never started: close the child's operation (DESIGN.md 2.8)."""
+        op, self._op = self._op, None
+        if op is not None:
+            close_op(op)
 
     def get_env(self) -> Any:
         return self._env
@@ -206,5 +216,3 @@ class _StopWhenSender(Sender[Any]):
 
     def __repr__(self) -> str:
         return f"stop_when({self._child!r}, {self._token!r})"
-
-

@@ -20,14 +20,10 @@ import structexec as sx
 from structexec.testing import ManualScheduler, RecordingReceiver
 from structexec.testing import strategies as sxst
 
-# DESIGN.md 2.8 says associations are never released by the garbage collector. Today an
-# operation that is connected but never started inside another operation's state (when_all
-# stopped before start, 16.5) is freed only by the cycle collector: adaptor operation states
-# and their children's receivers form reference cycles, and no adaptor closes the child
-# operations it never started. test_when_all_stopped_at_start_releases_associations below
-# pins that down (strict xfail); until it is fixed, the properties accept a release that
-# needs one gc.collect() (the driver still reports a join that never completes).
-ALLOW_GC = True
+# DESIGN.md 2.8: associations held by operations that were never started are released, and
+# coroutine senders in that position closed, by ``close()`` at a defined moment; the driver
+# fails a run that needed the garbage collector for either (allow_gc=False).
+ALLOW_GC = False
 
 SETTINGS = settings(
     max_examples=sxst.max_examples(200),

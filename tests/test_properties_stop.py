@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, given, settings
 import structexec as sx
 from structexec.testing import strategies as sxst
 
-# See tests/test_properties_scopes.py: associations held by operations that were never
-# started are released by the cycle collector today, and coroutine senders in the same
-# position are left to it unclosed (known bugs, pinned by strict xfails here and there).
-ALLOW_GC = True
+# DESIGN.md 2.8: associations held by operations that were never started are released, and
+# coroutine senders in that position closed, by ``close()`` at a defined moment; the driver
+# fails a run that needed the garbage collector for either (allow_gc=False).
+ALLOW_GC = False
 
 SETTINGS = settings(
     max_examples=sxst.max_examples(300),

@@ -259,9 +259,9 @@ async def test_32_7_exit_waits_for_cross_thread_work(kind: Any) -> None:
     async with kind() as scope:
         sch = ManualScheduler()
         scope.spawn(sx.schedule(sch) | sx.then(lambda: done.append(threading.get_ident())))
-        t = threading.Thread(target=lambda: (trio.from_thread.run_sync(lambda: None,
-                                                                      trio_token=token),
-                                             sch.drain()))
+        t = threading.Thread(
+            target=lambda: (trio.from_thread.run_sync(lambda: None, trio_token=token), sch.drain())
+        )
         token = trio.lowlevel.current_trio_token()
         t.start()
     t.join()

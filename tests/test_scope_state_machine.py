@@ -449,7 +449,8 @@ def test_26_14_request_stop_stops_associated_work_and_keeps_state() -> None:
     outcomes: list[str] = []
     for _ in range(3):
         sx.spawn(
-            sx.schedule(sch) | sx.then(lambda: outcomes.append("ran"))
+            sx.schedule(sch)
+            | sx.then(lambda: outcomes.append("ran"))
             | sx.upon_stopped(lambda: outcomes.append("stopped")),
             tok,
         )
@@ -553,7 +554,8 @@ def test_design_2_6_error_requests_stop_only_for_counting_scope() -> None:
         sch = ManualScheduler()
         out: list[str] = []
         sx.spawn(
-            sx.schedule(sch) | sx.then(lambda out=out: out.append("ran"))
+            sx.schedule(sch)
+            | sx.then(lambda out=out: out.append("ran"))
             | sx.upon_stopped(lambda out=out: out.append("stopped")),
             tok,
         )

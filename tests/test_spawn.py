@@ -106,8 +106,11 @@ def test_29_2_allocator_from_env(kind: Any) -> None:
     scope = kind()
     a = _Alloc()
     seen: list[Any] = []
-    sx.spawn(sx.read_env(sx.get_allocator) | sx.then(seen.append), scope.get_token(),
-             sx.prop(sx.get_allocator, a))
+    sx.spawn(
+        sx.read_env(sx.get_allocator) | sx.then(seen.append),
+        scope.get_token(),
+        sx.prop(sx.get_allocator, a),
+    )
     assert seen == [a]
     sx.sync_wait(scope.join())
 
@@ -346,9 +349,7 @@ def test_29_7_env_supplies_scheduler_and_stop_token(kind: Any) -> None:
     sch = sx.inline_scheduler()
     seen: list[Any] = []
     e = sx.env(sx.prop(sx.get_scheduler, sch), sx.prop(sx.get_stop_token, src.get_token()))
-    sx.spawn(
-        sx.read_env(sx.get_scheduler) | sx.then(seen.append), scope.get_token(), e
-    )
+    sx.spawn(sx.read_env(sx.get_scheduler) | sx.then(seen.append), scope.get_token(), e)
     sx.spawn(sx.read_env(sx.get_stop_token) | sx.then(seen.append), scope.get_token(), e)
     assert seen[0] == sch
     tok = seen[1]
@@ -362,8 +363,11 @@ def test_29_7_counting_scope_combines_env_token_and_scope_token() -> None:
     scope = sx.counting_scope()
     src = sx.inplace_stop_source()
     toks: list[Any] = []
-    sx.spawn(sx.read_env(sx.get_stop_token) | sx.then(toks.append), scope.get_token(),
-             sx.prop(sx.get_stop_token, src.get_token()))
+    sx.spawn(
+        sx.read_env(sx.get_stop_token) | sx.then(toks.append),
+        scope.get_token(),
+        sx.prop(sx.get_stop_token, src.get_token()),
+    )
     tok = toks[0]
     fired: list[int] = []
     cb = sx.stop_callback_for(tok, lambda: fired.append(1))
@@ -413,6 +417,7 @@ def test_spawn_from_many_threads_completes_on_the_spawning_thread(kind: Any) -> 
 
     threads = []
     for i in range(3):
+
         def run(i: int = i) -> None:
             for _ in range(200):
                 sx.spawn(sx.just(i) | sx.then(work), tok)

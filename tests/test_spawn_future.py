@@ -81,8 +81,9 @@ def test_30_2_eager_start_and_inline_delivery(kind: Any) -> None:
     """The work runs before spawn_future returns; consuming later delivers inline (30.5)."""
     scope = kind()
     ran: list[int] = []
-    fut = sx.spawn_future(sx.just(20) | sx.then(lambda x: ran.append(x) or x + 1),
-                          scope.get_token())
+    fut = sx.spawn_future(
+        sx.just(20) | sx.then(lambda x: ran.append(x) or x + 1), scope.get_token()
+    )
     assert ran == [20]
     assert scope.count == 1  # held until the result is consumed (30.8)
     r = RecordingReceiver()
@@ -111,8 +112,12 @@ def test_30_3_work_sees_future_source_and_scope_token() -> None:
     scope = sx.counting_scope()
     sch = ManualScheduler()
     toks: list[Any] = []
-    fut = sx.spawn_future(sx.read_env(sx.get_stop_token) | sx.then(toks.append)
-                          | sx.let_value(lambda: sx.schedule(sch)), scope.get_token())
+    fut = sx.spawn_future(
+        sx.read_env(sx.get_stop_token)
+        | sx.then(toks.append)
+        | sx.let_value(lambda: sx.schedule(sch)),
+        scope.get_token(),
+    )
     tok = toks[0]
     assert tok.stop_possible() and not tok.stop_requested()
     scope.request_stop()
@@ -125,8 +130,7 @@ def test_30_3_work_sees_future_source_and_scope_token() -> None:
 def test_30_3_simple_scope_work_sees_only_the_future_source() -> None:
     scope = sx.simple_counting_scope()
     toks: list[Any] = []
-    fut = sx.spawn_future(sx.read_env(sx.get_stop_token) | sx.then(toks.append),
-                          scope.get_token())
+    fut = sx.spawn_future(sx.read_env(sx.get_stop_token) | sx.then(toks.append), scope.get_token())
     assert toks[0].stop_possible()
     assert toks[0] != sx.never_stop_token()
     sx.sync_wait(fut)
@@ -140,8 +144,9 @@ def test_30_3_no_scheduler_unless_env_gives_one(kind: Any) -> None:
         sx.spawn_future(sx.read_env(sx.get_scheduler), scope.get_token())
     assert scope.count == 0
     sch = sx.inline_scheduler()
-    f = sx.spawn_future(sx.read_env(sx.get_scheduler), scope.get_token(),
-                        sx.prop(sx.get_scheduler, sch))
+    f = sx.spawn_future(
+        sx.read_env(sx.get_scheduler), scope.get_token(), sx.prop(sx.get_scheduler, sch)
+    )
     assert sx.sync_wait(f) == (sch,)
     assert join_now(scope).value == ()
 
@@ -216,9 +221,11 @@ def test_30_6_abandon_requests_stop_and_scope_still_waits(kind: Any, how: str) -
     toks: list[Any] = []
     done: list[str] = []
     fut = sx.spawn_future(
-        sx.read_env(sx.get_stop_token) | sx.then(toks.append)
+        sx.read_env(sx.get_stop_token)
+        | sx.then(toks.append)
         | sx.let_value(lambda: sx.schedule(sch))
-        | sx.then(lambda: done.append("value")) | sx.upon_stopped(lambda: done.append("stop")),
+        | sx.then(lambda: done.append("value"))
+        | sx.upon_stopped(lambda: done.append("stop")),
         scope.get_token(),
     )
     assert not toks[0].stop_requested()
@@ -281,7 +288,8 @@ def test_30_7_every_interleaving(kind: Any) -> None:
     sch = ManualScheduler()
     stops: list[bool] = []
     f = sx.spawn_future(
-        sx.read_env(sx.get_stop_token) | sx.then(lambda t: stops.append(t))
+        sx.read_env(sx.get_stop_token)
+        | sx.then(lambda t: stops.append(t))
         | sx.let_value(lambda: sx.schedule(sch)),
         scope.get_token(),
     )
@@ -303,8 +311,10 @@ def test_30_7_complete_races_consume_across_threads(kind: Any) -> None:
     scope = kind()
     n = 300
     sch = ManualScheduler()
-    futs = [sx.spawn_future(sx.schedule(sch) | sx.then(lambda i=i: i), scope.get_token())
-            for i in range(n)]
+    futs = [
+        sx.spawn_future(sx.schedule(sch) | sx.then(lambda i=i: i), scope.get_token())
+        for i in range(n)
+    ]
     rs = [RecordingReceiver() for _ in range(n)]
     t = threading.Thread(target=sch.drain)
     t.start()
@@ -328,8 +338,10 @@ def test_design_2_7_consumer_stop_completes_stopped_at_once(kind: Any) -> None:
     toks: list[Any] = []
     out: list[str] = []
     fut = sx.spawn_future(
-        sx.read_env(sx.get_stop_token) | sx.then(toks.append)
-        | sx.let_value(lambda: sx.schedule(sch)) | sx.then(lambda: out.append("ran"))
+        sx.read_env(sx.get_stop_token)
+        | sx.then(toks.append)
+        | sx.let_value(lambda: sx.schedule(sch))
+        | sx.then(lambda: out.append("ran"))
         | sx.upon_stopped(lambda: out.append("stopped")),
         scope.get_token(),
     )

@@ -626,9 +626,14 @@ class _Run:
             ]
         if self.gc_was_enabled:
             gc.enable()
+        # Let work still running on worker threads finish (an operation that completed
+        # before its children, say, leaves them running) before closing the thread
+        # scheduler, and while the terminate handler is still ours: a late completion
+        # then runs, and anything it reports lands in this run's result, not in the process.
+        self.quiesce()
+        self.w.close()
         if self.handler_set:
             set_terminate_handler(self.previous_handler)
-        self.w.close()
         r = self.result
         r.terminate_calls = self.terminate.calls
         r.spawn_log = list(self.w.spawn_log)
@@ -640,6 +645,19 @@ class _Run:
             (f"points[{i}]", s) for i, s in enumerate(self.w.points)
         ]
         return r
+
+    def quiesce(self, timeout: float = 5) -> None:
+        """Wait (bounded) until no item is queued on or running in the thread scheduler and
+        no parallel hop is in flight; twice in a row, since one may start the other."""
+        deadline = time.monotonic() + timeout
+        calm = 0
+        while calm < 2 and time.monotonic() < deadline:
+            if self.threads_busy() or self.w.in_flight:
+                calm = 0
+                time.sleep(0.0005)
+            else:
+                calm += 1
+                time.sleep(0)
 
     def threads_busy(self) -> bool:
         ts = self.w.thread_scheduler

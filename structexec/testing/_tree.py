@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 import structexec as sx
 
+from .._adaptor_util import close_op
 from .._protocol import values
 
 __all__ = [
@@ -260,6 +261,10 @@ class Node:
     #: Set by :func:`mark_late`: this node may be built after the root operation completed
     #: (inside detached work), when its scope may already be joined.
     late: bool = False
+    #: Set by :func:`mark_late`: this node may be started while the tree is being built
+    #: (inside the work of an eager ``spawn_future``), i.e. before the stop requests a
+    #: schedule makes "at step 0".
+    early: bool = False
 
     def build(self, w: World) -> Any:
         raise NotImplementedError
@@ -497,11 +502,26 @@ class WhenAll(Node):
     def timing(self, mode: int, plan: Plan) -> str:
         if mode == ALREADY:
             return INLINE
-        ts = {c.timing(mode, plan) for c in self.children}
-        ts |= {c.timing(MAYBE, plan) for c in self.children}
-        if UNKNOWN in ts:
-            return UNKNOWN
-        return ASYNC if ASYNC in ts else INLINE
+        # Simulate ``start`` (phase 1 of ``outcomes``): a child started after an inline
+        # sibling failed sees when_all's stop request at once (mode ALREADY), so it may
+        # complete inline even though it would be asynchronous on its own.
+        states: set[tuple[Any, bool]] = {("ok", False)}  # (disposition, a child pending)
+        for c in self.children:
+            nxt: set[tuple[Any, bool]] = set()
+            for disp, pend in states:
+                cmode = mode if disp == "ok" else ALREADY
+                t = c.timing(cmode, plan)
+                if t == UNKNOWN:
+                    return UNKNOWN
+                if t == INLINE:
+                    nxt.update((self._step(disp, (), o)[0], pend) for o in c.outcomes(cmode, plan))
+                else:
+                    nxt.add((disp, True))
+            states = nxt
+        pending = {pend for _, pend in states}
+        if pending == {True}:
+            return ASYNC
+        return INLINE if pending == {False} else UNKNOWN
 
     def outcomes(self, mode: int, plan: Plan) -> Outcomes:
         if mode == ALREADY:
@@ -913,11 +933,17 @@ class StopPoint(Node):
         tok = w.points[self.point].get_token()
         return sx.write_env(self.child.build(w), sx.prop(sx.get_stop_token, tok))
 
+    def _mode(self, plan: Plan) -> int:
+        m = plan.point(self.point)
+        # Started while the tree was built, the child may be running before the stop
+        # request made "at step 0" arrives.
+        return MAYBE if m == ALREADY and self.early else m
+
     def outcomes(self, mode: int, plan: Plan) -> Outcomes:
-        return self.child.outcomes(plan.point(self.point), plan)
+        return self.child.outcomes(self._mode(plan), plan)
 
     def timing(self, mode: int, plan: Plan) -> str:
-        return self.child.timing(plan.point(self.point), plan)
+        return self.child.timing(self._mode(plan), plan)
 
     def kids(self) -> tuple[Node, ...]:
         return (self.child,)
@@ -1105,6 +1131,10 @@ class _InFlightOp:
             self._w.in_flight += 1
         self._op.start()
 
+    def close(self) -> None:
+        """Never started: release the child operation now (DESIGN.md 2.8)."""
+        close_op(self._op)
+
     def get_env(self) -> Any:
         return sx.get_env(self._rcvr)
 
@@ -1144,6 +1174,10 @@ class _ObservedOp:
     def start(self) -> None:
         self._rec.consumer_started = True
         self._op.start()
+
+    def close(self) -> None:
+        """Never started: release the future's operation now (DESIGN.md 2.8)."""
+        close_op(self._op)
 
     def get_env(self) -> Any:
         return sx.get_env(self._rcvr)
@@ -1221,7 +1255,8 @@ class Spawn(Node):
 
 
 def mark_late(root: Node) -> None:
-    """Mark the nodes that may be built after the root operation has completed.
+    """Mark the nodes that may be built after the root operation has completed (``late``), and
+    those that may start while the tree is being built (``early``).
 
     Work given to ``spawn`` and the work of a ``spawn_future`` run on their own and may
     outlive the root (an abandoned future's work keeps running, DESIGN.md 2.7). Inside such
@@ -1230,20 +1265,22 @@ def mark_late(root: Node) -> None:
     late ``associate``, ``spawn_future`` or ``spawn`` may find its scope joined.
     """
 
-    def visit(n: Node, detached: bool, lazy: bool) -> None:
+    def visit(n: Node, detached: bool, lazy: bool, early: bool) -> None:
         n.late = detached and lazy
+        n.early = early
         if isinstance(n, Let):
-            visit(n.child, detached, lazy)
-            visit(n.sub, detached, True)
+            visit(n.child, detached, lazy, early)
+            visit(n.sub, detached, True, early)
         elif isinstance(n, Spawn):
-            visit(n.work, True, True)
+            visit(n.work, True, True, early)
         elif isinstance(n, SpawnFuture):
-            visit(n.child, True, lazy)
+            # spawn_future starts its work when called: at build time unless built lazily.
+            visit(n.child, True, lazy, early or not lazy)
         else:
             for k in n.kids():
-                visit(k, detached, lazy)
+                visit(k, detached, lazy, early)
 
-    visit(root, False, False)
+    visit(root, False, False, False)
 
 
 def _then_return(log: Any, o: Outcome, result: Any) -> Any:
