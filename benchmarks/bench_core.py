@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from _harness import Bench, row, timeit_sync
-
 import structexec as sx
+from _harness import Bench, row, timeit_sync
 
 
 class _NullReceiver:
