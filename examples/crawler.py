@@ -86,8 +86,10 @@ async def fetch_some(urls: list[str]) -> None:
         futures = {url: scope.spawn_future(client.fetch(url)) for url in urls}
         sizes = {url: len(await fut) for url, fut in futures.items()}
     elapsed = trio.current_time() - t0
-    print(f"part 1: fetched {client.fetched} pages in {elapsed:.1f} virtual s, "
-          f"at most {client.peak} at a time (limit {MAX_CONCURRENT})")
+    print(
+        f"part 1: fetched {client.fetched} pages in {elapsed:.1f} virtual s, "
+        f"at most {client.peak} at a time (limit {MAX_CONCURRENT})"
+    )
     for url in urls[:5]:
         print(f"  {url:10} -> {sizes[url]} links")
 
@@ -116,15 +118,19 @@ async def crawl(budget: float) -> None:
         seen.add("/")
         scope.start_soon(visit, scope, "/")
         await trio.sleep(budget)  # the body runs alongside the crawl
-        print(f"  budget of {budget} virtual s spent: request_stop() with "
-              f"{scope.count} jobs still in the scope")
+        print(
+            f"  budget of {budget} virtual s spent: request_stop() with "
+            f"{scope.count} jobs still in the scope"
+        )
         scope.request_stop()  # every fetch in flight gets trio.Cancelled
         # Leaving the block waits until everything has finished or been cancelled.
     elapsed = trio.current_time() - t0
-    print(f"part 2: crawled {client.fetched} pages ({progress[0]} counted by a plain "
-          f"sender), {client.cancelled} fetches cancelled mid-flight, "
-          f"{client.cancelled_waiting} stopped while waiting for a slot; "
-          f"done after {elapsed:.1f} virtual s; scope is {scope.state}")
+    print(
+        f"part 2: crawled {client.fetched} pages ({progress[0]} counted by a plain "
+        f"sender), {client.cancelled} fetches cancelled mid-flight, "
+        f"{client.cancelled_waiting} stopped while waiting for a slot; "
+        f"done after {elapsed:.1f} virtual s; scope is {scope.state}"
+    )
 
 
 async def main() -> None:

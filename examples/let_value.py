@@ -44,9 +44,7 @@ def fallback_on_error() -> Any:
         raise ConnectionError("primary is down")
 
     return (
-        sx.just()
-        | sx.then(flaky)
-        | sx.let_error(lambda e: sx.just(f"fallback used because: {e}"))
+        sx.just() | sx.then(flaky) | sx.let_error(lambda e: sx.just(f"fallback used because: {e}"))
     )
 
 

@@ -158,7 +158,7 @@ class BoundClosure(Closure[Any]):
         return self(other)
 
 
-_PLAIN_CALLABLES = frozenset(
+PLAIN_CALLABLES = frozenset(
     {types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial}
 )
 
@@ -176,7 +176,7 @@ class FnAdaptor(BinaryAdaptor):
     _fn_kind = "a callable"
 
     def _check_arg(self, f: Any) -> None:
-        if type(f) in _PLAIN_CALLABLES:  # the common case, checked cheaply
+        if type(f) in PLAIN_CALLABLES:  # the common case, checked cheaply
             return
         if not callable(f) or is_sender(f):
             raise TypeError(f"{self._name}(f) needs {self._fn_kind}, got {type(f).__name__}")

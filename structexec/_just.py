@@ -57,6 +57,9 @@ class _JustSender(Sender[Any]):
         return f"just({', '.join(map(repr, self._vals))})"
 
 
+_JUST_NOTHING = _JustSender(())
+
+
 class just_t(Algorithm):
     """``just(*vals)``: completes ``set_value(*vals)`` inside ``start`` ([exec.just], 10.1).
 
@@ -78,7 +81,8 @@ class just_t(Algorithm):
     @overload
     def __call__(self, *vals: Any) -> Sender[tuple[Any, ...]]: ...
     def __call__(self, *vals: Any) -> Sender[Any]:
-        return _JustSender(vals)
+        # A sender is an immutable, reusable value (2.15): every ``just()`` can be the same one.
+        return _JustSender(vals) if vals else _JUST_NOTHING
 
 
 class _JustErrorOp:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import _domain
 from ._completion_signatures import get_completion_signatures
 from ._domain import connect
 from ._env import (
@@ -347,7 +348,8 @@ class spawn_t(Algorithm):
             sigs = sndr.get_completion_signatures(st)
             if sigs is not None:
                 check_signature_set(sndr, sigs)
-            op = st._op = connect(sndr, st)
+            # connect(sndr, st) without the domain lookup when no custom domain exists
+            op = st._op = sndr.connect(st) if not _domain._domains_on else connect(sndr, st)
             # The scope's _try_associate, inlined (REQUIREMENTS 26.2).
             lock = scope._lock
             lock.acquire()

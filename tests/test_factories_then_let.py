@@ -183,3 +183,55 @@ def test_let_lazy_and_f_called_once() -> None:
     sx.sync_wait(s)
     sx.sync_wait(s)
     assert calls == [1, 1]
+
+
+# just(...) | then(f) | ... is connected as one operation (issue 4's spawn fast path); these
+# pin down that the fused operation keeps every rule of the two it replaces.
+
+
+@pytest.mark.parametrize("stages", [1, 3])
+def test_13_1_just_then_fused_values_and_order(stages: int) -> None:
+    calls: list[tuple[Any, ...]] = []
+
+    def f(*a: Any) -> Any:
+        calls.append(a)
+        return sx.values(*a, len(calls))
+
+    s: Any = sx.just(7)
+    for _ in range(stages):
+        s = s | sx.then(f)
+    rec = RecordingReceiver()
+    op = rec.connect(s)
+    assert calls == []  # connect runs nothing (2.3)
+    rec.start()
+    assert rec.value == (7, *range(1, stages + 1))
+    assert calls == [(7, *range(1, i + 1)) for i in range(stages)]
+    with pytest.raises(RuntimeError, match="start"):
+        op.start()  # an operation is started at most once (2.1)
+    assert len(calls) == stages
+
+
+def test_13_1_just_then_fused_exception_becomes_error_receiver_exception_propagates() -> None:
+    boom = E("f")
+    rec = RecordingReceiver()
+    rec.run(sx.just() | sx.then(lambda: (_ for _ in ()).throw(boom)) | sx.then(lambda: 1))
+    assert rec.error is boom  # later then stages do not run on an error (13.4)
+
+    class Bad:
+        def get_env(self) -> Any:
+            return sx.env()
+
+        def set_value(self, *a: Any) -> None:
+            raise KeyError("from the receiver")
+
+    op = sx.connect(sx.just() | sx.then(lambda: None), Bad())
+    with pytest.raises(KeyError):
+        op.start()  # not turned into set_error: only f's exceptions are (1.3)
+
+
+def test_10_1_just_sender_is_reusable_and_just_nothing_is_shared_safely() -> None:
+    a, b = sx.just(), sx.just()
+    results = [sx.sync_wait(a | sx.then(lambda: 1)), sx.sync_wait(b | sx.then(lambda: 2))]
+    assert results == [(1,), (2,)]
+    s = sx.just() | sx.then(lambda: 3)
+    assert [sx.sync_wait(s) for _ in range(3)] == [(3,)] * 3  # connectable many times (2.15)
