@@ -349,6 +349,7 @@ class _ScopeBase:
 
     __slots__ = (
         "__weakref__",
+        "_body_cs",
         "_count",
         "_entered",
         "_errors",
@@ -377,6 +378,7 @@ class _ScopeBase:
         self._joiners: list[Any] = []
         self._errors: list[Any] = []
         self._entered = False
+        self._body_cs: Any = None
         self._nursery: Any = None
         self._host_cm: Any = None
         self._host_release: Any = None
@@ -557,8 +559,11 @@ class _ScopeBase:
         ``nursery.start_soon``). Only inside ``async with scope:``.
 
         The call is checked at once (``TypeError`` if ``async_fn`` is not an async
-        function). If the scope no longer accepts work (closed or joined), the call is
-        dropped silently, like ``spawn``. The task is shielded from the enclosing trio
+        function). If the scope no longer accepts work (``close()`` was called, or
+        ``max_associations`` is reached) it raises ``RuntimeError``, as trio does for a
+        nursery closed to new arrivals (``sx.spawn`` drops work silently instead, as the
+        spec says; a coroutine handed to ``start_soon`` is never dropped unseen). The task is
+        shielded from the enclosing trio
         cancel scopes; for ``counting_scope``, ``request_stop()`` cancels it. An exception
         it raises is recorded by the scope (and, for ``counting_scope``, requests stop).
         """
@@ -582,7 +587,10 @@ class _ScopeBase:
         else:
             lock.release()
             coro.close()
-            return
+            raise RuntimeError(
+                f"scope.start_soon(): {self!r} does not accept new work (it was closed, or "
+                "max_associations is reached); the task was not started"
+            )
         try:
             nursery.start_soon(_hosted, self, coro, name=async_fn if name is None else name)
         except BaseException:
@@ -668,16 +676,18 @@ class _ScopeBase:
 
     def _cancel_hosted(self) -> None:
         nursery = self._nursery
-        if nursery is None:
-            return
-        cs = nursery.cancel_scope
+        if nursery is not None:
+            self._cancel_in_trio(nursery.cancel_scope)
+
+    def _cancel_in_trio(self, cs: Any) -> None:
+        """``cs.cancel()`` now on the trio thread, else queued to it (any thread may call)."""
         if threading.get_ident() == self._trio_thread:
             cs.cancel()
-        else:
-            try:
-                self._trio_token.run_sync_soon(cs.cancel)
-            except trio.RunFinishedError:
-                pass
+            return
+        try:
+            self._trio_token.run_sync_soon(cs.cancel)
+        except trio.RunFinishedError:
+            pass
 
     async def __aenter__(self) -> Any:
         if self._entered:
@@ -705,6 +715,10 @@ class _ScopeBase:
         self._host_cm = cm
         self._spawn_env = _nursery_env(self._nursery)
         self._on_enter()
+        # The body's own cancel scope (exited first thing in __aexit__): counting_scope
+        # cancels it when spawned work fails, as a nursery cancels its body.
+        self._body_cs = trio.CancelScope()
+        self._body_cs.__enter__()
         return self
 
     def _on_enter(self) -> None:
@@ -721,7 +735,14 @@ class _ScopeBase:
     ) -> bool:
         if not self._entered:
             raise RuntimeError(f"{self!r}: __aexit__ without __aenter__")
-        if exc is not None:
+        body_exc = exc
+        body_cs, self._body_cs = self._body_cs, None
+        try:
+            if body_cs.__exit__(exc_type, exc, tb):
+                exc = None  # the body was cancelled by this scope, because work failed
+        except BaseException as rest:  # what is left once this scope's Cancelled is removed
+            exc = rest
+        if body_exc is not None:
             self._on_body_error()  # counting_scope: request_stop() (32.7)
         cancelled: BaseException | None = None
         waiter = _TrioJoinWaiter()
@@ -764,7 +785,11 @@ class _ScopeBase:
             raise BaseExceptionGroup(_ERRORS_MESSAGE, excs) from None
         if cancelled is not None and exc is None:
             raise cancelled
-        return False
+        if exc is body_exc:
+            return False
+        if exc is None:
+            return True  # only this scope's own cancellation of the body: absorbed
+        raise exc
 
 
 def _nursery_env(nursery: Any) -> Any:
@@ -814,7 +839,10 @@ class counting_scope(_ScopeBase):
       cancellation of the enclosing code, an exception escaping the body, or an error of any
       spawned work (an exception of a ``start_soon`` task, an error completion of spawned
       senders) requests stop, so every associated sender sees its stop token fire and every
-      hosted trio task gets ``trio.Cancelled``. ``scope.start_soon`` and ``await
+      hosted trio task gets ``trio.Cancelled``. An error of spawned work also cancels the
+      body (its ``Cancelled`` is absorbed by the block, which then raises the
+      ``ExceptionGroup`` of the errors), as a nursery cancels its body when a child fails;
+      a ``request_stop()`` of your own does not. ``scope.start_soon`` and ``await
       scope.start`` make it usable where trio code expects a nursery.
     * Everything else as :class:`simple_counting_scope`.
     """
@@ -839,7 +867,13 @@ class counting_scope(_ScopeBase):
 
     def _record_error(self, err: Any) -> None:
         super()._record_error(err)
-        self._source.request_stop()  # an unhandled error cancels the siblings (2.6)
+        self._source.request_stop()  # an unhandled error cancels the siblings (2.6) ...
+        self._cancel_body()  # ... and, inside `async with`, the body, as a nursery does
+
+    def _cancel_body(self) -> None:
+        cs = self._body_cs
+        if cs is not None:
+            self._cancel_in_trio(cs)
 
     def _stopping(self) -> bool:
         return self._source._requested

@@ -401,9 +401,76 @@ async def test_2_6_errors_and_body_exception_in_one_group() -> None:
     with pytest.raises(ExceptionGroup) as ei:
         async with sx.counting_scope() as scope:
             scope.start_soon(fail)
-            await trio.sleep(0.001)
-            raise KeyError("body")
+            raise KeyError("body")  # before the child ran: both are reported, body first
     assert [type(e) for e in ei.value.exceptions] == [KeyError, ValueError]
+
+
+@pytest.mark.parametrize("how", ["start_soon", "spawn", "spawn_from_thread"])
+async def test_2_6_failing_work_cancels_the_body_like_a_nursery(
+    how: str, autojump_clock: Any
+) -> None:
+    """A nursery cancels its body when a child fails; a counting_scope does the same for an
+    exception of a hosted task or an error completion of spawned work (DESIGN.md 2.6,
+    REQUIREMENTS 32.7). The body's Cancelled is absorbed; the block raises the group of the
+    work's errors; code after the body's checkpoint never runs."""
+    reached: list[str] = []
+
+    async def fail() -> None:
+        raise ValueError("child")
+
+    async def body_waits(scope: Any) -> None:
+        await trio.sleep(10)
+        reached.append("after sleep")  # pragma: no cover - must not run
+
+    t0 = trio.current_time()
+    with pytest.raises(ExceptionGroup) as ei:
+        async with sx.counting_scope() as scope:
+            if how == "start_soon":
+                scope.start_soon(fail)
+            elif how == "spawn":
+                scope.spawn(sx.just() | sx.then(lambda: (_ for _ in ()).throw(ValueError())))
+            else:
+                await trio.to_thread.run_sync(
+                    lambda: sx.spawn(sx.just_error(ValueError("t")), scope.get_token())
+                )
+            reached.append("body")
+            await body_waits(scope)
+    assert [type(e) for e in ei.value.exceptions] == [ValueError]
+    assert reached == ["body"]
+    assert trio.current_time() - t0 < 1
+
+
+async def test_2_6_simple_scope_body_and_request_stop_do_not_cancel_the_body(
+    autojump_clock: Any,
+) -> None:
+    """simple_counting_scope cancels nothing; request_stop() stops the work, not the body
+    (the body is not work of the scope)."""
+
+    async def fail() -> None:
+        raise ValueError("child")
+
+    with pytest.raises(ExceptionGroup):
+        async with sx.simple_counting_scope() as scope:
+            scope.start_soon(fail)
+            await trio.sleep(1)  # not cancelled
+            done = trio.current_time()
+    assert done >= 1
+    async with sx.counting_scope() as cs:
+        cs.request_stop()
+        await trio.sleep(1)  # not cancelled
+        after = True
+    assert after
+
+
+async def test_2_6_body_cancelled_by_the_scope_inside_an_outer_cancel_scope(
+    autojump_clock: Any,
+) -> None:
+    """The scope absorbs only its own cancellation: an enclosing cancel scope's Cancelled
+    still propagates to it."""
+    with trio.move_on_after(5) as outer:
+        async with sx.counting_scope():
+            await trio.sleep(10)
+    assert outer.cancelled_caught
 
 
 async def test_26_14_request_stop_cancels_hosted_tasks_and_senders() -> None:
@@ -510,10 +577,12 @@ async def test_bad_state_use(kind: Any) -> None:
     with pytest.raises(RuntimeError, match="joined"):
         async with scope:
             pass  # pragma: no cover
-    # a closed scope drops start_soon silently (like spawn) and refuses start
+    # a closed scope refuses start_soon and start loudly, as trio does for a nursery closed
+    # to new arrivals (sx.spawn drops silently, 29.4)
     async with kind() as s2:
         s2.close()
-        s2.start_soon(noop)
+        with pytest.raises(RuntimeError, match="does not accept new work"):
+            s2.start_soon(noop)
         assert s2.count == 0
         with pytest.raises(RuntimeError, match="does not accept new work"):
             await s2.start(noop)
