@@ -137,6 +137,32 @@ class _JustThenOp:
         self._rcvr.set_value(*vals)
 
 
+class _JustThen1Op:
+    """``just(*vals) | then(f)``: :class:`_JustThenOp` with one function (no tuple, no loop)."""
+
+    __slots__ = ("_fn", "_rcvr", "_started", "_vals")
+    _fn: Callable[..., Any]
+    _rcvr: Any
+    _started: bool
+    _vals: tuple[Any, ...]
+
+    def start(self) -> None:
+        if self._started:
+            raise twice_started(self)
+        self._started = True
+        try:
+            r = self._fn(*self._vals)
+        except Exception as e:
+            self._rcvr.set_error(e)
+            return
+        if r is None:
+            self._rcvr.set_value()
+        elif type(r) is values:
+            self._rcvr.set_value(*r)
+        else:
+            self._rcvr.set_value(r)
+
+
 _new = object.__new__
 
 
@@ -171,22 +197,22 @@ class _ThenBase(UnarySender):
             flat = self._flat = (s, tuple(stages), _value_fns(stages))
         return flat
 
-    def connect(self, rcvr: Any) -> _ThenOp | _JustThenOp:
+    def connect(self, rcvr: Any) -> _ThenOp | _JustThenOp | _JustThen1Op:
         if _domain._customize_all or (
             _domain._domains_on and not _THEN_TAGS.isdisjoint(_domain._customized_tags)
         ):
             return self._connect_with_domains(rcvr)
         child = self._child
         if type(child) is _JustSender and self._kind == _VALUE:  # just(...) | then(f)
-            jop = _new(_JustThenOp)
-            jop._rcvr = rcvr
-            jop._vals = child._vals
-            jop._fns = (self._fn,)
-            jop._started = False
-            return jop
+            j1 = _new(_JustThen1Op)  # the hot path: one object, no __init__ frame
+            j1._rcvr = rcvr
+            j1._vals = child._vals
+            j1._fn = self._fn
+            j1._started = False
+            return j1
         base, stages, fns = self._flatten()
         if fns is not None and type(base) is _JustSender:
-            jop = _new(_JustThenOp)  # the hot path: no __init__ frame, no child operation
+            jop = _new(_JustThenOp)  # no __init__ frame, no child operation
             jop._rcvr = rcvr
             jop._vals = base._vals
             jop._fns = fns
@@ -299,7 +325,12 @@ class then_t(FnAdaptor):
     @overload
     def __call__(self, sndr: Any, f: Callable[..., R], /) -> Sender[R]: ...
     def __call__(self, *args: Any) -> Any:
-        return _closure(self, args)
+        if len(args) == 1 and type(args[0]) in PLAIN_CALLABLES:  # _closure, inlined
+            c = _new(_ThenClosure)
+            c._alg = self
+            c._x = args[0]
+            return c
+        return self._build(args)
 
 
 class upon_error_t(FnAdaptor):

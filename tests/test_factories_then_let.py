@@ -216,6 +216,13 @@ def test_13_1_just_then_fused_exception_becomes_error_receiver_exception_propaga
     rec = RecordingReceiver()
     rec.run(sx.just() | sx.then(lambda: (_ for _ in ()).throw(boom)) | sx.then(lambda: 1))
     assert rec.error is boom  # later then stages do not run on an error (13.4)
+    rec = RecordingReceiver()
+    rec.run(sx.just(1) | sx.then(lambda x: (_ for _ in ()).throw(boom)))  # one stage
+    assert rec.error is boom
+    for ret, sent in [(None, ()), ((1, 2), ((1, 2),)), (sx.values(1, 2), (1, 2))]:
+        rec = RecordingReceiver()
+        rec.run(sx.just(0) | sx.then(lambda x, r=ret: r))
+        assert rec.value == sent  # the values convention (DESIGN.md 2.1)
 
     class Bad:
         def get_env(self) -> Any:
