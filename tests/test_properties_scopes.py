@@ -152,3 +152,21 @@ def test_when_all_stopped_at_start_releases_associations_dq_2_8() -> None:
     stops = sxst.StopSchedule((sxst.StopEvent(0, ("root", 0)),))
     r = sxst.run_tree(tree, stops)
     r.check()  # fails: "a scope's join completed only after gc.collect()"
+
+
+def test_model_stop_point_inside_eager_spawn_future_work_req_30_2() -> None:
+    """Pinned from a failing example: ``spawn_future`` starts its work while the tree is
+    built (30.2), before the stop requests a schedule makes "at step 0", so a stop point
+    inside that work may or may not be stopped when the work reaches it; the model allows
+    both (here the value arrived first, from the worker thread)."""
+    from structexec.testing._tree import Fn, Just, SpawnFuture, StopPoint, Then, ThreadHop
+
+    work = Then(Then(StopPoint(ThreadHop(Just(())), 0), Fn.mix(0)), Fn.mix(0))
+    tree = sxst.Tree(SpawnFuture(work, 0), points=1, scopes=SCOPES, counted_tokens=False)
+    stops = sxst.StopSchedule(
+        (sxst.StopEvent(0, ("root", 0), True), sxst.StopEvent(0, ("point", 0), False))
+    )
+    model = tree.model(stops)
+    assert sxst.STOPPED in model and any(o[0] == "value" for o in model)
+    for _ in range(20):
+        sxst.run_tree(tree, stops, sxst.Interleaving(()), allow_gc=ALLOW_GC).check()
