@@ -99,7 +99,12 @@ from ._domain import connect
 from ._env import _MISSING, QueryError, get_scheduler, get_stop_token, query_or
 from ._errors import ErrorValue, Stopped
 from ._protocol import completed_twice, values
-from ._stop_token import inplace_stop_source, inplace_stop_token
+from ._stop_token import (
+    combined_stop_token,
+    inplace_stop_source,
+    inplace_stop_token,
+    is_unstoppable,
+)
 from ._trio_bridge import (
     RunState,
     current_run,
@@ -135,6 +140,7 @@ _wait_task_rescheduled = tl.wait_task_rescheduled
 _checkpoint = tl.checkpoint
 _FAILED = tl.Abort.FAILED
 _get_hosted = hosted_env.get
+_set_hosted = hosted_env.set
 _runs_get = runs_by_thread.get
 _current_task = tl.current_task
 _current_effective_deadline = trio.current_effective_deadline
@@ -203,11 +209,27 @@ class _AwaitRcvr:
                 src.request_stop()
         # A fresh token (equal to src.get_token()) rather than the source's cached one, which
         # would make a source <-> token reference cycle that only the GC can free.
-        return inplace_stop_token(src)
+        tok = inplace_stop_token(src)
+        base = self._base
+        if base is not None:
+            # Inside a coroutine hosted by structexec, the hosting operation's stop requests
+            # must reach this token too, also after this await has returned (a coroutine
+            # that reads its token once with ``await sx.read_env(sx.get_stop_token)`` and
+            # polls it later, REQUIREMENTS 20.9).
+            hosted = query_or(base, get_stop_token, None)
+            if hosted is not None and not is_unstoppable(hosted):
+                return combined_stop_token(tok, hosted)
+        return tok
 
     def _abort(self, raise_cancel: Any) -> Any:
         # trio cancellation of the parked task -> stop request; keep waiting (32.2).
         self._cancelled = True
+        base = self._base
+        if type(base) is _FastChildEnv:
+            # A child of a fast-path when_all is cancelled only when the when_all stops or
+            # its awaiting task is cancelled; either way the general path's when_all stop
+            # source has fired by now (16.4).
+            base._st._request_stop()
         with _LOCK:
             src = self._src
         if src is not None:
@@ -267,11 +289,17 @@ def await_sender(sndr: Any) -> Generator[Any, Any, Any]:
     if driver is not None:
         return (yield from driver.await_sender(sndr))
     tp = type(sndr)
-    if tp is _WhenAllSender and FAST_WHEN_ALL and _get_hosted() is None:
-        # when_all of coroutines: a nursery of this task (module docstring). _children is
-        # _WhenAllSender's private tuple of children (its public ``children`` property).
+    if tp is _WhenAllSender and FAST_WHEN_ALL:
+        # when_all of coroutines: a nursery of this task (module docstring), in a plain trio
+        # task or a child of another fast-path when_all. _children is _WhenAllSender's
+        # private tuple of children (its public ``children`` property).
+        hosted = _get_hosted()
         children = sndr._children
-        st = _nursery_state(children)
+        st = (
+            _nursery_state(children, hosted)
+            if hosted is None or (type(hosted) is _FastChildEnv and not hosted.stopped())
+            else None  # a stopped parent: the general path stops before starting anything
+        )
         if st is not None:
             return (yield from st._run(children).__await__())
     run = _runs_get(_get_ident())
@@ -329,7 +357,7 @@ def await_sender(sndr: Any) -> Generator[Any, Any, Any]:
 _STARTED, _ERROR_D, _STOPPED_D = 0, 1, 2
 
 
-def _nursery_state(children: tuple[Any, ...]) -> _NurseryWhenAll | None:
+def _nursery_state(children: tuple[Any, ...], parent: Any) -> _NurseryWhenAll | None:
     """The state for running ``await when_all(*children)`` in a nursery, or ``None`` if not.
 
     Only fresh coroutine objects (the general path raises ``TypeError`` at connect for a used
@@ -350,7 +378,7 @@ def _nursery_state(children: tuple[Any, ...]) -> _NurseryWhenAll | None:
     status = getattr(task, "_cancel_status", None)
     if _deadline_is_finite(status):
         return None
-    return _NurseryWhenAll(len(children), status)
+    return _NurseryWhenAll(len(children), status, parent)
 
 
 def _deadline_is_finite(status: Any) -> bool:
@@ -381,13 +409,31 @@ def _deadline_is_finite(status: Any) -> bool:
 class _NurseryWhenAll:
     """Bookkeeping of one ``await when_all(<coroutines>)`` run in a nursery (16.3-16.9)."""
 
-    __slots__ = ("_count", "_disp", "_err", "_outer", "_outer_cancelled", "_scope", "_vals")
+    __slots__ = (
+        "_cancel_seen",
+        "_count",
+        "_disp",
+        "_env",
+        "_err",
+        "_outer",
+        "_outer_cancelled",
+        "_parent",
+        "_scope",
+        "_src",
+        "_vals",
+    )
 
-    def __init__(self, n: int, outer: Any) -> None:
+    def __init__(self, n: int, outer: Any, parent: _FastChildEnv | None = None) -> None:
         self._count = n
+        self._parent = parent
         self._disp = _STARTED
         self._vals: list[Any] = [None] * n
         self._outer = outer
+        # The stop source standing for the general path's when_all stop source; made only if
+        # a child asks for its stop token (see _FastChildEnv).
+        self._src: inplace_stop_source | None = None
+        self._cancel_seen = False
+        self._env = _FastChildEnv(self)
         # Set when used: _scope (in _run), _err (with _disp = _ERROR_D), _outer_cancelled (by
         # the last arrival when _disp is _STOPPED_D).
         self._scope: Any
@@ -448,8 +494,33 @@ class _NurseryWhenAll:
             await _checkpoint()
         raise Stopped()
 
+    def _request_stop(self) -> None:
+        self._cancel_seen = True
+        src = self._src
+        if src is not None:
+            src.request_stop()
+
+    def _stopped_now(self) -> bool:
+        """Whether the general path's when_all would have seen a stop request by now: a
+        child failed or stopped, or the awaiting task's trio cancellation hit (the general
+        path turns that into a stop request as soon as the task parks)."""
+        if self._disp != _STARTED or self._cancel_seen:
+            return True
+        return getattr(self._outer, "effectively_cancelled", None) is True
+
+    def _token(self) -> Any:
+        src = self._src
+        if src is None:
+            src = self._src = inplace_stop_source()
+            if self._stopped_now():
+                src.request_stop()
+        tok = inplace_stop_token(src)
+        parent = self._parent  # nested in a child of another fast-path when_all
+        return tok if parent is None else combined_stop_token(tok, parent._st._token())
+
     @_enable_ki_protection
     async def _child(self, i: int, coro: Any) -> None:
+        _set_hosted(self._env)  # this task's context only (trio copies it per task)
         try:
             result = await coro
         except BaseException as exc:
@@ -487,8 +558,11 @@ class _NurseryWhenAll:
             return None
         if isinstance(ex, Exception):
             if self._disp != _ERROR_D:  # the first error wins, also over a stop (16.6, 16.8)
+                first = self._disp == _STARTED
                 self._disp = _ERROR_D
                 self._err = ex
+                if first and self._src is not None:
+                    self._src.request_stop()
                 self._scope.cancel()
             self._arrive()
             return None
@@ -515,6 +589,8 @@ class _NurseryWhenAll:
     def _stop(self) -> None:
         if self._disp == _STARTED:  # (16.7)
             self._disp = _STOPPED_D
+            if self._src is not None:
+                self._src.request_stop()
             self._scope.cancel()
 
     def _arrive(self) -> None:
@@ -526,6 +602,32 @@ class _NurseryWhenAll:
             self._outer = None
             st = getattr(outer, "effectively_cancelled", None)
             self._outer_cancelled = st if type(st) is bool else None
+
+
+class _FastChildEnv:
+    """What a child of the fast path hosts its awaits in (``hosted_env``), as a hosted
+    coroutine of the general path does: ``get_stop_token`` is when_all's own stop token
+    (stopped when a child fails or stops), so a token a child reads with ``read_env`` fires
+    as the general path's does (REQUIREMENTS 16.4, 20.9). Nothing else is answered here (the
+    awaiting receiver adds the trio scheduler)."""
+
+    __slots__ = ("_st",)
+
+    def __init__(self, st: _NurseryWhenAll) -> None:
+        self._st = st
+
+    def _sx_try(self, q: Any, default: Any) -> Any:
+        return self._st._token() if q is get_stop_token else default
+
+    def stopped(self) -> bool:
+        """Whether this when_all, or one it is nested in, has a stop request by now."""
+        st = self._st
+        return st._stopped_now() or (st._parent is not None and st._parent.stopped())
+
+    def query(self, q: Any, *args: Any) -> Any:
+        if q is get_stop_token and not args:
+            return self._st._token()
+        raise QueryError(f"the environment of a when_all child does not support {q!r}")
 
 
 def _lone_keyboard_interrupt(group: BaseExceptionGroup[Any]) -> BaseException | None:

@@ -35,8 +35,13 @@ from ._env import (
 )
 from ._protocol import Algorithm, Sender, set_stopped_t, twice_started
 from ._spawn import FAST_TOKENS, check_args, spawned_env, with_scope_env
-from ._stop_token import inplace_stop_source, is_unstoppable, stop_callback_for
-from ._stop_when import combined_stop_token, stop_when
+from ._stop_token import (
+    combined_stop_token,
+    inplace_stop_source,
+    is_unstoppable,
+    stop_callback_for,
+)
+from ._stop_when import stop_when
 from ._trampoline import trampoline_start
 
 __all__ = ["spawn_future"]

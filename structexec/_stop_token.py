@@ -35,6 +35,7 @@ __all__ = [
     "never_stop_token",
     "stop_callback_for",
     "is_unstoppable",
+    "combined_stop_token",
     "StopCallback",
 ]
 
@@ -441,3 +442,78 @@ def is_unstoppable(token: object) -> bool:
     """
     cls = type(token)
     return cls is never_stop_token or getattr(cls, "unstoppable", False) is True
+
+
+class _CombinedCallback:
+    """``stoken-t::callback_type``: registered on both tokens, runs ``fn`` at most once."""
+
+    __slots__ = ("_ca", "_cb", "_fn")
+
+    def __init__(self, token: combined_stop_token, fn: Callable[[], object]) -> None:
+        # A one-element list: list.pop() is atomic, so exactly one of the two sides (or the
+        # constructor's immediate run) gets ``fn``.
+        self._fn = [fn]
+        self._ca: Any = None
+        self._cb: Any = None
+        self._ca = stop_callback_for(token._a, self._fire)
+        if self._fn:  # not fired yet by the first token: register on the second one too
+            self._cb = stop_callback_for(token._b, self._fire)
+
+    def _fire(self) -> None:
+        try:
+            fn = self._fn.pop()
+        except IndexError:
+            return
+        fn()
+
+    def close(self) -> None:
+        """Deregister from both tokens (waits for a run in progress on another thread, 5.4)."""
+        ca, cb = self._ca, self._cb
+        self._ca = self._cb = None
+        if ca is not None:
+            ca.close()
+        if cb is not None:
+            cb.close()
+
+    def __enter__(self) -> _CombinedCallback:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class combined_stop_token:
+    """``stoken-t`` of [exec.stop.when]: stopped when either of two tokens is (28.3).
+
+    Also the token an awaited sender sees inside a coroutine hosted by structexec: the
+    await's own token combined with the hosting operation's (REQUIREMENTS 20.9)."""
+
+    __slots__ = ("_a", "_b")
+    callback_type: ClassVar[type[_CombinedCallback]] = _CombinedCallback
+    unstoppable: ClassVar[bool] = False
+
+    def __init__(self, a: Any, b: Any) -> None:
+        self._a = a
+        self._b = b
+
+    def stop_requested(self) -> bool:
+        return bool(self._a.stop_requested() or self._b.stop_requested())
+
+    def stop_possible(self) -> bool:
+        return bool(self._a.stop_possible() or self._b.stop_possible())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, combined_stop_token):
+            return bool(self._a == other._a and self._b == other._b)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self._a, self._b))
+
+    def __repr__(self) -> str:
+        return f"combined_stop_token({self._a!r}, {self._b!r})"

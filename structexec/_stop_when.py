@@ -17,90 +17,16 @@ sender, and how ``spawn_future`` adds its own stop source.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from types import TracebackType
-from typing import Any, ClassVar
+from typing import Any
 
 from ._adaptor_util import close_op
 from ._completion_signatures import get_completion_signatures
 from ._domain import connect
 from ._env import QueryError, fwd_env, get_env, get_stop_token, query_or
 from ._protocol import Algorithm, Sender
-from ._stop_token import is_unstoppable, stop_callback_for
+from ._stop_token import combined_stop_token, is_unstoppable
 
 __all__: list[str] = []
-
-
-class _CombinedCallback:
-    """``stoken-t::callback_type``: registered on both tokens, runs ``fn`` at most once."""
-
-    __slots__ = ("_ca", "_cb", "_fn")
-
-    def __init__(self, token: combined_stop_token, fn: Callable[[], object]) -> None:
-        # A one-element list: list.pop() is atomic, so exactly one of the two sides (or the
-        # constructor's immediate run) gets ``fn``.
-        self._fn = [fn]
-        self._ca: Any = None
-        self._cb: Any = None
-        self._ca = stop_callback_for(token._a, self._fire)
-        if self._fn:  # not fired yet by the first token: register on the second one too
-            self._cb = stop_callback_for(token._b, self._fire)
-
-    def _fire(self) -> None:
-        try:
-            fn = self._fn.pop()
-        except IndexError:
-            return
-        fn()
-
-    def close(self) -> None:
-        """Deregister from both tokens (waits for a run in progress on another thread, 5.4)."""
-        ca, cb = self._ca, self._cb
-        self._ca = self._cb = None
-        if ca is not None:
-            ca.close()
-        if cb is not None:
-            cb.close()
-
-    def __enter__(self) -> _CombinedCallback:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-class combined_stop_token:
-    """``stoken-t`` of [exec.stop.when]: stopped when either of two tokens is (28.3)."""
-
-    __slots__ = ("_a", "_b")
-    callback_type: ClassVar[type[_CombinedCallback]] = _CombinedCallback
-    unstoppable: ClassVar[bool] = False
-
-    def __init__(self, a: Any, b: Any) -> None:
-        self._a = a
-        self._b = b
-
-    def stop_requested(self) -> bool:
-        return bool(self._a.stop_requested() or self._b.stop_requested())
-
-    def stop_possible(self) -> bool:
-        return bool(self._a.stop_possible() or self._b.stop_possible())
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, combined_stop_token):
-            return bool(self._a == other._a and self._b == other._b)
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash((self._a, self._b))
-
-    def __repr__(self) -> str:
-        return f"combined_stop_token({self._a!r}, {self._b!r})"
 
 
 class StopTokenEnv:

@@ -6,7 +6,8 @@ import threading
 from typing import Any
 
 import structexec as sx
-from structexec._stop_when import combined_stop_token, stop_when
+from structexec._stop_token import combined_stop_token
+from structexec._stop_when import stop_when
 from structexec.testing import ManualScheduler, RecordingReceiver
 
 

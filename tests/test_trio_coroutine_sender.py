@@ -443,3 +443,44 @@ async def test_keyboard_interrupt_in_hosted_coroutine_completes_stopped() -> Non
             await rec.wait_trio()
     assert info.group_contains(KeyboardInterrupt)
     assert rec.stopped
+
+
+@pytest.mark.parametrize("from_thread", [False, True])
+async def test_20_9_token_read_inside_hosted_coroutine_fires_on_the_hosts_stop(
+    from_thread: bool, autojump_clock: Any
+) -> None:
+    """A coroutine run as a sender reads its stop token once (``await
+    sx.read_env(sx.get_stop_token)``) and keeps it: a stop request on the hosting operation
+    reaches that token later, and a callback registered on it runs exactly once. (Without
+    the host's token in it, the token would belong to that one finished await and never
+    fire.)"""
+    seen: list[Any] = []
+    fired: list[int] = []
+
+    async def work() -> None:
+        tok = await sx.read_env(sx.get_stop_token)
+        cb = sx.stop_callback_for(tok, lambda: fired.append(threading.get_ident()))
+        seen.append(tok.stop_requested())
+        try:
+            await trio.sleep_forever()
+        finally:
+            seen.append(tok.stop_requested())
+            cb.close()
+
+    async with sx.counting_scope() as scope:
+        scope.spawn(work())
+        await trio.sleep(1)
+        if from_thread:
+            await trio.to_thread.run_sync(scope.request_stop)
+        else:
+            scope.request_stop()
+    assert seen == [False, True]
+    assert len(fired) == 1
+
+
+async def test_token_of_a_plain_trio_task_await_is_the_awaits_own() -> None:
+    """Outside a hosted coroutine the token is the await's own (stopped by the task's trio
+    cancellation during the await), not a combination."""
+    tok = await sx.read_env(sx.get_stop_token)
+    assert type(tok) is sx.inplace_stop_token
+    assert not tok.stop_requested()
