@@ -358,6 +358,7 @@ class _ScopeBase:
         "_joiners",
         "_lock",
         "_nursery",
+        "_parked",
         "_spawn_env",
         "_state",
         "_stop_cb",
@@ -379,6 +380,7 @@ class _ScopeBase:
         self._errors: list[Any] = []
         self._entered = False
         self._body_cs: Any = None
+        self._parked = 0  # associations held only by finished, unconsumed spawn_futures
         self._nursery: Any = None
         self._host_cm: Any = None
         self._host_release: Any = None
@@ -423,6 +425,34 @@ class _ScopeBase:
                 j._sx_join_complete()
             return
         lock.release()
+
+    def _future_parked(self, delta: int, check: bool) -> None:
+        """A ``spawn_future`` of this scope finished with nobody consuming it yet (+1), or
+        its result was then consumed or dropped (-1); ``check``: warn if the exit of
+        ``async with`` now waits for such futures only. Only for that diagnostic."""
+        lock = self._lock
+        lock.acquire()
+        self._parked = n = self._parked + delta
+        stuck = check and self._entered and JOINING[self._state] and 0 < n == self._count
+        lock.release()
+        if stuck:
+            # On the thread that completed the work, inside its completion: a warning filter
+            # that turns warnings into errors must not break the completion (DESIGN.md 2.8).
+            try:
+                self._warn_parked(n)
+            except Exception:
+                pass
+
+    def _warn_parked(self, n: int) -> None:
+        warnings.warn(
+            f"leaving `async with {type(self).__name__}()` waits for {n} spawn_future "
+            "result(s) that nobody has consumed yet: a future holds its association until it "
+            "is awaited, closed or dropped (REQUIREMENTS 30.8), so the block cannot finish "
+            "while the future objects are alive. Await them inside the block, or call "
+            "fut.close() for results you do not need",
+            RuntimeWarning,
+            stacklevel=2,
+        )
 
     def _start_join(self, op: Any) -> bool:
         """``start-join-sender``: ``True`` to complete inline, else ``op`` is registered."""
@@ -748,6 +778,12 @@ class _ScopeBase:
         waiter = _TrioJoinWaiter()
         # Join without closing first: spawned work may still spawn siblings (32.7).
         if not self._start_join(waiter):
+            lock = self._lock
+            lock.acquire()
+            n, stuck = self._parked, 0 < self._parked == self._count
+            lock.release()
+            if stuck:
+                self._warn_parked(n)
             try:
                 await waiter.event.wait()
             except trio.Cancelled as c:

@@ -88,6 +88,7 @@ class _FutureState:
         "_fast",
         "_flag",
         "_kind",
+        "_parked",
         "_result",
         "_slot",
         "_sndr",
@@ -107,6 +108,7 @@ class _FutureState:
         self._flag = [None]  # claimed by whichever of complete / consume-or-abandon is first
         self._slot: Any = None  # the registered consumer: a one-element list
         self._kind = -1
+        self._parked = False  # counted by the scope as finished-but-unconsumed (fast path)
         self._result: Any = None
         self._ext: _ConsumerStop | None = None
 
@@ -179,8 +181,19 @@ class _FutureState:
     # -- the three events
 
     def _complete(self) -> None:
+        counted = self._fast and self._associated and bool(self._flag)
+        if counted:
+            # Counted before the claim, so that a consumer that sees the claim also sees it;
+            # the diagnostic looks at the count only once the claim is ours.
+            self._parked = True
+            self._token._future_parked(1, check=False)
         if _claim(self._flag):
+            if counted:
+                self._token._future_parked(0, check=True)
             return  # first: the result waits for consume or abandon (30.7)
+        if counted:
+            self._parked = False
+            self._token._future_parked(-1, check=False)
         ext = self._ext
         if ext is None:
             slot = self._slot
@@ -281,6 +294,9 @@ class _FutureState:
                 record = getattr(token, "record_error", None)
                 if record is not None:
                     record(err)
+        if self._parked:
+            self._parked = False
+            token._future_parked(-1, check=False)
         if self._associated:
             self._associated = False
             if self._fast:

@@ -680,3 +680,61 @@ async def test_spawn_coroutine_without_async_with(kind: Any) -> None:
     assert scope.count == 1
     await scope.join()
     assert ran == ["coro"] and scope.state == "joined"
+
+
+async def test_30_8_exit_waiting_only_for_unconsumed_futures_warns(
+    autojump_clock: Any,
+) -> None:
+    """A future holds its association until consumed or dropped (30.8), so a block whose
+    body keeps an unconsumed future cannot finish: instead of a silent hang, the exit warns
+    (RuntimeWarning) and says what to do; closing the future then lets the block finish."""
+    async with trio.open_nursery() as n:
+        fut: Any = None
+
+        async def release_later() -> None:
+            await trio.sleep(1)
+            fut.close()
+
+        with pytest.warns(RuntimeWarning, match="nobody has consumed"):
+            async with sx.counting_scope() as scope:
+                fut = scope.spawn_future(sx.just(1))
+                n.start_soon(release_later)
+        assert trio.current_time() == pytest.approx(1)
+        assert scope.state == "joined"
+
+
+async def test_30_8_future_finishing_while_the_exit_waits_warns_then_await_after(
+    autojump_clock: Any,
+) -> None:
+    sch = ManualScheduler()
+    got: list[Any] = []
+    async with trio.open_nursery() as n:
+
+        async def finish_then_consume() -> None:
+            await trio.sleep(1)
+            with pytest.warns(RuntimeWarning, match="1 spawn_future"):
+                sch.drain()  # the work finishes while the exit waits: now it is stuck
+            got.append(await fut)  # consuming releases the association
+
+        async with sx.counting_scope() as scope:
+            fut = scope.spawn_future(sx.schedule(sch) | sx.then(lambda: 7))
+            n.start_soon(finish_then_consume)
+    assert got == [7]
+
+
+async def test_30_8_no_warning_when_futures_are_consumed_or_still_running(
+    autojump_clock: Any,
+) -> None:
+    sch = ManualScheduler()
+    async with sx.counting_scope() as scope:
+        fut = scope.spawn_future(sx.just(2))
+        assert await fut == 2
+        running = scope.spawn_future(sx.schedule(sch))
+        del running  # abandoned: stop requested, the scope waits for the work
+
+        async def drain_later() -> None:
+            await trio.sleep(1)
+            sch.drain()
+
+        scope.start_soon(drain_later)
+    assert scope.state == "joined"
