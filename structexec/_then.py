@@ -199,7 +199,9 @@ class _ThenBase(UnarySender):
 
     def connect(self, rcvr: Any) -> _ThenOp | _JustThenOp | _JustThen1Op:
         if _domain._customize_all or (
-            _domain._domains_on and not _THEN_TAGS.isdisjoint(_domain._customized_tags)
+            # _FUSE_TAGS: a domain customising `just` must see the just below a then too,
+            # which the fused just|then operations below would skip.
+            _domain._domains_on and not _FUSE_TAGS.isdisjoint(_domain._customized_tags)
         ):
             return self._connect_with_domains(rcvr)
         child = self._child
@@ -367,6 +369,7 @@ then = then_t()
 upon_error = upon_error_t()
 upon_stopped = upon_stopped_t()
 _THEN_TAGS = frozenset((then, upon_error, upon_stopped))
+_FUSE_TAGS = _THEN_TAGS | {_JustSender.tag}
 _ThenSender.tag = then
 _UponErrorSender.tag = upon_error
 _UponStoppedSender.tag = upon_stopped

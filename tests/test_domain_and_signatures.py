@@ -133,3 +133,28 @@ def test_9_12_domain_declaring_customized_tags_is_asked_only_about_them(
     assert asked == []
     sx.start(sx.connect(sx.bulk_chunked(sx.just([0]), sx.par, 1, lambda b, e, x: None), R()))
     assert asked == [sx.bulk_chunked]
+
+
+def test_9_12_domain_customising_just_is_asked_under_a_then(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``just(x) | then(f)`` is connected as one operation when no domain customises either
+    tag; a domain that customises only ``just`` must still see (and may replace) the ``just``
+    below a ``then`` (REQUIREMENTS 7.2, 9.4)."""
+    set_domain_dispatch(monkeypatch, False)  # forget domains made by earlier tests
+    asked: list[Any] = []
+
+    class TimesTen(sx.default_domain):
+        customized_tags = frozenset({sx.just})
+
+        def transform_sender(self, sndr: Any, env: Any = None) -> Any:
+            asked.append(sndr.tag)
+            if sndr.tag is sx.just and sndr.data != (10,):
+                return sx.just(*(v * 10 for v in sndr.data))
+            return super().transform_sender(sndr, env)
+
+    dom = TimesTen()
+    rec = RecordingReceiver(extra_env=sx.prop(sx.get_domain, dom))
+    rec.run(sx.just(1) | sx.then(lambda x: x + 1))
+    assert rec.value == (11,)
+    assert sx.just in asked
