@@ -593,9 +593,9 @@ class _ScopeBase:
         ``max_associations`` is reached) it raises ``RuntimeError``, as trio does for a
         nursery closed to new arrivals (``sx.spawn`` drops work silently instead, as the
         spec says; a coroutine handed to ``start_soon`` is never dropped unseen). The task is
-        shielded from the enclosing trio
-        cancel scopes; for ``counting_scope``, ``request_stop()`` cancels it. An exception
-        it raises is recorded by the scope (and, for ``counting_scope``, requests stop).
+        shielded from the enclosing trio cancel scopes; for ``counting_scope``,
+        ``request_stop()`` cancels it. An exception it raises is recorded by the scope (and,
+        for ``counting_scope``, requests stop and cancels the ``async with`` body).
         """
         nursery = self._nursery
         if nursery is None:

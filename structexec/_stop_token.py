@@ -24,7 +24,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, ClassVar, NoReturn, Protocol, cast, runtime_checkable
+from typing import Any, ClassVar, NoReturn, Protocol, TypeVar, cast, runtime_checkable
 
 from structexec._errors import terminate
 
@@ -40,6 +40,7 @@ __all__ = [
 ]
 
 _get_ident = threading.get_ident
+_CB = TypeVar("_CB", bound="_ClosesOnExit")
 _new_token = object.__new__
 
 
@@ -80,7 +81,27 @@ def _run_immediately(fn: Callable[[], object]) -> None:
         terminate("stop callback raised", exc)
 
 
-class inplace_stop_callback:
+class _ClosesOnExit:
+    """The context-manager face of a stop callback: leaving ``with`` deregisters it (5.4)."""
+
+    __slots__ = ()
+
+    def close(self) -> None:  # overridden by every subclass
+        pass
+
+    def __enter__(self: _CB) -> _CB:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class inplace_stop_callback(_ClosesOnExit):
     """``std::inplace_stop_callback<Fn>``: register ``fn`` on an ``inplace_stop_token``.
 
     ``inplace_stop_callback(token, fn)`` (REQUIREMENTS 5.3, 5.10):
@@ -151,17 +172,6 @@ class inplace_stop_callback:
                     cond.wait()
         finally:
             lock.release()
-
-    def __enter__(self) -> inplace_stop_callback:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     __copy__ = _no_copy
     __deepcopy__ = _no_copy
@@ -444,7 +454,7 @@ def is_unstoppable(token: object) -> bool:
     return cls is never_stop_token or getattr(cls, "unstoppable", False) is True
 
 
-class _CombinedCallback:
+class _CombinedCallback(_ClosesOnExit):
     """``stoken-t::callback_type``: registered on both tokens, runs ``fn`` at most once."""
 
     __slots__ = ("_ca", "_cb", "_fn")
@@ -474,17 +484,6 @@ class _CombinedCallback:
             ca.close()
         if cb is not None:
             cb.close()
-
-    def __enter__(self) -> _CombinedCallback:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 class combined_stop_token:
