@@ -436,23 +436,24 @@ class _ScopeBase:
         stuck = check and self._entered and JOINING[self._state] and 0 < n == self._count
         lock.release()
         if stuck:
-            # On the thread that completed the work, inside its completion: a warning filter
-            # that turns warnings into errors must not break the completion (DESIGN.md 2.8).
-            try:
-                self._warn_parked(n)
-            except Exception:
-                pass
+            self._warn_parked(n)
 
     def _warn_parked(self, n: int) -> None:
-        warnings.warn(
-            f"leaving `async with {type(self).__name__}()` waits for {n} spawn_future "
-            "result(s) that nobody has consumed yet: a future holds its association until it "
-            "is awaited, closed or dropped (REQUIREMENTS 30.8), so the block cannot finish "
-            "while the future objects are alive. Await them inside the block, or call "
-            "fut.close() for results you do not need",
-            RuntimeWarning,
-            stacklevel=2,
-        )
+        # Called inside a completion (on the thread that completed the work) or from
+        # __aexit__ before it joins: a filter that turns warnings into errors must break
+        # neither (a completion must not raise; the block must still join).
+        try:
+            warnings.warn(
+                f"leaving `async with {type(self).__name__}()` waits for {n} spawn_future "
+                "result(s) that nobody has consumed yet: a future holds its association "
+                "until it is awaited, closed or dropped (REQUIREMENTS 30.8), so the block "
+                "cannot finish while the future objects are alive. Await them inside the "
+                "block, or call fut.close() for results you do not need",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        except Exception:
+            pass
 
     def _start_join(self, op: Any) -> bool:
         """``start-join-sender``: ``True`` to complete inline, else ``op`` is registered."""

@@ -738,3 +738,24 @@ async def test_30_8_no_warning_when_futures_are_consumed_or_still_running(
 
         scope.start_soon(drain_later)
     assert scope.state == "joined"
+
+
+async def test_30_8_warning_turned_error_does_not_break_the_exit(autojump_clock: Any) -> None:
+    """With warnings as errors (this suite's setting) the diagnostic is dropped rather than
+    raised out of ``__aexit__`` before the join, which would leave the scope un-joined."""
+    import warnings
+
+    async with trio.open_nursery() as n:
+        fut: Any = None
+
+        async def release_later() -> None:
+            await trio.sleep(1)
+            fut.close()
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            async with sx.counting_scope() as scope:
+                fut = scope.spawn_future(sx.just(1))
+                n.start_soon(release_later)
+        assert scope.state == "joined"
+        assert trio.current_time() == pytest.approx(1)
