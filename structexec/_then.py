@@ -26,6 +26,20 @@ R = TypeVar("R")
 _VALUE, _ERROR, _STOPPED = 0, 1, 2
 
 
+def _apply_fns(fns: tuple[Any, ...], vals: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Run a chain of ``then`` functions on ``vals``: each result becomes the next datums by
+    the values convention (DESIGN.md 2.1). An exception from a function propagates."""
+    for f in fns:
+        r = f(*vals)
+        if r is None:
+            vals = ()
+        elif type(r) is values:
+            vals = r
+        else:
+            vals = (r,)
+    return vals
+
+
 class _ThenOp(ChildOp):
     """The fused operation; it is also the receiver of the innermost child."""
 
@@ -48,14 +62,7 @@ class _ThenOp(ChildOp):
             self._run(_VALUE, vals)
             return
         try:
-            for f in fns:
-                r = f(*vals)
-                if r is None:
-                    vals = ()
-                elif type(r) is values:
-                    vals = r
-                else:
-                    vals = (r,)
+            vals = _apply_fns(fns, vals)
         except Exception as e:
             self._rcvr.set_error(e)
             return
@@ -121,16 +128,8 @@ class _JustThenOp:
         if self._started:
             raise twice_started(self)
         self._started = True
-        vals = self._vals
         try:
-            for f in self._fns:
-                r = f(*vals)
-                if r is None:
-                    vals = ()
-                elif type(r) is values:
-                    vals = r
-                else:
-                    vals = (r,)
+            vals = _apply_fns(self._fns, self._vals)
         except Exception as e:
             self._rcvr.set_error(e)
             return
