@@ -1,0 +1,85 @@
+"""Run a snippet of Python in a child process with a hard timeout (failure-semantics tests).
+
+A test of behaviour that used to hang (or may abort the process, or needs a real SIGINT) runs
+its code in a child interpreter, so a hang fails the test after ``timeout`` seconds instead of
+stalling the suite, and an abort is seen as an exit status.
+
+The child first restores Python's default SIGINT handler (CI may start the suite with SIGINT
+ignored, and trio turns SIGINT into ``KeyboardInterrupt`` only with the default handler).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import dataclass
+
+#: Printed by the child (``ready()`` in the snippet) when it is at the point to interrupt.
+READY = "@@READY@@"
+
+_PRELUDE = f"""\
+import signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)
+def ready():
+    print({READY!r}, flush=True)
+"""
+
+
+@dataclass
+class Result:
+    """What the child did: exit status, output, and whether it had to be killed."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    timed_out: bool
+
+    def __str__(self) -> str:
+        return (
+            f"returncode={self.returncode} timed_out={self.timed_out}\n"
+            f"--- stdout ---\n{self.stdout}\n--- stderr ---\n{self.stderr}"
+        )
+
+
+def run_child(code: str, *, timeout: float = 30.0, sigint_after_ready: bool = False,
+              sigint_delay: float = 0.05) -> Result:
+    """Run ``code`` (dedented) in a fresh interpreter; kill it after ``timeout`` seconds.
+
+    With ``sigint_after_ready``, wait until the child prints :data:`READY` (call ``ready()``
+    in the snippet), wait ``sigint_delay`` seconds more and send it a real SIGINT.
+    """
+    src = _PRELUDE + textwrap.dedent(code)
+    env = dict(os.environ)
+    env.pop("PYTHONWARNINGS", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", src],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    deadline = time.monotonic() + timeout
+    out_lines: list[str] = []
+    if sigint_after_ready:
+        assert proc.stdout is not None
+        while True:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            if line.strip() == READY:
+                time.sleep(sigint_delay)
+                proc.send_signal(signal.SIGINT)
+                break
+            out_lines.append(line)
+    try:
+        out, err = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        timed_out = True
+    return Result(proc.returncode, "".join(out_lines) + out, err, timed_out)
