@@ -11,6 +11,7 @@ import structexec as sx
 from structexec.testing import (
     ManualScheduler,
     RecordingReceiver,
+    ThreadScheduler,
     assert_no_leaks,
     no_leaks,
     record_terminate,
@@ -471,3 +472,79 @@ async def test_no_leaks_accepts_joined_and_unused_scopes() -> None:
         rec.run(joined.join())
         sch.drain()
         assert rec.value == () and unused.state == "unused"
+
+
+# --------------------------------------------------------------------------- ThreadScheduler
+
+
+class _CompletesTwiceOp:
+    """A deliberately broken adaptor (docs/testing.md's ``stop_quickly``): its stop callback
+    completes the receiver, and the child completes it again later."""
+
+    def __init__(self, child: object, rcvr: object) -> None:
+        self.rcvr = rcvr
+        self.cb: object = None
+        self.op = sx.connect(child, self)
+
+    def get_env(self) -> object:
+        return sx.get_env(self.rcvr)
+
+    def start(self) -> None:
+        tok = sx.get_stop_token(sx.get_env(self.rcvr))
+        self.cb = sx.stop_callback_for(tok, self.rcvr.set_stopped)  # type: ignore[attr-defined]
+        sx.start(self.op)
+
+    def set_value(self, *vals: object) -> None:
+        self.rcvr.set_value(*vals)  # type: ignore[attr-defined]
+
+    def set_error(self, err: object) -> None:
+        self.rcvr.set_error(err)  # type: ignore[attr-defined]
+
+    def set_stopped(self) -> None:
+        self.rcvr.set_stopped()  # type: ignore[attr-defined]
+
+
+class _CompletesTwice(sx.Sender[object]):
+    def __init__(self, child: object) -> None:
+        self.child = child
+
+    def connect(self, rcvr: object) -> _CompletesTwiceOp:
+        return _CompletesTwiceOp(self.child, rcvr)
+
+
+def test_thread_scheduler_survives_a_completion_that_raises_issue_12() -> None:
+    # Issue 12, defect 12: the teardown error "_ThenOp.set_stopped() called after the
+    # operation had already completed". A user adaptor completed a then-operation twice (the
+    # then-operation rightly raised); the raise happened on the ThreadScheduler's worker,
+    # killed it, and escaped as an unhandled thread exception into a later test's teardown.
+    # A completion that raises on the worker goes to the terminate handler, like on the
+    # parallel scheduler's threads, and the worker keeps running the queue.
+    escaped: list[BaseException | None] = []
+    old_hook = threading.excepthook
+    threading.excepthook = lambda args: escaped.append(args.exc_value)
+    gate = threading.Event()
+    try:
+        with record_terminate() as calls, ThreadScheduler() as ts:
+            busy = RecordingReceiver()
+            busy.run(sx.schedule(ts) | sx.then(lambda: gate.wait(10)))  # occupy the worker
+            rec = RecordingReceiver()
+            rec.run(_CompletesTwice(sx.schedule(ts)) | sx.then(lambda: "ran"))
+            rec.request_stop()  # the broken stop callback completes the then-op: stopped
+            assert rec.stopped
+            gate.set()  # the queued item now runs, sees the stop, completes the then-op again
+            after = RecordingReceiver()
+            after.run(sx.schedule(ts) | sx.then(lambda: "after"))
+            after.wait(5)  # the worker survived and ran the next item
+            assert after.value == ("after",)
+        assert escaped == []
+        assert len(calls.calls) == 1, calls.calls
+        reason, exc = calls.calls[0]
+        assert "ThreadScheduler" in reason and "raised" in reason
+        assert isinstance(exc, RuntimeError)
+        assert "_ThenOp.set_stopped() called after the operation had already completed" in str(
+            exc
+        )
+        assert rec.events == [("stopped", ())]  # the then-op completed its receiver once
+    finally:
+        gate.set()
+        threading.excepthook = old_hook

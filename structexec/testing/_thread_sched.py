@@ -17,6 +17,7 @@ from .._env import (
     get_forward_progress_guarantee,
     get_stop_token,
 )
+from .._errors import terminate
 from .._protocol import Sender, set_stopped_t, set_value_t, twice_started
 from .._stop_token import is_unstoppable
 from ._manual import _current
@@ -140,6 +141,17 @@ class ThreadScheduler:
                 op = self._queue.popleft()
             try:
                 op._run()
+            except BaseException as exc:
+                # A completion raised (a receiver that broke [exec.set.value]'s "must not
+                # raise", typically an operation completed a second time): report it as the
+                # library's own threads do, and keep serving the queue. Letting it escape
+                # would kill the worker, strand every queued item and surface later as an
+                # unhandled thread exception, possibly in another test.
+                terminate(
+                    f"a completion raised on {self!r}'s worker thread; completion functions "
+                    "must not raise ([exec.set.value], [exec.async.ops])",
+                    exc,
+                )
             finally:
                 del op  # do not keep the finished operation (and its receiver) alive
                 with cond:
