@@ -3,16 +3,24 @@
 [exec.run.loop], REQUIREMENTS 18. Thread-safe: any thread may schedule onto the loop; the
 work runs on the thread inside ``run()``, in FIFO order. An item checks its receiver's stop
 token when it runs and completes ``set_stopped()`` if stop was requested (18.6).
+
+This module also holds the private plumbing the execution contexts share for a
+``BaseException`` (``KeyboardInterrupt``, ``SystemExit``) that user code raises while an
+execution context completes work on its own agent (the trio scheduler's drainer, a thread
+pool worker): :data:`raised_sink` and :func:`deliver_raised` (see there).
 """
 
 from __future__ import annotations
 
+import _thread
+import signal
 import threading
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from ._completion_signatures import completion_signatures
-from ._env import get_env, get_stop_token, sched_attrs
+from ._env import Query, get_env, get_stop_token, query_or, sched_attrs
 from ._errors import terminate
 from ._protocol import Sender, set_stopped_t, set_value_t, twice_started
 from ._stop_token import is_unstoppable
@@ -20,6 +28,72 @@ from ._stop_token import is_unstoppable
 __all__ = ["run_loop"]
 
 _STARTING, _RUNNING, _FINISHING, _FINISHED = "starting", "running", "finishing", "finished"
+#: A loop whose only consumer has gone (``sync_wait`` left with a ``BaseException``): it is
+#: finished, and work that other threads still schedule onto it is dropped (never run).
+_ABANDONED = "abandoned"
+
+
+# --------------------------------------------------------------------------- raised sink
+
+
+class raised_sink_t(Query):
+    """Private forwarding query: who takes a ``BaseException`` raised while completing work.
+
+    When user code (a ``then`` function, a bulk function, a task body resumed by a scheduler)
+    raises a ``BaseException`` that is not an error datum (DESIGN.md 2.2) while an execution
+    context completes work on its own agent (the trio scheduler's drainer, a thread pool
+    worker), nobody up the stack waits for the result: the exception reaches the execution
+    context, and the receivers between it and the final consumer can no longer complete.
+    The execution context then asks the environment of the receiver it was completing for
+    ``raised_sink``. A consumer that waits for the result (``await`` in a trio task,
+    ``sync_wait``) answers with a callable ``sink(exc) -> bool``: it takes the exception
+    (returns ``True``), raises it where it waits, as if the code had run there, and ignores
+    any completion that still arrives afterwards. ``False`` (or no answer) means nobody took
+    it: :func:`deliver_raised` then uses the fallback.
+    """
+
+    forwarding = True
+    __slots__ = ()
+
+
+raised_sink = raised_sink_t()
+
+
+def _sigint_delivered() -> bool:
+    try:
+        return callable(signal.getsignal(signal.SIGINT))
+    except Exception:  # pragma: no cover - no signal support
+        return False
+
+
+def deliver_raised(env: Any, exc: BaseException, where: str) -> bool:
+    """Hand ``exc`` (raised by user code on an execution context's agent) to its consumer.
+
+    Returns ``True`` if the ``raised_sink`` of ``env`` took it. Otherwise: a
+    ``KeyboardInterrupt`` is delivered as a Ctrl-C is (``_thread.interrupt_main()``: under
+    ``trio.run`` on the main thread, trio raises ``KeyboardInterrupt`` in the main task, and
+    out of ``trio.run``); any other ``BaseException``, or a ``KeyboardInterrupt`` while
+    SIGINT is ignored, calls the terminate handler (nobody can receive it; the work it
+    interrupted can never complete). Returns ``False`` then. Never raises.
+    """
+    try:
+        sink: Callable[[BaseException], object] | None = (
+            None if env is None else query_or(env, raised_sink, None)
+        )
+        if sink is not None and sink(exc) is True:
+            return True
+    except Exception as e:  # a broken environment or sink: fall back
+        exc.__context__ = exc.__context__ or e
+    if isinstance(exc, KeyboardInterrupt) and _sigint_delivered():
+        _thread.interrupt_main()
+        return False
+    terminate(
+        f"{type(exc).__name__} raised by {where}, and no consumer waits for that work to "
+        "take it (it cannot become an error completion; catch it inside the function, or "
+        "await the work / run it under sync_wait, which re-raise it)",
+        exc,
+    )
+    return False
 
 
 class _RunLoopOp:
@@ -95,10 +169,14 @@ class run_loop:
     * ``run()``: runs queued items in FIFO order, blocking while the queue is empty, until
       ``finish()`` has been called and the queue is empty. Items queued by running items run
       in the same ``run()``. Calling it on a finished loop raises ``RuntimeError``.
+      An item that raises (a ``KeyboardInterrupt`` or ``SystemExit`` from user code; an
+      ``Exception`` becomes an error completion), or a Ctrl-C while ``run()`` waits, leaves
+      ``run()`` with that exception and the loop usable: it is no longer running, the items
+      not yet run stay queued, and calling ``run()`` again goes on with them.
     * ``finish()``: thread-safe; wakes ``run()``. Calling it twice raises ``RuntimeError``.
 
-    Dropping a loop that still holds work is a contract violation (18.8): the terminate
-    handler is called.
+    Dropping a loop that is running or still holds work is a contract violation
+    ([exec.run.loop.ctor]): the terminate handler is called.
     """
 
     __slots__ = ("__weakref__", "_lock", "_queue", "_sleeping", "_state", "_wake")
@@ -122,7 +200,13 @@ class run_loop:
         lock.acquire()
         if self._state == _FINISHED:
             lock.release()
-            raise RuntimeError("schedule() on a run_loop that has finished running")
+            raise RuntimeError(
+                "schedule() on a run_loop that has finished running: start work on a loop "
+                "before finish() lets run() return ([exec.run.loop.members])"
+            )
+        if self._state == _ABANDONED:
+            lock.release()
+            return  # its consumer has gone: the work is dropped, never run
         self._queue.append(op)
         if self._sleeping:
             self._sleeping = False
@@ -142,7 +226,14 @@ class run_loop:
             if queue:
                 op = queue.popleft()
                 lock.release()
-                op._execute()
+                try:
+                    op._execute()
+                except BaseException:
+                    # The item raised (a BaseException from user code: an Exception would
+                    # have become an error completion). It propagates to the caller of
+                    # run(); the loop is left usable: call run() again to go on.
+                    self._interrupted(False)
+                    raise
                 continue
             if self._state == _FINISHING:
                 self._state = _FINISHED
@@ -150,10 +241,42 @@ class run_loop:
                 return
             self._sleeping = True
             lock.release()
-            self._wake.acquire()  # until _push or finish releases it
+            try:
+                self._wake.acquire()  # until _push or finish releases it
+            except BaseException:
+                # A signal handler raised (Ctrl-C while run() waits for work).
+                self._interrupted(True)
+                raise
+
+    def _interrupted(self, sleeping: bool) -> None:
+        """``run()`` is left by an exception: not running any more, wake-up state restored."""
+        with self._lock:
+            if sleeping:
+                if self._sleeping:
+                    self._sleeping = False  # nobody released _wake: it is still held
+                else:
+                    self._wake.acquire()  # a waker released it meanwhile: take it back
+            if self._state == _RUNNING:
+                self._state = _STARTING
+
+    def _abandon(self) -> None:
+        """The consumer has gone (``sync_wait`` was left by a ``BaseException``).
+
+        The loop ends up finished: queued work is dropped, later ``schedule()`` operations
+        are dropped when started (never run, never raising into the starting thread), and a
+        late ``finish()`` is a no-op. Dropping the loop then terminates nothing.
+        """
+        with self._lock:
+            self._state = _ABANDONED
+            self._queue.clear()
+            if self._sleeping:  # cannot happen (the consumer is not in run()), but be exact
+                self._sleeping = False
+                self._wake.release()
 
     def finish(self) -> None:
         with self._lock:
+            if self._state == _ABANDONED:
+                return
             if self._state not in (_STARTING, _RUNNING):
                 raise RuntimeError(f"run_loop.finish() called while the loop is {self._state}")
             self._state = _FINISHING
@@ -168,7 +291,11 @@ class run_loop:
         except AttributeError:
             return
         if queue or state == _RUNNING:
-            terminate(f"run_loop destroyed with {len(queue)} queued items (REQUIREMENTS 18.8)")
+            terminate(
+                f"run_loop destroyed while {state} with {len(queue)} queued items "
+                "([exec.run.loop.ctor]): call finish() and then run() until it returns before "
+                "dropping a loop"
+            )
 
     def __repr__(self) -> str:
         return f"<run_loop {self._state}, {len(self._queue)} queued>"

@@ -2,10 +2,26 @@
 
 REQUIREMENTS 19. The calling thread drives a private :class:`run_loop` until the sender
 completes; work that other threads schedule onto that loop runs on the calling thread.
+
+A ``BaseException`` (``KeyboardInterrupt``, ``SystemExit``) is never an error completion
+(DESIGN.md 2.2); ``sync_wait`` raises it to its caller on every path, and its loop ends up
+finished, so nothing is left for the garbage collector to complain about:
+
+* raised on the calling thread (inline in ``start``, by a function the loop runs, or a Ctrl-C
+  while the loop waits): it propagates out of ``sync_wait``;
+* raised on another agent while completing this work (a ``then`` function on a
+  parallel-scheduler thread or on the trio scheduler): that execution context hands it to
+  the receiver's ``raised_sink`` (see ``_run_loop``), and ``sync_wait`` raises it.
+
+Then the operation is *abandoned*: work still running elsewhere is not waited for (it cannot
+be stopped: ``sync_wait`` provides no stop token, [exec.sync.wait]); its late completions are
+dropped, never run on the gone caller's thread and never raising into the thread that
+delivers them.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from . import _hooks
@@ -13,7 +29,7 @@ from ._domain import apply_customized, apply_sender, connect, default_domain, ge
 from ._env import TryEnv, get_delegation_scheduler, get_scheduler
 from ._errors import ErrorValue
 from ._protocol import Algorithm, completed_twice, is_sender
-from ._run_loop import run_loop
+from ._run_loop import raised_sink, run_loop
 
 __all__ = ["sync_wait", "sync_wait_with_variant"]
 
@@ -23,16 +39,24 @@ _default_apply = default_domain.apply_sender
 class _SyncWaitEnv(TryEnv):
     """The receiver's environment: the loop's scheduler for both scheduler queries (19.2)."""
 
-    __slots__ = ("_loop",)
+    __slots__ = ("_rcvr",)
     _unsupported = "sync_wait's environment does not support {q!r}"
 
-    def __init__(self, loop: run_loop) -> None:
-        self._loop = loop
+    def __init__(self, rcvr: _SyncWaitReceiver) -> None:
+        self._rcvr = rcvr
 
     def _sx_try(self, q: Any, default: Any) -> Any:
         if q is get_scheduler or q is get_delegation_scheduler:
-            return self._loop.get_scheduler()
+            return self._rcvr._loop.get_scheduler()
+        if q is raised_sink:
+            return self._rcvr._take_raised
         return default
+
+
+#: ``_SyncWaitReceiver._kind``: 1 value, 2 error, 3 stopped, and these two, after which late
+#: completions are ignored: another agent raised a BaseException for us, or we were left.
+_RAISED, _ABANDONED = 4, 5
+_TAKE_LOCK = threading.Lock()
 
 
 class _SyncWaitReceiver:
@@ -44,10 +68,22 @@ class _SyncWaitReceiver:
         self._result: Any = None
 
     def get_env(self) -> _SyncWaitEnv:
-        return _SyncWaitEnv(self._loop)
+        return _SyncWaitEnv(self)
+
+    def _take_raised(self, exc: BaseException) -> bool:
+        """The ``raised_sink``: ``exc`` was raised on another agent while completing this work."""
+        with _TAKE_LOCK:
+            if self._kind:
+                return False  # completed already (or abandoned): not ours to raise
+            self._kind = _RAISED
+        self._result = exc
+        self._loop.finish()
+        return True
 
     def set_value(self, *vals: Any) -> None:
         if self._kind:
+            if self._kind >= _RAISED:
+                return  # a late completion of abandoned work
             raise completed_twice(self, "set_value")
         self._kind = 1
         self._result = vals
@@ -55,6 +91,8 @@ class _SyncWaitReceiver:
 
     def set_error(self, err: Any) -> None:
         if self._kind:
+            if self._kind >= _RAISED:
+                return
             raise completed_twice(self, "set_error")
         self._kind = 2
         self._result = err
@@ -62,6 +100,8 @@ class _SyncWaitReceiver:
 
     def set_stopped(self) -> None:
         if self._kind:
+            if self._kind >= _RAISED:
+                return
             raise completed_twice(self, "set_stopped")
         self._kind = 3
         self._loop.finish()
@@ -74,13 +114,19 @@ def _run(sndr: Any) -> tuple[Any, ...] | None:
         raise RuntimeError(
             "sync_wait() was called on a thread that is running trio: it would block the event "
             "loop forever. Use `await sndr` in trio code, or call sync_wait from "
-            "trio.to_thread.run_sync (REQUIREMENTS 19.8)"
+            "trio.to_thread.run_sync ([exec.sync.wait])"
         )
     loop = run_loop()
     rcvr = _SyncWaitReceiver(loop)
     op = connect(sndr, rcvr)
-    op.start()
-    loop.run()
+    try:
+        op.start()
+        loop.run()
+    except BaseException:
+        # Raised on this thread (inline in start, by an item of the loop, or a signal while
+        # the loop waits): leave with it, and leave nothing behind (module docstring).
+        _abandon(rcvr, loop)
+        raise
     kind = rcvr._kind
     if kind == 1:
         r: tuple[Any, ...] = rcvr._result
@@ -91,7 +137,19 @@ def _run(sndr: Any) -> tuple[Any, ...] | None:
         if isinstance(err, BaseException):
             raise err
         raise ErrorValue(err)
+    if kind == _RAISED:
+        exc: BaseException = rcvr._result
+        rcvr._result = None
+        _abandon(rcvr, loop)
+        raise exc
     return None
+
+
+def _abandon(rcvr: _SyncWaitReceiver, loop: run_loop) -> None:
+    with _TAKE_LOCK:
+        if not rcvr._kind:
+            rcvr._kind = _ABANDONED
+    loop._abandon()
 
 
 class sync_wait_t(Algorithm):
