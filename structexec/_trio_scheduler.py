@@ -37,6 +37,7 @@ from ._env import (
     get_stop_token,
 )
 from ._protocol import Sender, set_stopped_t, set_value_t, twice_started
+from ._run_loop import deliver_raised
 from ._stop_token import is_unstoppable
 from ._trio_bridge import RunState, current_run
 
@@ -72,6 +73,19 @@ class _TrioScheduleOp:
             rcvr.set_stopped()
         else:
             rcvr.set_value()
+
+    def _raised(self, exc: BaseException) -> None:
+        # The completion raised a BaseException (KeyboardInterrupt, SystemExit: user code
+        # that ran in it, e.g. a then-function; an Exception would have become set_error):
+        # the drainer carries on with the other operations, and the exception goes to the
+        # consumer waiting for this work (``await`` raises it in the awaiting task,
+        # sync_wait in its caller); with none, a KeyboardInterrupt goes to trio as a Ctrl-C
+        # does and anything else is a terminate (``deliver_raised``).
+        try:
+            env = get_env(self._rcvr)
+        except Exception:
+            env = None
+        deliver_raised(env, exc, "a completion on the trio scheduler")
 
 
 class _TrioScheduleAttrs:
