@@ -151,7 +151,16 @@ def _execute(op: Any) -> None:
     try:
         op._execute()
     except Exception as exc:
-        terminate("a receiver's completion raised on the trio scheduler (REQUIREMENTS 2.12)", exc)
+        terminate(
+            "a receiver's completion raised on the trio scheduler ([exec.recv.concepts]: "
+            "completions must not raise; an adaptor turns a function's exception into "
+            "set_error)",
+            exc,
+        )
+    except BaseException as exc:
+        # KeyboardInterrupt, SystemExit... from user code run by the completion: the drainer
+        # survives and hands it on (``op._raised``, see _trio_scheduler).
+        op._raised(exc)
 
 
 class _RunEnd(trio.abc.Instrument):
