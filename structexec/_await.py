@@ -99,6 +99,7 @@ from ._domain import connect
 from ._env import _MISSING, QueryError, get_scheduler, get_stop_token, query_or
 from ._errors import ErrorValue, Stopped
 from ._protocol import completed_twice, values
+from ._run_loop import raised_sink
 from ._stop_token import (
     combined_stop_token,
     inplace_stop_source,
@@ -155,6 +156,8 @@ _NEG_INF = -math.inf
 _enable_ki_protection = tl.enable_ki_protection
 
 _PENDING, _VALUE, _ERROR, _STOPPED = 0, 1, 2, 3
+#: ``raised_sink`` took a BaseException raised while another agent completed this work.
+_RAISED = 4
 
 
 class _AwaitRcvr:
@@ -180,6 +183,8 @@ class _AwaitRcvr:
     def _sx_try(self, q: Any, default: Any) -> Any:
         if q is get_stop_token:
             return self._stop_token()
+        if q is raised_sink:
+            return self._take_raised
         base = self._base
         if base is not None:
             r = query_or(base, q, _MISSING)
@@ -238,8 +243,23 @@ class _AwaitRcvr:
 
     # -- completions ------------------------------------------------------------------------
 
+    def _take_raised(self, exc: BaseException) -> bool:
+        # raised_sink (_run_loop): user code raised exc (KeyboardInterrupt, SystemExit) while
+        # the trio scheduler or a pool thread completed this work: raise it from the await,
+        # as if it had run here; the rest of the work is stopped and abandoned.
+        if self._kind:
+            return False
+        with _LOCK:
+            src = self._src
+        if src is not None:
+            src.request_stop()
+        self._complete(_RAISED, exc, "raised")
+        return True
+
     def _complete(self, kind: int, data: Any, how: str) -> None:
         if self._kind:
+            if self._kind == _RAISED:
+                return  # a late completion of abandoned work (_take_raised)
             raise completed_twice(self, how)
         run = self._run
         if _get_ident() == run.thread and not run.finished:
@@ -339,6 +359,8 @@ def await_sender(sndr: Any) -> Generator[Any, Any, Any]:
         if n == 1:
             return vals[0]
         return None if n == 0 else vals
+    if kind == _RAISED:
+        raise r._result
     if kind == _ERROR:
         err = r._result
         r._result = None
