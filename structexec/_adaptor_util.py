@@ -27,6 +27,7 @@ fast as a class's own.
 from __future__ import annotations
 
 import functools
+import inspect
 import types
 from typing import Any
 
@@ -163,27 +164,67 @@ PLAIN_CALLABLES = frozenset(
 )
 
 
+_FunctionType = types.FunctionType
+_CO_COROUTINE = inspect.CO_COROUTINE
+
+
+def is_async_fn(f: Any) -> bool:
+    """Is ``f`` an ``async def`` function (or a method or partial of one)?
+
+    A plain function is checked by its code flags (cheap: this runs when ``then(f)`` is
+    built); anything else by ``inspect.iscoroutinefunction``.
+    """
+    if type(f) is _FunctionType:
+        return bool(f.__code__.co_flags & _CO_COROUTINE)
+    return inspect.iscoroutinefunction(f)
+
+
+#: What a function that must not be a coroutine function is run as instead, per algorithm.
+_ASYNC_INSTEAD = {"then": "let_value", "upon_error": "let_error", "upon_stopped": "let_stopped"}
+
+
+def async_fn_error(name: str, f: Any) -> TypeError:
+    """``then(async_fn)``: the function would return a coroutine object, never run it."""
+    fname = getattr(f, "__qualname__", None) or type(f).__name__
+    let = _ASYNC_INSTEAD.get(name, "let_value")
+    return TypeError(
+        f"{name}(f): f={fname} is an async function; {name} sends what f returns as a value, "
+        f"so the coroutine would never run ([exec.then]). Use sx.{let}(f) to run the "
+        "coroutine as the next step (a coroutine object is a sender), or await the work "
+        "inside a coroutine or @sx.task"
+    )
+
+
 class FnAdaptor(BinaryAdaptor):
     """``alg(sndr, f)`` / ``alg(f)`` (``then``, ``upon_*``, ``let_*``): builds ``_cls(sndr, f)``.
 
     ``_fn_kind`` says what ``f`` must be, for messages; ``alg(sndr)`` with a sender alone is
-    rejected as a closure whose function is a sender.
+    rejected as a closure whose function is a sender. With ``_sync_only`` (``then``,
+    ``upon_*``), an ``async def`` function is rejected too: its coroutine would be sent as a
+    value and never run.
     """
 
     __slots__ = ()
     _arg = "f"
     _cls: Any
     _fn_kind = "a callable"
+    _sync_only = False
 
     def _check_arg(self, f: Any) -> None:
         if type(f) in PLAIN_CALLABLES:  # the common case, checked cheaply
+            if self._sync_only and is_async_fn(f):
+                raise async_fn_error(self._name, f)
             return
         if not callable(f) or is_sender(f):
             raise TypeError(f"{self._name}(f) needs {self._fn_kind}, got {type(f).__name__}")
+        if self._sync_only and is_async_fn(f):
+            raise async_fn_error(self._name, f)
 
     def _make(self, sndr: Any, f: Any) -> Any:
         if not callable(f):
             raise TypeError(f"{self._name}() needs {self._fn_kind}, got {type(f).__name__}")
+        if self._sync_only and is_async_fn(f):
+            raise async_fn_error(self._name, f)
         return self._cls(sndr, f)
 
 

@@ -26,7 +26,7 @@ from typing import Any, TypeVar, overload
 from ._adaptor_util import UnarySender
 from ._completion_signatures import completion_signatures, get_completion_signatures
 from ._continues_on import schedule_from
-from ._domain import connect
+from ._domain import connect_unchecked as connect
 from ._env import (
     _MISSING,
     TryEnv,

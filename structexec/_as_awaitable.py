@@ -35,7 +35,7 @@ from typing import Any
 
 from . import _hooks
 from ._completion_signatures import get_completion_signatures
-from ._domain import connect
+from ._domain import connect_unchecked as connect
 from ._env import _MISSING, EMPTY_ENV, fwd_env, get_await_completion_adaptor, get_env, query_or
 from ._errors import ErrorValue, terminate
 from ._protocol import completed_twice, set_value_t

@@ -34,10 +34,11 @@ general path's:
 * values are concatenated in argument order with the values convention (a child returning
   ``None`` adds no datum, ``sx.values(...)`` several, anything else one); the await gives
   ``None``, the datum or a tuple (16.3, DESIGN.md 2.1);
-* the first exception wins and cancels the siblings at once (the stop request, 16.6), later
-  ones are dropped; an exception also beats an earlier stopped child (16.8); it is raised as
-  it is, never inside an ``ExceptionGroup`` (the child wrappers catch everything: nothing
-  escapes into the nursery);
+* the first exception wins and cancels the siblings at once (the stop request, 16.6); later
+  ones become notes on it, as in the general path (``report_dropped_errors``); an exception
+  also beats an earlier stopped child (16.8); it is raised as it is, never inside an
+  ``ExceptionGroup`` (the child wrappers catch everything: nothing escapes into the
+  nursery);
 * a child that ends stopped (an ``sx.Stopped`` escaping it, or a ``trio.Cancelled``, i.e. the
   when_all's own stop or the awaiting task's cancellation) cancels its siblings (16.7); the
   await then raises ``trio.Cancelled`` if the awaiting task's cancellation hit before the last
@@ -95,7 +96,9 @@ import trio
 import trio.lowlevel as tl
 
 from . import _domain, _hooks
-from ._domain import connect
+from ._coroutine_driver import HostMark, host_mark, swallowed_stop_message
+from ._coroutine_sender import name_of
+from ._domain import connect_unchecked as connect
 from ._env import _MISSING, QueryError, get_scheduler, get_stop_token, query_or
 from ._errors import ErrorValue, Stopped
 from ._protocol import completed_twice, values
@@ -115,7 +118,7 @@ from ._trio_bridge import (
     runs_by_thread,
 )
 from ._trio_scheduler import _TrioScheduleSender
-from ._when_all import _WhenAllSender
+from ._when_all import _WhenAllSender, report_dropped_errors
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found, unused-ignore]
@@ -141,7 +144,9 @@ _wait_task_rescheduled = tl.wait_task_rescheduled
 _checkpoint = tl.checkpoint
 _FAILED = tl.Abort.FAILED
 _get_hosted = hosted_env.get
+_get_mark = host_mark.get
 _set_hosted = hosted_env.set
+_set_mark = host_mark.set
 _runs_get = runs_by_thread.get
 _current_task = tl.current_task
 _current_effective_deadline = trio.current_effective_deadline
@@ -367,6 +372,11 @@ def await_sender(sndr: Any) -> Generator[Any, Any, Any]:
         if isinstance(err, BaseException):
             raise err
         raise ErrorValue(err)
+    mark = _get_mark()
+    if mark is not None and mark.task is _current_task():
+        # This task hosts a coroutine run as a sender: what is raised here must not be
+        # swallowed (the host checks, _coroutine_sender.TrioHostedOp._main).
+        mark.stopped = True
     if r._cancelled:
         # The stop came from this task's trio cancellation: let trio raise its Cancelled.
         yield from _checkpoint().__await__()
@@ -389,6 +399,8 @@ def _nursery_state(children: tuple[Any, ...], parent: Any) -> _NurseryWhenAll | 
     for c in children:
         if type(c) is not _CoroutineType or _getcoroutinestate(c) != _CORO_CREATED:
             return None
+    if len(children) > 1 and len(set(map(id, children))) != len(children):
+        return None  # one coroutine given twice: the general path's connect raises TypeError
     if _domain._domains_on:
         return None
     try:
@@ -437,6 +449,7 @@ class _NurseryWhenAll:
         "_disp",
         "_env",
         "_err",
+        "_more",
         "_outer",
         "_outer_cancelled",
         "_parent",
@@ -456,6 +469,7 @@ class _NurseryWhenAll:
         self._src: inplace_stop_source | None = None
         self._cancel_seen = False
         self._env = _FastChildEnv(self)
+        self._more: list[tuple[int, Any]] | None = None  # errors that lost to _err (16.6)
         # Set when used: _scope (in _run), _err (with _disp = _ERROR_D), _outer_cancelled (by
         # the last arrival when _disp is _STOPPED_D).
         self._scope: Any
@@ -507,6 +521,10 @@ class _NurseryWhenAll:
         if disp == _ERROR_D:
             err = self._err
             self._err = None
+            more = self._more
+            if more is not None:
+                self._more = None
+                report_dropped_errors(err, more)
             raise err
         cancelled = self._outer_cancelled
         if cancelled is None:  # a trio without CancelStatus.effectively_cancelled: look now
@@ -543,10 +561,14 @@ class _NurseryWhenAll:
     @_enable_ki_protection
     async def _child(self, i: int, coro: Any) -> None:
         _set_hosted(self._env)  # this task's context only (trio copies it per task)
+        mark = HostMark(_current_task())
+        _set_mark(mark)
         try:
             result = await coro
+            if mark.stopped:  # the coroutine swallowed a stop (as TrioHostedOp._main)
+                raise RuntimeError(swallowed_stop_message(f"the coroutine {name_of(coro)}"))
         except BaseException as exc:
-            crash = self._raised(exc, coro)
+            crash = self._raised(exc, coro, i)
             if crash is None:
                 return
         else:
@@ -562,7 +584,7 @@ class _NurseryWhenAll:
             await crash.wait()
         self._arrive()
 
-    def _raised(self, exc: BaseException, coro: Any) -> trio.Event | None:
+    def _raised(self, exc: BaseException, coro: Any, i: int) -> trio.Event | None:
         # What the general path's shielded CancelScope + ``except Stopped / Exception /
         # BaseException`` make of an exception escaping the coroutine (_coroutine_sender).
         ex: BaseException | None = exc
@@ -586,6 +608,11 @@ class _NurseryWhenAll:
                 if first and self._src is not None:
                     self._src.request_stop()
                 self._scope.cancel()
+            else:  # reported with the error that won, as the general path does
+                more = self._more
+                if more is None:
+                    more = self._more = []
+                more.append((i, ex))
             self._arrive()
             return None
         # KeyboardInterrupt, SystemExit, ...: never an error datum (DESIGN.md 2.2). Like the

@@ -29,7 +29,7 @@ from typing import Any, TypeVar, overload
 
 from ._adaptor_util import ChildOp, UnarySender, check_sender, early_child
 from ._completion_signatures import completion_signatures, get_completion_signatures
-from ._domain import connect
+from ._domain import connect_unchecked as connect
 from ._env import fwd_env
 from ._protocol import Algorithm, Closure, Sender, completed_twice, set_error_t, set_value_t
 

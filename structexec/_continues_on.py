@@ -28,7 +28,7 @@ from ._adaptor_util import (
     with_schedule_failures,
 )
 from ._completion_signatures import completion_signatures, get_completion_signatures
-from ._domain import connect
+from ._domain import connect_unchecked as connect
 from ._env import fwd_env, get_env, join_env, sched_attrs
 from ._protocol import Algorithm, Closure, Sender, completed_twice
 from ._trampoline import trampoline_start

@@ -32,7 +32,9 @@ throws :class:`sx.Stopped` (a ``BaseException``, so ``except Exception`` cannot 
 which unwinds the coroutine: ``finally`` blocks and ``async with`` exits run and may await.
 When ``Stopped`` escapes, the operation completes ``set_stopped()``. A coroutine that swallows
 the ``Stopped`` and returns violates the contract: the operation completes with
-``set_error(RuntimeError)``.
+``set_error(RuntimeError(swallowed_stop_message(...)))``. The same rule holds for a coroutine
+hosted in a trio task (``_coroutine_sender.py``, ``_await.py``) and for ``task``
+(``_task_driver.py``); :class:`HostMark` is how the trio side tells.
 
 Awaiting anything that is not a structexec sender (a trio primitive such as ``trio.sleep``)
 throws ``RuntimeError("trio primitives can only be awaited when the coroutine runs on the trio
@@ -41,12 +43,13 @@ scheduler ...")`` into the coroutine.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Generator
 from typing import Any
 
 from . import _hooks
-from ._domain import connect
+from ._domain import connect_unchecked as connect
 from ._env import fwd_env, get_env
 from ._errors import ErrorValue, Stopped
 from ._protocol import completed_twice, twice_started, values
@@ -58,11 +61,51 @@ _MARK: Any = object()  # what await_sender yields to the loop
 
 _SEND, _THROW, _STOP = 0, 1, 2
 
+
+def _coro_name(coro: Any) -> str:
+    q = getattr(coro, "__qualname__", None)
+    return f"the coroutine {q}" if isinstance(q, str) else "the coroutine"
+
+
 FOREIGN_AWAIT_MESSAGE = (
     "trio primitives can only be awaited when the coroutine runs on the trio scheduler; "
     "this coroutine is driven by structexec off the trio scheduler (it was awaited {what}). "
     "Await structexec senders here, or run the coroutine on the trio scheduler (for example "
     "await it from a trio task, or use sx.starts_on(sx.trio_scheduler(), ...))"
+)
+
+
+def swallowed_stop_message(what: str) -> str:
+    """The message of the ``RuntimeError`` a coroutine run as a sender completes with when it
+    caught the ``sx.Stopped`` (or ``trio.Cancelled``) that unwinds it and returned a value."""
+    return (
+        f"{what} caught the sx.Stopped (or trio.Cancelled) raised because an awaited sender "
+        "completed stopped, and then returned normally. In a coroutine run as a sender, a "
+        "stopped completion cannot be caught: the coroutine is never resumed with a value "
+        "([exec.with.awaitable.senders] unhandled_stopped). Re-raise it (clean up in "
+        "`finally:` or `except sx.Stopped: ...; raise`), or turn stopped into a value before "
+        "awaiting: `await (sndr | sx.stopped_as_optional())` or `sx.upon_stopped(f)`"
+    )
+
+
+class HostMark:
+    """Set in the context of a trio task that hosts a coroutine run as a sender.
+
+    ``await sndr`` (``_await.py``) sets ``stopped`` when, in that very task, an awaited sender
+    completed stopped and the await raised; the host then knows that a coroutine that returns
+    a value swallowed the stop (see :func:`swallowed_stop_message`).
+    """
+
+    __slots__ = ("stopped", "task")
+
+    def __init__(self, task: Any) -> None:
+        self.task = task
+        self.stopped = False
+
+
+#: The :class:`HostMark` of the hosting trio task, if any.
+host_mark: contextvars.ContextVar[HostMark | None] = contextvars.ContextVar(
+    "structexec_host_mark", default=None
 )
 
 
@@ -222,13 +265,7 @@ class CoroutineDriver:
     def _finish_value(self, v: Any) -> None:
         rcvr = self._rcvr
         if self._stopping:
-            rcvr.set_error(
-                RuntimeError(
-                    "the coroutine caught the sx.Stopped that unwinds it after an awaited "
-                    "sender completed stopped, and returned normally (DESIGN.md 2.4: stopped "
-                    "cannot be caught; re-raise it)"
-                )
-            )
+            rcvr.set_error(RuntimeError(swallowed_stop_message(_coro_name(self._coro))))
         elif v is None:
             rcvr.set_value()
         elif type(v) is values:

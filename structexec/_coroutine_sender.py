@@ -21,7 +21,12 @@ senders"), 2.4, 2.5. ``sx.connect(coro, rcvr)`` (and so ``when_all(coro1, coro2)
 Outcome (20.9): the returned value ``v`` completes ``set_value(v)`` (``set_value()`` for
 ``None``, ``set_value(*xs)`` for ``sx.values(*xs)``; DESIGN.md 2.1); an escaping ``Exception``
 completes ``set_error(exc)``; a stop (the operation's own cancellation, or an awaited sender
-that completed stopped, which raises ``sx.Stopped``) completes ``set_stopped()``. Senders
+that completed stopped, which raises ``sx.Stopped``) completes ``set_stopped()``. A
+coroutine that catches what an awaited sender's stopped completion raised (``sx.Stopped``, or
+``trio.Cancelled`` when the stop came from the hosting task's cancellation) and returns a
+value completes ``set_error(RuntimeError)``, as under the coroutine driver and in ``task``:
+a stopped completion cannot be caught. ``trio.Cancelled`` raised by a trio primitive
+(``trio.sleep``) follows trio's rules: a value returned despite it is delivered. Senders
 awaited inside see the receiver's environment (forwarding queries, 20.5, 20.9), with the stop
 token of the hosting trio task. The completion happens after the awaitable has finished.
 
@@ -37,16 +42,18 @@ rcvr))``) and ``nursery`` the host nursery (default: a system task).
 from __future__ import annotations
 
 import contextvars
+import functools
 import inspect
 import threading
 import types
+import weakref
 from typing import Any
 
 import trio
 import trio.lowlevel as tl
 
 from . import _hooks
-from ._coroutine_driver import CoroutineDriver
+from ._coroutine_driver import CoroutineDriver, HostMark, host_mark, swallowed_stop_message
 from ._env import fwd_env, get_env, get_stop_token, query_or
 from ._errors import Stopped, terminate
 from ._protocol import twice_started, values
@@ -72,7 +79,7 @@ _getcoroutinestate = inspect.getcoroutinestate
 _CORO_CREATED = inspect.CORO_CREATED
 
 
-def _name_of(aw: Any) -> str:
+def name_of(aw: Any) -> str:
     q = getattr(aw, "__qualname__", None)
     return q if isinstance(q, str) else type(aw).__qualname__
 
@@ -121,7 +128,7 @@ class TrioHostedOp:
         tok = get_stop_token(rcvr_env)
         if tok.stop_possible():
             self._cb = stop_callback_for(tok, self._on_stop)
-        name = _name_of(self._aw)
+        name = name_of(self._aw)
         nursery = self._nursery
         if nursery is not None:
             try:
@@ -143,6 +150,8 @@ class TrioHostedOp:
 
     async def _main(self) -> None:
         hosted_env.set(self._env)
+        mark = HostMark(tl.current_task())
+        host_mark.set(mark)
         aw = self._aw
         self._aw = None
         result: Any = _NOTHING
@@ -160,8 +169,13 @@ class TrioHostedOp:
             # operation still completes (stopped) so that nobody waits forever.
             self._finish(2, None)
             raise
-        if kind == 0 and result is _NOTHING:
-            kind = 2  # our scope caught its Cancelled: the stop request (32.3)
+        if kind == 0:
+            if result is _NOTHING:
+                kind = 2  # our scope caught its Cancelled: the stop request (32.3)
+            elif mark.stopped:
+                # An awaited sender completed stopped, and the coroutine caught what that
+                # raised and returned: the rule of the coroutine driver (module docstring).
+                kind, err = 1, RuntimeError(swallowed_stop_message(f"the coroutine {name_of(aw)}"))
         self._finish(kind, err if kind else result)
 
     def _finish(self, kind: int, data: Any) -> None:
@@ -274,16 +288,43 @@ def _await_iter(aw: Any) -> Any:
     return it
 
 
+#: id(coroutine) -> weak reference to the live operation it is connected to (see below).
+_connected: dict[int, Any] = {}
+
+
+def _forget(key: int, ref: Any) -> None:
+    if _connected.get(key) is ref:
+        del _connected[key]
+
+
 def connect_awaitable(aw: Any, rcvr: Any) -> _AwaitableOp:
     """``connect`` for a coroutine or other awaitable (REQUIREMENTS 20.9, DQ-9).
 
-    A coroutine that has already been started or closed cannot run again: ``TypeError``.
+    A coroutine object runs at most once, so it can be connected once: connecting it again
+    while the first operation still holds it (connected, or started but not yet running), or
+    after it has started or been closed, raises ``TypeError`` naming the coroutine.
     """
-    if type(aw) is _CoroutineType and _getcoroutinestate(aw) != _CORO_CREATED:
-        raise TypeError(
-            f"the coroutine {_name_of(aw)} has already been started or closed; a coroutine "
-            "object can be connected and started once (call the async function again)"
-        )
+    if type(aw) is _CoroutineType:
+        if _getcoroutinestate(aw) != _CORO_CREATED:
+            raise TypeError(
+                f"the coroutine {name_of(aw)} has already been started or closed; a "
+                "coroutine object can be connected and started once (call the async function "
+                "again for a new coroutine)"
+            )
+        key = id(aw)
+        ref = _connected.get(key)
+        if ref is not None:
+            prev = ref()
+            if prev is not None and prev._aw is aw:
+                raise TypeError(
+                    f"the coroutine {name_of(aw)} is already connected to another operation; "
+                    "a coroutine object can be connected and started once (call the async "
+                    "function again for a new coroutine, or wrap a reusable piece of work in "
+                    "@sx.task or a sender factory)"
+                )
+        op = _AwaitableOp(aw, rcvr)
+        _connected[key] = weakref.ref(op, functools.partial(_forget, key))
+        return op
     return _AwaitableOp(aw, rcvr)
 
 

@@ -205,7 +205,34 @@ def connect(sndr: Any, rcvr: Any) -> Any:
     ``sndr.connect(rcvr)`` is called, or, for a coroutine or other awaitable, the awaitable is
     wrapped so that it runs in a trio task when started (REQUIREMENTS 20.9). ``connect`` runs
     no user work: nothing completes before ``start`` (2.3).
+
+    ``rcvr`` must be a receiver: an object with the completion methods ``set_value(*vals)``,
+    ``set_error(err)`` and ``set_stopped()`` that the sender may call ([exec.recv.concepts]).
+    ``connect`` checks it cheaply: its class (or, failing that, the object) must have at least
+    one of them; anything else (``None``, a number, a sender) raises ``TypeError`` here rather
+    than an ``AttributeError`` at the completion.
     """
+    if not hasattr(type(rcvr), "set_value") and not _is_receiver(rcvr):
+        raise _not_a_receiver(rcvr)
+    return connect_unchecked(sndr, rcvr)
+
+
+def _is_receiver(rcvr: Any) -> bool:
+    """The slow part of the receiver check: completion methods set on the instance, or a
+    receiver that only ever gets errors or stops."""
+    return hasattr(rcvr, "set_value") or hasattr(rcvr, "set_error") or hasattr(rcvr, "set_stopped")
+
+
+def _not_a_receiver(rcvr: Any) -> TypeError:
+    return TypeError(
+        f"connect(sndr, rcvr): rcvr must be a receiver, got {type(rcvr).__name__}: a receiver "
+        "has the completion methods set_value(*vals), set_error(err) and set_stopped() "
+        "([exec.recv.concepts]); derive from sx.Receiver to write one"
+    )
+
+
+def connect_unchecked(sndr: Any, rcvr: Any) -> Any:
+    """:func:`connect` without the receiver check, for the library's own receivers."""
     if _domains_on and (_customize_all or getattr(sndr, "tag", None) in _customized_tags):
         e = get_env(rcvr)
         sndr = transform_sender(get_domain_late(sndr, e), sndr, e)
@@ -218,7 +245,7 @@ def connect(sndr: Any, rcvr: Any) -> Any:
             return _hooks.connect_awaitable(sndr, rcvr)
         raise TypeError(
             f"connect() needs a sender, got {type(sndr).__name__}: a sender has a connect(rcvr) "
-            "method (derive from sx.Sender) or is awaitable"
+            "method (derive from sx.Sender) or is awaitable ([exec.snd.concepts])"
         ) from None
     return m(rcvr)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from ._adaptor_util import InlineAsChild, UnaryAdaptor, UnarySender, early_child
 from ._completion_signatures import completion_signatures, get_completion_signatures
-from ._domain import connect
+from ._domain import connect_unchecked as connect
 from ._env import fwd_env, get_env
 from ._protocol import Sender, set_value_t
 

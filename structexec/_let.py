@@ -14,7 +14,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from ._adaptor_util import ChildOp, FnAdaptor, UnarySender
-from ._domain import completion_domain, connect
+from ._domain import completion_domain
+from ._domain import connect_unchecked as connect
 from ._env import (
     _MISSING,
     EMPTY_ENV,

@@ -32,7 +32,7 @@ from ._completion_signatures import (
     get_completion_signatures,
 )
 from ._continues_on import continues_on
-from ._domain import connect
+from ._domain import connect_unchecked as connect
 from ._env import (
     _MISSING,
     EMPTY_ENV,

@@ -70,7 +70,18 @@ class StopCallback(Protocol):
 
 
 def _no_copy(self: object, *args: object) -> NoReturn:
-    raise TypeError(f"{type(self).__name__} is not copyable or movable (REQUIREMENTS 5.9, 5.10)")
+    raise TypeError(
+        f"{type(self).__name__} is not copyable or movable ([stopsource.inplace], "
+        "[stopcallback.inplace]); share the object itself"
+    )
+
+
+def _not_callable(what: str, fn: object) -> TypeError:
+    return TypeError(
+        f"{what}: fn must be a callable taking no arguments (it is called when stop is "
+        f"requested), got {type(fn).__name__} {fn!r:.60} ([stoptoken.concepts]: "
+        "stoppable-callback-for)"
+    )
 
 
 def _run_immediately(fn: Callable[[], object]) -> None:
@@ -125,6 +136,8 @@ class inplace_stop_callback(_ClosesOnExit):
     _source: inplace_stop_source | None
 
     def __init__(self, token: inplace_stop_token, fn: Callable[[], object]) -> None:
+        if not callable(fn):  # rejected here, not when a later request_stop calls it
+            raise _not_callable("inplace_stop_callback(token, fn)", fn)
         try:
             src = token._source
         except AttributeError:
@@ -331,6 +344,9 @@ class inplace_stop_source:
         return f"<inplace_stop_source {state}>"
 
 
+_NO_FN: Any = object()
+
+
 class _noop_stop_callback:
     """Callback of a token that can never stop: registers nothing, ``close()`` does nothing.
 
@@ -340,8 +356,9 @@ class _noop_stop_callback:
 
     __slots__ = ()
 
-    def __init__(self, token: object = None, fn: object = None) -> None:
-        pass
+    def __init__(self, token: object = None, fn: object = _NO_FN) -> None:
+        if fn is not _NO_FN and not callable(fn):
+            raise _not_callable("never_stop_token.callback_type(token, fn)", fn)
 
     def close(self) -> None:
         """Do nothing."""
@@ -424,6 +441,8 @@ def stop_callback_for(token: Any, fn: Callable[[], object]) -> StopCallback:
     cls = type(token)
     if cls is inplace_stop_token:
         return inplace_stop_callback(token, fn)
+    if not callable(fn):
+        raise _not_callable("stop_callback_for(token, fn)", fn)
     if cls is never_stop_token:
         return _NOOP_CALLBACK
     cb_type = getattr(cls, "callback_type", None)
@@ -438,7 +457,7 @@ def stop_callback_for(token: Any, fn: Callable[[], object]) -> StopCallback:
         f"stop token type {cls.__qualname__} can stop but defines no callback_type: a stop "
         "token class must name its callback class in the class attribute callback_type, "
         "constructed as callback_type(token, fn) and providing close() (C++ "
-        "stop_callback_for_t, REQUIREMENTS 5.10)"
+        "stop_callback_for_t, [stoptoken.concepts])"
     )
 
 
@@ -460,6 +479,8 @@ class _CombinedCallback(_ClosesOnExit):
     __slots__ = ("_ca", "_cb", "_fn")
 
     def __init__(self, token: combined_stop_token, fn: Callable[[], object]) -> None:
+        if not callable(fn):
+            raise _not_callable("combined_stop_token.callback_type(token, fn)", fn)
         # A one-element list: list.pop() is atomic, so exactly one of the two sides (or the
         # constructor's immediate run) gets ``fn``.
         self._fn = [fn]

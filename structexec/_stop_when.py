@@ -21,7 +21,7 @@ from typing import Any
 
 from ._adaptor_util import close_op
 from ._completion_signatures import get_completion_signatures
-from ._domain import connect
+from ._domain import connect_unchecked as connect
 from ._env import QueryError, fwd_env, get_env, get_stop_token, query_or
 from ._protocol import Algorithm, Sender
 from ._stop_token import combined_stop_token, is_unstoppable

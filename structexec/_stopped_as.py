@@ -24,7 +24,7 @@ from ._completion_signatures import (
     dependent_sender_error,
     get_completion_signatures,
 )
-from ._domain import connect
+from ._domain import connect_unchecked as connect
 from ._env import fwd_env, get_env
 from ._just import just, just_error
 from ._let import let_stopped

@@ -34,7 +34,9 @@ import trio.lowlevel as tl
 from . import _hooks
 from ._affine_on import completes_on
 from ._completion_signatures import get_completion_signatures
-from ._domain import connect, may_transform
+from ._coroutine_driver import swallowed_stop_message
+from ._domain import connect_unchecked as connect
+from ._domain import may_transform
 from ._env import _MISSING, get_scheduler, sched_env
 from ._errors import ErrorValue, Stopped, terminate
 from ._infallible import UNSTOPPABLE_ENV
@@ -401,11 +403,7 @@ class Driver:
     def _returned(self, fr: _TaskOp, v: Any) -> tuple[int, Any]:
         u = fr.unwinding
         if u == _UNWIND_STOP:
-            return THROW, RuntimeError(
-                f"the task {fr.cfg.name} caught the sx.Stopped that unwinds it after an awaited "
-                "sender completed stopped, and returned normally (DESIGN.md 2.4: stopped "
-                "cannot be caught; re-raise it)"
-            )
+            return THROW, RuntimeError(swallowed_stop_message(f"the task {fr.cfg.name}"))
         if u == _UNWIND_ERROR:
             return THROW, fr.exit_error
         if type(v) is with_error:

@@ -10,12 +10,23 @@ unchanged (13.4).
 
 from __future__ import annotations
 
+import inspect
+import types
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from . import _domain
-from ._adaptor_util import PLAIN_CALLABLES, BoundClosure, ChildOp, FnAdaptor, UnarySender
-from ._domain import connect, get_domain_late, transform_sender
+from ._adaptor_util import (
+    PLAIN_CALLABLES,
+    BoundClosure,
+    ChildOp,
+    FnAdaptor,
+    UnarySender,
+    async_fn_error,
+    is_async_fn,
+)
+from ._domain import connect_unchecked as connect
+from ._domain import get_domain_late, transform_sender
 from ._env import fwd_env, get_env
 from ._just import _JustSender
 from ._protocol import Closure, Sender, completed_twice, twice_started, values
@@ -24,17 +35,40 @@ __all__ = ["then", "upon_error", "upon_stopped"]
 
 R = TypeVar("R")
 _VALUE, _ERROR, _STOPPED = 0, 1, 2
+_CoroutineType = types.CoroutineType
+_FunctionType = types.FunctionType
+_CO_COROUTINE = inspect.CO_COROUTINE
+_NAMES = ("then", "upon_error", "upon_stopped")
+
+
+def returned_coroutine(kind: int, f: Any, coro: Any) -> TypeError:
+    """``f`` returned a coroutine object (``then(lambda: async_fn())``, or a callable object
+    with an ``async def __call__``): close it (it never runs, and Python would warn that it
+    was never awaited) and make the ``TypeError`` that the operation completes with."""
+    coro.close()
+    name = _NAMES[kind]
+    fname = getattr(f, "__qualname__", None) or type(f).__name__
+    let = ("let_value", "let_error", "let_stopped")[kind]
+    return TypeError(
+        f"the function given to {name}, {fname}, returned a coroutine object; {name} sends "
+        "what its function returns as a value, so the coroutine would never run (it was "
+        f"closed) ([exec.then]). Use sx.{let}(f) to run it as the next step, or await it "
+        "inside a coroutine or @sx.task"
+    )
 
 
 def _apply_fns(fns: tuple[Any, ...], vals: tuple[Any, ...]) -> tuple[Any, ...]:
     """Run a chain of ``then`` functions on ``vals``: each result becomes the next datums by
-    the values convention (DESIGN.md 2.1). An exception from a function propagates."""
+    the values convention (DESIGN.md 2.1). An exception from a function propagates, and so
+    does the ``TypeError`` for a returned coroutine object."""
     for f in fns:
         r = f(*vals)
         if r is None:
             vals = ()
         elif type(r) is values:
             vals = r
+        elif type(r) is _CoroutineType:
+            raise returned_coroutine(_VALUE, f, r)
         else:
             vals = (r,)
     return vals
@@ -95,6 +129,9 @@ class _ThenOp(ChildOp):
                     r = f()
             except Exception as e:
                 kind, data = _ERROR, e
+                continue
+            if type(r) is _CoroutineType:
+                kind, data = _ERROR, returned_coroutine(kind, f, r)
                 continue
             kind = _VALUE
             data = () if r is None else (r if type(r) is values else (r,))
@@ -158,6 +195,8 @@ class _JustThen1Op:
             self._rcvr.set_value()
         elif type(r) is values:
             self._rcvr.set_value(*r)
+        elif type(r) is _CoroutineType:
+            self._rcvr.set_error(returned_coroutine(_VALUE, self._fn, r))
         else:
             self._rcvr.set_value(r)
 
@@ -301,6 +340,8 @@ class _ThenClosure(BoundClosure):
 
 def _closure(alg: FnAdaptor, args: tuple[Any, ...]) -> Any:
     if len(args) == 1 and type(args[0]) in PLAIN_CALLABLES:
+        if is_async_fn(args[0]):
+            raise async_fn_error(alg._name, args[0])
         c = _new(_ThenClosure)
         c._alg = alg
         c._x = args[0]
@@ -320,16 +361,26 @@ class then_t(FnAdaptor):
     __slots__ = ()
     _cls = _ThenSender
     _name = "then"
+    _sync_only = True
 
     @overload
     def __call__(self, f: Callable[..., R], /) -> Closure[R]: ...
     @overload
     def __call__(self, sndr: Any, f: Callable[..., R], /) -> Sender[R]: ...
     def __call__(self, *args: Any) -> Any:
-        if len(args) == 1 and type(args[0]) in PLAIN_CALLABLES:  # _closure, inlined
+        if len(args) == 1:  # _closure, inlined
+            f = args[0]
+            t = type(f)
+            if t is _FunctionType:
+                if f.__code__.co_flags & _CO_COROUTINE:
+                    raise async_fn_error("then", f)
+            elif t not in PLAIN_CALLABLES:
+                return self._build(args)
+            elif is_async_fn(f):
+                raise async_fn_error("then", f)
             c = _new(_ThenClosure)
             c._alg = self
-            c._x = args[0]
+            c._x = f
             return c
         return self._build(args)
 
@@ -340,6 +391,7 @@ class upon_error_t(FnAdaptor):
     __slots__ = ()
     _cls = _UponErrorSender
     _name = "upon_error"
+    _sync_only = True
 
     @overload
     def __call__(self, f: Callable[[Any], R], /) -> Closure[Any]: ...
@@ -355,6 +407,7 @@ class upon_stopped_t(FnAdaptor):
     __slots__ = ()
     _cls = _UponStoppedSender
     _name = "upon_stopped"
+    _sync_only = True
 
     @overload
     def __call__(self, f: Callable[[], R], /) -> Closure[Any]: ...

@@ -23,7 +23,10 @@ first failure cancels the siblings; here the "cancel" is a stop request.
 
 from __future__ import annotations
 
+import reprlib
+import sys
 import threading
+import traceback
 from typing import Any
 
 from ._adaptor_util import close_op, early
@@ -32,13 +35,16 @@ from ._completion_signatures import (
     dependent_sender_error,
     get_completion_signatures,
 )
-from ._domain import connect, default_domain, domains_active, get_domain_early
+from ._domain import connect_unchecked as connect
+from ._domain import default_domain, domains_active, get_domain_early
 from ._env import EMPTY_ENV, fwd_env, get_domain, get_env, get_stop_token, prop, query_or
+from ._errors import ErrorValue
 from ._into_variant import into_variant
 from ._just import just, just_error, just_stopped
 from ._protocol import (
     Algorithm,
     Sender,
+    completed_twice,
     is_sender,
     set_stopped_t,
     set_value_t,
@@ -75,23 +81,39 @@ class _WhenAllEnv:
 
 
 class _ChildReceiver:
-    __slots__ = ("_i", "_op")
+    """The receiver of child ``#i``; a second completion raises, as every adaptor's does
+    ([exec.async.ops]: an operation completes exactly once)."""
+
+    __slots__ = ("_done", "_i", "_op")
 
     def __init__(self, op: _WhenAllOp, i: int) -> None:
         self._op = op
         self._i = i
+        self._done = False
 
     def get_env(self) -> _WhenAllEnv:
         return self._op._cenv
 
     def set_value(self, *vals: Any) -> None:
+        if self._done:
+            raise completed_twice(self, "set_value")
+        self._done = True
         self._op._on_value(self._i, vals)
 
     def set_error(self, err: Any) -> None:
-        self._op._on_error(err)
+        if self._done:
+            raise completed_twice(self, "set_error")
+        self._done = True
+        self._op._on_error(self._i, err)
 
     def set_stopped(self) -> None:
+        if self._done:
+            raise completed_twice(self, "set_stopped")
+        self._done = True
         self._op._on_stopped()
+
+    def __repr__(self) -> str:
+        return f"<when_all child #{self._i} receiver>"
 
 
 class _WhenAllOp:
@@ -101,6 +123,7 @@ class _WhenAllOp:
         "_disp",
         "_err",
         "_lock",
+        "_more",
         "_on_stop",
         "_ops",
         "_rcvr",
@@ -114,6 +137,7 @@ class _WhenAllOp:
         self._count = n
         self._disp = _STARTED
         self._err: Any = None
+        self._more: list[tuple[int, Any]] | None = None  # the errors that lost (16.6)
         self._vals: list[tuple[Any, ...]] = [()] * n
         self._lock = threading.Lock()
         self._on_stop: Any = None
@@ -169,13 +193,18 @@ class _WhenAllOp:
         if c == 0:
             self._complete()
 
-    def _on_error(self, err: Any) -> None:
+    def _on_error(self, i: int, err: Any) -> None:
         lock = self._lock
         lock.acquire()
         first = self._disp != _ERROR  # an error replaces a stop (16.8)
         if first:
             self._disp = _ERROR
             self._err = err
+        else:  # kept to be reported with the error that won (never silently dropped)
+            more = self._more
+            if more is None:
+                more = self._more = []
+            more.append((i, err))
         lock.release()
         if first:
             self._src.request_stop()  # synchronously, on this thread (16.6)
@@ -219,9 +248,84 @@ class _WhenAllOp:
         elif disp == _ERROR:
             err = self._err
             self._err = None
+            more = self._more
+            if more is not None:
+                self._more = None
+                report_dropped_errors(err, more)
             rcvr.set_error(err)
         else:
             rcvr.set_stopped()
+
+
+_short_repr = reprlib.Repr()
+_short_repr.maxstring = _short_repr.maxother = 160
+
+
+def dropped_error_note(i: int, other: Any) -> str:
+    """The note that names an error of child ``#i`` that lost to the first one."""
+    return (
+        f"when_all: child #{i} also failed, with {_short_repr.repr(other)}; only the first "
+        "error is delivered ([exec.when.all]), this one was dropped"
+    )
+
+
+def report_dropped_errors(err: Any, more: list[tuple[int, Any]]) -> None:
+    """Make the errors that lost to ``err`` visible ([exec.when.all] delivers only the first).
+
+    If ``err`` is an exception, each other error becomes a note on it (``__notes__``; a note
+    already there is not added twice, so a shared exception does not collect copies). A
+    non-exception error datum is never changed: the other errors then go to
+    ``sys.unraisablehook``, Python's channel for an exception that cannot be raised (the
+    default one prints them to stderr; pytest reports them as warnings).
+    """
+    if isinstance(err, BaseException):
+        # err.__notes__ is what BaseException.add_note (3.11+) appends to; set it directly so
+        # that Python 3.10 (where the exceptiongroup backport prints notes) works the same.
+        notes = getattr(err, "__notes__", None)
+        for i, other in more:
+            if other is err:
+                continue
+            note = dropped_error_note(i, other)
+            if notes is None:
+                notes = []
+                try:
+                    err.__notes__ = notes  # type: ignore[attr-defined,unused-ignore]
+                except Exception:  # pragma: no cover - an exception type without a __dict__
+                    return
+            if type(notes) is not list:  # pragma: no cover - someone replaced __notes__
+                return
+            if note not in notes:
+                notes.append(note)
+        return
+    for i, other in more:
+        exc = other if isinstance(other, BaseException) else ErrorValue(other)
+        msg = (
+            f"when_all: the error of child #{i} was dropped because another child's error, "
+            f"{_short_repr.repr(err)}, was delivered ([exec.when.all]); that error is not an "
+            "exception, so this one could not be attached to it as a note"
+        )
+        hook = sys.unraisablehook
+        try:
+            if hook is sys.__unraisablehook__:  # it accepts only the interpreter's own args
+                sys.stderr.write(f"{msg}:\n")
+                traceback.print_exception(type(exc), exc, exc.__traceback__)
+            else:
+                hook(_Unraisable(exc, msg))  # type: ignore[arg-type]
+        except Exception:  # pragma: no cover - a broken hook must not break the completion
+            pass
+
+
+class _Unraisable:
+    """The argument of ``sys.unraisablehook`` (the attributes it reads)."""
+
+    __slots__ = ("err_msg", "exc_traceback", "exc_type", "exc_value", "object")
+
+    def __init__(self, exc: BaseException, msg: str) -> None:
+        self.exc_type = type(exc)
+        self.exc_value = exc
+        self.exc_traceback = exc.__traceback__
+        self.err_msg = msg
+        self.object = None
 
 
 def _common_domain(children: tuple[Any, ...]) -> Any:
@@ -262,7 +366,7 @@ class _WhenAllSender(Sender[Any]):
                 raise TypeError(
                     f"when_all(): child #{i} ({c!r}) can complete with several value signatures "
                     f"({sigs}); when_all needs at most one per child. Use "
-                    "sx.when_all_with_variant(...) or sx.into_variant(child) (REQUIREMENTS 16.2)"
+                    "sx.when_all_with_variant(...) or sx.into_variant(child) ([exec.when.all])"
                 )
         if env is None:
             self._checked = not need_env
@@ -277,7 +381,17 @@ class _WhenAllSender(Sender[Any]):
             checked = self._checked
         if not checked:
             self._check_child_sigs(cenv)
-        op._ops = [connect(c, _ChildReceiver(op, i)) for i, c in enumerate(children)]
+        ops: list[Any] = []
+        try:
+            for i, c in enumerate(children):
+                ops.append(connect(c, _ChildReceiver(op, i)))
+        except BaseException:
+            # A child rejected its receiver (or a coroutine given twice): release what the
+            # children connected so far hold, at once, not when the garbage collector runs.
+            for o in ops:
+                close_op(o)
+            raise
+        op._ops = ops
         return op
 
     def get_env(self) -> Any:
@@ -306,7 +420,9 @@ class _WhenAllSender(Sender[Any]):
             vsigs = [s for s in cs if type(s) is set_value_t]
             if len(vsigs) >= 2:
                 raise TypeError(
-                    f"when_all(): child {c!r} has several value signatures (REQUIREMENTS 16.2)"
+                    f"when_all(): child {c!r} has several value signatures; when_all needs at most "
+                    "one per child. Use sx.when_all_with_variant(...) or sx.into_variant(child) "
+                    "([exec.when.all])"
                 )
             if vsigs:
                 values.extend(vsigs[0].args)
@@ -359,7 +475,7 @@ def _make(cls: type[_WhenAllSender], name: str, sndrs: tuple[Any, ...]) -> Sende
     early domain when domains are in use (9.7)."""
     if not sndrs:
         raise TypeError(
-            f"{name}() needs at least one sender (REQUIREMENTS 16.1); for no work at all use "
+            f"{name}() needs at least one sender ([exec.when.all]); for no work at all use "
             "sx.just()"
         )
     for i, s in enumerate(sndrs):

@@ -20,7 +20,7 @@ from ._adaptor_util import (
     early_child,
 )
 from ._completion_signatures import completion_signatures, dependent_sender_error
-from ._domain import connect
+from ._domain import connect_unchecked as connect
 from ._env import EMPTY_ENV, fwd_env, join_env
 from ._infallible import UNSTOPPABLE_ENV
 from ._protocol import Closure, Sender
