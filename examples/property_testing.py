@@ -43,13 +43,13 @@ class _StopQuicklyOp:
             self.cb = sx.stop_callback_for(token, self.rcvr.set_stopped)
         # FIX: register nothing. The child sees the same stop token; it will complete
         # (stopped, most likely) and we forward that. An operation completes exactly once,
-        # and never before its children (REQUIREMENTS 2.2, 2.6).
+        # and never before its children ([exec.async.ops]).
         self.op.start()
 
     def _deregister(self) -> None:
         cb, self.cb = self.cb, None
         if cb is not None:
-            cb.close()  # stop callbacks are deregistered before completing (2.13)
+            cb.close()  # stop callbacks are deregistered before completing
 
     def set_value(self, *vals: Any) -> None:
         self._deregister()
@@ -101,15 +101,23 @@ def hand_written_tests() -> None:
 def find_bug(adaptor: sxst.Adaptor) -> str | None:
     """Run the cancellation property over trees that contain ``adaptor``; return the failure."""
 
+    # derandomize: the same 500 trees on every run (reproducible; the database is not used).
+    # Only trees whose operations run on this thread, so that each run of an example behaves
+    # the same way (docs/testing.md, "Keeping the test reproducible").
     @settings(
         max_examples=500,
         deadline=None,
-        database=None,
+        derandomize=True,
         verbosity=Verbosity.quiet,
         report_multiple_bugs=False,
     )
     @given(
-        sxst.trees_with_stop_schedules(adaptors=[adaptor], scopes=(), from_threads=False),
+        sxst.trees_with_stop_schedules(
+            kinds=sxst.SYNC_KINDS - {"thread_hop", "parallel_hop"},
+            adaptors=[adaptor],
+            scopes=(),
+            from_threads=False,
+        ),
         sxst.interleavings(),
     )
     def every_tree_completes_once(

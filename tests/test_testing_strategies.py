@@ -357,6 +357,59 @@ def test_finds_a_double_completion_in_a_user_adaptor_req_2_2() -> None:
     assert "tree:  quick(sx.just())" in msg
 
 
+def test_a_double_completion_caught_by_a_library_operation_is_reported_as_one() -> None:
+    """Issue 12, defect 12: when a broken adaptor completes the ``then`` above it twice, the
+    then-operation raises (as it must); the report says "second completion" and where to
+    look, not "start() and completion functions must not raise" (which blamed the library)."""
+
+    class Op:
+        def __init__(self, child: Any, rcvr: Any) -> None:
+            self.rcvr = rcvr
+            self.op = sx.connect(child, self)
+
+        def get_env(self) -> Any:
+            return sx.get_env(self.rcvr)
+
+        def start(self) -> None:
+            tok = sx.get_stop_token(sx.get_env(self.rcvr))
+            self.cb = sx.stop_callback_for(tok, self.rcvr.set_stopped)  # completes at once
+            self.op.start()  # ... and the child completes again
+
+        def set_value(self, *v: Any) -> None:
+            self.rcvr.set_value(*v)
+
+        def set_error(self, e: Any) -> None:
+            self.rcvr.set_error(e)
+
+        def set_stopped(self) -> None:
+            self.rcvr.set_stopped()
+
+    class Quick(sx.Sender[Any]):
+        def __init__(self, child: Any) -> None:
+            self.child = child
+
+        def connect(self, rcvr: Any) -> Op:
+            return Op(self.child, rcvr)
+
+    quick = sxst.Adaptor("quick", Quick)
+    # The failing sibling stops the when_all before quick(...) starts: no stop schedule.
+    tree = Tree(
+        WhenAll(
+            (JustError(TreeError("e0")), Then(sxst.Custom(Just(()), quick), Fn.mix(0), "then"))
+        )
+    )
+    with pytest.raises(AssertionError) as info:
+        sxst.run_tree(tree, StopSchedule(), allow_gc=True).check()
+    msg = str(info.value)
+    assert msg.startswith(
+        "second completion: _ThenOp.set_value() called after the operation had already "
+        "completed"
+    ), msg
+    assert "completed it twice" in msg
+    assert "must not raise" not in msg
+    assert "tree:  sx.when_all(sx.just_error(TreeError('e0')), quick(sx.just())" in msg
+
+
 def test_finds_a_leaked_stop_callback_req_2_13() -> None:
     """A user adaptor that never deregisters its stop callback."""
 

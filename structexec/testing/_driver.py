@@ -395,9 +395,18 @@ class RunResult:
                 tb = tb.tb_next
             if tb is not None:
                 where = f" at {tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
+            if isinstance(e, RuntimeError) and _COMPLETED_TWICE in str(e):
+                # The library's operation is not at fault: it detected that whatever is
+                # below it in the tree completed it a second time (and raised, as it must).
+                raise AssertionError(
+                    f"second completion: {e}{where}. Something below that operation in the "
+                    "tree completed it twice (an operation completes exactly once, "
+                    "[exec.async.ops]); look for a completion made from a stop callback, or "
+                    "both by an adaptor and by its child"
+                ) from e
             raise AssertionError(
                 f"the run raised {type(e).__name__}: {e}{where}; start() and completion "
-                "functions must not raise (REQUIREMENTS 2.11, 2.12)"
+                "functions must not raise ([exec.opstate.start], [exec.set.value])"
             ) from e
         if self.terminate_calls:
             reason, exc = self.terminate_calls[0]
@@ -408,18 +417,23 @@ class RunResult:
             raise AssertionError(
                 f"{self.unclosed_coroutines[0]}: a coroutine connected as a sender but never "
                 "started was left to the garbage collector instead of being closed "
-                "(DESIGN.md 2.8)"
+                "(an adaptor that drops a child operation unstarted must close() it: "
+                "docs/senders.md, 'Writing your own sender')"
             )
         if self.gc_needed and not self.allow_gc:
             raise AssertionError(
                 f"{self.gc_needed[0]} completed only after gc.collect(): an association was "
-                "released by the garbage collector, not at a defined moment (DESIGN.md 2.8)"
+                "released by the garbage collector, not at a defined moment (an adaptor "
+                "that drops a child operation unstarted must close() it: docs/senders.md, "
+                "'Writing your own sender')"
             )
         rec.check()
         if rec.completions != 1:
-            raise AssertionError(f"completed {rec.completions} times (REQUIREMENTS 2.2)")
+            raise AssertionError(f"completed {rec.completions} times ([exec.async.ops])")
         if rec.live_callbacks_at_completion:
-            raise AssertionError("stop callbacks still registered at completion (2.13)")
+            raise AssertionError(
+                "stop callbacks still registered at completion ([exec.recv.concepts])"
+            )
         if rec.outcome not in self.model:
             raise AssertionError(f"outcome {rec.outcome!r} is not one the model allows")
         sch = self.declared_value_scheduler
@@ -431,7 +445,7 @@ class RunResult:
         ):
             raise AssertionError(
                 f"the sender declares get_completion_scheduler[set_value_t] == {sch!r} but "
-                f"completed on {rec.scheduler!r} (REQUIREMENTS 2.16)"
+                f"completed on {rec.scheduler!r} ([exec.get.compl.sched])"
             )
         # Spawned work: each spawn completed once, with a modelled outcome.
         logged: dict[int, int] = {}
@@ -471,7 +485,7 @@ class RunResult:
             if f.consumer is not None and f.consumer not in (f.work, STOPPED):
                 raise AssertionError(
                     f"the consumer of {f.node.code()} received {f.consumer!r} but the work "
-                    f"completed with {f.work!r} (REQUIREMENTS 30.5)"
+                    f"completed with {f.work!r} ([exec.spawn.future])"
                 )
         # Scopes joined, reported exactly the errors nobody else received (DESIGN.md 2.6), and
         # released every association they granted (2.8).
@@ -496,13 +510,14 @@ class RunResult:
                 if j.kind != "error":
                     raise AssertionError(
                         f"join of scope {i} completed {j.outcome!r}; spawned work failed with "
-                        f"{expected!r} and nobody received those errors (DESIGN.md 2.6)"
+                        f"{expected!r} and nobody received those errors (a scope reports "
+                        "them, like a nursery: docs/scopes.md)"
                     )
                 got = _leaf_exceptions(j.error)
                 if sorted(map(id, got)) != sorted(map(id, expected)):
                     raise AssertionError(
                         f"join of scope {i} reported {got!r}, expected exactly "
-                        f"{expected!r} (DESIGN.md 2.6)"
+                        f"{expected!r} (docs/scopes.md)"
                     )
             elif j.outcome != ("value", ()):
                 raise AssertionError(f"join of scope {i} completed {j.outcome!r}, not value()")
@@ -513,15 +528,19 @@ class RunResult:
             if isinstance(tok, CountingToken) and (tok.underflow or tok.granted != tok.released):
                 raise AssertionError(
                     f"scope {i} granted {tok.granted} associations but {tok.released} were "
-                    "released (DESIGN.md 2.8, REQUIREMENTS 26.4)"
+                    "released ([exec.scope.concepts], [exec.counting.scopes])"
                 )
         for name, src in self.sources:
             live = len(src._callbacks)
             if live:
                 raise AssertionError(
                     f"{live} stop callback(s) still registered on {name} after every operation "
-                    "completed (REQUIREMENTS 2.13)"
+                    "completed ([exec.recv.concepts])"
                 )
+
+
+#: What the library's operations say when they are completed a second time.
+_COMPLETED_TWICE = "called after the operation had already completed"
 
 
 def _leaf_exceptions(e: Any) -> list[Any]:

@@ -225,7 +225,10 @@ class ManualScheduler:
                 "set_error completion (P3941R1); create it with ManualScheduler(infallible=False)"
             )
         if exc is None:
-            raise TypeError("fail_next(None): None is not a valid error datum (REQUIREMENTS 1.2)")
+            raise TypeError(
+                "fail_next(None): None is not a valid error datum ([exec.general]); pass an "
+                "exception"
+            )
         with self._lock:
             self._failures.extend([exc] * count)
 

@@ -101,13 +101,13 @@ class RecordingReceiver:
             if not self.started:
                 violation = AssertionError(
                     f"completion set_{kind}{args!r} before the operation was started "
-                    "(REQUIREMENTS 2.3)"
+                    "(no completion before start, [exec.async.ops])"
                 )
             elif self.events:
                 violation = AssertionError(
                     f"second completion set_{kind}{args!r} after {self.events[0][0]}"
                     f"{self.events[0][1]!r} (an operation completes exactly once, "
-                    "REQUIREMENTS 2.2)"
+                    "[exec.async.ops])"
                 )
             self.events.append((kind, args))
             if violation is None:
@@ -118,7 +118,9 @@ class RecordingReceiver:
                     self.violations.append(
                         AssertionError(
                             f"{live} stop callback(s) still registered on the receiver's stop "
-                            f"source when it completed with set_{kind} (REQUIREMENTS 2.13)"
+                            f"source when it completed with set_{kind} (an operation "
+                            "deregisters its stop callbacks before it completes, "
+                            "[exec.recv.concepts])"
                         )
                     )
             else:
