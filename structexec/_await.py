@@ -47,10 +47,10 @@ general path's:
   cancellation of the awaiting task cancels the children (32.2: the stop request), and a
   value that arrives despite it is returned;
 * a ``BaseException`` other than ``Cancelled``/``Stopped`` (``KeyboardInterrupt``,
-  ``SystemExit``) escaping a child completes that child stopped and is then re-raised in a
-  trio system task, as the general path's hosted system task re-raises it (``trio.run`` then
-  fails with ``TrioInternalError`` caused by it; the await gives ``Cancelled`` if a sibling
-  was still running and the crash's cancellation reaches the task, else ``Stopped``);
+  ``SystemExit``) escaping a child stops the siblings and is raised from the await, as the
+  general path's hosted task hands it to the await's ``raised_sink`` (so ``trio.run`` raises
+  it as it raises a nursery child's); the first one wins. Difference: the general path raises
+  it at once and abandons the stopped siblings, the fast path once they have finished;
 * a ``KeyboardInterrupt`` that trio delivers to the awaiting (main) task while it waits stops
   the children and is raised alone once they have finished;
 * group handling at the child boundary mirrors the general path's cancel scope: when the child
@@ -151,7 +151,6 @@ _runs_get = runs_by_thread.get
 _current_task = tl.current_task
 _current_effective_deadline = trio.current_effective_deadline
 _open_nursery = trio.open_nursery
-_spawn_system_task = tl.spawn_system_task
 _Cancelled = trio.Cancelled
 _CoroutineType = types.CoroutineType
 _getcoroutinestate = inspect.getcoroutinestate
@@ -444,6 +443,7 @@ class _NurseryWhenAll:
     """Bookkeeping of one ``await when_all(<coroutines>)`` run in a nursery (16.3-16.9)."""
 
     __slots__ = (
+        "_base",
         "_cancel_seen",
         "_count",
         "_disp",
@@ -470,6 +470,7 @@ class _NurseryWhenAll:
         self._cancel_seen = False
         self._env = _FastChildEnv(self)
         self._more: list[tuple[int, Any]] | None = None  # errors that lost to _err (16.6)
+        self._base: BaseException | None = None  # a child's KeyboardInterrupt, SystemExit
         # Set when used: _scope (in _run), _err (with _disp = _ERROR_D), _outer_cancelled (by
         # the last arrival when _disp is _STOPPED_D).
         self._scope: Any
@@ -504,6 +505,10 @@ class _NurseryWhenAll:
             ki = None
         if ki is not None:
             raise ki
+        base = self._base
+        if base is not None:  # a child raised KeyboardInterrupt, SystemExit, ... (_raised)
+            self._base = None
+            raise base
         disp = self._disp
         if disp == _STARTED:
             out: tuple[Any, ...] = ()
@@ -568,23 +573,15 @@ class _NurseryWhenAll:
             if mark.stopped:  # the coroutine swallowed a stop (as TrioHostedOp._main)
                 raise RuntimeError(swallowed_stop_message(f"the coroutine {name_of(coro)}"))
         except BaseException as exc:
-            crash = self._raised(exc, coro, i)
-            if crash is None:
-                return
+            self._raised(exc, i)
         else:
             if self._disp == _STARTED:  # values are kept only while nothing failed (16.11)
                 self._vals[i] = result
                 self._count -= 1
             else:
                 self._arrive()
-            return
-        # A BaseException re-raised in a system task (see _raised): arrive once it has been
-        # raised, as the general path's hosted task completes before it raises.
-        with trio.CancelScope(shield=True):
-            await crash.wait()
-        self._arrive()
 
-    def _raised(self, exc: BaseException, coro: Any, i: int) -> trio.Event | None:
+    def _raised(self, exc: BaseException, i: int) -> None:
         # What the general path's shielded CancelScope + ``except Stopped / Exception /
         # BaseException`` make of an exception escaping the coroutine (_coroutine_sender).
         ex: BaseException | None = exc
@@ -599,7 +596,7 @@ class _NurseryWhenAll:
         if ex is None or isinstance(ex, Stopped):
             self._stop()
             self._arrive()
-            return None
+            return
         if isinstance(ex, Exception):
             if self._disp != _ERROR_D:  # the first error wins, also over a stop (16.6, 16.8)
                 first = self._disp == _STARTED
@@ -614,26 +611,14 @@ class _NurseryWhenAll:
                     more = self._more = []
                 more.append((i, ex))
             self._arrive()
-            return None
+            return
         # KeyboardInterrupt, SystemExit, ...: never an error datum (DESIGN.md 2.2). Like the
-        # general path's hosted system task, the child completes stopped and then re-raises
-        # the exception in a trio system task (trio.run then fails with TrioInternalError).
-        # There the completion comes first and the crash right after, in one step: if this is
-        # the last child, arrive now; otherwise arrive after the crash (whose run-wide
-        # cancellation then decides Cancelled vs Stopped, as it does for the general path).
+        # general path (the hosted task hands it to the await's raised_sink), the siblings
+        # are stopped and the await raises it; here once the children have finished.
         self._stop()
-        crash = None
-        if self._count == 1:
-            self._arrive()
-        else:
-            crash = trio.Event()
-        try:
-            _spawn_system_task(_reraise, ex, crash, name=coro.__qualname__)
-        except RuntimeError:  # pragma: no cover - the run is shutting down
-            if crash is not None:
-                self._arrive()
-            raise ex  # noqa: B904 - the exception itself, as it is
-        return crash
+        if self._base is None:
+            self._base = ex
+        self._arrive()
 
     def _stop(self) -> None:
         if self._disp == _STARTED:  # (16.7)
@@ -684,12 +669,6 @@ def _lone_keyboard_interrupt(group: BaseExceptionGroup[Any]) -> BaseException | 
     if len(excs) == 1 and isinstance(excs[0], KeyboardInterrupt):
         return excs[0]
     return None
-
-
-async def _reraise(exc: BaseException, crash: trio.Event | None) -> None:
-    if crash is not None:
-        crash.set()
-    raise exc
 
 
 def on_trio_thread() -> bool:

@@ -41,9 +41,11 @@ rcvr))``) and ``nursery`` the host nursery (default: a system task).
 
 from __future__ import annotations
 
+import _thread
 import contextvars
 import functools
 import inspect
+import signal
 import threading
 import types
 import weakref
@@ -57,6 +59,7 @@ from ._coroutine_driver import CoroutineDriver, HostMark, host_mark, swallowed_s
 from ._env import fwd_env, get_env, get_stop_token, query_or
 from ._errors import Stopped, terminate
 from ._protocol import twice_started, values
+from ._run_loop import sink_of
 from ._stop_token import stop_callback_for
 from ._trio_bridge import (
     RunState,
@@ -135,7 +138,7 @@ class TrioHostedOp:
                 nursery.start_soon(self._main, name=name)
                 return
             except RuntimeError:
-                pass  # the nursery is closed: fall back to a system task of the run
+                self._nursery = None  # closed: fall back to a system task of the run
         tl.spawn_system_task(self._main, name=name, context=contextvars.copy_context())
 
     def _on_stop(self) -> None:
@@ -164,10 +167,18 @@ class TrioHostedOp:
             kind = 2
         except Exception as e:
             kind, err = 1, e
-        except BaseException:
-            # KeyboardInterrupt, SystemExit, ...: never an error datum (DESIGN.md 2.2). The
-            # operation still completes (stopped) so that nobody waits forever.
+        except BaseException as exc:
+            # KeyboardInterrupt, SystemExit, ...: never an error datum (DESIGN.md 2.2).
+            if self._nursery is None and self._hand_over(exc):
+                return  # the consumer raises it where it waits
+            # The operation still completes (stopped) so that nobody waits forever, and the
+            # exception goes on: into the host nursery (whose owner sees it, as a nursery
+            # child's), or out of this system task (trio.run then raises TrioInternalError
+            # caused by it; a KeyboardInterrupt is delivered as a Ctrl-C instead).
             self._finish(2, None)
+            if self._nursery is None and isinstance(exc, KeyboardInterrupt) and _ki_ok():
+                _thread.interrupt_main()
+                return
             raise
         if kind == 0:
             if result is _NOTHING:
@@ -177,6 +188,22 @@ class TrioHostedOp:
                 # raised and returned: the rule of the coroutine driver (module docstring).
                 kind, err = 1, RuntimeError(swallowed_stop_message(f"the coroutine {name_of(aw)}"))
         self._finish(kind, err if kind else result)
+
+    def _hand_over(self, exc: BaseException) -> bool:
+        """Give ``exc`` to the consumer that waits for this work (its ``raised_sink``: an
+        ``await`` in a trio task, ``sync_wait``), which raises it where it waits; then
+        complete stopped (the consumer ignores that). ``False`` if nobody took it."""
+        rcvr = self._rcvr
+        sink = sink_of(get_env(rcvr)) if rcvr is not None else None
+        if sink is None:
+            return False
+        try:
+            taken = sink(exc) is True
+        except Exception:  # pragma: no cover - a broken sink: fall back
+            taken = False
+        if taken:
+            self._finish(2, None)
+        return taken
 
     def _finish(self, kind: int, data: Any) -> None:
         cb = self._cb
@@ -201,6 +228,14 @@ class TrioHostedOp:
                 rcvr.set_stopped()
         except Exception as exc:
             terminate("a receiver's completion raised (REQUIREMENTS 2.12)", exc)
+
+
+def _ki_ok() -> bool:
+    """Does a Ctrl-C reach trio as ``KeyboardInterrupt`` (Python's SIGINT handler is on)?"""
+    try:
+        return callable(signal.getsignal(signal.SIGINT))
+    except Exception:  # pragma: no cover - no signal support
+        return False
 
 
 def host_coroutine(coro: Any, rcvr: Any, *, env: Any = None, nursery: Any = None) -> TrioHostedOp:

@@ -58,6 +58,7 @@ from ._env import (
 )
 from ._errors import ErrorValue, Stopped, terminate
 from ._protocol import Algorithm, Sender, twice_started, values
+from ._run_loop import raised_sink, sink_of
 from ._stop_token import (
     inplace_stop_source,
     inplace_stop_token,
@@ -396,6 +397,22 @@ class _TaskOp:
                 drv.abandon()
                 self._complete_root(STOP, None)
 
+    def hand_over(self, exc: BaseException) -> bool:
+        """Give ``exc`` (a ``KeyboardInterrupt``, ``SystemExit``, ... that escaped the body) to
+        the consumer that waits for this task, through its ``raised_sink`` (an ``await`` in a
+        trio task, ``sync_wait``): it raises it where it waits. ``False`` if nobody took it
+        (the driver then raises it to whoever runs the body)."""
+        rcvr = self.rcvr
+        if rcvr is None:
+            return False
+        sink = sink_of(get_env(rcvr))
+        if sink is None:
+            return False
+        try:
+            return sink(exc) is True
+        except Exception:  # pragma: no cover - a broken sink: raise it instead
+            return False
+
     def _complete_root(self, kind: int, data: Any) -> None:
         """Complete the receiver; the coroutine has finished (24.13, P3552R1 5 caveat 2)."""
         self._unlink()
@@ -508,6 +525,8 @@ class _TrioAwaitEnv(TryEnv):
     def _sx_try(self, q: Any, default: Any) -> Any:
         if q is get_stop_token:
             return default  # the task makes its own, tied to trio cancellation
+        if q is raised_sink:
+            return default  # the body runs in the awaiting task: what it raises goes on there
         base = self._base
         if base is not None:
             r = query_or(base, q, _MISSING)

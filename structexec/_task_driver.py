@@ -304,10 +304,15 @@ class Driver:
                 k, d = THROW, e
             except BaseException as e:
                 # trio.Cancelled (trio mode), KeyboardInterrupt, ...: never an error datum.
-                # The root completes stopped and the exception goes on to trio / the caller;
-                # in a child frame it propagates into the parent like a plain `await`.
+                # The root completes stopped and the exception goes on to trio / the caller,
+                # or to the consumer that waits for the task if it takes it (raised_sink: an
+                # await in a trio task, sync_wait), which raises it where it waits; in a child
+                # frame it propagates into the parent like a plain `await`.
                 ds.driver = prev
                 if len(self.frames) == 1:
+                    if not isinstance(e, trio.Cancelled) and fr.hand_over(e):
+                        self._finish_root(fr, STOP, None)  # the consumer ignores it
+                        return _DONE
                     self._finish_root(fr, STOP, None)
                     raise
                 self._pop(fr)
