@@ -33,8 +33,8 @@ fast path raises it from the await (``test_sigint_while_the_main_task_waits``).
 
 Findings about the general path itself (the fast path matches them): ``await
 sx.read_env(sx.get_stop_token)`` inside a child gives a token that never fires (the token of an
-``await`` belongs to that one operation, 32.1); a ``KeyboardInterrupt`` escaping a child makes
-``trio.run`` fail with ``TrioInternalError`` (the general path re-raises it in a system task).
+``await`` belongs to that one operation, 32.1); a ``KeyboardInterrupt`` escaping a child is
+raised from the await (the general path's hosted task hands it to the await's raised_sink).
 """
 
 from __future__ import annotations
