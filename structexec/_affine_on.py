@@ -128,7 +128,7 @@ class _AffineOnSender(UnarySender):
                 raise TypeError(
                     "affine_on(sndr) was connected to a receiver whose environment has no "
                     "get_scheduler, so it does not know where to complete (P3941R1, "
-                    "REQUIREMENTS 21.5); provide one, e.g. sx.write_env(sndr, "
+                    "[exec.affine.on]); provide one, e.g. sx.write_env(sndr, "
                     "sx.prop(sx.get_scheduler, sch)), or use affine_on(sndr, sch)"
                 )
         check_infallible(sch, "affine_on")

@@ -142,7 +142,7 @@ def _is_awaitable_sender(sndr: Any, promise: Any) -> bool:
     if not callable(getattr(promise, "unhandled_stopped", None)):
         raise TypeError(
             f"as_awaitable(): the promise {type(promise).__name__} has no unhandled_stopped(), so "
-            "a sender cannot be awaited in its coroutine (REQUIREMENTS 20.2); derive the promise "
+            "a sender cannot be awaited in its coroutine ([exec.as.awaitable]); derive the promise "
             "from sx.with_awaitable_senders"
         )
     try:
@@ -152,7 +152,7 @@ def _is_awaitable_sender(sndr: Any, promise: Any) -> bool:
     if sigs is not None and sigs.count_of(set_value_t) > 1:
         raise TypeError(
             f"{sndr!r} has {sigs.count_of(set_value_t)} value completion signatures and cannot be "
-            "awaited: await sx.into_variant(sndr) instead (REQUIREMENTS 20.2, P3552R1 4.4)"
+            "awaited: await sx.into_variant(sndr) instead ([exec.as.awaitable], P3552R1 4.4)"
         )
     return True
 
@@ -194,7 +194,7 @@ def as_awaitable(expr: Any, promise: Any) -> Any:
 def _default_unhandled_stopped() -> Any:
     terminate(
         "a sender awaited in a coroutine completed set_stopped() and the coroutine has no parent "
-        "to report it to (with_awaitable_senders.unhandled_stopped, REQUIREMENTS 20.6, DQ-10)"
+        "to report it to ([exec.with.awaitable.senders] unhandled_stopped)"
     )
     return None
 

@@ -315,7 +315,7 @@ class _BulkAlgorithm(Algorithm):
             raise TypeError(
                 f"{name}(sndr, shape, f): the execution policy is missing; write "
                 f"{name}(sndr, sx.par, shape, f) or {name}(sx.seq, shape, f) as a closure "
-                "(REQUIREMENTS 15.1, DQ-13)"
+                "([exec.bulk])"
             )
         if len(args) != 4:
             raise TypeError(

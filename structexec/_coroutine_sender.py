@@ -227,7 +227,10 @@ class TrioHostedOp:
             else:
                 rcvr.set_stopped()
         except Exception as exc:
-            terminate("a receiver's completion raised (REQUIREMENTS 2.12)", exc)
+            terminate(
+                "a receiver's completion raised; completions must not raise ([exec.recv.concepts])",
+                exc,
+            )
 
 
 def _ki_ok() -> bool:

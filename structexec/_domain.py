@@ -129,7 +129,8 @@ def completion_domain(sndr: Any, default: Any = _DEFAULT) -> Any:
         elif found != d:
             raise TypeError(
                 f"the completion schedulers of {type(sndr).__name__} have different domains "
-                f"({found!r} and {d!r}) (REQUIREMENTS 9.9)"
+                f"({found!r} and {d!r}) ([exec.snd.expos] completion-domain); give them schedulers "
+                "of one domain"
             )
     return default if found is _MISSING else found
 

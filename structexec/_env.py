@@ -394,7 +394,7 @@ class _CompletionSchedulerFactory:
             if tag not in (set_value_t, set_error_t, set_stopped_t):
                 raise TypeError(
                     "get_completion_scheduler[...] takes sx.set_value_t, sx.set_error_t or "
-                    f"sx.set_stopped_t, not {tag!r} (REQUIREMENTS 4.9)"
+                    f"sx.set_stopped_t, not {tag!r} ([exec.get.compl.sched])"
                 )
             q = self._cache[tag] = get_completion_scheduler_t(tag)
         return q

@@ -134,7 +134,10 @@ class just_error_t(Algorithm):
         if len(args) != 1:
             raise TypeError(f"just_error() takes exactly one error datum, got {len(args)}")
         if args[0] is None:
-            raise TypeError("just_error(None): None is not a valid error datum (REQUIREMENTS 1.2)")
+            raise TypeError(
+                "just_error(None): None is not a valid error datum ([exec.just]); send an "
+                "exception or another object"
+            )
         return _JustErrorSender(args[0])
 
 

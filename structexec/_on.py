@@ -56,7 +56,7 @@ T = TypeVar("T")
 def _no_scheduler(form: str) -> TypeError:
     return TypeError(
         f"{form} needs to know which scheduler to return to, but the receiver's environment "
-        "has no get_scheduler (REQUIREMENTS 12.15). Connect it where a scheduler is known "
+        "has no get_scheduler ([exec.on]). Connect it where a scheduler is known "
         "(sync_wait, a task, awaiting it from trio), provide one with "
         "sx.write_env(sender, sx.prop(sx.get_scheduler, sch)), or use sx.starts_on(sch, sndr) "
         "if the completion need not come back"
@@ -171,7 +171,7 @@ class on_t(Algorithm):
         if is_closure and callable(getattr(x, "connect", None)):
             raise TypeError(
                 "on(sch, x): x is both a sender and a sender adaptor closure, which is "
-                "ambiguous (REQUIREMENTS 12.17)"
+                "ambiguous ([exec.on])"
             )
         if is_closure:
             return Closure(lambda s: self(s, sch, x))

@@ -103,7 +103,10 @@ def set_error(rcvr: Any, err: Any) -> None:
     ``None`` is never a valid error datum (C++'s null ``exception_ptr``): it raises ``TypeError``.
     """
     if err is None:
-        raise TypeError("set_error(rcvr, None): None is not a valid error datum (REQUIREMENTS 1.2)")
+        raise TypeError(
+            "set_error(rcvr, None): None is not a valid error datum ([exec.set.error]); send "
+            "an exception or another object"
+        )
     rcvr.set_error(err)
 
 
@@ -203,23 +206,29 @@ class OperationState:
         raise TypeError(f"{type(self).__name__} derives from sx.OperationState but has no start()")
 
     def __copy__(self) -> Any:
-        raise TypeError("operation states cannot be copied or moved (REQUIREMENTS 2.10)")
+        raise TypeError(
+            "operation states cannot be copied or moved ([exec.opstate.general]); connect the "
+            "sender again instead"
+        )
 
     def __deepcopy__(self, memo: Any) -> Any:
-        raise TypeError("operation states cannot be copied or moved (REQUIREMENTS 2.10)")
+        raise TypeError(
+            "operation states cannot be copied or moved ([exec.opstate.general]); connect the "
+            "sender again instead"
+        )
 
 
 def twice_started(op: object) -> RuntimeError:
     return RuntimeError(
         f"{type(op).__name__} was started twice; an operation state may be started at most once "
-        "(REQUIREMENTS 2.1): connect the sender again for a second run"
+        "([exec.opstate.start]): connect the sender again for a second run"
     )
 
 
 def completed_twice(rcvr: object, how: str) -> RuntimeError:
     return RuntimeError(
         f"{type(rcvr).__name__}.{how}() called after the operation had already completed; "
-        "an operation completes exactly once (REQUIREMENTS 2.2)"
+        "an operation completes exactly once ([exec.async.ops]): complete a receiver once"
     )
 
 

@@ -44,7 +44,7 @@ class _ReadEnvSender(Sender[Any]):
         except QueryError as e:
             raise TypeError(
                 f"read_env({self._q!r}): the receiver's environment does not support this query "
-                f"({e}); a non-forwarding query does not cross adaptors (REQUIREMENTS 10.5, 3.10)"
+                f"({e}); a non-forwarding query does not cross adaptors ([exec.fwd.env])"
             ) from None
         except Exception:
             pass  # supported but failing: start() completes with set_error (TRY-SET-VALUE)

@@ -105,7 +105,7 @@ def _check_optional(child: Any, env: Any) -> bool:
         raise TypeError(
             f"stopped_as_optional(): the child {child!r} has {what}; it needs exactly one value "
             "signature with at least one datum, because the stopped case becomes the value None "
-            "(REQUIREMENTS 17.4). For a void child, map stopped explicitly, e.g. "
+            "([exec.stopped.opt]). For a void child, map stopped explicitly, e.g. "
             "sndr | sx.then(lambda: True) | sx.stopped_as_optional, or use "
             "sx.upon_stopped / sx.stopped_as_error"
         )
@@ -262,7 +262,7 @@ class stopped_as_error_t(BinaryAdaptor):
     def _check_arg(self, err: Any) -> None:
         if err is None:
             raise TypeError(
-                "stopped_as_error(): None is not a valid error datum (REQUIREMENTS 1.2)"
+                "stopped_as_error(): None is not a valid error datum ([exec.stopped.err])"
             )
         if is_sender(err) and not isinstance(err, BaseException):
             raise TypeError(

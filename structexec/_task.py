@@ -138,7 +138,7 @@ class _TaskSender(Sender[T]):
     def _consumed(self) -> RuntimeError:
         return RuntimeError(
             f"the task {self._cfg.name} was already connected or awaited: a task is single-use "
-            "(REQUIREMENTS 24.5); call the task function again for another run"
+            "([task.class]); call the task function again for another run"
         )
 
     def connect(self, rcvr: Any) -> _TaskOp:
@@ -324,7 +324,7 @@ class _TaskOp:
             raise QueryError(
                 f"the environment of task {self.cfg.name} does not support {q!r} (a task "
                 "forwards only get_scheduler, get_stop_token, get_allocator and the forwarding "
-                "queries its Environment answers, REQUIREMENTS 24.21)"
+                "queries its Environment answers, [task.promise])"
             )
         return r
 
@@ -431,7 +431,10 @@ class _TaskOp:
             else:
                 rcvr.set_stopped()
         except Exception as exc:
-            terminate("a receiver's completion raised (REQUIREMENTS 2.12)", exc)
+            terminate(
+                "a receiver's completion raised; completions must not raise ([exec.recv.concepts])",
+                exc,
+            )
 
     # -- a child frame ------------------------------------------------------------------------
 

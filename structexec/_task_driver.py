@@ -98,7 +98,7 @@ class _Hop:
     def set_error(self, err: Any) -> None:
         terminate(
             "an infallible scheduler's schedule() completed with an error on a task's hop back "
-            "(P3941R1, REQUIREMENTS 21.14)",
+            "([exec.affine.on], P3941R1)",
             err if isinstance(err, BaseException) else None,
         )
         self._drv._loop()
@@ -298,7 +298,8 @@ class Driver:
                 if not isinstance(e, fr.cfg.exc_types):
                     terminate(
                         f"the task {fr.cfg.name} raised {type(e).__name__}, which is not among "
-                        "its error_types (REQUIREMENTS 24.15)",
+                        "its error_types ([task.promise] unhandled_exception); add it to the "
+                        "Environment's error_types or catch it in the body",
                         e,
                     )
                 k, d = THROW, e
@@ -483,7 +484,7 @@ def _check_awaitable(sndr: Any, env: Any) -> None:
     if sigs is not None and sigs.count_of(set_value_t) > 1:
         raise TypeError(
             f"{sndr!r} has {sigs.count_of(set_value_t)} value completion signatures and cannot "
-            "be awaited: await sx.into_variant(sndr) instead (REQUIREMENTS 20.2, P3552R1 4.4)"
+            "be awaited: await sx.into_variant(sndr) instead ([exec.as.awaitable], P3552R1 4.4)"
         )
 
 

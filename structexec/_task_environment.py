@@ -86,7 +86,7 @@ class with_error(Generic[T]):
 
     def __init__(self, error: T) -> None:
         if error is None:
-            raise TypeError("with_error(None): None is not a valid error datum (REQUIREMENTS 1.2)")
+            raise TypeError("with_error(None): None is not a valid error datum ([exec.set.error])")
         self.error = error
 
     @property
@@ -156,8 +156,7 @@ def _normalise_error_types(et: Any) -> tuple[Any, ...]:
     for s in sigs:
         if type(s) is not set_error_t:
             raise TypeError(
-                f"error_types may contain only set_error_t(E) signatures (REQUIREMENTS 24.2), "
-                f"got {s!r}"
+                f"error_types may contain only set_error_t(E) signatures ([task.class]), got {s!r}"
             )
         out.append(s.args[0])
     return tuple(out)
@@ -180,7 +179,7 @@ def _ctor_arity(cls: Any, what: str) -> int:
     except TypeError:
         raise TypeError(
             f"{what} {cls.__name__} must be constructible with one argument (the receiver's "
-            "environment) or with none ([task.state], REQUIREMENTS 24.8)"
+            "environment) or with none ([task.state])"
         ) from None
 
 
@@ -250,7 +249,7 @@ class Config:
             )
         return (
             f"with_error({e!r}): {type(e).__name__} is not one of the error_types of "
-            f"{self.name} ({', '.join(map(tname, self.err_types))}) (REQUIREMENTS 24.14)"
+            f"{self.name} ({', '.join(map(tname, self.err_types))}) ([task.promise])"
         )
 
 
@@ -268,7 +267,7 @@ def resolve_scheduler(cfg: Config, ev: Any) -> Any:
         if st is task_scheduler:
             raise TypeError(
                 f"the task {cfg.name} needs a scheduler, and the environment of the receiver it "
-                "was connected to has no get_scheduler (P3552R1 4.5, REQUIREMENTS 24.9). Await "
+                "was connected to has no get_scheduler ([task.state], P3552R1 4.5). Await "
                 "it from trio code or from another task, run it with sx.sync_wait, spawn it "
                 "with scope.spawn(...) inside `async with sx.counting_scope() as scope`, or "
                 "give it one: sx.starts_on(sch, t), sx.write_env(t, sx.prop(sx.get_scheduler, "
@@ -281,7 +280,7 @@ def resolve_scheduler(cfg: Config, ev: Any) -> Any:
         except TypeError as e:
             raise TypeError(
                 f"the task {cfg.name} needs a scheduler: the receiver's environment has no "
-                f"get_scheduler and {tname(st)}() failed ({e}) (REQUIREMENTS 24.9)"
+                f"get_scheduler and {tname(st)}() failed ({e}) ([task.state])"
             ) from None
     if st is task_scheduler:
         return sch if type(sch) is task_scheduler else task_scheduler(sch)
@@ -298,7 +297,7 @@ def resolve_scheduler(cfg: Config, ev: Any) -> Any:
     except TypeError as e:
         raise TypeError(
             f"the task {cfg.name}: scheduler_type {tname(st)} can be built neither from the "
-            f"receiver's scheduler {sch!r} nor with no arguments ({e}) (REQUIREMENTS 24.9)"
+            f"receiver's scheduler {sch!r} nor with no arguments ({e}) ([task.state])"
         ) from None
 
 
@@ -318,7 +317,7 @@ def find_allocator(args: tuple[Any, ...], name: str) -> Any:
         if a is allocator_arg:
             if i + 1 >= len(args):
                 raise TypeError(
-                    f"{name}(): allocator_arg must be followed by an allocator (REQUIREMENTS 24.12)"
+                    f"{name}(): allocator_arg must be followed by an allocator ([task.class])"
                 )
             return args[i + 1]
     return _MISSING
