@@ -27,7 +27,7 @@ import operator
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
-from ._adaptor_util import ChildOp, UnarySender, check_sender, early_child
+from ._adaptor_util import ChildOp, UnarySender, check_sender, early_child, is_async_fn
 from ._completion_signatures import completion_signatures, get_completion_signatures
 from ._domain import connect_unchecked as connect
 from ._env import fwd_env
@@ -284,6 +284,12 @@ def _check(name: str, policy: Any, shape: Any, f: Any) -> int:
         raise ValueError(f"{name}(): shape must not be negative, got {n}")
     if not callable(f):
         raise TypeError(f"{name}(): f must be callable, got {type(f).__name__}")
+    if is_async_fn(f):
+        raise TypeError(
+            f"{name}(): f={getattr(f, '__qualname__', f)!r} is an async function; {name} calls "
+            "f and ignores what it returns, so its coroutines would never run ([exec.bulk]). "
+            "Pass a plain function, or await the work in a coroutine or @sx.task"
+        )
     return n
 
 

@@ -254,7 +254,18 @@ class CoroutineDriver:
             self._op = op
             self._pending = True
             self._in_start = True
-            op.start()
+            try:
+                op.start()
+            except BaseException as e:
+                # start() must not raise ([exec.opstate.start]); if it does, the await raises
+                # it, as an await in a trio task does (a later completion is a second one).
+                lock.acquire()
+                self._in_start = False
+                self._pending = False
+                lock.release()
+                self._kind = _THROW
+                self._data = e
+                continue
             lock.acquire()
             self._in_start = False
             pending = self._pending

@@ -545,7 +545,12 @@ async def _host_main(drv: Driver) -> None:
 
 
 class _HostSink:
-    """Receiver of the trio hosting operation: the task completes its real receiver itself."""
+    """Receiver of the trio hosting operation: the task completes its real receiver itself.
+
+    If the body's trio task ended without the task having completed its receiver (the driver
+    raised before it could: an internal failure), the sink completes it, so that nobody waits
+    forever: stopped for a ``BaseException`` (it goes on to trio), else the error.
+    """
 
     __slots__ = ("_op",)
 
@@ -558,14 +563,29 @@ class _HostSink:
     def set_value(self, *vals: Any) -> None:
         pass
 
-    def set_error(self, err: Any) -> None:  # pragma: no cover - trio_main never raises these
-        terminate(
-            "internal error: a task's trio host failed",
-            err if isinstance(err, BaseException) else None,
-        )
+    def set_error(self, err: Any) -> None:  # pragma: no cover - _host_main never raises these
+        if not self._finish_root(THROW, err):
+            terminate(
+                "internal error: a task's trio host failed",
+                err if isinstance(err, BaseException) else None,
+            )
 
     def set_stopped(self) -> None:
-        pass
+        self._finish_root(STOP, None)
+
+    def _finish_root(self, kind: int, data: Any) -> bool:
+        op = self._op
+        if op.rcvr is None:
+            return False  # the task completed its receiver (the normal case)
+        drv = op.driver
+        op.driver = None
+        if drv is not None:
+            try:
+                drv.abandon()  # close the body's coroutines (their finally blocks run)
+            except Exception:  # pragma: no cover - a body that raises while closed
+                pass
+        op._complete_root(kind, data)
+        return True
 
 
 # --------------------------------------------------------------------------- the decorator

@@ -357,7 +357,16 @@ class Driver:
                         continue
                     self.kind = PENDING
                     self.gate = None
-                    op.start()
+                    try:
+                        op.start()
+                    except BaseException as e:
+                        # start() must not raise ([exec.opstate.start]); if it does, the
+                        # await raises it, as an await in a trio task does. A completion
+                        # that still arrives is a second one (kind is no longer PENDING).
+                        self.kind = THROW
+                        self.data = None
+                        kind, data = THROW, e
+                        continue
                     if not self.kind:
                         # Not completed inside start(). Decide the hop back, then arm the
                         # gate: whichever of this thread and the completing one pops it
