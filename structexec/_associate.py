@@ -51,7 +51,17 @@ class _AssociateOp:
             self._state = 2
             self._rcvr.set_stopped()  # 27.2: unassociated, the sender never runs
             return
-        self._op.start()
+        try:
+            self._op.start()
+        except BaseException:
+            # The child raised out of start (a BaseException from user code run inline) and
+            # did not complete: nothing will release the association but us.
+            if self._state == 1:
+                self._state = 2
+                self._op = None
+                tok, self._token = self._token, None
+                tok.disassociate()
+            raise
 
     def get_env(self) -> Any:
         return get_env(self._rcvr)
@@ -65,20 +75,29 @@ class _AssociateOp:
         self._token = None
         return tok
 
+    # Released right after the completion ([exec.associate]), also when the receiver's
+    # completion raises (a BaseException from downstream user code run inline).
+
     def set_value(self, *vals: Any) -> None:
         tok = self._done("set_value")
-        self._rcvr.set_value(*vals)
-        tok.disassociate()  # released right after the completion (27.8, DESIGN.md 2.8)
+        try:
+            self._rcvr.set_value(*vals)
+        finally:
+            tok.disassociate()
 
     def set_error(self, err: Any) -> None:
         tok = self._done("set_error")
-        self._rcvr.set_error(err)
-        tok.disassociate()
+        try:
+            self._rcvr.set_error(err)
+        finally:
+            tok.disassociate()
 
     def set_stopped(self) -> None:
         tok = self._done("set_stopped")
-        self._rcvr.set_stopped()
-        tok.disassociate()
+        try:
+            self._rcvr.set_stopped()
+        finally:
+            tok.disassociate()
 
     def close(self) -> None:
         """Drop a connected, never-started operation: release its association (DQ-8)."""

@@ -42,6 +42,7 @@ from ._completion_signatures import completion_signatures, get_completion_signat
 from ._domain import connect
 from ._env import _MISSING, EMPTY_ENV, get_env, get_scheduler, prop, query_or
 from ._env import env as _env_cls
+from ._errors import Stopped
 from ._protocol import Sender, set_error_t, set_value_t, twice_started
 from ._read_env import schedule
 from ._scope_token import (
@@ -69,6 +70,8 @@ from ._stop_when import StopTokenEnv, stop_when
 from ._trampoline import trampoline_start
 from ._trio_bridge import host_env
 from ._trio_scheduler import trio_scheduler
+
+enable_ki_protection = trio.lowlevel.enable_ki_protection
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found, unused-ignore]
@@ -332,6 +335,11 @@ async def _hosted(scope: Any, coro: Coroutine[Any, Any, Any]) -> None:
             raise
         # The scope's own request_stop cancelled this task: it ends "stopped". Returning
         # normally spares trio the per-child exception bookkeeping of a mass cancel.
+    except Stopped:
+        pass  # an awaited sender completed stopped: the task ends stopped, like spawned work
+    except BaseException as e:  # KeyboardInterrupt, SystemExit, groups: see _task_raised
+        if scope._task_raised(e):
+            raise
     finally:
         lock = scope._lock
         lock.acquire()
@@ -342,6 +350,45 @@ async def _hosted(scope: Any, coro: Coroutine[Any, Any, Any]) -> None:
         else:
             lock.release()
             scope._disassociate()
+
+
+async def _guarded(scope: Any, async_fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    """A task the scope's nursery hosts for a coroutine sender or a ``task`` body (they
+    complete their own operation first): a ``BaseException`` other than ``Cancelled`` that
+    escapes it is the scope's to raise, not the host nursery's (see ``_ScopeBase._interrupt``).
+    """
+    try:
+        await async_fn(*args)
+    except trio.Cancelled:
+        raise
+    except BaseException as e:
+        if scope._task_raised(e):
+            raise
+
+
+class _HostNursery:
+    """What the scope's environment names as the host nursery of coroutine senders (32.7):
+    the real nursery's ``start_soon``, with each task guarded by :func:`_guarded`."""
+
+    __slots__ = ("_nursery", "_scope")
+
+    def __init__(self, scope: Any, nursery: Any) -> None:
+        self._scope = scope
+        self._nursery = nursery
+
+    def start_soon(self, async_fn: Callable[..., Any], *args: Any, name: object = None) -> None:
+        self._nursery.start_soon(
+            _guarded, self._scope, async_fn, args, name=async_fn if name is None else name
+        )
+
+    def __repr__(self) -> str:
+        return f"<host nursery of {self._scope!r}>"
+
+
+def _is_interrupt(exc: BaseException | None) -> bool:
+    """``KeyboardInterrupt``, ``SystemExit`` and other ``BaseException``s that are neither a
+    trio cancellation nor a stopped completion (``sx.Stopped``)."""
+    return exc is not None and not isinstance(exc, (Exception, trio.Cancelled, Stopped))
 
 
 class _ScopeBase:
@@ -355,10 +402,11 @@ class _ScopeBase:
         "_errors",
         "_host_cm",
         "_host_release",
+        "_interrupts",
         "_joiners",
         "_lock",
         "_nursery",
-        "_parked",
+        "_pending",
         "_spawn_env",
         "_state",
         "_stop_cb",
@@ -380,7 +428,9 @@ class _ScopeBase:
         self._errors: list[Any] = []
         self._entered = False
         self._body_cs: Any = None
-        self._parked = 0  # associations held only by finished, unconsumed spawn_futures
+        # Errors of finished spawn_futures that nobody has consumed yet: {id(state): error}
+        self._pending: dict[int, Any] = {}
+        self._interrupts: list[BaseException] = []
         self._nursery: Any = None
         self._host_cm: Any = None
         self._host_release: Any = None
@@ -426,34 +476,62 @@ class _ScopeBase:
             return
         lock.release()
 
-    def _future_parked(self, delta: int, check: bool) -> None:
-        """A ``spawn_future`` of this scope finished with nobody consuming it yet (+1), or
-        its result was then consumed or dropped (-1); ``check``: warn if the exit of
-        ``async with`` now waits for such futures only. Only for that diagnostic."""
-        lock = self._lock
-        lock.acquire()
-        self._parked = n = self._parked + delta
-        stuck = check and self._entered and JOINING[self._state] and 0 < n == self._count
-        lock.release()
-        if stuck:
-            self._warn_parked(n)
+    # -- errors of spawn_futures that finished before anybody consumed them
 
-    def _warn_parked(self, n: int) -> None:
-        # Called inside a completion (on the thread that completed the work) or from
-        # __aexit__ before it joins: a filter that turns warnings into errors must break
-        # neither (a completion must not raise; the block must still join).
-        try:
-            warnings.warn(
-                f"leaving `async with {type(self).__name__}()` waits for {n} spawn_future "
-                "result(s) that nobody has consumed yet: a future holds its association "
-                "until it is awaited, closed or dropped (REQUIREMENTS 30.8), so the block "
-                "cannot finish while the future objects are alive. Await them inside the "
-                "block, or call fut.close() for results you do not need",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-        except Exception:
-            pass
+    def _park_future_error(self, st: Any, err: Any) -> None:
+        """A future's work failed and nobody consumes the future yet: if nobody has when the
+        scope's join delivers, the join reports the error (``_errors_snapshot``)."""
+        with self._lock:
+            self._pending[id(st)] = err
+
+    def _unpark_future_error(self, st: Any) -> None:
+        """The error was delivered to a consumer: no longer the scope's to report."""
+        with self._lock:
+            self._pending.pop(id(st), None)
+
+    def _future_error_dropped(self, st: Any, err: Any) -> None:
+        """The future of failed work was dropped or closed unconsumed: an unhandled error of
+        spawned work. Once the scope has joined it is reported by the join already."""
+        with self._lock:
+            if self._state == JOINED and id(st) in self._pending:
+                return
+            self._pending.pop(id(st), None)
+        self._record_error(err)
+
+    # -- KeyboardInterrupt, SystemExit, ... (never error datums)
+
+    def _interrupt(self, exc: BaseException) -> None:
+        """A ``BaseException`` that is not a cancellation reached the scope (a hosted task
+        raised it, or it hit ``__aexit__`` while it waited, e.g. Ctrl-C): as in a nursery,
+        the hosted tasks and the ``async with`` body are cancelled, ``counting_scope``
+        requests stop on its work, and the block raises it once everything has finished."""
+        with self._lock:
+            self._interrupts.append(exc)
+        self._cancel_for_interrupt()
+
+    def _task_raised(self, e: BaseException) -> bool:
+        """A hosted task let ``e`` escape (a ``BaseException`` that is not a lone
+        ``Exception``, ``Cancelled`` or ``Stopped``: an interrupt, or a group, say from the
+        task's own nursery). ``True``: re-raise it into the host nursery (trio
+        cancellations the scope did not ask for, which trio's cancel scopes absorb)."""
+        if isinstance(e, BaseExceptionGroup):
+            rest = e.split((trio.Cancelled, Stopped))[1]
+            if rest is None:
+                # Only cancellations and stops: the task ended cancelled or stopped.
+                cancelled = e.split(trio.Cancelled)[0]
+                return cancelled is not None and not self._stopping()
+            if rest.split(Exception)[1] is None:
+                self._record_error(rest)  # only errors: an ExceptionGroup
+                return False
+            e = rest
+        self._interrupt(e)
+        return False
+
+    def _cancel_for_interrupt(self) -> None:
+        self._cancel_hosted()
+        cs = self._body_cs
+        if cs is not None:
+            self._cancel_in_trio(cs)
 
     def _start_join(self, op: Any) -> bool:
         """``start-join-sender``: ``True`` to complete inline, else ``op`` is registered."""
@@ -477,9 +555,13 @@ class _ScopeBase:
         lock.release()
 
     def _errors_snapshot(self) -> list[Any]:
+        """The errors the scope reports: those recorded, then those of finished futures
+        that nobody has consumed."""
         lock = self._lock
         lock.acquire()
         errors = list(self._errors)
+        if self._pending:
+            errors.extend(self._pending.values())
         lock.release()
         return errors
 
@@ -689,6 +771,12 @@ class _ScopeBase:
         except trio.Cancelled:
             if not (status.called and self._stopping()):
                 raise
+        except Stopped:
+            if not status.called:
+                raise
+        except BaseException as e:
+            if not status.called or self._task_raised(e):
+                raise  # before started(): to the caller of start()
         finally:
             self._disassociate()
 
@@ -720,6 +808,7 @@ class _ScopeBase:
         except trio.RunFinishedError:
             pass
 
+    @enable_ki_protection
     async def __aenter__(self) -> Any:
         if self._entered:
             raise RuntimeError(f"{self!r} is already open as a nursery (async with)")
@@ -736,7 +825,10 @@ class _ScopeBase:
         cm = trio.open_nursery()
         outer = await cm.__aenter__()
         try:
-            self._nursery = await outer.start(self._host)
+            # Shielded: in an already-cancelled context trio would not let the host report
+            # started(), and entering would never finish. The host starts at once anyway.
+            with trio.CancelScope(shield=True):
+                self._nursery = await outer.start(self._host)
         except BaseException as exc:
             self._host_release.set()
             self._entered = False
@@ -744,7 +836,7 @@ class _ScopeBase:
                 raise
             raise  # pragma: no cover
         self._host_cm = cm
-        self._spawn_env = _nursery_env(self._nursery)
+        self._spawn_env = _nursery_env(_HostNursery(self, self._nursery))
         self._on_enter()
         # The body's own cancel scope (exited first thing in __aexit__): counting_scope
         # cancels it when spawned work fails, as a nursery cancels its body.
@@ -758,12 +850,16 @@ class _ScopeBase:
     def _on_body_error(self) -> None:
         pass
 
+    @enable_ki_protection
     async def __aexit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool:
+        # KI-protected, like trio's own nursery exit: a Ctrl-C arrives as KeyboardInterrupt
+        # at the wait below (never halfway through the bookkeeping), and the scope still
+        # joins and closes its host nursery before the KeyboardInterrupt propagates.
         if not self._entered:
             raise RuntimeError(f"{self!r}: __aexit__ without __aenter__")
         body_exc = exc
@@ -775,25 +871,31 @@ class _ScopeBase:
             exc = rest
         if body_exc is not None:
             self._on_body_error()  # counting_scope: request_stop() (32.7)
+            if _is_interrupt(body_exc):
+                self._cancel_hosted()  # Ctrl-C in the body: the hosted tasks too
         cancelled: BaseException | None = None
         waiter = _TrioJoinWaiter()
         # Join without closing first: spawned work may still spawn siblings (32.7).
         if not self._start_join(waiter):
-            lock = self._lock
-            lock.acquire()
-            n, stuck = self._parked, 0 < self._parked == self._count
-            lock.release()
-            if stuck:
-                self._warn_parked(n)
-            try:
-                await waiter.event.wait()
-            except trio.Cancelled as c:
-                # The enclosing code was cancelled while joining: counting_scope requests
-                # stop; both keep joining, shielded (32.7).
-                cancelled = c
-                self._on_body_error()
-                with trio.CancelScope(shield=True):
-                    await waiter.event.wait()
+            shielded = False
+            while True:
+                try:
+                    if shielded:
+                        with trio.CancelScope(shield=True):
+                            await waiter.event.wait()
+                    else:
+                        await waiter.event.wait()
+                    break
+                except trio.Cancelled as c:
+                    # The enclosing code was cancelled while joining: counting_scope
+                    # requests stop; both keep joining, shielded (32.7).
+                    cancelled = c
+                    self._on_body_error()
+                except BaseException as e:
+                    # KeyboardInterrupt (Ctrl-C) while waiting: cancel the hosted tasks
+                    # (counting_scope: request stop), wait for them, then raise it.
+                    self._interrupt(e)
+                shielded = True
         cb = self._stop_cb
         if cb is not None:
             self._stop_cb = None
@@ -805,6 +907,8 @@ class _ScopeBase:
             # Waits for the host task only (everything it hosted has finished). An enclosing
             # cancellation does not interrupt a nursery's exit.
             await cm.__aexit__(None, None, None)
+        except BaseException as e:  # a second Ctrl-C during the host's exit
+            self._interrupts.append(e)
         finally:
             self._nursery = None
             self._spawn_env = EMPTY_ENV
@@ -812,21 +916,37 @@ class _ScopeBase:
         if self._state != JOINED:  # pragma: no cover - defensive
             raise RuntimeError(f"{self!r} left its async with block without being joined")
         errors = self._errors_snapshot()
-        if errors:
-            excs = [as_exception(e) for e in errors]
-            if exc is not None:
-                excs.insert(0, exc)
-            if cancelled is not None:
-                excs.insert(0, cancelled)
-            # The body's exception is inside the group: no implicit context chain.
-            raise BaseExceptionGroup(_ERRORS_MESSAGE, excs) from None
-        if cancelled is not None and exc is None:
-            raise cancelled
-        if exc is body_exc:
-            return False
-        if exc is None:
-            return True  # only this scope's own cancellation of the body: absorbed
-        raise exc
+        interrupts = self._interrupts
+        self._interrupts = []
+        try:
+            if errors:
+                excs = [as_exception(e) for e in errors]
+                if exc is not None:
+                    excs.insert(0, exc)
+                if cancelled is not None:
+                    excs.insert(0, cancelled)
+                excs.extend(interrupts)
+                # The body's exception is inside the group: no implicit context chain.
+                raise BaseExceptionGroup(_ERRORS_MESSAGE, excs) from None
+            if interrupts:
+                # The interrupt supersedes an enclosing cancellation (which only asked the
+                # scope to finish early); the body's own exception goes with it.
+                if exc is not None and not isinstance(exc, trio.Cancelled):
+                    interrupts.insert(0, exc)
+                if len(interrupts) == 1:
+                    raise interrupts[0]
+                raise BaseExceptionGroup("interrupted", interrupts) from None
+            if cancelled is not None and exc is None:
+                raise cancelled
+            if exc is body_exc:
+                return False
+            if exc is None:
+                return True  # only this scope's own cancellation of the body: absorbed
+            raise exc
+        finally:
+            # No reference cycles through this frame's exceptions (nothing for the cycle
+            # collector to find after an enclosing cancellation).
+            del cancelled, exc, body_exc, interrupts, errors
 
 
 def _nursery_env(nursery: Any) -> Any:
@@ -920,3 +1040,7 @@ class counting_scope(_ScopeBase):
 
     def _on_body_error(self) -> None:
         self._source.request_stop()
+
+    def _cancel_for_interrupt(self) -> None:
+        self._source.request_stop()  # cancels the hosted tasks through the stop callback
+        super()._cancel_for_interrupt()

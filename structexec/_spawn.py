@@ -35,6 +35,7 @@ from ._protocol import Algorithm, Sender, completed_twice, is_sender, set_value_
 from ._scope_token import ACCEPTS, JOINING, OPEN, UNUSED, check_scope_token
 from ._stop_when import StopTokenEnv, child_token
 from ._trampoline import _t as _tramp
+from ._trampoline import drain as _drain_queue
 from ._trampoline import trampoline_start
 
 __all__ = ["spawn"]
@@ -112,26 +113,52 @@ def check_spawn_signatures(sndr: Any, cenv: Any) -> None:
         check_signature_set(sndr, sigs)
 
 
+def value_datums_error(vals: tuple[Any, ...]) -> TypeError:
+    """The error a scope reports for work given to ``spawn`` that completed with datums."""
+    return TypeError(
+        f"work given to spawn() completed with value datums {vals!r:.80}, but spawn() has "
+        "nowhere to deliver a result ([exec.spawn]: its receiver accepts only set_value() "
+        "and set_stopped()). To get the result use spawn_future(); to ignore it end the "
+        "work with | sx.then(lambda *_: None); for a trio-style task whose return value is "
+        "ignored, as in a nursery, use scope.start_soon(async_fn, *args)"
+    )
+
+
 def check_signature_set(sndr: Any, sigs: Any) -> None:
     for s in sigs:
         if type(s) is set_value_t and s.args:
             raise TypeError(
                 f"spawn(): {sndr!r:.80} may complete with value datums {s!r}, but the spawn "
-                "receiver accepts only set_value() and set_stopped() (REQUIREMENTS 29.3). "
+                "receiver accepts only set_value() and set_stopped() ([exec.spawn]). "
                 "Drop the values (| sx.then(lambda *_: None)) or use spawn_future"
             )
 
 
-def _drain(t: Any) -> None:
-    # What the outermost trampoline_start does after its own start (see _trampoline).
-    q = t.queue
-    while q:
-        nxt = q.popleft()
-        t.depth = 1
-        try:
-            nxt.start()
-        finally:
-            t.depth = 0
+def _ignore(self: Any, *args: Any) -> None:
+    """A completion that arrives after the start of its operation raised: the association
+    was already released when the start raised, so there is nothing left to do."""
+
+
+def start_or_release(op: Any, st: Any, release: Any) -> None:
+    """``trampoline_start(op)``; if the start raises (a ``BaseException`` from user code run
+    inline, say ``KeyboardInterrupt`` or ``SystemExit``) before ``st`` completed, release the
+    association with ``release()`` and re-raise: nothing leaks, nobody waits forever
+    ([exec.spawn], [exec.scope.concepts]: every successful ``try_associate`` is matched by one
+    ``disassociate``)."""
+    try:
+        trampoline_start(op)
+    except BaseException:
+        lost(st, release)
+        raise
+
+
+def lost(st: Any, release: Any) -> None:
+    """``st``'s operation raised out of ``start`` without completing: release its association
+    once, and ignore a completion that may still arrive later."""
+    if st._op is not _DONE:
+        st._op = _DONE
+        st.__class__ = _LOST[type(st)]
+        release()
 
 
 def as_exception(err: Any) -> BaseException:
@@ -153,7 +180,10 @@ class _ScopeSpawnState:
         return self._env
 
     def set_value(self, *vals: Any) -> None:
-        # Datums cannot be delivered anywhere; they are dropped (DQ-7).
+        if vals:
+            # Datums cannot be delivered anywhere ([exec.spawn]): never dropped silently.
+            self.set_error(value_datums_error(vals))
+            return
         if self._op is _DONE:
             raise completed_twice(self, "set_value")
         self._op = _DONE  # "destroy" the state first, then disassociate (29.6)
@@ -246,7 +276,7 @@ def spawn_fast(sndr: Any, scope: Any, base: Any) -> None:
         lock.release()
         st._op = _DONE  # dropped silently (29.4)
         return
-    trampoline_start(op)
+    start_or_release(op, st, scope._disassociate)
 
 
 class _SpawnState:
@@ -263,6 +293,9 @@ class _SpawnState:
         return self._env
 
     def set_value(self, *vals: Any) -> None:
+        if vals:
+            self.set_error(value_datums_error(vals))
+            return
         if self._op is _DONE:
             raise completed_twice(self, "set_value")
         self._op = _DONE
@@ -300,7 +333,7 @@ def spawn_into(sndr: Any, scope: Any, env: Any) -> None:
     st = _ScopeSpawnState(scope, cenv)
     op = st._op = connect(sndr, st)  # an exception here leaves no association (29.5)
     if scope._try_associate():
-        trampoline_start(op)
+        start_or_release(op, st, scope._disassociate)
     else:
         st._op = _DONE  # dropped silently: never started, nothing completes (29.4)
 
@@ -366,15 +399,19 @@ class spawn_t(Algorithm):
             # trampoline_start(op), inlined for the outermost level
             t = _tramp
             if t.depth:
-                trampoline_start(op)
+                start_or_release(op, st, scope._disassociate)
                 return
             t.depth = 1
             try:
                 op.start()
+            except BaseException:
+                lost(st, scope._disassociate)  # e.g. KeyboardInterrupt from a then-function
+                raise
             finally:
                 t.depth = 0
-            if t.queue:
-                _drain(t)
+            q = t.queue
+            if q:
+                _drain_queue(t, q)
             return
         check_args("spawn", sndr, token, env)
         if type(token) in FAST_TOKENS:
@@ -386,7 +423,7 @@ class spawn_t(Algorithm):
         gst = _SpawnState(token, senv)
         op = gst._op = connect(wrapped, gst)
         if token.try_associate():
-            trampoline_start(op)
+            start_or_release(op, gst, token.disassociate)
         else:
             gst._op = _DONE
 
@@ -407,3 +444,17 @@ def with_scope_env(scope: Any, env: Any) -> Any:
 
 
 spawn = spawn_t()
+
+
+def _lost_class(cls: type) -> type:
+    return type(
+        f"{cls.__name__}Lost",
+        (cls,),
+        {"__slots__": (), "set_value": _ignore, "set_error": _ignore, "set_stopped": _ignore},
+    )
+
+
+#: The class a spawn state takes when its start raised (see :func:`lost`).
+_LOST: dict[type, type] = {
+    c: _lost_class(c) for c in (_ScopeSpawnState, _FastSpawnState, _SpawnState)
+}

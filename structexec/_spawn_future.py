@@ -46,7 +46,7 @@ from ._trampoline import trampoline_start
 
 __all__ = ["spawn_future"]
 
-_VALUE, _ERROR, _STOPPED = 0, 1, 2
+_VALUE, _ERROR, _STOPPED, _LOST = 0, 1, 2, 3
 _LAZY = threading.Lock()  # guards the lazy creation of a state's stop source
 
 
@@ -104,11 +104,11 @@ class _FutureState:
         self._sndr = sndr  # kept for the allocator query and the completion signatures
         self._source: inplace_stop_source | None = None
         self._tok: Any = None
-        self._associated = False
+        self._associated: list[Any] = []  # [None] while associated; popped by the release
         self._flag = [None]  # claimed by whichever of complete / consume-or-abandon is first
         self._slot: Any = None  # the registered consumer: a one-element list
         self._kind = -1
-        self._parked = False  # counted by the scope as finished-but-unconsumed (fast path)
+        self._parked = False  # an unconsumed error known to the scope (fast path)
         self._result: Any = None
         self._ext: _ConsumerStop | None = None
 
@@ -170,9 +170,11 @@ class _FutureState:
 
     def _store(self, kind: int, data: Any) -> None:
         if self._kind >= 0:
+            if self._kind == _LOST:
+                return  # the start raised and the association is gone (see _start_raised)
             raise RuntimeError(
                 "the work given to spawn_future completed twice; an operation completes "
-                "exactly once (REQUIREMENTS 2.2)"
+                "exactly once ([exec.spawn.future])"
             )
         self._kind = kind
         self._result = data
@@ -181,19 +183,21 @@ class _FutureState:
     # -- the three events
 
     def _complete(self) -> None:
-        counted = self._fast and self._associated and bool(self._flag)
-        if counted:
-            # Counted before the claim, so that a consumer that sees the claim also sees it;
-            # the diagnostic looks at the count only once the claim is ours.
+        parked = self._kind == _ERROR and self._fast and bool(self._flag)
+        if parked:
+            # Known to the scope before the claim, so that no join can miss it: an error
+            # nobody has consumed when the scope's join delivers is reported there.
             self._parked = True
-            self._token._future_parked(1, check=False)
+            self._token._park_future_error(self, self._result)
         if _claim(self._flag):
-            if counted:
-                self._token._future_parked(0, check=True)
-            return  # first: the result waits for consume or abandon (30.7)
-        if counted:
-            self._parked = False
-            self._token._future_parked(-1, check=False)
+            # First: the result waits in the future for consume or abandon (30.7). The
+            # association is released now, not when the result is consumed: a finished
+            # future never keeps its scope from joining ([exec.spawn.future], see
+            # docs/scopes.md "Futures outlive their work").
+            self._release()
+            return
+        if parked:
+            self._unpark()  # a consumer is there (or it was abandoned): not the scope's
         ext = self._ext
         if ext is None:
             slot = self._slot
@@ -271,6 +275,8 @@ class _FutureState:
         kind = self._kind
         data = self._result
         self._result = None
+        if self._parked:
+            self._unpark()
         if kind == _VALUE:
             rcvr.set_value(*data)
         elif kind == _ERROR:
@@ -279,30 +285,51 @@ class _FutureState:
             rcvr.set_stopped()
         self._destroy(False)
 
-    def _destroy(self, unconsumed: bool) -> None:
-        """Release the association, after the state is done with (30.8).
+    def _unpark(self) -> None:
+        self._parked = False
+        self._token._unpark_future_error(self)
 
-        An error result that no consumer received is recorded by the scope (DESIGN.md 2.6).
+    def _destroy(self, unconsumed: bool) -> None:
+        """Release the association if the work's completion has not already (30.8).
+
+        An error result that no consumer received is recorded by the scope: the scope's own
+        errors (the ``async with`` block's ``ExceptionGroup``, ``join()``'s error) include it.
         """
         token = self._token
         if unconsumed and self._kind == _ERROR:
             err = self._result
             self._result = None
             if self._fast:
-                token._record_error(err)
+                self._parked = False
+                token._future_error_dropped(self, err)
             else:
                 record = getattr(token, "record_error", None)
                 if record is not None:
                     record(err)
-        if self._parked:
-            self._parked = False
-            token._future_parked(-1, check=False)
-        if self._associated:
-            self._associated = False
+        self._release()
+
+    def _release(self) -> None:
+        if _claim(self._associated):
             if self._fast:
-                token._disassociate()
+                self._token._disassociate()
             else:
-                token.disassociate()
+                self._token.disassociate()
+
+    def _start_raised(self) -> None:
+        """The work's ``start`` raised (a ``BaseException`` from user code run inline): if it
+        did not complete, the future is done for, and its association released at once."""
+        if self._kind < 0:
+            self._kind = _LOST
+            self._flag.clear()
+            self._release()
+
+    def _start(self, op: Any) -> None:
+        self._associated.append(None)
+        try:
+            trampoline_start(op)
+        except BaseException:
+            self._start_raised()
+            raise
 
 
 class _FutureOp:
@@ -414,8 +441,7 @@ class spawn_future_t(Algorithm):
             st = _FutureState(scope, True, fwd_env(with_scope_env(scope, env)), sndr)
             op = connect(sndr, st)
             if scope._try_associate():
-                st._associated = True
-                trampoline_start(op)
+                st._start(op)
             else:
                 st.set_stopped()  # 30.2: stored stopped; the work never runs
             return _FutureSender(st)
@@ -428,8 +454,7 @@ class spawn_future_t(Algorithm):
         gst._source = source
         op = connect(child, gst)
         if token.try_associate():
-            gst._associated = True
-            trampoline_start(op)
+            gst._start(op)
         else:
             gst.set_stopped()
         return _FutureSender(gst)

@@ -43,10 +43,30 @@ def trampoline_start(op: Any) -> None:
         t.depth = d
     if d == 0:
         q = t.queue
-        while q:
-            nxt = q.popleft()
-            t.depth = 1
-            try:
-                nxt.start()
-            finally:
-                t.depth = 0
+        if q:
+            drain(t, q)
+
+
+def drain(t: _Tramp, q: deque[Any]) -> None:
+    """Start the queued operations, in order, at depth 1 (the outermost call's job).
+
+    A ``start`` that raises (a ``BaseException`` from user code run inline, such as
+    ``KeyboardInterrupt``) does not strand the operations queued behind it: they are still
+    started, on this thread, and the first exception is raised once the queue is empty.
+    """
+    first: BaseException | None = None
+    while q:
+        nxt = q.popleft()
+        t.depth = 1
+        try:
+            nxt.start()
+        except BaseException as e:
+            if first is None:
+                first = e
+        finally:
+            t.depth = 0
+    if first is not None:
+        try:
+            raise first
+        finally:
+            first = None  # no reference cycle through this frame

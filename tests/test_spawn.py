@@ -173,13 +173,18 @@ def test_29_3_value_datums_proven_by_metadata_raise(kind: Any) -> None:
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_29_3_value_datums_at_run_time_are_dropped(kind: Any) -> None:
-    """Without metadata (then's result is unknown) the datums are dropped (DQ-7)."""
+def test_29_3_value_datums_at_run_time_are_reported_not_dropped(kind: Any) -> None:
+    """[exec.spawn]: without metadata (then's result is unknown) the datums are found at run
+    time; the scope reports the same TypeError a build-time check raises (never dropped
+    silently), and names what to use instead."""
     scope = kind()
     sx.spawn(sx.just() | sx.then(lambda: 5), scope.get_token())
     assert scope.count == 0
-    assert scope.unhandled_errors == ()
-    assert sx.sync_wait(scope.join()) == ()
+    (err,) = scope.unhandled_errors
+    assert isinstance(err, TypeError)
+    assert "(5,)" in str(err) and "spawn_future" in str(err) and "start_soon" in str(err)
+    with pytest.raises(ExceptionGroup):
+        sx.sync_wait(scope.join())
 
 
 @pytest.mark.parametrize("kind", SCOPES)
