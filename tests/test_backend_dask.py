@@ -180,6 +180,32 @@ def test_unpicklable_work_fails_before_any_chunk_runs(sch: sx.parallel_scheduler
     assert CHUNKS == []
 
 
+def test_unpicklable_results_are_a_serialization_error_not_a_lost_cluster(
+    sch: sx.parallel_scheduler, backend: DaskBackend
+) -> None:
+    """Issue 12, defect 10: a result that cannot travel back was reported as
+    ``ClusterError("... the cluster went away ...")`` while the cluster was healthy."""
+    rec = RecordingReceiver()
+    rec.run(
+        sx.just([0] * 10)
+        | sx.continues_on(sch)
+        | sx.bulk(sx.par, 10, lambda i, o: o.__setitem__(i, threading.Lock() if i == 4 else i))
+    )
+    rec.wait(20)
+    err = rec.error
+    assert isinstance(err, UnpicklableWorkError), repr(err)
+    assert not isinstance(err, ClusterError)
+    msg = str(err)
+    assert "cannot send the results of chunk" in msg
+    assert "element [4] of value #0 sent by the predecessor" in msg
+    assert "store plain data" in msg and "went away" not in msg
+    assert backend.client.status == "running"
+    out = [0] * 10
+    assert sx.sync_wait(sx.just(out) | sx.continues_on(sch) | sx.bulk(sx.par, 10, squares)) == (
+        [i * i for i in range(10)],
+    )
+
+
 def test_stop_stops_running_chunks_and_cancels_queued_ones(sch: sx.parallel_scheduler) -> None:
     out = [0] * 400  # 8 s of work on 2 threads: 8 chunks of 50 indices
     rec = RecordingReceiver()

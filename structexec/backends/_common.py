@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +14,7 @@ __all__ = [
     "UnpicklableWorkError",
     "WorkerDiedError",
     "pickle_work",
+    "run_chunk_remotely",
 ]
 
 
@@ -33,11 +35,14 @@ class ClusterError(BackendError):
 
 
 class UnpicklableWorkError(TypeError):
-    """The function or a value of a bulk operation cannot be sent to another process.
+    """The function, a value or a result of a bulk operation cannot cross to or from another
+    process.
 
-    Raised as the error of the operation, before any chunk runs, by the process and dask
-    backends; the message names the object that failed to pickle and why. A ``TypeError``
-    because the work, not the backend, is at fault (DESIGN.md 2.3, 2.12).
+    Raised as the error of the operation by the process and dask backends: before any chunk
+    runs when the function or a value the predecessor sent cannot be pickled, or when a
+    chunk's results (the elements it left in a list, ``bytearray``, ``array.array`` or numpy
+    value) cannot be sent back. The message names the object that failed to pickle and why.
+    A ``TypeError`` because the work, not the backend, is at fault.
     """
 
 
@@ -99,3 +104,109 @@ def pickle_work(work: Any, dumps: Callable[[Any], bytes], who: str, how: str) ->
     )
     err.__cause__ = cause
     raise err
+
+
+# --------------------------------------------------------------------------- worker side
+
+
+def _where(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f" (at {f.filename}:{f.lineno}, in {f.name})"
+
+
+def _round_trips(obj: Any, dumps: Callable[[Any], bytes], loads: Callable[[bytes], Any]) -> str:
+    """``""`` if ``obj`` survives ``loads(dumps(obj))``, else why not."""
+    try:
+        loads(dumps(obj))
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return ""
+
+
+def _unpicklable_result(
+    work: Any, result: Any, b: int, e: int, dumps: Callable[[Any], bytes], who: str, how: str,
+    cause: Exception,
+) -> UnpicklableWorkError:
+    culprit = "the chunk's results"
+    why = f"{type(cause).__name__}: {cause}"
+    _, parts = result
+    for j, part in enumerate(parts):
+        try:
+            dumps(part)
+            continue
+        except Exception as exc:
+            k = work.copy_back[j] if j < len(work.copy_back) else j
+            culprit = f"value #{k} sent by the predecessor ({type(part).__name__})"
+            why = f"{type(exc).__name__}: {exc}"
+        for idx, x in enumerate(part):
+            try:
+                dumps(x)
+            except Exception as exc:
+                culprit = (
+                    f"element [{b + idx}] of value #{k} sent by the predecessor, "
+                    f"{_describe(x)},"
+                )
+                why = f"{type(exc).__name__}: {exc}"
+                break
+        break
+    return UnpicklableWorkError(
+        f"{who} cannot send the results of chunk [{b}, {e}) of a bulk operation back from "
+        f"its worker: {culprit} cannot be pickled with {how} ({why}). After the bulk function "
+        "ran, the elements [b, e) of each list, bytearray, array.array or numpy value are "
+        "copied back to this process, so they must be picklable: store plain data in them "
+        "([exec.sysctxrepl.psb])."
+    )
+
+
+def run_chunk_remotely(
+    work: Any,
+    b: int,
+    e: int,
+    should_stop: Callable[[], bool] | None,
+    dumps: Callable[[Any], bytes],
+    loads: Callable[[bytes], Any],
+    who: str,
+    how: str,
+) -> bytes:
+    """In a worker process: run chunk ``[b, e)`` of ``work`` and return its pickled result.
+
+    Whatever happens, what comes back to the parent is either the pickled ``(stopped,
+    parts)`` or an exception that pickles, so that the parent always learns what went wrong
+    (a failure to send it back would otherwise be misreported, as a dead worker or a lost
+    cluster, or lose the user's error):
+
+    * an ``Exception`` of the bulk function is raised as it is if it survives pickling, else
+      as a :class:`BackendError` naming it;
+    * a ``BaseException`` (``KeyboardInterrupt``, ``SystemExit``, ...) is raised as a
+      :class:`BackendError`: it belongs to the worker, not to this program, and must not
+      kill the worker (dask) or become an error datum that exits or interrupts the parent;
+    * results that cannot be pickled raise :class:`UnpicklableWorkError` naming the element.
+    """
+    try:
+        result = work(b, e, should_stop)
+    except Exception as exc:
+        broken = _round_trips(exc, dumps, loads)
+        if not broken:
+            raise
+        raise BackendError(
+            f"the bulk function raised {type(exc).__name__}: {exc}{_where(exc)} in a worker "
+            f"of {who}, and that exception cannot be sent back to this process ({broken}). "
+            "Exceptions raised by bulk functions on a process or cluster backend must pickle: "
+            "an exception is re-created from its class and its args, so pass every "
+            "constructor argument on to Exception.__init__ ([exec.sysctxrepl.psb])."
+        ) from None
+    except BaseException as exc:
+        raise BackendError(
+            f"the bulk function raised {type(exc).__name__}({exc}){_where(exc)} in a worker "
+            f"of {who}. A {type(exc).__name__} raised in a worker does not interrupt or exit "
+            "this program: the bulk operation fails with this error instead. To fail a bulk "
+            "operation raise an Exception; to end it early, request stop on it "
+            "([exec.sysctxrepl.psb])."
+        ) from None
+    try:
+        return dumps(result)
+    except Exception as exc:
+        raise _unpicklable_result(work, result, b, e, dumps, who, how, exc) from None

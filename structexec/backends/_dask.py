@@ -1,4 +1,4 @@
-"""``DaskBackend``: bulk work on a dask.distributed cluster (REQUIREMENTS 31, DESIGN.md 2.12).
+"""``DaskBackend``: bulk work on a dask.distributed cluster ([exec.sysctxrepl.psb]).
 
 ``distributed`` is imported only when a ``DaskBackend`` is created, so that
 ``import structexec.backends`` works without the ``dask`` extra.
@@ -19,7 +19,13 @@ from typing import Any
 
 from .._env import get_stop_token
 from .._sysctxrepl import parallel_scheduler_backend
-from ._common import ClusterError, UnpicklableWorkError, pickle_work
+from ._common import (
+    ClusterError,
+    UnpicklableWorkError,
+    WorkerDiedError,
+    pickle_work,
+    run_chunk_remotely,
+)
 from ._remote import RemoteJob, complete_soon
 from ._thread_pool import default_thread_pool
 
@@ -36,13 +42,23 @@ SCATTER_THRESHOLD = 1 << 20
 # --------------------------------------------------------------------------- worker side
 
 
-def _dask_chunk(payload: bytes, b: int, e: int, flag: str | None) -> tuple[bool, tuple[Any, ...]]:
-    """Runs on a dask worker: unpickle the work and run one chunk ``[b, e)``."""
+def _dask_chunk(payload: bytes, b: int, e: int, flag: str | None) -> bytes:
+    """Runs on a dask worker: unpickle the work, run one chunk ``[b, e)``, return the
+    pickled ``(stopped, parts)``.
+
+    The results are pickled here, so that results that cannot be pickled fail the chunk
+    with an :class:`UnpicklableWorkError` naming the element (instead of failing later in
+    dask's transfer, where it looks like a lost cluster), and a ``BaseException`` of the
+    function becomes an error (instead of killing the worker thread or process, which hangs
+    an in-process cluster and makes dask retry the chunk on every worker): see
+    :func:`run_chunk_remotely`.
+    """
+    cloudpickle: Any = importlib.import_module("cloudpickle")
     should_stop: Callable[[], bool] | None = None
     if flag is not None:
         event: Any = importlib.import_module("distributed").Event(flag)
         if event.is_set():
-            return True, ()
+            return bytes(cloudpickle.dumps((True, ())))
         last = time.monotonic()
 
         def should_stop() -> bool:
@@ -53,9 +69,11 @@ def _dask_chunk(payload: bytes, b: int, e: int, flag: str | None) -> tuple[bool,
             last = now
             return bool(event.is_set())
 
-    work = importlib.import_module("cloudpickle").loads(payload)
-    result: tuple[bool, tuple[Any, ...]] = work(b, e, should_stop)
-    return result
+    work = cloudpickle.loads(payload)
+    return run_chunk_remotely(
+        work, b, e, should_stop, cloudpickle.dumps, cloudpickle.loads, "DaskBackend",
+        "cloudpickle",
+    )
 
 
 # --------------------------------------------------------------------------- the backend
@@ -98,10 +116,17 @@ class DaskBackend(parallel_scheduler_backend):
       once) and running per-index chunks check every 50 ms; the operation completes
       ``set_stopped()`` after every chunk has returned. The event is only created for
       consumers that can be stopped.
+    * Results that cannot be pickled on the way back (an element the function stored in a
+      list that is copied back) complete the operation with :class:`UnpicklableWorkError`
+      naming the element. A ``KeyboardInterrupt``/``SystemExit`` raised by the function on
+      a worker completes it with :class:`BackendError` (it neither kills the worker nor
+      interrupts this program); an exception that cannot be pickled back likewise.
     * A cluster that goes away (the scheduler dies, the client is closed) completes the
       operation with :class:`ClusterError` saying what dask reported; nothing hangs. A
       worker that dies mid-chunk is dask's business: it reruns the chunk elsewhere and
-      gives up with ``KilledWorker`` after a few attempts.
+      gives up after a few attempts (``distributed.scheduler.allowed-failures``); the
+      operation then completes with :class:`WorkerDiedError` (``__cause__``: dask's
+      ``KilledWorker``).
 
     ``close()`` closes the client if the backend created it, and stops the control thread;
     the backend is also a context manager.
@@ -126,6 +151,7 @@ class DaskBackend(parallel_scheduler_backend):
             )
         self._distributed: Any = distributed
         self._dumps: Callable[[Any], bytes] = cloudpickle.dumps
+        self._loads: Callable[[bytes], Any] = cloudpickle.loads
         c = client_or_address
         if isinstance(c, distributed.Client):
             self._client: Any = c
@@ -208,11 +234,11 @@ class DaskBackend(parallel_scheduler_backend):
         default_thread_pool().schedule(r, s)
 
     def schedule_bulk_chunked(self, n: int, r: Any, s: memoryview) -> None:
-        """Run chunks of ``[0, n)`` as dask tasks (REQUIREMENTS 31.12)."""
+        """Run chunks of ``[0, n)`` as dask tasks ([exec.sysctxrepl.psb])."""
         self._bulk(n, r)
 
     def schedule_bulk_unchunked(self, n: int, r: Any, s: memoryview) -> None:
-        """Run every index of ``[0, n)`` as part of a dask task (31.13)."""
+        """Run every index of ``[0, n)`` as part of a dask task."""
         self._bulk(n, r)
 
     def _bulk(self, n: int, r: Any) -> None:
@@ -310,7 +336,7 @@ class DaskBackend(parallel_scheduler_backend):
         job.collect = lambda: self._collect(job, finished, ranges)
         job.remaining = k
         job.watch(tok)
-        on_done = self._on_done(job, finished)
+        on_done = self._on_done(job, finished, ranges)
         for fut in futures:
             fut.add_done_callback(on_done)
 
@@ -326,7 +352,24 @@ class DaskBackend(parallel_scheduler_backend):
         except Exception:
             pass
 
-    def _on_done(self, job: RemoteJob, finished: list[Any]) -> Callable[[Any], None]:
+    def _chunk_error(self, fut: Any, ranges: dict[Any, Any]) -> BaseException:
+        """The error of a failed chunk: the function's own, or what dask says went wrong."""
+        exc: BaseException = fut.exception()
+        if isinstance(exc, self._distributed.KilledWorker):
+            b, e = ranges.get(fut.key, ("?", "?"))
+            died = WorkerDiedError(
+                f"dask workers died while running chunk [{b}, {e}) of a bulk operation on "
+                f"{self!r}, and dask gave up on it ({type(exc).__name__}: {exc}). A worker "
+                "dies when the bulk function (or a library it calls) ends the process: "
+                "os._exit, a crash, a signal, out of memory; the workers' logs say which"
+            )
+            died.__cause__ = exc
+            return died
+        return exc
+
+    def _on_done(
+        self, job: RemoteJob, finished: list[Any], ranges: dict[Any, Any]
+    ) -> Callable[[Any], None]:
         def on_done(fut: Any) -> None:
             # Runs on the client's callback thread. Results are fetched all at once when the
             # last chunk has finished (one round trip instead of one per chunk); an error is
@@ -337,7 +380,7 @@ class DaskBackend(parallel_scheduler_backend):
                     with job.lock:
                         finished.append(fut)
                 elif status == "error":
-                    job.fail(fut.exception())
+                    job.fail(self._chunk_error(fut, ranges))
                 elif job.stop_requested and job.error is None:
                     job.stopped = True
                 else:
@@ -358,11 +401,22 @@ class DaskBackend(parallel_scheduler_backend):
         except Exception as exc:
             job.fail(self._lost(finished[0], "unavailable", exc), stop_others=False)
             return
-        for fut, (stopped, parts) in zip(finished, results):
+        for fut, blob in zip(finished, results):
+            b, e = ranges[fut.key]
+            try:
+                stopped, parts = self._loads(blob)
+            except Exception as exc:
+                unreadable = UnpicklableWorkError(
+                    f"DaskBackend cannot read the results of chunk [{b}, {e}) of a bulk "
+                    f"operation in this process ({type(exc).__name__}: {exc}); the values "
+                    "copied back must be importable here as well as on the workers"
+                )
+                unreadable.__cause__ = exc
+                job.fail(unreadable, stop_others=False)
+                continue
             if stopped:
                 job.stopped = True
             else:
-                b, e = ranges[fut.key]
                 job.merge(b, e, parts)
         finished.clear()  # release the keys on the cluster now
 
@@ -373,10 +427,15 @@ class DaskBackend(parallel_scheduler_backend):
             exc = state_exc
         if exc is not None:
             reason = f": {type(exc).__name__}: {exc}"
+        client_status = self._client.status
+        if client_status == "running":
+            # The client is connected: do not blame the cluster for what dask reported.
+            why = "dask could not deliver it although the client is still connected"
+        else:
+            why = "the cluster went away or the client was closed"
         err = ClusterError(
             f"a chunk of a bulk operation on {self!r} was {status}{reason} "
-            f"(client status: {self._client.status}); the cluster went away or the client "
-            "was closed"
+            f"(client status: {client_status}); {why}"
         )
         err.__cause__ = exc
         return err

@@ -1,4 +1,4 @@
-"""``ProcessPoolBackend``: bulk work in worker processes (REQUIREMENTS 31, DESIGN.md 2.12)."""
+"""``ProcessPoolBackend``: bulk work in worker processes ([exec.sysctxrepl.psb])."""
 
 from __future__ import annotations
 
@@ -15,7 +15,13 @@ from typing import Any
 
 from .._env import get_stop_token
 from .._sysctxrepl import parallel_scheduler_backend
-from ._common import UnpicklableWorkError, WorkerDiedError, pickle_work
+from ._common import (
+    BackendError,
+    UnpicklableWorkError,
+    WorkerDiedError,
+    pickle_work,
+    run_chunk_remotely,
+)
 from ._remote import RemoteJob, complete_soon
 from ._thread_pool import default_thread_pool
 
@@ -35,12 +41,13 @@ def _init_worker(flags: Any) -> None:
     _worker_flags = flags
 
 
-def _run_chunk(payload: bytes, b: int, e: int, slot: int) -> tuple[bool, tuple[Any, ...]]:
-    """Runs in a worker process: unpickle the work and run one chunk."""
+def _run_chunk(payload: bytes, b: int, e: int, slot: int) -> bytes:
+    """Runs in a worker process: unpickle the work, run one chunk, return the pickled
+    ``(stopped, parts)`` (see :func:`run_chunk_remotely` for what happens on failure)."""
     flags = _worker_flags
     if slot >= 0 and flags is not None:
         if flags[slot]:
-            return True, ()
+            return _STOPPED_BEFORE_START
 
         def should_stop() -> bool:
             return bool(flags[slot])
@@ -48,8 +55,9 @@ def _run_chunk(payload: bytes, b: int, e: int, slot: int) -> tuple[bool, tuple[A
     else:
         should_stop = None  # type: ignore[assignment]
     work = pickle.loads(payload)
-    result: tuple[bool, tuple[Any, ...]] = work(b, e, should_stop)
-    return result
+    return run_chunk_remotely(
+        work, b, e, should_stop, _dumps, pickle.loads, "ProcessPoolBackend", "pickle"
+    )
 
 
 def _default_context() -> Any:
@@ -59,6 +67,9 @@ def _default_context() -> Any:
 
 def _dumps(obj: Any) -> bytes:
     return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+_STOPPED_BEFORE_START = _dumps((True, ()))
 
 
 # --------------------------------------------------------------------------- the backend
@@ -189,11 +200,11 @@ class ProcessPoolBackend(parallel_scheduler_backend):
         default_thread_pool().schedule(r, s)
 
     def schedule_bulk_chunked(self, n: int, r: Any, s: memoryview) -> None:
-        """Run chunks of ``[0, n)`` in the worker processes (REQUIREMENTS 31.12)."""
+        """Run chunks of ``[0, n)`` in the worker processes ([exec.sysctxrepl.psb])."""
         self._bulk(n, r)
 
     def schedule_bulk_unchunked(self, n: int, r: Any, s: memoryview) -> None:
-        """Run every index of ``[0, n)`` in the worker processes, in chunks (31.13)."""
+        """Run every index of ``[0, n)`` in the worker processes, in chunks."""
         self._bulk(n, r)
 
     def _bulk(self, n: int, r: Any) -> None:
@@ -255,12 +266,15 @@ class ProcessPoolBackend(parallel_scheduler_backend):
 
     def _on_done(self, job: RemoteJob, ex: ProcessPoolExecutor, b: int, e: int) -> Any:
         def on_done(fut: Future[Any]) -> None:
-            if fut.cancelled():
-                job.stopped = True
-            else:
+            # Runs on the pool's manager thread, which swallows what a callback raises: the
+            # chunk is counted as done whatever happens, or the operation would never end.
+            try:
+                if fut.cancelled():
+                    job.stopped = True
+                    return
                 exc = fut.exception()
                 if exc is None:
-                    stopped, parts = fut.result()
+                    stopped, parts = pickle.loads(fut.result())
                     if stopped:
                         job.stopped = True
                     else:
@@ -269,7 +283,9 @@ class ProcessPoolBackend(parallel_scheduler_backend):
                     self._broken(ex)
                     err = WorkerDiedError(
                         f"a worker process died while running chunk [{b}, {e}) of a bulk "
-                        f"operation ({exc}); the pool has been replaced"
+                        f"operation ({exc}); the pool has been replaced, so the next operation "
+                        "runs normally. A worker dies when the bulk function (or a library it "
+                        "calls) ends the process: os._exit, a crash, a signal, out of memory"
                     )
                     err.__cause__ = exc
                     # Every other chunk fails the same way; cancelling them now would race
@@ -277,7 +293,15 @@ class ProcessPoolBackend(parallel_scheduler_backend):
                     job.fail(err, stop_others=False)
                 else:
                     job.fail(exc)
-            job.chunk_done()
+            except Exception as exc:
+                failed = BackendError(
+                    f"ProcessPoolBackend could not read the outcome of chunk [{b}, {e}) of a "
+                    f"bulk operation: {type(exc).__name__}: {exc}"
+                )
+                failed.__cause__ = exc
+                job.fail(failed)
+            finally:
+                job.chunk_done()
 
         return on_done
 
