@@ -16,6 +16,7 @@ from typing import Any
 
 from .._errors import terminate
 from .._stop_token import inplace_stop_callback
+from .._sysctxrepl import BackendError
 from ._thread_pool import default_thread_pool
 
 __all__ = ["RemoteJob", "complete_soon"]
@@ -101,7 +102,15 @@ class RemoteJob:
         collect = self.collect
         if collect is not None:
             self.collect = None
-            collect()
+            try:
+                collect()
+            except Exception as exc:  # the operation must complete whatever happens
+                failed = BackendError(
+                    f"fetching the results of a remote bulk operation failed: "
+                    f"{type(exc).__name__}: {exc}"
+                )
+                failed.__cause__ = exc
+                self.fail(failed, stop_others=False)
         cb = self._stop_cb
         if cb is not None:
             self._stop_cb = None
