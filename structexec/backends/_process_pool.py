@@ -106,6 +106,11 @@ class ProcessPoolBackend(parallel_scheduler_backend):
     * A worker process that dies (``os._exit``, a signal, out of memory) completes the
       operation with :class:`WorkerDiedError`; the pool is replaced, so the backend stays
       usable.
+    * A ``KeyboardInterrupt``/``SystemExit`` raised by the function in a worker, or an
+      exception that cannot be pickled back, completes the operation with
+      :class:`BackendError` naming it (it neither interrupts this program nor kills the
+      worker); results that cannot be pickled back, with :class:`UnpicklableWorkError`
+      naming the element (docs/parallel.md, "What happens when things fail").
 
     ``shutdown(wait=True)`` stops the worker processes; the backend is a context manager.
     """
