@@ -209,26 +209,53 @@ def connect(sndr: Any, rcvr: Any) -> Any:
 
     ``rcvr`` must be a receiver: an object with the completion methods ``set_value(*vals)``,
     ``set_error(err)`` and ``set_stopped()`` that the sender may call ([exec.recv.concepts]).
-    ``connect`` checks it cheaply: its class (or, failing that, the object) must have at least
-    one of them; anything else (``None``, a number, a sender) raises ``TypeError`` here rather
-    than an ``AttributeError`` at the completion.
+    ``connect`` checks it cheaply: it must have at least one of them (checked once per
+    receiver class); anything else (``None``, a number, a sender) raises ``TypeError`` here
+    rather than an ``AttributeError`` at the completion.
     """
-    if not hasattr(type(rcvr), "set_value") and not _is_receiver(rcvr):
-        raise _not_a_receiver(rcvr)
-    return connect_unchecked(sndr, rcvr)
+    if type(rcvr) not in _receiver_types:
+        _check_receiver(rcvr)
+    # The body of connect_unchecked, repeated: connect is a hot path, a call costs.
+    if _domains_on and (_customize_all or getattr(sndr, "tag", None) in _customized_tags):
+        e = get_env(rcvr)
+        sndr = transform_sender(get_domain_late(sndr, e), sndr, e)
+    if type(sndr) is _CoroutineType:  # common, and it has no connect: skip the exception
+        return _hooks.connect_awaitable(sndr, rcvr)
+    try:
+        m = sndr.connect
+    except AttributeError:
+        if inspect.isawaitable(sndr):
+            return _hooks.connect_awaitable(sndr, rcvr)
+        raise _not_a_sender(sndr) from None
+    return m(rcvr)
 
 
-def _is_receiver(rcvr: Any) -> bool:
-    """The slow part of the receiver check: completion methods set on the instance, or a
-    receiver that only ever gets errors or stops."""
-    return hasattr(rcvr, "set_value") or hasattr(rcvr, "set_error") or hasattr(rcvr, "set_stopped")
+#: Receiver classes seen by :func:`connect` whose instances have a completion method (a
+#: bounded cache: a program has a handful of receiver classes).
+_receiver_types: set[type] = set()
 
 
-def _not_a_receiver(rcvr: Any) -> TypeError:
-    return TypeError(
+def _check_receiver(rcvr: Any) -> None:
+    """The receiver check of :func:`connect` for a class not seen yet: a completion method on
+    the class (then remember the class) or on the instance, else ``TypeError``."""
+    cls = type(rcvr)
+    if hasattr(cls, "set_value") or hasattr(cls, "set_error") or hasattr(cls, "set_stopped"):
+        if len(_receiver_types) < 1024:
+            _receiver_types.add(cls)
+        return
+    if hasattr(rcvr, "set_value") or hasattr(rcvr, "set_error") or hasattr(rcvr, "set_stopped"):
+        return
+    raise TypeError(
         f"connect(sndr, rcvr): rcvr must be a receiver, got {type(rcvr).__name__}: a receiver "
         "has the completion methods set_value(*vals), set_error(err) and set_stopped() "
         "([exec.recv.concepts]); derive from sx.Receiver to write one"
+    )
+
+
+def _not_a_sender(sndr: Any) -> TypeError:
+    return TypeError(
+        f"connect() needs a sender, got {type(sndr).__name__}: a sender has a connect(rcvr) "
+        "method (derive from sx.Sender) or is awaitable ([exec.snd.concepts])"
     )
 
 
@@ -244,10 +271,7 @@ def connect_unchecked(sndr: Any, rcvr: Any) -> Any:
     except AttributeError:
         if inspect.isawaitable(sndr):
             return _hooks.connect_awaitable(sndr, rcvr)
-        raise TypeError(
-            f"connect() needs a sender, got {type(sndr).__name__}: a sender has a connect(rcvr) "
-            "method (derive from sx.Sender) or is awaitable ([exec.snd.concepts])"
-        ) from None
+        raise _not_a_sender(sndr) from None
     return m(rcvr)
 
 

@@ -39,6 +39,9 @@ _CoroutineType = types.CoroutineType
 _FunctionType = types.FunctionType
 _CO_COROUTINE = inspect.CO_COROUTINE
 _NAMES = ("then", "upon_error", "upon_stopped")
+#: The plain function that ``then(f)`` last found not to be an ``async def`` one (a one-entry
+#: cache: building ``then(f)`` in a loop then checks ``f`` once).
+_last_sync_fn: Any = None
 
 
 def returned_coroutine(kind: int, f: Any, coro: Any) -> TypeError:
@@ -60,17 +63,37 @@ def returned_coroutine(kind: int, f: Any, coro: Any) -> TypeError:
 def _apply_fns(fns: tuple[Any, ...], vals: tuple[Any, ...]) -> tuple[Any, ...]:
     """Run a chain of ``then`` functions on ``vals``: each result becomes the next datums by
     the values convention (DESIGN.md 2.1). An exception from a function propagates, and so
-    does the ``TypeError`` for a returned coroutine object."""
-    for f in fns:
+    does the ``TypeError`` for a returned coroutine object ([exec.then]).
+
+    While the functions return one datum each (the common case), the inner loop calls the
+    next one with it directly, without a tuple per stage.
+    """
+    it = iter(fns)
+    for f in it:
         r = f(*vals)
         if r is None:
             vals = ()
-        elif type(r) is values:
+            continue
+        t = type(r)
+        if t is values:
             vals = r
-        elif type(r) is _CoroutineType:
+            continue
+        if t is _CoroutineType:
             raise returned_coroutine(_VALUE, f, r)
+        for f in it:  # one datum r
+            x = f(r)
+            if x is None:
+                vals = ()
+                break
+            t = type(x)
+            if t is values:
+                vals = x
+                break
+            if t is _CoroutineType:
+                raise returned_coroutine(_VALUE, f, x)
+            r = x
         else:
-            vals = (r,)
+            return (r,)
     return vals
 
 
@@ -368,12 +391,16 @@ class then_t(FnAdaptor):
     @overload
     def __call__(self, sndr: Any, f: Callable[..., R], /) -> Sender[R]: ...
     def __call__(self, *args: Any) -> Any:
+        global _last_sync_fn
         if len(args) == 1:  # _closure, inlined
             f = args[0]
             t = type(f)
-            if t is _FunctionType:
-                if f.__code__.co_flags & _CO_COROUTINE:
+            if f is _last_sync_fn:  # checked already (then(f) in a loop: skip the check)
+                pass
+            elif t is _FunctionType:
+                if f.__code__.co_flags & 0x80:  # inspect.CO_COROUTINE
                     raise async_fn_error("then", f)
+                _last_sync_fn = f
             elif t not in PLAIN_CALLABLES:
                 return self._build(args)
             elif is_async_fn(f):
