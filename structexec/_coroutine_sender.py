@@ -169,7 +169,11 @@ class TrioHostedOp:
             kind, err = 1, e
         except BaseException as exc:
             # KeyboardInterrupt, SystemExit, ...: never an error datum (DESIGN.md 2.2).
-            if self._nursery is None and self._hand_over(exc):
+            if (
+                self._nursery is None
+                and not isinstance(exc, trio.Cancelled)
+                and self._hand_over(exc)
+            ):
                 return  # the consumer raises it where it waits
             # The operation still completes (stopped) so that nobody waits forever, and the
             # exception goes on: into the host nursery (whose owner sees it, as a nursery
