@@ -193,8 +193,11 @@ class _FutureState:
             # First: the result waits in the future for consume or abandon (30.7). The
             # association is released now, not when the result is consumed: a finished
             # future never keeps its scope from joining ([exec.spawn.future], see
-            # docs/scopes.md "Futures outlive their work").
-            self._release()
+            # docs/scopes.md "Futures outlive their work"). With a token of another kind an
+            # error keeps its association until consumed or dropped: only the library's own
+            # scopes can report an unconsumed error at their join.
+            if self._fast or self._kind != _ERROR:
+                self._release()
             return
         if parked:
             self._unpark()  # a consumer is there (or it was abandoned): not the scope's

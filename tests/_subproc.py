@@ -17,6 +17,7 @@ import sys
 import textwrap
 import time
 from dataclasses import dataclass
+from typing import Any
 
 #: Printed by the child (``ready()`` in the snippet) when it is at the point to interrupt.
 READY = "@@READY@@"
@@ -83,3 +84,38 @@ def run_child(code: str, *, timeout: float = 30.0, sigint_after_ready: bool = Fa
         out, err = proc.communicate()
         timed_out = True
     return Result(proc.returncode, "".join(out_lines) + out, err, timed_out)
+
+
+class HangGuard:
+    """A watchdog for an in-process trio test that could hang if a regression came back.
+
+    After ``seconds`` of real time it crashes the test's trio run (a ``run_sync_soon``
+    callback that raises ends the run with ``TrioInternalError``), so the test fails with
+    "hang guard" in its traceback instead of stalling the suite. Shielded waits, which no
+    trio deadline can end, are ended too, as long as the run loop itself is alive.
+    """
+
+    def __init__(self, token: Any, seconds: float) -> None:
+        import threading
+
+        self._done = threading.Event()
+        self._token = token
+        self._seconds = seconds
+        self._thread = threading.Thread(target=self._watch, daemon=True, name="hang-guard")
+        self._thread.start()
+
+    def _watch(self) -> None:
+        if self._done.wait(self._seconds):
+            return
+
+        def abort() -> None:
+            raise RuntimeError(f"hang guard: the test was still running after {self._seconds}s")
+
+        try:
+            self._token.run_sync_soon(abort)
+        except Exception:
+            pass
+
+    def close(self) -> None:
+        self._done.set()
+        self._thread.join()

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from _subproc import run_child
+from _subproc import HangGuard, run_child
 
 import structexec as sx
 from structexec.testing import ManualScheduler, RecordingReceiver
@@ -24,6 +24,17 @@ if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup, ExceptionGroup
 
 SCOPES = [sx.simple_counting_scope, sx.counting_scope]
+
+
+@pytest.fixture
+async def hang_guard() -> Any:
+    """Every trio test here used to hang (or could, if its defect came back): fail instead."""
+    g = HangGuard(trio.lowlevel.current_trio_token(), 15.0)
+    yield
+    g.close()
+
+
+guarded = pytest.mark.usefixtures("hang_guard")
 INTERRUPTS = [KeyboardInterrupt, SystemExit]
 
 
@@ -145,6 +156,7 @@ trio.run(main)
 
 
 @pytest.mark.parametrize("kind", SCOPES)
+@guarded
 async def test_finished_future_kept_in_a_variable_does_not_hold_the_exit(
     kind: Any, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -158,6 +170,7 @@ async def test_finished_future_kept_in_a_variable_does_not_hold_the_exit(
 
 
 @pytest.mark.parametrize("kind", SCOPES)
+@guarded
 async def test_unconsumed_future_error_is_reported_at_the_exit(
     kind: Any, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -175,6 +188,7 @@ async def test_unconsumed_future_error_is_reported_at_the_exit(
 
 
 @pytest.mark.parametrize("kind", SCOPES)
+@guarded
 async def test_consumed_future_error_is_not_reported_again(kind: Any) -> None:
     async with kind() as scope:
         fut = scope.spawn_future(sx.just_error(ValueError("handled")))
@@ -183,6 +197,7 @@ async def test_consumed_future_error_is_not_reported_again(kind: Any) -> None:
     assert scope.unhandled_errors == ()
 
 
+@guarded
 async def test_dropped_future_error_inside_the_block_cancels_like_a_child_error(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -345,6 +360,7 @@ def test_base_exception_through_associate_releases(kind: Any, exc: type[BaseExce
 
 
 @pytest.mark.parametrize("exc", INTERRUPTS)
+@guarded
 async def test_base_exception_during_start_in_a_block_then_the_block_exits(
     exc: type[BaseException], autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -382,6 +398,7 @@ def test_trampolined_starts_after_a_raising_one_still_run() -> None:
 
 @pytest.mark.parametrize("exc", INTERRUPTS)
 @pytest.mark.parametrize("kind", SCOPES)
+@guarded
 async def test_interrupt_from_a_hosted_task_cancels_the_body_and_propagates(
     kind: Any, exc: type[BaseException], autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -415,6 +432,7 @@ async def test_interrupt_from_a_hosted_task_cancels_the_body_and_propagates(
 
 
 @pytest.mark.parametrize("exc", INTERRUPTS)
+@guarded
 async def test_interrupt_from_a_nursery_child_for_comparison(
     exc: type[BaseException], autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -432,6 +450,7 @@ async def test_interrupt_from_a_nursery_child_for_comparison(
 
 @pytest.mark.parametrize("exc", INTERRUPTS)
 @pytest.mark.parametrize("kind", SCOPES)
+@guarded
 async def test_interrupt_from_a_spawned_coroutine_propagates(
     kind: Any, exc: type[BaseException], autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -449,6 +468,7 @@ async def test_interrupt_from_a_spawned_coroutine_propagates(
 
 
 @pytest.mark.parametrize("exc", INTERRUPTS)
+@guarded
 async def test_interrupt_in_start_before_and_after_started(
     exc: type[BaseException], autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -472,6 +492,7 @@ async def test_interrupt_in_start_before_and_after_started(
 
 
 @pytest.mark.parametrize("kind", SCOPES)
+@guarded
 async def test_keyboard_interrupt_in_the_body_cancels_hosted_tasks(
     kind: Any, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -485,6 +506,7 @@ async def test_keyboard_interrupt_in_the_body_cancels_hosted_tasks(
     assert trio.current_time() == pytest.approx(1)
 
 
+@guarded
 async def test_interrupt_and_errors_come_out_together(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -509,6 +531,7 @@ async def test_interrupt_and_errors_come_out_together(
 
 
 @pytest.mark.parametrize("from_thread", [False, True])
+@guarded
 async def test_request_stop_with_a_task_awaiting_a_stopped_future(
     from_thread: bool, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -533,6 +556,7 @@ async def test_request_stop_with_a_task_awaiting_a_stopped_future(
     assert scope.unhandled_errors == ()
 
 
+@guarded
 async def test_hosted_task_ending_with_stopped_is_a_stopped_task() -> None:
     """A hosted task that lets ``sx.Stopped`` escape (an awaited sender completed stopped)
     ends stopped, like spawned work that completes ``set_stopped()``: not an error."""
@@ -550,6 +574,7 @@ async def test_hosted_task_ending_with_stopped_is_a_stopped_task() -> None:
 
 
 @pytest.mark.parametrize("kind", SCOPES)
+@guarded
 async def test_spawn_value_datums_are_reported_consistently(kind: Any) -> None:
     """``spawn(just(1))`` is a TypeError when it is built (the signature proves it); a
     coroutine or a then-function whose value is only known at run time is reported by the
@@ -574,6 +599,7 @@ async def test_spawn_value_datums_are_reported_consistently(kind: Any) -> None:
 
 
 @pytest.mark.parametrize("kind", SCOPES)
+@guarded
 async def test_entering_a_scope_while_cancelled_does_not_hang(kind: Any) -> None:
     """Used to deadlock (no timeout could end it): trio made the host's ``started()`` a
     no-op. Now the body runs and is cancelled at its first checkpoint, as in a nursery."""
