@@ -240,7 +240,7 @@ class _JoinSender(Sender[None]):
                 "scope.join() completes through schedule(get_scheduler(env)), but the "
                 f"receiver's environment has no get_scheduler ({type(rcvr).__name__}); await "
                 "it from trio or a task, use sync_wait, or add one with sx.write_env "
-                "(REQUIREMENTS 26.8, DESIGN.md 2.3)"
+                "([exec.scope.join])"
             )
         return _JoinOp(self._scope, rcvr, sch)
 
@@ -252,7 +252,9 @@ class _JoinSender(Sender[None]):
             return None
         sch = query_or(env, get_scheduler, _MISSING)
         if sch is _MISSING:
-            raise TypeError("scope.join() needs get_scheduler in the environment (26.8)")
+            raise TypeError(
+                "scope.join() needs get_scheduler in the environment ([exec.scope.join])"
+            )
         sigs = get_completion_signatures(schedule(sch), env)
         if sigs is None:
             return None
@@ -462,7 +464,7 @@ class _ScopeBase:
             lock.release()
             raise RuntimeError(
                 f"disassociate() on {self!r}, which holds no association: every "
-                "disassociate() must match a successful try_associate() (REQUIREMENTS 26.4)"
+                "disassociate() must match a successful try_associate() ([exec.scope.concepts])"
             )
         self._count = c
         if c == 0 and JOINING[self._state]:
@@ -615,13 +617,15 @@ class _ScopeBase:
         return tuple(self._errors_snapshot())
 
     def __copy__(self) -> Any:
-        raise TypeError(f"{type(self).__name__} cannot be copied (REQUIREMENTS 26.15)")
+        raise TypeError(f"{type(self).__name__} cannot be copied ([exec.counting.scopes.general])")
 
     def __deepcopy__(self, memo: Any) -> Any:
-        raise TypeError(f"{type(self).__name__} cannot be copied (REQUIREMENTS 26.15)")
+        raise TypeError(f"{type(self).__name__} cannot be copied ([exec.counting.scopes.general])")
 
     def __reduce__(self) -> Any:
-        raise TypeError(f"{type(self).__name__} cannot be copied or pickled (REQUIREMENTS 26.15)")
+        raise TypeError(
+            f"{type(self).__name__} cannot be copied or pickled ([exec.counting.scopes.general])"
+        )
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {_NAMES[self._state]}, {self._count} associated>"
@@ -632,7 +636,8 @@ class _ScopeBase:
             warnings.warn(
                 f"{type(self).__name__} garbage-collected in state {_NAMES[st]!r} with "
                 f"{self._count} associations: a scope must be joined before it is dropped "
-                "(REQUIREMENTS 26.9, DESIGN.md 2.6)",
+                "([exec.counting.scopes.general]): leave its `async with` block, or await "
+                "scope.join()",
                 ResourceWarning,
                 stacklevel=1,
             )
@@ -973,6 +978,10 @@ class simple_counting_scope(_ScopeBase):
       for everything; an enclosing trio cancellation does not cancel the work. If spawned
       work failed, the block raises an ``ExceptionGroup`` of the errors (with the body's own
       exception, if any); otherwise the body's exception propagates unchanged.
+    * ``KeyboardInterrupt``, ``SystemExit`` (Ctrl-C in the body or while the exit waits, or
+      raised by a hosted task or spawned coroutine) cancel the hosted trio tasks and the
+      body even here; the block raises the exception once everything has finished (see
+      docs/scopes.md "What happens when things fail").
     * Dropping a scope that is not unused, unused-and-closed or joined is a contract
       violation: a ``ResourceWarning`` when it is garbage-collected (26.9). Not copyable.
     """

@@ -55,7 +55,7 @@ def check_sender(who: str, sndr: Any) -> None:
     if not is_sender(sndr):
         raise TypeError(
             f"{who}() needs a sender as its first argument, got {type(sndr).__name__} "
-            f"({sndr!r:.60}): a sender has connect(rcvr) or is awaitable (REQUIREMENTS 29.1)"
+            f"({sndr!r:.60}): a sender has connect(rcvr) or is awaitable ([exec.spawn])"
         )
 
 
@@ -64,7 +64,7 @@ def check_env(who: str, env: Any) -> None:
     if env is not EMPTY_ENV and not callable(getattr(env, "query", None)):
         raise TypeError(
             f"{who}(): env must be an environment (an object with a query() method, such as "
-            f"sx.prop(q, v) or sx.env(...)), got {type(env).__name__} (REQUIREMENTS 29.1)"
+            f"sx.prop(q, v) or sx.env(...)), got {type(env).__name__} ([exec.spawn])"
         )
 
 
@@ -318,7 +318,7 @@ class _SpawnState:
         else:
             terminate(
                 "work given to spawn() completed with an error, and its scope token has no "
-                "record_error() to keep it (REQUIREMENTS 29.3, DESIGN.md 2.6); handle errors "
+                "record_error() to keep it ([exec.spawn]); handle errors "
                 "before spawning (| sx.upon_error(...))",
                 as_exception(err),
             )
@@ -355,11 +355,14 @@ class spawn_t(Algorithm):
       ``join()`` completes only after the work has (29.6).
     * An exception from ``connect`` propagates, and no association is held (29.5).
     * Value datums are ill-formed (29.3): ``TypeError`` where the sender's completion
-      signatures prove it, dropped at run time otherwise. An error completion is recorded by
-      the scope (it makes ``join()``/the ``async with`` block raise an ``ExceptionGroup``;
-      ``counting_scope`` also requests stop), DESIGN.md 2.6. A user token receives it through
-      its ``record_error(err)`` method if it has one; otherwise the terminate handler is
-      called.
+      signatures prove it; found at run time, the same ``TypeError`` is recorded by the scope
+      as an error of the work (never dropped silently; use ``spawn_future`` for a result).
+    * A ``BaseException`` (``KeyboardInterrupt``, ``SystemExit``) raised while the work starts
+      (user code run inline) propagates out of ``spawn``, and the association is released.
+    * An error completion is recorded by the scope (it makes ``join()``/the ``async with``
+      block raise an ``ExceptionGroup``; ``counting_scope`` also requests stop). A user
+      token receives it through its ``record_error(err)`` method if it has one; otherwise the
+      terminate handler is called.
     * ``TypeError`` for a non-sender, a non-token or a non-environment (29.1).
 
     Deeply nested spawns from inside completions are started through the per-thread

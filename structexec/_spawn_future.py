@@ -376,8 +376,7 @@ class _FutureSender(Sender[Any]):
         if st is None:
             raise RuntimeError(
                 "the sender returned by spawn_future is single-shot: it was already "
-                "connected (or closed); its result can be consumed once (REQUIREMENTS 2.15, "
-                "30.5)"
+                "connected (or closed); its result can be consumed once ([exec.spawn.future])"
             )
         self._state = None
         return _FutureOp(st, rcvr)
@@ -427,10 +426,17 @@ class spawn_future_t(Algorithm):
       or calling ``close()`` on either, requests stop on the work if it is still running; the
       scope still waits for it. A stop request on the consumer's token does the same and
       completes the consumer ``set_stopped()`` at once (DQ-7b); the work stays tracked.
-    * The association is released after the result has been delivered, or when the work
-      completes after an abandon, or at the abandon if the work had already completed (30.8).
-      So a future that is neither awaited nor dropped keeps its scope from joining.
-    * An error result that nobody consumes is recorded by the scope (DESIGN.md 2.6).
+    * The association is released when the work completes (Python's decision, see
+      docs/scopes.md "Futures outlive their work"; C++ holds it until the result is
+      consumed): the result then lives in the future, which may be awaited inside or after
+      an ``async with`` block, and a finished future never keeps its scope from joining.
+    * An error result that nobody has consumed when the scope's join delivers is reported by
+      that join (the ``async with`` block's ``ExceptionGroup``); one dropped unconsumed
+      before that is recorded by the scope at once. With a scope token of another kind, an
+      error result keeps its association until consumed or dropped, and a dropped one goes
+      to ``token.record_error(err)`` if the token has it.
+    * A ``BaseException`` raised while the work starts (user code run inline) propagates
+      out of ``spawn_future``, and the association is released.
     * ``TypeError`` for a non-sender, a non-token or a non-environment (30.1).
     """
 
