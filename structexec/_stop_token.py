@@ -88,8 +88,10 @@ def _run_immediately(fn: Callable[[], object]) -> None:
     """Invoke a callback whose token is already stopped (REQUIREMENTS 5.3, 5.5)."""
     try:
         fn()
-    except BaseException as exc:
+    except Exception as exc:
         terminate("stop callback raised", exc)
+    # A KeyboardInterrupt or SystemExit (Ctrl-C landing in the callback) propagates: it is
+    # not the callback's contract violation, and Ctrl-C must never abort the process.
 
 
 class _ClosesOnExit:
@@ -289,9 +291,11 @@ class inplace_stop_source:
         """Make the stop request; ``True`` only for the call that made it (5.1, 5.2, 5.11).
 
         Every registered callback runs here, on this thread, exactly once, before this call
-        returns. A callback that raises calls the terminate handler (5.5); if the handler
-        itself raises, the remaining callbacks still run and the first such exception is
-        re-raised at the end.
+        returns. A callback that raises an ``Exception`` calls the terminate handler
+        ([stopsource.inplace]); if the handler itself raises, the remaining callbacks still
+        run and the first such exception is re-raised at the end. A ``KeyboardInterrupt`` or
+        ``SystemExit`` from a callback (a Ctrl-C that lands in it) is not a contract
+        violation: the remaining callbacks run, then it propagates from here.
         """
         if self._requested:
             return False
@@ -319,12 +323,17 @@ class inplace_stop_source:
             lock.release()
             try:
                 fn()
-            except BaseException as exc:
+            except Exception as exc:
                 try:
                     terminate("stop callback raised", exc)
                 except BaseException as handler_exc:
                     if failure is None:
                         failure = handler_exc
+            except BaseException as exc:
+                # KeyboardInterrupt, SystemExit (e.g. Ctrl-C landing in the callback): the
+                # remaining callbacks still run, then it propagates from request_stop().
+                if failure is None:
+                    failure = exc
             lock.acquire()
             cond = self._cond
             if cond is not None:  # a close() on another thread may wait for cb

@@ -613,3 +613,58 @@ async def test_entering_a_scope_while_cancelled_does_not_hang(kind: Any) -> None
                 reached.append("not reached")
         reached.append("after")
     assert reached == ["body", "after"]
+
+
+# ------------------------------------------------------- Ctrl-C inside a stop callback
+
+
+@pytest.mark.parametrize("exc", INTERRUPTS)
+def test_interrupt_in_a_stop_callback_propagates_and_the_others_run(
+    exc: type[BaseException],
+) -> None:
+    """A KeyboardInterrupt that lands in a stop callback (a real Ctrl-C can) is not a
+    contract violation: the other callbacks run and it propagates from request_stop(); an
+    Exception there still calls the terminate handler ([stopsource.inplace])."""
+    src = sx.inplace_stop_source()
+    ran: list[int] = []
+    cbs = [
+        sx.inplace_stop_callback(src.get_token(), lambda: ran.append(1)),
+        sx.inplace_stop_callback(src.get_token(), _raise(exc)),
+        sx.inplace_stop_callback(src.get_token(), lambda: ran.append(3)),
+    ]
+    with pytest.raises(exc):
+        src.request_stop()
+    assert sorted(ran) == [1, 3]
+    assert src.stop_requested()
+    with pytest.raises(exc):
+        sx.inplace_stop_callback(src.get_token(), _raise(exc))  # already stopped: at once
+    for cb in cbs:
+        cb.close()
+
+
+def test_ctrl_c_during_request_stop_of_many_tasks_does_not_abort() -> None:
+    """A real SIGINT while request_stop() runs its callbacks: KeyboardInterrupt out of
+    trio.run, never the terminate handler's abort."""
+    code = """
+import trio, structexec as sx
+async def main():
+    async with sx.counting_scope() as scope:
+        for _ in range(2000):
+            scope.start_soon(trio.sleep_forever)
+        src = sx.inplace_stop_source()
+        cbs = [sx.inplace_stop_callback(src.get_token(), lambda: sum(range(2000)))
+               for _ in range(20000)]
+        await trio.sleep(0.05)
+        ready()
+        src.request_stop()
+        scope.request_stop()
+        await trio.sleep_forever()
+try:
+    trio.run(main)
+except KeyboardInterrupt:
+    print("KI")
+"""
+    r = run_child(code, timeout=30, sigint_after_ready=True, sigint_delay=0.0)
+    assert not r.timed_out, r
+    assert r.stdout.strip().endswith("KI"), r
+    assert "terminate" not in r.stderr, r
