@@ -16,7 +16,6 @@ import _thread
 import signal
 import threading
 from collections import deque
-from collections.abc import Callable
 from typing import Any
 
 from ._completion_signatures import completion_signatures
@@ -66,31 +65,53 @@ def _sigint_delivered() -> bool:
         return False
 
 
-def deliver_raised(env: Any, exc: BaseException, where: str) -> bool:
+def _ctrl_c() -> None:
+    """Deliver SIGINT to the main thread as a Ctrl-C does (a real signal where possible, so
+    that a main thread blocked in a system call, e.g. trio waiting for I/O, wakes up)."""
+    kill = getattr(signal, "pthread_kill", None)
+    if kill is not None:
+        try:
+            kill(threading.main_thread().ident, signal.SIGINT)
+            return
+        except Exception:  # pragma: no cover - fall back to the simulated signal
+            pass
+    _thread.interrupt_main()  # pragma: no cover - no pthread_kill (Windows)
+
+
+def sink_of(env: Any) -> Any:
+    """The ``raised_sink`` of ``env`` (an environment), or ``None``; never raises."""
+    if env is None:
+        return None
+    try:
+        return query_or(env, raised_sink, None)
+    except Exception:
+        return None
+
+
+def deliver_raised(sink: Any, exc: BaseException, where: str) -> bool:
     """Hand ``exc`` (raised by user code on an execution context's agent) to its consumer.
 
-    Returns ``True`` if the ``raised_sink`` of ``env`` took it. Otherwise: a
-    ``KeyboardInterrupt`` is delivered as a Ctrl-C is (``_thread.interrupt_main()``: under
-    ``trio.run`` on the main thread, trio raises ``KeyboardInterrupt`` in the main task, and
-    out of ``trio.run``); any other ``BaseException``, or a ``KeyboardInterrupt`` while
-    SIGINT is ignored, calls the terminate handler (nobody can receive it; the work it
-    interrupted can never complete). Returns ``False`` then. Never raises.
+    ``sink`` is the consumer's :data:`raised_sink` (``None`` if it has none). Returns
+    ``True`` if the sink took ``exc``. Otherwise: a ``KeyboardInterrupt`` is delivered as a
+    Ctrl-C is (SIGINT to the main thread: under ``trio.run`` on the main thread, trio raises
+    ``KeyboardInterrupt`` in the main task and out of ``trio.run``); any other
+    ``BaseException``, or a ``KeyboardInterrupt`` while SIGINT is ignored, calls the
+    terminate handler (nobody can receive it). Returns ``False`` then. Raises only what the
+    terminate handler raises.
     """
-    try:
-        sink: Callable[[BaseException], object] | None = (
-            None if env is None else query_or(env, raised_sink, None)
-        )
-        if sink is not None and sink(exc) is True:
-            return True
-    except Exception as e:  # a broken environment or sink: fall back
-        exc.__context__ = exc.__context__ or e
+    if sink is not None:
+        try:
+            if sink(exc) is True:
+                return True
+        except Exception:  # a broken sink: fall back
+            pass
     if isinstance(exc, KeyboardInterrupt) and _sigint_delivered():
-        _thread.interrupt_main()
+        _ctrl_c()
         return False
     terminate(
         f"{type(exc).__name__} raised by {where}, and no consumer waits for that work to "
-        "take it (it cannot become an error completion; catch it inside the function, or "
-        "await the work / run it under sync_wait, which re-raise it)",
+        "receive it (a BaseException is never an error completion): catch it inside the "
+        "function, or consume the work with await or sync_wait, which re-raise it",
         exc,
     )
     return False

@@ -12,6 +12,7 @@ from typing import Any
 
 from .._env import get_stop_token
 from .._errors import terminate
+from .._run_loop import deliver_raised, raised_sink
 from .._sysctxrepl import BackendError, parallel_scheduler_backend
 
 __all__ = ["ThreadPoolBackend", "default_thread_pool"]
@@ -55,6 +56,33 @@ def _run_call(fn: Callable[[], object]) -> None:
     fn()
 
 
+def _completion_raised(r: Any, exc: BaseException) -> None:
+    """Completing the proxy ``r`` on a worker raised ``exc``; the worker carries on.
+
+    An ``Exception`` out of a completion is a contract violation (terminate); a
+    ``BaseException`` raised by user code run in it (a ``then`` function: ``KeyboardInterrupt``,
+    ``SystemExit``) goes to the consumer's ``raised_sink`` (``deliver_raised``).
+    """
+    try:
+        if isinstance(exc, Exception):
+            terminate(
+                "a completion raised on a parallel scheduler thread ([exec.recv.concepts]: "
+                "completions must not raise; an adaptor turns a function's exception into "
+                "set_error)",
+                exc,
+            )
+            return
+        sink = None
+        if r is not None:
+            try:
+                sink = r.try_query(raised_sink)
+            except Exception:
+                sink = None
+        deliver_raised(sink, exc, "a completion on a parallel scheduler thread")
+    except BaseException:
+        pass  # the terminate handler raised: it has seen exc; keep the worker alive
+
+
 class _Job:
     """The shared state of one bulk operation: a chunk dispenser and a participant count."""
 
@@ -67,6 +95,7 @@ class _Job:
         "next",
         "per_index",
         "r",
+        "raised",
         "size",
         "stopped",
         "tok",
@@ -84,6 +113,7 @@ class _Job:
         self.active = active
         self.next = 0
         self.error: BaseException | None = None
+        self.raised: BaseException | None = None  # a BaseException from the bulk function
         self.stopped = False
         self.lock = threading.Lock()
 
@@ -91,6 +121,13 @@ class _Job:
         with self.lock:
             if self.error is None:
                 self.error = exc
+
+    def fail_raised(self, exc: BaseException) -> None:
+        with self.lock:
+            if self.raised is None:
+                self.raised = exc
+            if self.error is None:
+                self.error = exc  # stops the hand-out of chunks
 
     def leave(self) -> None:
         """A participant is done; the last one completes the proxy (after every execute)."""
@@ -101,12 +138,46 @@ class _Job:
             return
         r = self.r
         self.r = None
-        if self.error is not None:
-            r.set_error(self.error)
-        elif self.stopped:
+        raised = self.raised
+        if raised is not None:
+            self.raised = self.error = None
+            self._deliver(r, raised)
+            return
+        try:
+            if self.error is not None:
+                r.set_error(self.error)
+            elif self.stopped:
+                r.set_stopped()
+            else:
+                r.set_value()
+        except BaseException as exc:
+            _completion_raised(r, exc)
+
+    @staticmethod
+    def _deliver(r: Any, raised: BaseException) -> None:
+        # A bulk function raised a BaseException (KeyboardInterrupt, SystemExit): never an
+        # error datum. The consumer waiting for the work raises it (raised_sink) and the
+        # operation is abandoned; with no such consumer the operation completes stopped
+        # (nothing waits for it forever) and the exception is delivered by the fallback
+        # (KeyboardInterrupt as a Ctrl-C, anything else a terminate).
+        try:
+            sink = r.try_query(raised_sink)
+        except Exception:
+            sink = None
+        if sink is not None:
+            try:
+                if sink(raised) is True:
+                    return
+            except Exception:
+                pass
+        try:
             r.set_stopped()
-        else:
-            r.set_value()
+        except BaseException as exc:
+            _completion_raised(r, exc)
+        try:
+            deliver_raised(None, raised, "a bulk function on a parallel scheduler thread")
+        except BaseException:
+            pass  # the terminate handler raised: it has seen the exception
 
 
 def _run_participant(job: _Job) -> None:
@@ -142,10 +213,7 @@ def _run_participant(job: _Job) -> None:
     except Exception as exc:
         job.fail(exc)
     except BaseException as exc:
-        terminate("a bulk function raised a BaseException on a parallel scheduler thread", exc)
-        err = BackendError(f"a bulk function raised {type(exc).__name__} on a pool thread")
-        err.__cause__ = exc
-        job.fail(err)
+        job.fail_raised(exc)
     job.leave()
 
 
@@ -253,7 +321,9 @@ class ThreadPoolBackend(parallel_scheduler_backend):
             try:
                 item[0](item[1])
             except BaseException as exc:
-                terminate("a completion raised on a parallel scheduler thread", exc)
+                # Only a completion can raise here (bulk participants catch what the bulk
+                # function raises): the proxy of a schedule() item, else unknown.
+                _completion_raised(item[1] if item[0] is _run_schedule else None, exc)
             item = None
 
     def running_on_worker(self) -> bool:
