@@ -105,7 +105,8 @@ def _backend_raised(op: Any, backend: Any, what: str, exc: Exception) -> None:
     if op._state == 2:
         terminate(
             f"the parallel scheduler backend {backend!r} completed an operation and then raised "
-            f"from {what}() (REQUIREMENTS 31.11)",
+            f"from {what}() ([exec.sysctxrepl.psb]: schedule*() must not raise; report "
+            "failures by completing the receiver proxy with set_error instead)",
             exc,
         )
         return
@@ -320,7 +321,8 @@ def get_parallel_scheduler() -> parallel_scheduler:
     if b is None:
         msg = (
             "query_parallel_scheduler_backend() returned None: the factory installed with "
-            "set_parallel_scheduler_backend() produced no backend (REQUIREMENTS 31.1)"
+            "set_parallel_scheduler_backend() produced no backend ([exec.par.scheduler]): "
+            "make the factory return a backend, or pass None to restore the default"
         )
         terminate(msg)
         raise RuntimeError(msg)

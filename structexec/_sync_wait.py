@@ -161,6 +161,11 @@ class sync_wait_t(Algorithm):
     ``get_delegation_scheduler`` (the private ``run_loop``'s scheduler) and no stop token.
     Raises ``RuntimeError`` on a thread that is running trio (use ``await``); it works from
     ``trio.to_thread.run_sync`` threads. A domain may customise it via ``apply_sender`` (19.1).
+
+    A ``KeyboardInterrupt`` or ``SystemExit`` raised by the work (on this thread, on a
+    parallel-scheduler thread or on the trio scheduler), or a Ctrl-C while it waits, is raised
+    here; work still running elsewhere is then abandoned: not waited for, its late completions
+    dropped (see the module docstring).
     """
 
     __slots__ = ()

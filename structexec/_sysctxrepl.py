@@ -15,7 +15,13 @@ Python renderings of the C++ interface (DESIGN.md 2.12):
 * ``execute(b, e)`` is ``noexcept`` in C++. Here it raises whatever the bulk function raises,
   and the *backend* turns it into ``set_error`` (the TRY-EVAL of the C++ frontend, moved to
   where Python can act on it): it starts no further chunks and completes ``set_error(exc)``
-  once the running ones have returned.
+  once the running ones have returned. A ``BaseException`` (``KeyboardInterrupt``,
+  ``SystemExit``) is never an error datum: the thread-pool backend stops the hand-out the
+  same way and then gives it to the consumer that waits for the work (``await`` and
+  ``sync_wait`` raise it; the private ``raised_sink`` query of the proxy finds it), or, with
+  no such consumer, completes ``set_stopped()`` and delivers a ``KeyboardInterrupt`` as a
+  Ctrl-C (anything else: terminate). The default bulk implementation below lets it
+  propagate to the agent that ran ``set_value``.
 * ``try_query<P>(q)`` is ``try_query(q)`` or ``try_query(q, P)`` (``try_query(P, q)`` in the
   C++ argument order is accepted too) and returns ``None`` for ``nullopt``.
 * Remote execution (an extension for process and cluster backends): a bulk proxy also offers
