@@ -155,7 +155,7 @@ def test_31_1_null_backend_calls_terminate(restore_backend: None) -> None:
     assert sx.query_parallel_scheduler_backend() is None
     with record_terminate() as rec, pytest.raises(RuntimeError, match="returned None"):
         sx.get_parallel_scheduler()
-    assert len(rec) == 1 and "31.1" in rec.reasons[0]
+    assert len(rec) == 1 and "[exec.par.scheduler]" in rec.reasons[0]
 
 
 def test_31_4_forward_progress_is_parallel() -> None:
