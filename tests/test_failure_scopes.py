@@ -373,24 +373,33 @@ async def test_base_exception_during_start_in_a_block_then_the_block_exits(
 
 def test_trampolined_starts_after_a_raising_one_still_run() -> None:
     """A start queued on the per-thread trampoline behind one that raises is still started
-    (nothing is stranded on the queue); the first exception is raised afterwards."""
-    scope = sx.counting_scope()
-    ran: list[int] = []
+    (nothing is stranded on the queue, where it would wait for an unrelated later start);
+    the first exception is raised once the queue is empty."""
+    from structexec._trampoline import MAX_DEPTH, trampoline_start
 
-    def deep(n: int) -> Any:
-        if n == 0:
-            return sx.just() | sx.then(_raise(KeyboardInterrupt))
-        return sx.just() | sx.let_value(lambda: deep(n - 1))
+    started: list[str] = []
 
-    def spawner() -> None:
-        sx.spawn(deep(40), scope.get_token())
-        sx.spawn(sx.just() | sx.then(lambda: ran.append(1)), scope.get_token())
+    class Op:
+        def __init__(self, name: str, kids: tuple[Any, ...] = (), exc: Any = None) -> None:
+            self.name, self.kids, self.exc = name, kids, exc
 
+        def start(self) -> None:
+            started.append(self.name)
+            for k in self.kids:
+                trampoline_start(k)
+            if self.exc is not None:
+                raise self.exc()
+
+    # The innermost op starts at depth MAX_DEPTH: its two children are queued, not nested.
+    op = Op("n0", (Op("raises", exc=KeyboardInterrupt), Op("after")))
+    for i in range(1, MAX_DEPTH):
+        op = Op(f"n{i}", (op,))
     with pytest.raises(KeyboardInterrupt):
-        sx.sync_wait(sx.just() | sx.let_value(lambda: deep(30) | sx.then(spawner)))
-    assert ran == [] or ran == [1]  # after the interrupt nothing new needs to run
-    # Whatever started holds no association it cannot release.
-    assert scope.count == 0
+        trampoline_start(op)
+    assert started[-2:] == ["raises", "after"]
+    started.clear()
+    trampoline_start(Op("next"))
+    assert started == ["next"]  # nothing left over on the queue
 
 
 # ---------------------------------------- 6. KeyboardInterrupt / SystemExit from hosted work
