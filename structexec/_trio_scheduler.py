@@ -37,7 +37,7 @@ from ._env import (
     get_stop_token,
 )
 from ._protocol import Sender, set_stopped_t, set_value_t, twice_started
-from ._run_loop import deliver_raised
+from ._run_loop import deliver_raised, sink_of
 from ._stop_token import is_unstoppable
 from ._trio_bridge import RunState, current_run
 
@@ -82,10 +82,10 @@ class _TrioScheduleOp:
         # sync_wait in its caller); with none, a KeyboardInterrupt goes to trio as a Ctrl-C
         # does and anything else is a terminate (``deliver_raised``).
         try:
-            env = get_env(self._rcvr)
+            sink = sink_of(get_env(self._rcvr))
         except Exception:
-            env = None
-        deliver_raised(env, exc, "a completion on the trio scheduler")
+            sink = None
+        deliver_raised(sink, exc, "a completion on the trio scheduler")
 
 
 class _TrioScheduleAttrs:
