@@ -32,6 +32,7 @@ from ._env import (
 from ._env import env as _joined_env
 from ._errors import ErrorValue, terminate
 from ._protocol import Algorithm, Sender, completed_twice, is_sender, set_value_t
+from ._run_loop import raised_sink
 from ._scope_token import ACCEPTS, JOINING, OPEN, UNUSED, check_scope_token
 from ._stop_when import StopTokenEnv, child_token
 from ._trampoline import _t as _tramp
@@ -166,6 +167,23 @@ def as_exception(err: Any) -> BaseException:
     return err if isinstance(err, BaseException) else ErrorValue(err)
 
 
+def scope_sink(st: Any, scope: Any) -> Any:
+    """The ``raised_sink`` of work spawned into a library scope: a ``KeyboardInterrupt`` or
+    ``SystemExit`` raised by the work while another agent (the trio scheduler, a pool thread)
+    completes it ends the work (its association is released) and, inside ``async with``, is
+    the scope's to raise at its exit, like a hosted task's. Outside ``async with`` nobody
+    waits for the work, so the fallback applies (a ``KeyboardInterrupt`` becomes a Ctrl-C)."""
+
+    def sink(exc: BaseException) -> bool:
+        lost(st, scope._disassociate)
+        if scope._entered:
+            scope._interrupt(exc)
+            return True
+        return False
+
+    return sink
+
+
 class _ScopeSpawnState:
     """``spawn-state`` + ``spawn-receiver`` for the library's own scopes (29.4-29.6)."""
 
@@ -177,7 +195,20 @@ class _ScopeSpawnState:
         self._op: Any = None
 
     def get_env(self) -> Any:
-        return self._env
+        return self
+
+    def _sx_try(self, q: Any, default: Any) -> Any:
+        if q is raised_sink:
+            return scope_sink(self, self._scope)
+        return query_or(self._env, q, default)
+
+    def query(self, q: Any, *args: Any) -> Any:
+        if args:
+            return self._env.query(q, *args)
+        r = self._sx_try(q, _MISSING)
+        if r is _MISSING:
+            raise QueryError(f"the environment of spawned work does not support {q!r}")
+        return r
 
     def set_value(self, *vals: Any) -> None:
         if vals:
@@ -243,6 +274,8 @@ class _FastSpawnState(_ScopeSpawnState):
             return query_or(self._base, q, default) if tok is None else tok
         if q is get_allocator:
             return query_or(get_env(self._sndr), get_allocator, default)
+        if q is raised_sink:
+            return scope_sink(self, self._scope)
         return query_or(self._base, q, default)
 
     def query(self, q: Any, *args: Any) -> Any:

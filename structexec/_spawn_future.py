@@ -34,6 +34,7 @@ from ._env import (
     query_or,
 )
 from ._protocol import Algorithm, Sender, set_stopped_t, twice_started
+from ._run_loop import raised_sink
 from ._spawn import FAST_TOKENS, check_args, spawned_env, with_scope_env
 from ._stop_token import (
     combined_stop_token,
@@ -144,6 +145,8 @@ class _FutureState:
     def _sx_try(self, q: Any, default: Any) -> Any:
         if q is get_stop_token:
             return self._stop_token()
+        if q is raised_sink:
+            return self._sink
         if q is get_allocator:
             r = query_or(self._env, get_allocator, _MISSING)
             if r is not _MISSING:
@@ -317,6 +320,19 @@ class _FutureState:
                 self._token._disassociate()
             else:
                 self._token.disassociate()
+
+    def _sink(self, exc: BaseException) -> bool:
+        """``raised_sink`` (see ``scope_sink`` in ``_spawn``): the work raised a
+        ``KeyboardInterrupt``/``SystemExit`` while another agent completed it. Inside
+        ``async with`` the scope raises it at its exit; the future completes stopped, so a
+        consumer never waits forever."""
+        scope = self._token
+        took = self._fast and scope._entered
+        if took:
+            scope._interrupt(exc)
+        if self._kind < 0:
+            self._store(_STOPPED, None)
+        return took
 
     def _start_raised(self) -> None:
         """The work's ``start`` raised (a ``BaseException`` from user code run inline): if it

@@ -677,3 +677,31 @@ except KeyboardInterrupt:
     assert not r.timed_out, r
     assert r.stdout.strip().endswith("KI"), r
     assert "terminate" not in r.stderr, r
+
+
+# ------------------------------- a BaseException raised while another agent completes work
+
+
+@pytest.mark.parametrize("exc", INTERRUPTS)
+@pytest.mark.parametrize("kind", SCOPES)
+@pytest.mark.parametrize("how", ["spawn", "spawn_token", "spawn_future"])
+@guarded
+async def test_interrupt_in_work_completed_by_the_trio_scheduler(
+    kind: Any, exc: type[BaseException], how: str
+) -> None:
+    """A then-function run by the trio scheduler's drainer raises KeyboardInterrupt or
+    SystemExit: the spawned work ends (its association is released, nothing hangs), and the
+    scope raises the exception at its exit, like a hosted task's."""
+    sndr = sx.schedule(sx.trio_scheduler()) | sx.then(_raise(exc))
+    with pytest.raises(exc):
+        async with kind() as scope:
+            if how == "spawn":
+                scope.spawn(sndr)
+            elif how == "spawn_token":
+                sx.spawn(sndr, scope.get_token(), sx.prop(sx.get_allocator, None))
+            else:
+                fut = scope.spawn_future(sndr)
+                with pytest.raises(sx.Stopped):
+                    await fut  # the consumer is not left waiting
+            await trio.sleep_forever()
+    assert scope.state == "joined" and scope.count == 0
