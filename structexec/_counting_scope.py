@@ -399,6 +399,7 @@ class _ScopeBase:
     __slots__ = (
         "__weakref__",
         "_body_cs",
+        "_cancel_scope",
         "_count",
         "_entered",
         "_errors",
@@ -430,6 +431,7 @@ class _ScopeBase:
         self._errors: list[Any] = []
         self._entered = False
         self._body_cs: Any = None
+        self._cancel_scope: Any = None
         # Errors of finished spawn_futures that nobody has consumed yet: {id(state): error}
         self._pending: dict[int, Any] = {}
         self._interrupts: list[BaseException] = []
@@ -788,15 +790,46 @@ class _ScopeBase:
     def _stopping(self) -> bool:
         return False
 
+    #: Whether the hosted trio tasks are shielded from enclosing cancellation.
+    _shield_hosted: ClassVar[bool] = True
+
     async def _host(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        # The nursery that hosts the scope's trio tasks. Its cancel scope is shielded: only
-        # request_stop() cancels it (REQUIREMENTS 32.4). It stays open until the scope has
-        # joined, so work may be started even after a stop request (26.14).
+        # The nursery that hosts the scope's trio tasks. It stays open until the scope has
+        # joined, so work may be started even after a stop request ([exec.scope.counting]).
+        # simple_counting_scope shields it: nothing but an interrupt cancels its tasks.
+        # counting_scope does not: an enclosing cancellation (or scope.cancel_scope.cancel())
+        # cancels the tasks as a nursery's, and reaches the host, which requests stop.
         async with trio.open_nursery() as inner:
-            inner.cancel_scope.shield = True
+            inner.cancel_scope.shield = self._shield_hosted
             task_status.started(inner)
-            with trio.CancelScope(shield=True):
+            try:
                 await self._host_release.wait()
+            except trio.Cancelled:
+                self._on_outer_cancel()
+                with trio.CancelScope(shield=True):
+                    await self._host_release.wait()
+
+    def _on_outer_cancel(self) -> None:
+        pass
+
+    @property
+    def cancel_scope(self) -> trio.CancelScope:
+        """The ``trio.CancelScope`` of the ``async with`` block, as ``nursery.cancel_scope``.
+
+        ``scope.cancel_scope.cancel()`` (``reason=`` too), a ``deadline`` or
+        ``relative_deadline`` cancel the body as for a nursery; for ``counting_scope`` they
+        also request stop, so every hosted task is cancelled and every associated sender sees
+        its stop token fire. For ``simple_counting_scope`` only the body is cancelled (its
+        work cannot be). ``RuntimeError`` outside ``async with``.
+        """
+        cs = self._cancel_scope
+        if cs is None:
+            raise RuntimeError(
+                f"scope.cancel_scope exists only inside `async with {type(self).__name__}()` "
+                f"({self!r}); to stop the work use scope.request_stop()"
+            )
+        c: trio.CancelScope = cs
+        return c
 
     def _cancel_hosted(self) -> None:
         nursery = self._nursery
@@ -827,8 +860,16 @@ class _ScopeBase:
         self._trio_token = trio.lowlevel.current_trio_token()
         self._trio_thread = threading.get_ident()
         self._host_release = trio.Event()
+        cs = trio.CancelScope()
+        cs.__enter__()
         cm = trio.open_nursery()
-        outer = await cm.__aenter__()
+        try:
+            outer = await cm.__aenter__()
+        except BaseException as exc:  # pragma: no cover - opening a nursery does not block
+            self._entered = False
+            if not cs.__exit__(type(exc), exc, exc.__traceback__):
+                raise
+            raise
         try:
             # Shielded: in an already-cancelled context trio would not let the host report
             # started(), and entering would never finish. The host starts at once anyway.
@@ -837,9 +878,12 @@ class _ScopeBase:
         except BaseException as exc:
             self._host_release.set()
             self._entered = False
-            if not await cm.__aexit__(type(exc), exc, exc.__traceback__):
-                raise
-            raise  # pragma: no cover
+            try:
+                await cm.__aexit__(type(exc), exc, exc.__traceback__)
+            finally:
+                cs.__exit__(None, None, None)
+            raise
+        self._cancel_scope = cs
         self._host_cm = cm
         self._spawn_env = _nursery_env(_HostNursery(self, self._nursery))
         self._on_enter()
@@ -923,35 +967,51 @@ class _ScopeBase:
         errors = self._errors_snapshot()
         interrupts = self._interrupts
         self._interrupts = []
+        out: BaseException | None
+        if errors:
+            excs = [as_exception(e) for e in errors]
+            if exc is not None:
+                excs.insert(0, exc)
+            if cancelled is not None:
+                excs.insert(0, cancelled)
+            excs.extend(interrupts)
+            out = BaseExceptionGroup(_ERRORS_MESSAGE, excs)
+        elif interrupts:
+            # The interrupt supersedes a cancellation (which only asked the scope to finish
+            # early); the body's own exception goes with it.
+            if exc is not None and not isinstance(exc, trio.Cancelled):
+                interrupts.insert(0, exc)
+            out = interrupts[0] if len(interrupts) == 1 else BaseExceptionGroup(
+                "interrupted", interrupts
+            )
+        elif cancelled is not None and exc is None:
+            out = cancelled
+        else:
+            out = exc
+        # Last, the block's own cancel scope (scope.cancel_scope): it absorbs its Cancelled.
+        cs, self._cancel_scope = self._cancel_scope, None
         try:
-            if errors:
-                excs = [as_exception(e) for e in errors]
-                if exc is not None:
-                    excs.insert(0, exc)
-                if cancelled is not None:
-                    excs.insert(0, cancelled)
-                excs.extend(interrupts)
-                # The body's exception is inside the group: no implicit context chain.
-                raise BaseExceptionGroup(_ERRORS_MESSAGE, excs) from None
-            if interrupts:
-                # The interrupt supersedes an enclosing cancellation (which only asked the
-                # scope to finish early); the body's own exception goes with it.
-                if exc is not None and not isinstance(exc, trio.Cancelled):
-                    interrupts.insert(0, exc)
-                if len(interrupts) == 1:
-                    raise interrupts[0]
-                raise BaseExceptionGroup("interrupted", interrupts) from None
-            if cancelled is not None and exc is None:
-                raise cancelled
-            if exc is body_exc:
+            try:
+                if out is None:
+                    cs.__exit__(None, None, None)
+                    return body_exc is not None  # only this scope's own cancellation: absorbed
+                if cs.__exit__(type(out), out, out.__traceback__):
+                    return True
+            except BaseException as rest:
+                out = rest
+            if out is body_exc:
                 return False
-            if exc is None:
-                return True  # only this scope's own cancellation of the body: absorbed
-            raise exc
+            # Keep the context the exception had: raising here would make it the body's
+            # exception, which may be inside the group itself (a context loop).
+            context = out.__context__
+            try:
+                raise out
+            finally:
+                out.__context__ = context
         finally:
             # No reference cycles through this frame's exceptions (nothing for the cycle
             # collector to find after an enclosing cancellation).
-            del cancelled, exc, body_exc, interrupts, errors
+            del cancelled, exc, body_exc, interrupts, errors, out
 
 
 def _nursery_env(nursery: Any) -> Any:
@@ -1042,7 +1102,15 @@ class counting_scope(_ScopeBase):
             self._cancel_in_trio(cs)
 
     def _stopping(self) -> bool:
-        return self._source._requested
+        # A hosted task of a counting_scope is cancelled only by a stop of the scope: its
+        # request_stop(), an error, its cancel_scope or an enclosing cancellation (which the
+        # host turns into request_stop()). Either way the task ends stopped.
+        return True
+
+    _shield_hosted = False
+
+    def _on_outer_cancel(self) -> None:
+        self._source.request_stop()
 
     def _on_enter(self) -> None:
         self._stop_cb = inplace_stop_callback(self._stop_token, self._cancel_hosted)
