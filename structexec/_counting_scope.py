@@ -326,12 +326,32 @@ def _check_coroutine(who: str, async_fn: Any, coro: Any) -> Coroutine[Any, Any, 
     )
 
 
+def _hosted_task(scope: Any, async_fn: Any, args: tuple[Any, ...]) -> Any:
+    """What ``scope.start_soon`` gives trio's ``nursery.start_soon``: trio calls it inside
+    the new task's own copy of the context (so whatever ``async_fn(*args)`` does to
+    contextvars, or sniffio, stays in the task), synchronously (so a ``TypeError`` for a
+    function that is not async still comes out of ``start_soon``)."""
+    coro = async_fn(*args)
+    if type(coro) is not _CoroutineType:
+        coro = _check_coroutine("start_soon", async_fn, coro)
+    return _hosted(scope, coro)
+
+
+def _user_traceback(e: BaseException) -> BaseException:
+    """Drop the library's wrapper frame from the front of ``e``'s traceback, so that it starts
+    at the user's function, as a nursery child's does."""
+    tb = e.__traceback__
+    if tb is not None and tb.tb_frame.f_code in _WRAPPERS:
+        e.__traceback__ = tb.tb_next
+    return e
+
+
 async def _hosted(scope: Any, coro: Coroutine[Any, Any, Any]) -> None:
     """The body of a task started with ``scope.start_soon``."""
     try:
         await coro
     except Exception as e:
-        scope._record_error(e)
+        scope._record_error(_user_traceback(e))
     except trio.Cancelled:
         if not scope._stopping():
             raise
@@ -693,9 +713,6 @@ class _ScopeBase:
         fn: Any = async_fn
         if type(fn) is _CoroutineType or not callable(fn):
             _coroutine_of("start_soon", fn, args).close()  # raises the right TypeError
-        coro = fn(*args)
-        if type(coro) is not _CoroutineType:
-            coro = _check_coroutine("start_soon", async_fn, coro)
         # _try_associate, inlined: this is the hot path of a nursery replacement.
         lock = self._lock
         lock.acquire()
@@ -706,15 +723,15 @@ class _ScopeBase:
             lock.release()
         else:
             lock.release()
-            coro.close()
             raise RuntimeError(
                 f"scope.start_soon(): {self!r} does not accept new work (it was closed, or "
                 "max_associations is reached); the task was not started"
             )
         try:
-            nursery.start_soon(_hosted, self, coro, name=async_fn if name is None else name)
+            nursery.start_soon(
+                _hosted_task, self, fn, args, name=async_fn if name is None else name
+            )
         except BaseException:
-            coro.close()
             self._disassociate()
             if threading.get_ident() != self._trio_thread:
                 raise RuntimeError(
@@ -774,7 +791,7 @@ class _ScopeBase:
         except Exception as e:
             if not status.called:
                 raise  # before started(): to the caller of start(), as in trio
-            self._record_error(e)
+            self._record_error(_user_traceback(e))
         except trio.Cancelled:
             if not (status.called and self._stopping()):
                 raise
@@ -989,7 +1006,7 @@ class _ScopeBase:
         else:
             out = exc
         # Last, the block's own cancel scope (scope.cancel_scope): it absorbs its Cancelled.
-        cs, self._cancel_scope = self._cancel_scope, None
+        cs = self._cancel_scope  # kept: like nursery.cancel_scope, readable after the block
         try:
             try:
                 if out is None:
@@ -1012,6 +1029,9 @@ class _ScopeBase:
             # No reference cycles through this frame's exceptions (nothing for the cycle
             # collector to find after an enclosing cancellation).
             del cancelled, exc, body_exc, interrupts, errors, out
+
+
+_WRAPPERS = frozenset((_hosted.__code__, _ScopeBase._hosted_start.__code__, _guarded.__code__))
 
 
 def _nursery_env(nursery: Any) -> Any:
