@@ -28,10 +28,12 @@ A join started while the count is already 0 goes straight to ``joined`` and comp
 
 from __future__ import annotations
 
+import inspect
 import sys
 import threading
 import warnings
 from collections.abc import Awaitable, Callable, Coroutine
+from functools import partial
 from types import CoroutineType as _CoroutineType
 from types import TracebackType
 from typing import Any, ClassVar
@@ -72,6 +74,8 @@ from ._trio_bridge import host_env
 from ._trio_scheduler import trio_scheduler
 
 enable_ki_protection = trio.lowlevel.enable_ki_protection
+#: trio >= 0.31 takes a reason for a cancellation (Cancelled.reason).
+_CANCEL_REASONS = "reason" in inspect.signature(trio.CancelScope.cancel).parameters
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found, unused-ignore]
@@ -100,6 +104,7 @@ _AFTER_CLOSE = (
 _GOOD_TO_DROP = (UNUSED, UNUSED_CLOSED, JOINED)  # 26.9
 _JOIN_AT_ONCE = _GOOD_TO_DROP  # 26.5
 _ERRORS_MESSAGE = "errors in work spawned into the scope"
+_STRICT_MESSAGE = "exceptions from the counting scope"
 
 
 def _error_group(errors: list[Any]) -> BaseExceptionGroup[Any]:
@@ -430,9 +435,11 @@ class _ScopeBase:
         "_lock",
         "_nursery",
         "_pending",
+        "_reason",
         "_spawn_env",
         "_state",
         "_stop_cb",
+        "_strict",
         "_trio_thread",
         "_trio_token",
     )
@@ -443,7 +450,8 @@ class _ScopeBase:
     _stop_env: Any = EMPTY_ENV
     _token_type: ClassVar[type[_Token]] = _SimpleToken
 
-    def __init__(self) -> None:
+    def __init__(self, *, strict_exception_groups: bool = True) -> None:
+        self._strict = strict_exception_groups
         self._lock = threading.Lock()
         self._count = 0
         self._state = UNUSED
@@ -452,6 +460,7 @@ class _ScopeBase:
         self._entered = False
         self._body_cs: Any = None
         self._cancel_scope: Any = None
+        self._reason: str | None = None  # the cancel reason trio tasks will see
         # Errors of finished spawn_futures that nobody has consumed yet: {id(state): error}
         self._pending: dict[int, Any] = {}
         self._interrupts: list[BaseException] = []
@@ -854,14 +863,28 @@ class _ScopeBase:
             self._cancel_in_trio(nursery.cancel_scope)
 
     def _cancel_in_trio(self, cs: Any) -> None:
-        """``cs.cancel()`` now on the trio thread, else queued to it (any thread may call)."""
+        """``cs.cancel()`` now on the trio thread, else queued to it (any thread may call);
+        with the reason the scope has for it (``Cancelled.reason``), where trio has one."""
+        reason = self._reason
+        cancel = cs.cancel if reason is None or not _CANCEL_REASONS else partial(
+            cs.cancel, reason=reason
+        )
         if threading.get_ident() == self._trio_thread:
-            cs.cancel()
+            cancel()
             return
         try:
-            self._trio_token.run_sync_soon(cs.cancel)
+            self._trio_token.run_sync_soon(cancel)
         except trio.RunFinishedError:
             pass
+
+    def __enter__(self) -> None:
+        raise RuntimeError(
+            f"use 'async with {type(self).__name__}() as scope:', not 'with': the scope hosts "
+            "trio tasks and leaving it waits for them"
+        )
+
+    def __exit__(self, *exc: object) -> None:  # pragma: no cover - __enter__ always raises
+        pass
 
     @enable_ki_protection
     async def __aenter__(self) -> Any:
@@ -936,6 +959,10 @@ class _ScopeBase:
         except BaseException as rest:  # what is left once this scope's Cancelled is removed
             exc = rest
         if body_exc is not None:
+            if self._reason is None and not isinstance(body_exc, trio.Cancelled):
+                self._reason = (
+                    f"Code block inside {type(self).__name__} raised exception {body_exc!r}"
+                )
             self._on_body_error()  # counting_scope: request_stop() (32.7)
             if _is_interrupt(body_exc):
                 self._cancel_hosted()  # Ctrl-C in the body: the hosted tasks too
@@ -1016,8 +1043,15 @@ class _ScopeBase:
                     return True
             except BaseException as rest:
                 out = rest
-            if out is body_exc:
-                return False
+            if not self._strict:
+                if isinstance(out, BaseExceptionGroup) and len(out.exceptions) == 1:
+                    out = out.exceptions[0]  # as a non-strict nursery: a lone one, bare
+                if out is body_exc:
+                    return False
+            elif not isinstance(out, BaseExceptionGroup):
+                # As trio.open_nursery() by default: whatever leaves the block comes out in
+                # a group, so `except*` written for a nursery works unchanged.
+                out = BaseExceptionGroup(_STRICT_MESSAGE, [out])
             # Keep the context the exception had: raising here would make it the body's
             # exception, which may be inside the group itself (a context loop).
             context = out.__context__
@@ -1097,8 +1131,8 @@ class counting_scope(_ScopeBase):
     token: ClassVar[type[_Token]] = _CountingToken
     _token_type = _CountingToken
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, *, strict_exception_groups: bool = True) -> None:
+        super().__init__(strict_exception_groups=strict_exception_groups)
         self._source = inplace_stop_source()
         self._stop_token = self._source.get_token()
         self._stop_env = StopTokenEnv(self._stop_token, EMPTY_ENV)
@@ -1113,6 +1147,8 @@ class counting_scope(_ScopeBase):
 
     def _record_error(self, err: Any) -> None:
         super()._record_error(err)
+        if self._reason is None:
+            self._reason = f"child task raised exception {as_exception(err)!r}"
         self._source.request_stop()  # an unhandled error cancels the siblings (2.6) ...
         self._cancel_body()  # ... and, inside `async with`, the body, as a nursery does
 

@@ -230,10 +230,6 @@ async def test_start_soon_task_names(open_nursery: Any) -> None:
     assert names["custom"] == "my-task"
 
 
-@xfail_scope(
-    "a plain `with` on the scope raises TypeError (no __enter__); trio's nursery manager "
-    "raises RuntimeError(\"use 'async with open_nursery(...)'\")"
-)
 async def test_plain_with_is_an_error(open_nursery: Any) -> None:
     cm = open_nursery()
     with pytest.raises(RuntimeError), cm:
@@ -619,10 +615,6 @@ async def test_child_crash_in_group_by_identity(open_nursery: Any) -> None:
             n.start_soon(erroring)
 
 
-@xfail_scope(
-    "strict groups: the body's exception propagates bare from the scope when no child "
-    "failed; trio wraps it in an ExceptionGroup"
-)
 async def test_body_exception_in_group(open_nursery: Any) -> None:
     exc = ValueError("whoops")
     with RaisesGroup(RaisesExc(check=lambda e: e is exc)):
@@ -736,10 +728,6 @@ async def test_child_crash_cancels_body(
     assert not body_completed
 
 
-@xfail_scope(
-    "strict groups: the body's exception propagates bare (not in an ExceptionGroup) when "
-    "no child failed"
-)
 async def test_body_exception_cancels_children(
     open_nursery: Any, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -965,10 +953,6 @@ async def test_no_cancelled_in_group(
     assert [type(e) for e in leaves(info.value)] == [ValueError]
 
 
-@xfail_scope(
-    "KeyboardInterrupt from a child comes out bare (docs/scopes.md 'What happens when "
-    "things fail' says so); trio raises it inside a BaseExceptionGroup"
-)
 async def test_keyboard_interrupt_from_child_in_group(open_nursery: Any) -> None:
     async def raiser() -> NoReturn:
         await checkpoint()
@@ -1905,10 +1889,6 @@ async def test_task_context_is_a_copy(open_nursery: Any) -> None:
 # ============================================================= 10. reasons of Cancelled
 
 
-@xfail_scope(
-    "cancel reason: siblings of a failed child get Cancelled with reason None; trio's "
-    "reason is \"child task raised exception ValueError()\" (source 'nursery')"
-)
 async def test_cancel_reason_for_sibling_of_failed_child(open_nursery: Any) -> None:
     seen: list[trio.Cancelled] = []
 
@@ -1931,10 +1911,6 @@ async def test_cancel_reason_for_sibling_of_failed_child(open_nursery: Any) -> N
     assert "child task raised exception ValueError()" in str(seen[0].reason)
 
 
-@xfail_scope(
-    "cancel reason: the body of a scope whose child failed gets Cancelled with reason "
-    'None; trio\'s is "child task raised exception ValueError()"'
-)
 async def test_cancel_reason_for_body_of_failed_child(open_nursery: Any) -> None:
     seen: list[trio.Cancelled] = []
 
@@ -1953,10 +1929,6 @@ async def test_cancel_reason_for_body_of_failed_child(open_nursery: Any) -> None
     assert "child task raised exception ValueError()" in str(seen[0].reason)
 
 
-@xfail_scope(
-    "cancel reason: children cancelled because the body raised get reason None; trio's is"
-    ' "Code block inside nursery contextmanager raised exception ValueError()"'
-)
 async def test_cancel_reason_for_child_when_body_raises(open_nursery: Any) -> None:
     seen: list[trio.Cancelled] = []
     ev = trio.Event()
@@ -2155,10 +2127,6 @@ async def test_base_exception_from_child_cancels_sibling(
     assert record == ["cancelled"]
 
 
-@xfail_scope(
-    "KeyboardInterrupt raised in the body comes out bare (docs/scopes.md says so); trio "
-    "(strict) raises it inside a BaseExceptionGroup"
-)
 async def test_keyboard_interrupt_in_body_in_group(open_nursery: Any) -> None:
     with RaisesGroup(KeyboardInterrupt):
         async with open_nursery() as n:
@@ -2317,10 +2285,6 @@ async def test_task_status_repr(open_nursery: Any) -> None:
 
 
 @pytest.mark.filterwarnings("ignore:.*strict_exception_groups=False:trio.TrioDeprecationWarning")
-@xfail_scope(
-    "no strict_exception_groups= parameter (TypeError); trio.open_nursery has one (issue "
-    "17: 'if it fits')"
-)
 async def test_non_strict_collapses_single_child_error(open_nursery: Any) -> None:
     async def crasher() -> NoReturn:
         raise ValueError("single")
@@ -2330,10 +2294,6 @@ async def test_non_strict_collapses_single_child_error(open_nursery: Any) -> Non
             n.start_soon(crasher)
 
 
-@xfail_scope(
-    "no strict_exception_groups= parameter (TypeError); trio.open_nursery has one (issue "
-    "17: 'if it fits')"
-)
 async def test_explicit_strict_exception_groups_true(open_nursery: Any) -> None:
     with RaisesGroup(KeyError):
         async with open_nursery(strict_exception_groups=True):

@@ -338,11 +338,12 @@ async def test_32_4_simple_scope_work_is_not_cancelled(autojump_clock: Any) -> N
 
 async def test_2_6_body_exception_requests_stop_and_propagates(autojump_clock: Any) -> None:
     w = WaitForStop()
-    with pytest.raises(ZeroDivisionError):
+    with pytest.raises(ExceptionGroup) as ei:  # strict, as trio.open_nursery() by default
         async with sx.counting_scope() as scope:
             scope.spawn(w)
             scope.start_soon(trio.sleep, 100)
             1 / 0  # noqa: B018
+    assert [type(e) for e in ei.value.exceptions] == [ZeroDivisionError]
     assert w.stopped_on
     assert trio.current_time() == 0
     assert scope.state == "joined"
@@ -351,11 +352,16 @@ async def test_2_6_body_exception_requests_stop_and_propagates(autojump_clock: A
 async def test_2_6_simple_scope_body_exception_waits_then_propagates(
     autojump_clock: Any,
 ) -> None:
-    with pytest.raises(ZeroDivisionError):
+    with pytest.raises(ExceptionGroup) as ei:
         async with sx.simple_counting_scope() as scope:
             scope.start_soon(trio.sleep, 5)
             1 / 0  # noqa: B018
+    assert [type(e) for e in ei.value.exceptions] == [ZeroDivisionError]
     assert trio.current_time() == pytest.approx(5)
+    # strict_exception_groups=False: the body's exception alone comes out as it is.
+    with pytest.raises(ZeroDivisionError):
+        async with sx.simple_counting_scope(strict_exception_groups=False):
+            1 / 0  # noqa: B018
 
 
 async def test_2_6_error_of_spawned_work_cancels_siblings(autojump_clock: Any) -> None:
