@@ -952,6 +952,8 @@ class _ScopeBase:
         if not self._entered:
             raise RuntimeError(f"{self!r}: __aexit__ without __aenter__")
         body_exc = exc
+        with self._lock:
+            arrived = len(self._errors)  # errors that came before the body's exception
         body_cs, self._body_cs = self._body_cs, None
         try:
             if body_cs.__exit__(exc_type, exc, tb):
@@ -1012,22 +1014,26 @@ class _ScopeBase:
         interrupts = self._interrupts
         self._interrupts = []
         out: BaseException | None
+        ours = False  # out is a group made here
         if errors:
+            # In order of arrival, as a nursery: the body's exception among the errors of
+            # the work by when it left the body.
             excs = [as_exception(e) for e in errors]
             if exc is not None:
-                excs.insert(0, exc)
+                excs.insert(arrived, exc)
             if cancelled is not None:
-                excs.insert(0, cancelled)
+                excs.append(cancelled)
             excs.extend(interrupts)
-            out = BaseExceptionGroup(_ERRORS_MESSAGE, excs)
+            out, ours = BaseExceptionGroup(_ERRORS_MESSAGE, excs), True
         elif interrupts:
             # The interrupt supersedes a cancellation (which only asked the scope to finish
             # early); the body's own exception goes with it.
             if exc is not None and not isinstance(exc, trio.Cancelled):
                 interrupts.insert(0, exc)
-            out = interrupts[0] if len(interrupts) == 1 else BaseExceptionGroup(
-                "interrupted", interrupts
-            )
+            if len(interrupts) == 1:
+                out = interrupts[0]
+            else:
+                out, ours = BaseExceptionGroup(_STRICT_MESSAGE, interrupts), True
         elif cancelled is not None and exc is None:
             out = cancelled
         else:
@@ -1048,10 +1054,13 @@ class _ScopeBase:
                     out = out.exceptions[0]  # as a non-strict nursery: a lone one, bare
                 if out is body_exc:
                     return False
-            elif not isinstance(out, BaseExceptionGroup):
+            elif not ours:
                 # As trio.open_nursery() by default: whatever leaves the block comes out in
-                # a group, so `except*` written for a nursery works unchanged.
-                out = BaseExceptionGroup(_STRICT_MESSAGE, [out])
+                # a group (a group from the body nested in it), so `except*` written for a
+                # nursery works unchanged.
+                out, ours = BaseExceptionGroup(_STRICT_MESSAGE, [out]), True
+            if ours:
+                out.__suppress_context__ = True
             # Keep the context the exception had: raising here would make it the body's
             # exception, which may be inside the group itself (a context loop).
             context = out.__context__

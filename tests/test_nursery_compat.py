@@ -563,10 +563,6 @@ async def test_cancel_reaches_task_inside_start(
     assert not finished
 
 
-@xfail_scope(
-    "strict groups: an exception out of the body (here an inner scope's ExceptionGroup) "
-    "leaves the outer scope bare instead of wrapped in the outer scope's group"
-)
 async def test_failing_sibling_cancels_pending_start(
     open_nursery: Any, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -838,9 +834,6 @@ async def test_group_has_no_context_loop(open_nursery: Any) -> None:
             raise ValueError
 
 
-@xfail_scope(
-    "strict groups: a body exception comes out bare, so there is no group with __suppress_context__"
-)
 async def test_group_suppresses_context(open_nursery: Any) -> None:
     with pytest.raises(ExceptionGroup) as info:
         async with open_nursery():
@@ -871,10 +864,6 @@ async def test_stop_async_iteration_of_children_is_unwrapped_by_caller(
     assert [type(e) for e in info.value.exceptions] == [StopAsyncIteration]
 
 
-@xfail_scope(
-    "group order: the scope puts the body's exception first; trio orders failures by "
-    "arrival (the child that failed first comes before the body's inner group)"
-)
 async def test_nested_failures_nest_groups(
     open_nursery: Any, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -1541,10 +1530,6 @@ async def test_misnest_enclosing_cancel_scope_cancels_children(kind: str) -> Non
     assert "CLOSE" in r.stdout and "RECORD ['cancelled']" in r.stdout, str(r)
 
 
-@xfail_scope(
-    "strict groups: an inner scope's ExceptionGroup leaves the outer scope's body bare; "
-    "trio nests it inside the outer nursery's group"
-)
 async def test_nested_blocks_inner_failure_nested_group(open_nursery: Any) -> None:
     async def crasher() -> NoReturn:
         raise ValueError
@@ -1554,10 +1539,6 @@ async def test_nested_blocks_inner_failure_nested_group(open_nursery: Any) -> No
             n2.start_soon(crasher)
 
 
-@xfail_scope(
-    "strict groups: an inner scope's ExceptionGroup leaves the outer scope's body bare; "
-    "trio nests it inside the outer nursery's group"
-)
 async def test_inner_failure_cancels_outer_siblings(open_nursery: Any) -> None:
     record: list[str] = []
 
