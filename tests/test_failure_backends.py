@@ -325,7 +325,9 @@ def dask_outcomes() -> dict[str, tuple[str, ...]]:
         if "|" in line:
             name, *rest = line.split("|", 3)
             out[name] = tuple(rest)
-    out["_client"] = tuple(line for line in r.stdout.splitlines() if "client status" in line)
+    out["_client"] = tuple(
+        line for line in r.stdout.splitlines() if line.startswith("client status")
+    )
     return out
 
 
@@ -378,7 +380,9 @@ def test_dask_worker_death_is_a_worker_died_error(
     assert (kind, typ) == ("error", "WorkerDiedError"), dask_outcomes["die"]
     # Every chunk held by the dead worker fails with it; any of them may be reported first.
     assert re.search(r"dask workers died while running chunk \[\d+, \d+\)", msg), msg
-    assert "KilledWorker" in msg
+    # dask says KilledWorker (it gave up on the chunk) or reports the future lost (the worker
+    # holding it died first): either way a WorkerDiedError, never a "lost cluster".
+    assert "KilledWorker" in msg or "future lost" in msg, msg
 
 
 @pytest.mark.dask

@@ -383,6 +383,10 @@ class DaskBackend(parallel_scheduler_backend):
                     job.fail(self._chunk_error(fut, ranges))
                 elif job.stop_requested and job.error is None:
                     job.stopped = True
+                elif status == "lost" and self._client.status == "running":
+                    # The worker that held the chunk (or its result) died, while the cluster
+                    # is up: the same failure as KilledWorker, reported the same way.
+                    job.fail(self._worker_lost(fut, ranges))
                 else:
                     job.fail(self._lost(fut, status))
             except Exception as exc:
@@ -419,6 +423,16 @@ class DaskBackend(parallel_scheduler_backend):
             else:
                 job.merge(b, e, parts)
         finished.clear()  # release the keys on the cluster now
+
+    def _worker_lost(self, fut: Any, ranges: dict[Any, Any]) -> WorkerDiedError:
+        b, e = ranges.get(fut.key, ("?", "?"))
+        return WorkerDiedError(
+            f"dask workers died while running chunk [{b}, {e}) of a bulk operation on "
+            f"{self!r}: the worker that held the chunk or its result is gone (dask reported "
+            "the future lost). A worker dies when the bulk function (or a library it calls) "
+            "ends the process: os._exit, a crash, a signal, out of memory; the workers' logs "
+            "say which"
+        )
 
     def _lost(self, fut: Any, status: str, exc: BaseException | None = None) -> ClusterError:
         reason = ""
