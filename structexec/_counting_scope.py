@@ -290,17 +290,24 @@ class _TrioJoinWaiter:
 
 
 class _TaskStatus:
-    """Wraps trio's ``task_status`` to know whether ``started()`` was called."""
+    """Wraps trio's ``task_status`` to know whether ``started()`` moved the task into the
+    scope (``called``). In a cancelled context trio's ``started()`` records the value but
+    leaves the task under ``start()``, which then raises what the task raises; so does the
+    scope's ``start()``."""
 
-    __slots__ = ("_inner", "called")
+    __slots__ = ("_inner", "_nursery", "called")
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, nursery: Any) -> None:
         self._inner = inner
+        self._nursery = nursery
         self.called = False
 
     def started(self, value: Any = None) -> None:
         self._inner.started(value)
-        self.called = True
+        self.called = trio.lowlevel.current_task().parent_nursery is self._nursery
+
+    def __repr__(self) -> str:
+        return repr(self._inner)
 
 
 def _coroutine_of(who: str, async_fn: Any, args: tuple[Any, ...]) -> Coroutine[Any, Any, Any]:
@@ -434,6 +441,7 @@ class _ScopeBase:
         "_joiners",
         "_lock",
         "_nursery",
+        "_parent_task",
         "_pending",
         "_reason",
         "_spawn_env",
@@ -460,6 +468,7 @@ class _ScopeBase:
         self._entered = False
         self._body_cs: Any = None
         self._cancel_scope: Any = None
+        self._parent_task: Any = None
         self._reason: str | None = None  # the cancel reason trio tasks will see
         # Errors of finished spawn_futures that nobody has consumed yet: {id(state): error}
         self._pending: dict[int, Any] = {}
@@ -794,7 +803,7 @@ class _ScopeBase:
         task_status: Any = trio.TASK_STATUS_IGNORED,
     ) -> None:
         ran[0] = True
-        status = _TaskStatus(task_status)
+        status = _TaskStatus(task_status, self._nursery)
         try:
             await async_fn(*args, task_status=status)
         except Exception as e:
@@ -837,6 +846,27 @@ class _ScopeBase:
 
     def _on_outer_cancel(self) -> None:
         pass
+
+    @property
+    def parent_task(self) -> trio.lowlevel.Task:
+        """The trio task that entered ``async with`` (``nursery.parent_task``)."""
+        t = self._parent_task
+        if t is None:
+            raise RuntimeError(f"{self!r} has not been entered with `async with`")
+        task: trio.lowlevel.Task = t
+        return task
+
+    @property
+    def child_tasks(self) -> frozenset[trio.lowlevel.Task]:
+        """The trio tasks the scope hosts right now (``nursery.child_tasks``): those of
+        ``start_soon``, of ``start`` once they called ``started()``, and of coroutines
+        spawned as senders. Empty outside ``async with``. Senders need no task: see
+        ``count`` for all the work."""
+        n = self._nursery
+        if n is None:
+            return frozenset()
+        tasks: frozenset[trio.lowlevel.Task] = n.child_tasks
+        return tasks
 
     @property
     def cancel_scope(self) -> trio.CancelScope:
@@ -899,6 +929,7 @@ class _ScopeBase:
         self._entered = True
         self._trio_token = trio.lowlevel.current_trio_token()
         self._trio_thread = threading.get_ident()
+        self._parent_task = trio.lowlevel.current_task()
         self._host_release = trio.Event()
         cs = trio.CancelScope()
         cs.__enter__()

@@ -368,11 +368,6 @@ async def test_start_exception_keeps_cause_and_context(open_nursery: Any) -> Non
     assert isinstance(info.value.__context__, TypeError)
 
 
-@xfail_scope(
-    "start() in a cancelled context: started('hi') is not a no-op, start() returns its "
-    "value; trio keeps the child under start() and raises Cancelled from start() at the "
-    "child's next checkpoint"
-)
 async def test_start_in_cancelled_context_started_is_noop(open_nursery: Any) -> None:
     async def task(*, task_status: Any) -> None:
         task_status.started("hi")
@@ -396,11 +391,6 @@ async def test_start_in_cancelled_context_no_checkpoint_returns(open_nursery: An
         assert not cs.cancelled_caught
 
 
-@xfail_scope(
-    "bug 3: a task that raises after started() in a cancelled context: trio raises the "
-    "error out of start(); the scope's start() returns and the error goes to the exit "
-    "group"
-)
 async def test_start_in_cancelled_context_crash_after_started_raises_from_start(
     open_nursery: Any,
 ) -> None:
@@ -1634,13 +1624,11 @@ async def test_start_reparents_child_on_started(open_nursery: Any) -> None:
     assert after is me
 
 
-@xfail_scope("introspection: the scope has no `parent_task` attribute")
 async def test_parent_task_attribute(open_nursery: Any) -> None:
     async with open_nursery() as n:
         assert n.parent_task is trio.lowlevel.current_task()
 
 
-@xfail_scope("introspection: the scope has no `child_tasks` attribute")
 async def test_child_tasks_attribute(
     open_nursery: Any, autojump_clock: trio.testing.MockClock
 ) -> None:
