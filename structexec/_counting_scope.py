@@ -720,10 +720,12 @@ class _ScopeBase:
         function). If the scope no longer accepts work (``close()`` was called, or
         ``max_associations`` is reached) it raises ``RuntimeError``, as trio does for a
         nursery closed to new arrivals (``sx.spawn`` drops work silently instead, as the
-        spec says; a coroutine handed to ``start_soon`` is never dropped unseen). The task is
-        shielded from the enclosing trio cancel scopes; for ``counting_scope``,
-        ``request_stop()`` cancels it. An exception it raises is recorded by the scope (and,
-        for ``counting_scope``, requests stop and cancels the ``async with`` body).
+        spec says; a coroutine handed to ``start_soon`` is never dropped unseen). The task
+        runs in its own copy of the context, as trio's. A ``counting_scope``'s task is
+        cancelled by ``request_stop()``, ``cancel_scope.cancel()`` and enclosing cancel
+        scopes, like a nursery child; a ``simple_counting_scope``'s only by an interrupt
+        (``KeyboardInterrupt``). An exception it raises is recorded by the scope (and, for
+        ``counting_scope``, requests stop and cancels the ``async with`` body).
         """
         nursery = self._nursery
         if nursery is None:
@@ -1131,7 +1133,9 @@ class simple_counting_scope(_ScopeBase):
       Leaving the block joins (without closing first, so work may spawn more work) and waits
       for everything; an enclosing trio cancellation does not cancel the work. If spawned
       work failed, the block raises an ``ExceptionGroup`` of the errors (with the body's own
-      exception, if any); otherwise the body's exception propagates unchanged.
+      exception, if any); otherwise the body's exception comes out in a group too (strict
+      exception groups, as ``trio.open_nursery``; ``strict_exception_groups=False`` lets a
+      lone one out as it is). ``scope.cancel_scope.cancel()`` cancels the body only.
     * ``KeyboardInterrupt``, ``SystemExit`` (Ctrl-C in the body or while the exit waits, or
       raised by a hosted task or spawned coroutine) cancel the hosted trio tasks and the
       body even here; the block raises the exception once everything has finished (see
@@ -1162,8 +1166,12 @@ class counting_scope(_ScopeBase):
       hosted trio task gets ``trio.Cancelled``. An error of spawned work also cancels the
       body (its ``Cancelled`` is absorbed by the block, which then raises the
       ``ExceptionGroup`` of the errors), as a nursery cancels its body when a child fails;
-      a ``request_stop()`` of your own does not. ``scope.start_soon`` and ``await
-      scope.start`` make it usable where trio code expects a nursery.
+      a ``request_stop()`` of your own does not. ``scope.start_soon``, ``await
+      scope.start``, ``scope.cancel_scope`` (whose ``cancel()`` also requests stop),
+      ``parent_task`` and ``child_tasks`` make it usable where trio code expects a nursery.
+    * ``strict_exception_groups`` (default ``True``, as ``trio.open_nursery``): whatever
+      leaves the block comes out in a ``BaseExceptionGroup``; ``False`` lets a lone
+      exception out as it is.
     * Everything else as :class:`simple_counting_scope`.
     """
 
