@@ -19,6 +19,7 @@ EXPECTED = {
     "quickstart.py": "6. spawn_future(parallel) -> 499999500000",
     "let_value.py": "countdown(100_000): liftoff",
     "run_loop.py": "sync_wait -> (42,)",
+    "failures.py": "2. reported by the block: ValueError('nobody awaited me')",
 }
 
 
