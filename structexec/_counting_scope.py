@@ -1,7 +1,7 @@
 """``simple_counting_scope`` and ``counting_scope``: scopes that count associations.
 
 [exec.scope], [exec.counting.scopes], [exec.scope.simple.counting], [exec.scope.counting];
-REQUIREMENTS 25, 26 and 32.7; DESIGN.md 2.6.
+docs/scopes.md explains the Python decisions (errors, futures, Ctrl-C, nursery parity).
 
 A scope counts the work associated with it (by ``spawn``, ``spawn_future``, ``associate`` or,
 used as a nursery, ``start_soon``/``start``) and ``join()`` completes once that count is
@@ -22,8 +22,9 @@ zero. The scope moves through seven states (26):
         '---- start join ------^
 
 A join started while the count is already 0 goes straight to ``joined`` and completes inline
-(26.6). Every operation on a scope takes one lock, so all of them appear in one total order
-(26.11) and any thread may spawn into a scope or complete work associated with it.
+([exec.scope.join]). Every operation on a scope takes one lock, so all of them appear in one
+total order ([exec.counting.scopes]) and any thread may spawn into a scope or complete work
+associated with it.
 """
 
 from __future__ import annotations
@@ -101,8 +102,8 @@ _AFTER_CLOSE = (
     UNUSED_CLOSED,  # unused-and-closed: no effect
     JOINED,  # joined: no effect
 )
-_GOOD_TO_DROP = (UNUSED, UNUSED_CLOSED, JOINED)  # 26.9
-_JOIN_AT_ONCE = _GOOD_TO_DROP  # 26.5
+_GOOD_TO_DROP = (UNUSED, UNUSED_CLOSED, JOINED)  # [exec.counting.scopes]
+_JOIN_AT_ONCE = _GOOD_TO_DROP  # [exec.scope.join]
 _ERRORS_MESSAGE = "errors in work spawned into the scope"
 _STRICT_MESSAGE = "exceptions from the counting scope"
 
@@ -121,12 +122,14 @@ class _Token:
         self._scope = scope
 
     def try_associate(self) -> bool:
-        """Ask the scope for one more association (26.2); ``True`` if it was granted."""
+        """Ask the scope for one more association ([exec.counting.scopes]); ``True`` if
+        granted."""
         r: bool = self._scope._try_associate()
         return r
 
     def disassociate(self) -> None:
-        """Release one association (26.4); the last one completes the registered joins."""
+        """Release one association ([exec.counting.scopes]); the last one completes the
+        registered joins."""
         self._scope._disassociate()
 
     def record_error(self, err: Any) -> None:
@@ -152,22 +155,22 @@ class _Token:
 
 
 class _SimpleToken(_Token):
-    """``simple_counting_scope::token`` ([exec.simple.counting.token], REQUIREMENTS 26.13).
+    """``simple_counting_scope::token`` ([exec.simple.counting.token]).
 
     ``wrap(sndr)`` is ``sndr`` itself; ``try_associate()`` and ``disassociate()`` forward to
     the scope. Tokens are immutable and compare equal when they refer to the same scope;
-    copying one returns it (25.1).
+    copying one returns it ([exec.scope.concepts]).
     """
 
     __slots__ = ()
 
     def wrap(self, sndr: Any) -> Any:
-        """Return ``sndr`` unchanged (26.13)."""
+        """Return ``sndr`` unchanged ([exec.simple.counting.token])."""
         return sndr
 
 
 class _CountingToken(_Token):
-    """``counting_scope::token`` ([exec.scope.counting], REQUIREMENTS 26.14).
+    """``counting_scope::token`` ([exec.scope.counting]).
 
     ``wrap(sndr)`` is ``stop-when(sndr, scope's stop token)``: the wrapped sender sees
     ``request_stop()`` of the scope as well as its own receiver's stop requests (28).
@@ -176,7 +179,7 @@ class _CountingToken(_Token):
     __slots__ = ()
 
     def wrap(self, sndr: Any) -> Any:
-        """``stop-when(sndr, s_source.get_token())`` (26.14, 28)."""
+        """``stop-when(sndr, s_source.get_token())`` ([exec.scope.counting], [exec.stop.when])."""
         return stop_when(sndr, self._scope._stop_token)
 
 
@@ -202,14 +205,14 @@ class _JoinOp:
             raise twice_started(self)
         self._started = True
         if self._scope._start_join(self):
-            self._deliver()  # complete-inline: set_value directly, no scheduling (26.5)
+            self._deliver()  # complete-inline: set_value directly ([exec.scope.join])
 
     def _sx_join_complete(self) -> None:
         # complete(): start the schedule op, so set_value arrives on the receiver's
-        # scheduler (26.8). Through the trampoline: this runs inside a disassociate().
+        # scheduler ([exec.scope.join]). Through the trampoline: this runs inside a disassociate().
         trampoline_start(self._sched_op)
 
-    # receiver of schedule(get_scheduler(env)): sees the full receiver env (26.8)
+    # receiver of schedule(get_scheduler(env)): sees the full receiver env ([exec.scope.join])
     def get_env(self) -> Any:
         return get_env(self._rcvr)
 
@@ -231,7 +234,8 @@ class _JoinOp:
 
 
 class _JoinSender(Sender[None]):
-    """The sender of ``scope.join()`` (``make-sender(scope-join-t(), scope)``, 26.7-26.8)."""
+    """The sender of ``scope.join()``: ``make-sender(scope-join-t(), scope)``
+    ([exec.scope.join])."""
 
     __slots__ = ("_scope",)
 
@@ -250,8 +254,9 @@ class _JoinSender(Sender[None]):
         return _JoinOp(self._scope, rcvr, sch)
 
     def get_completion_signatures(self, env: Any = None) -> Any:
-        """``set_value_t()``, ``set_error_t(BaseExceptionGroup)`` (DESIGN.md 2.6) and whatever
-        the receiver scheduler's ``schedule()`` sender adds besides its value (26.8)."""
+        """``set_value_t()``, ``set_error_t(BaseExceptionGroup)`` (errors of spawned work) and
+        whatever the receiver scheduler's ``schedule()`` sender adds besides its value
+        ([exec.scope.join])."""
         mine = completion_signatures(set_value_t(), set_error_t(BaseExceptionGroup))
         if env is None:
             return None
@@ -401,7 +406,7 @@ async def _guarded(scope: Any, async_fn: Callable[..., Any], args: tuple[Any, ..
 
 
 class _HostNursery:
-    """What the scope's environment names as the host nursery of coroutine senders (32.7):
+    """What the scope's environment names as the host nursery of coroutine senders (docs/scopes.md):
     the real nursery's ``start_soon``, with each task guarded by :func:`_guarded`."""
 
     __slots__ = ("_nursery", "_scope")
@@ -452,7 +457,8 @@ class _ScopeBase:
         "_trio_token",
     )
 
-    #: The most associations the scope holds at once (26.10); override in a subclass.
+    #: The most associations the scope holds at once ([exec.counting.scopes]); a subclass
+    #: may lower it.
     max_associations: ClassVar[int] = sys.maxsize
     _stop_token: Any = None
     _stop_env: Any = EMPTY_ENV
@@ -481,7 +487,7 @@ class _ScopeBase:
         self._trio_token: Any = None
         self._trio_thread = 0
 
-    # -- the exposition-only members (26.2-26.6), atomic under self._lock
+    # -- the exposition-only members ([exec.counting.scopes]), atomic under self._lock
 
     def _try_associate(self) -> bool:
         lock = self._lock
@@ -581,7 +587,7 @@ class _ScopeBase:
         lock.acquire()
         st = self._state
         if self._count == 0 or st in _JOIN_AT_ONCE:
-            # 26.5, and 26.6: a scope whose associations are all released joins at once.
+            # [exec.scope.join]: a scope whose associations are all released joins at once.
             self._state = JOINED
             lock.release()
             return True
@@ -614,7 +620,7 @@ class _ScopeBase:
         return self._token_type(self)
 
     def close(self) -> None:
-        """Refuse new associations from now on; state changes as in REQUIREMENTS 26.3.
+        """Refuse new associations from now on; state changes as in [exec.counting.scopes].
 
         unused → unused-and-closed, open → closed, open-and-joining → closed-and-joining;
         otherwise no effect. Afterwards every ``try_associate()`` returns ``False``, so
@@ -626,7 +632,8 @@ class _ScopeBase:
         lock.release()
 
     def join(self) -> Sender[None]:
-        """A new sender that completes when the scope's count has dropped to zero (26.5-26.8).
+        """A new sender that completes when the scope's count has dropped to zero
+        ([exec.scope.join]).
 
         Starting it moves the scope to (open|closed)-and-joining; it does not close the scope,
         so associated work may still associate more. When the last association is released,
@@ -637,7 +644,7 @@ class _ScopeBase:
         joins may be registered; all complete. A join is not interruptible by stop. If work
         spawned into the scope failed, the join completes ``set_error`` with a
         ``BaseExceptionGroup`` (an ``ExceptionGroup`` when all are exceptions) of those errors
-        instead of ``set_value()`` (DESIGN.md 2.6).
+        instead of ``set_value()`` (docs/scopes.md).
         """
         return _JoinSender(self)
 
@@ -653,7 +660,7 @@ class _ScopeBase:
 
     @property
     def unhandled_errors(self) -> tuple[Any, ...]:
-        """Error datums of spawned work that nobody consumed, in order (DESIGN.md 2.6, DQ-7)."""
+        """Error datums of spawned work that nobody consumed, in order (docs/scopes.md)."""
         return tuple(self._errors_snapshot())
 
     def __copy__(self) -> Any:
@@ -688,7 +695,7 @@ class _ScopeBase:
         """``sx.spawn(sndr, self.get_token(), env)`` (29).
 
         Inside ``async with`` the work's environment also provides the trio scheduler
-        (``get_scheduler``, DQ-12) and names the scope's nursery, so a coroutine object given
+        (``get_scheduler``) and names the scope's nursery, so a coroutine object given
         here runs as a task of this scope.
         """
         if env is EMPTY_ENV:
@@ -708,7 +715,7 @@ class _ScopeBase:
         e = self._spawn_env if env is EMPTY_ENV else _env_cls(env, self._spawn_env)
         return spawn_future(sndr, self._token_type(self), e)
 
-    # -- nursery behaviour (DESIGN.md 2.6, REQUIREMENTS 32.7)
+    # -- nursery behaviour (docs/scopes.md "The nursery face")
 
     def start_soon(
         self, async_fn: Callable[..., Awaitable[Any]], *args: Any, name: object = None
@@ -998,12 +1005,12 @@ class _ScopeBase:
                 self._reason = (
                     f"Code block inside {type(self).__name__} raised exception {body_exc!r}"
                 )
-            self._on_body_error()  # counting_scope: request_stop() (32.7)
+            self._on_body_error()  # counting_scope: request_stop() (docs/scopes.md)
             if _is_interrupt(body_exc):
                 self._cancel_hosted()  # Ctrl-C in the body: the hosted tasks too
         cancelled: BaseException | None = None
         waiter = _TrioJoinWaiter()
-        # Join without closing first: spawned work may still spawn siblings (32.7).
+        # Join without closing first: spawned work may still spawn siblings (docs/scopes.md).
         if not self._start_join(waiter):
             shielded = False
             while True:
@@ -1016,7 +1023,7 @@ class _ScopeBase:
                     break
                 except trio.Cancelled as c:
                     # The enclosing code was cancelled while joining: counting_scope
-                    # requests stop; both keep joining, shielded (32.7).
+                    # requests stop; both keep joining, shielded (docs/scopes.md).
                     cancelled = c
                     self._on_body_error()
                 except BaseException as e:
@@ -1112,20 +1119,22 @@ _WRAPPERS = frozenset((_hosted.__code__, _ScopeBase._hosted_start.__code__, _gua
 
 def _nursery_env(nursery: Any) -> Any:
     """The env given to work spawned through ``scope.spawn`` inside ``async with``: the host
-    nursery for coroutine senders (32.7) and the trio scheduler as ``get_scheduler`` (DQ-12)."""
+    nursery for coroutine senders (docs/scopes.md) and the trio scheduler as ``get_scheduler``."""
     return _env_cls(host_env(nursery), prop(get_scheduler, trio_scheduler()))
 
 
 class simple_counting_scope(_ScopeBase):
     """A scope that counts associated work; its work cannot be cancelled.
 
-    [exec.scope.simple.counting], REQUIREMENTS 26, DESIGN.md 2.6.
+    [exec.scope.simple.counting]; docs/scopes.md.
 
     * ``get_token()``: a token for ``sx.spawn``, ``sx.spawn_future`` and ``sx.associate``;
-      ``token.wrap(s)`` is ``s`` itself (26.13), so spawned work sees ``never_stop_token``
-      unless the ``env`` given to ``spawn`` has a stop token (29.7).
+      ``token.wrap(s)`` is ``s`` itself ([exec.simple.counting.token]), so spawned work sees
+      ``never_stop_token``
+      unless the ``env`` given to ``spawn`` has a stop token ([exec.spawn]).
     * ``close()``, ``join()``: see the methods; the state machine is in the module docstring.
-    * ``max_associations``: class attribute (``sys.maxsize``); a subclass may lower it (26.10).
+    * ``max_associations``: class attribute (``sys.maxsize``); a subclass may lower it
+      ([exec.counting.scopes]).
     * Thread-safe: every operation takes the scope's lock; all appear in one total order.
     * As a nursery: ``async with sx.simple_counting_scope() as scope:`` opens a trio nursery
       that hosts the scope's trio tasks; inside, ``scope.start_soon(fn, *args)``,
@@ -1141,7 +1150,8 @@ class simple_counting_scope(_ScopeBase):
       body even here; the block raises the exception once everything has finished (see
       docs/scopes.md "What happens when things fail").
     * Dropping a scope that is not unused, unused-and-closed or joined is a contract
-      violation: a ``ResourceWarning`` when it is garbage-collected (26.9). Not copyable.
+      violation: a ``ResourceWarning`` when it is garbage-collected
+      ([exec.counting.scopes]). Not copyable.
     """
 
     __slots__ = ()
@@ -1152,7 +1162,7 @@ class simple_counting_scope(_ScopeBase):
 class counting_scope(_ScopeBase):
     """A ``simple_counting_scope`` whose work can be cancelled with ``request_stop()``.
 
-    [exec.scope.counting], REQUIREMENTS 26.14, 32.7, DESIGN.md 2.6.
+    [exec.scope.counting]; docs/scopes.md.
 
     * ``token.wrap(s)`` is ``stop-when(s, t)`` with ``t`` the token of the scope's
       ``inplace_stop_source``: associated work sees the scope's stop requests and its own
@@ -1186,7 +1196,8 @@ class counting_scope(_ScopeBase):
         self._stop_env = StopTokenEnv(self._stop_token, EMPTY_ENV)
 
     def request_stop(self) -> None:
-        """Request stop on every associated operation (26.14); thread-safe, idempotent.
+        """Request stop on every associated operation ([exec.scope.counting]); thread-safe,
+        idempotent.
 
         Inside ``async with`` it also cancels the scope's hosted trio tasks. It does not close
         the scope or change its state.
