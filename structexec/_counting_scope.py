@@ -541,8 +541,8 @@ class _ScopeBase:
         """The future of failed work was dropped or closed unconsumed: an unhandled error of
         spawned work. Once the scope has joined it is reported by the join already."""
         with self._lock:
-            if self._state == JOINED and id(st) in self._pending:
-                return
+            if self._state == JOINED:
+                return  # the work finished before the join: the join reports its error
             self._pending.pop(id(st), None)
         self._record_error(err)
 
@@ -660,7 +660,9 @@ class _ScopeBase:
 
     @property
     def unhandled_errors(self) -> tuple[Any, ...]:
-        """Error datums of spawned work that nobody consumed, in order (docs/scopes.md)."""
+        """Error datums of spawned work that nobody consumed, in order (docs/scopes.md):
+        what ``join()`` reports. The ``async with`` exit reports them for good and forgets
+        them (as a nursery keeps no reference to what it raised)."""
         return tuple(self._errors_snapshot())
 
     def __copy__(self) -> Any:
@@ -1050,7 +1052,13 @@ class _ScopeBase:
             self._entered = False
         if self._state != JOINED:  # pragma: no cover - defensive
             raise RuntimeError(f"{self!r} left its async with block without being joined")
-        errors = self._errors_snapshot()
+        with self._lock:
+            # The block reports them now, for good (as a nursery, it keeps nothing alive).
+            errors = self._errors
+            if self._pending:
+                errors.extend(self._pending.values())
+                self._pending = {}
+            self._errors = []
         interrupts = self._interrupts
         self._interrupts = []
         out: BaseException | None

@@ -1965,11 +1965,6 @@ async def test_cancel_scope_cancel_leaves_no_cyclic_garbage(open_nursery: Any) -
     assert await _cyclic_garbage_after(once)() == 0
 
 
-@xfail_scope(
-    "the scope keeps a child's exception in its error list after the exit raised it "
-    "(docs: scope.unhandled_errors lists them at any time), so it stays referenced while "
-    "the scope lives; a nursery drops it"
-)
 async def test_caught_child_error_not_kept_alive(open_nursery: Any) -> None:
     class Done(Exception):
         pass
