@@ -1,8 +1,8 @@
 """structexec: C++26 ``std::execution`` for trio.
 
-Senders, receivers, schedulers, stop tokens, counting scopes, ``task`` and the parallel
-scheduler, on top of trio. ``import structexec as sx``; DESIGN.md lists the API. Every public
-name is re-exported here; each private module lists its public names in ``__all__``.
+Senders, receivers, schedulers, stop tokens, counting scopes, ``task`` and the parallel scheduler,
+on top of trio. ``import structexec as sx``; docs/index.md introduces the API. Every public name is
+re-exported here; each private module lists its public names in ``__all__``.
 """
 
 from __future__ import annotations

@@ -4,18 +4,18 @@
   ``stopped_as_optional``, ``unstoppable``). Such an object is itself a pipeable sender
   adaptor closure ([exec.adapt.obj]: "if a pipeable sender adaptor object accepts only one
   argument, then it is a pipeable sender adaptor closure object"), so ``s | into_variant``,
-  ``s | into_variant()`` and ``into_variant | then(f)`` all work (REQUIREMENTS 7.5-7.7).
+  ``s | into_variant()`` and ``into_variant | then(f)`` all work ([exec.adapt.obj]).
 * :func:`early`: the construction-time ``transform_sender(get-domain-early(...), ...)`` that
-  [exec.adapt] specifies for every adaptor (REQUIREMENTS 9.7); free unless a custom domain is
+  [exec.adapt] specifies for every adaptor ([exec.snd.expos]); free unless a custom domain is
   involved.
-* argument checks that raise ``TypeError`` naming the argument (DESIGN.md 2.3).
+* argument checks that raise ``TypeError`` naming the argument (docs/senders-adaptors.md).
 * :class:`BinaryAdaptor`, :class:`FnAdaptor`: the bases of the algorithm objects called as
   ``alg(sndr, x)`` or ``alg(x)`` (``then``, ``upon_*``, ``let_*``, ``continues_on``,
   ``write_env``, ``stopped_as_error``).
 * :class:`ChildOp`: the base of the operation states that are also their child's receiver
   (``then``, ``let_*``, ``bulk_*``, ``starts_on``, ``schedule_from``).
 * :class:`UnarySender`, :class:`SchedulerAdaptorSender`, :class:`InlineAsChild`: the
-  attributes and structure (7.9) of a single-child adaptor's sender.
+  attributes and structure ([exec.snd.concepts]) of a single-child adaptor's sender.
 * :class:`WriteEnvReceiver`: the child's receiver of ``write_env``/``starts_on``, which
   forwards every completion straight to the outer receiver's bound methods.
 
@@ -49,12 +49,13 @@ _DEFAULT = default_domain()
 
 
 def sched_domain(sch: Any) -> Any:
-    """``query-with-default(get_domain, sch, default_domain())`` (REQUIREMENTS 9.10)."""
+    """``query-with-default(get_domain, sch, default_domain())`` ([exec.snd.expos])."""
     return query_or(sch, get_domain, _DEFAULT)
 
 
 def early(dom: Any, sndr: Any) -> Any:
-    """``transform_sender(dom, sndr)`` without an environment, at construction (9.4, 9.7).
+    """``transform_sender(dom, sndr)`` without an environment, at construction
+    ([exec.snd.transform], [exec.snd.expos]).
 
     The default domain's env-less transform returns the sender unchanged for every adaptor of
     this library (their lowerings need an environment, as in C++), so it is skipped; only a
@@ -102,10 +103,11 @@ def with_schedule_failures(
 
 
 class BinaryAdaptor(Algorithm):
-    """An algorithm object called as ``alg(sndr, x)``, or ``alg(x)`` for its closure (7.7).
+    """An algorithm object called as ``alg(sndr, x)``, or ``alg(x)`` for its closure
+    ([exec.adapt.obj]).
 
     Subclasses set ``_name`` and ``_arg`` (the name of ``x`` in messages), implement
-    ``_check_arg(x)`` (raise ``TypeError`` naming the argument, DESIGN.md 2.3) and
+    ``_check_arg(x)`` (raise ``TypeError`` naming the argument, docs/senders-adaptors.md) and
     ``_make(sndr, x)`` (check ``x`` and build the sender), and implement ``__call__`` (with
     their overloads) as ``return self._build(args)``.
     """
@@ -134,7 +136,8 @@ class BinaryAdaptor(Algorithm):
 
 
 class BoundClosure(Closure[Any]):
-    """``alg(x)``: the closure of a :class:`BinaryAdaptor` with its argument bound (7.7).
+    """``alg(x)``: the closure of a :class:`BinaryAdaptor` with its argument bound
+    ([exec.adapt.obj]).
 
     ``sndr | alg(x)`` builds ``alg(sndr, x)`` directly: no lambda, no re-dispatch on the
     argument count, and ``x`` (checked when the closure was made) is not checked again.
@@ -268,7 +271,8 @@ _CONNECTED, _STARTED, _COMPLETED = 0, 1, 2
 
 def close_op(op: Any) -> None:
     """``op.close()`` if the operation state has one (library operations that hold resources
-    or children do): the explicit release of a never-started operation (DESIGN.md 2.8)."""
+    or children do): the explicit release of a never-started operation
+    (docs/senders.md "Writing your own sender")."""
     close = getattr(op, "close", None)
     if close is not None:
         close()
@@ -280,7 +284,7 @@ class ChildOp:
     Slots set by the subclass's ``__init__``: ``_rcvr`` (the outer receiver), ``_state``
     (0 connected, 1 started, 2 completed) and ``_op`` (the operation started by ``start``;
     the subclass's ``connect`` fills it in). ``start`` raises ``RuntimeError`` on a second call
-    (REQUIREMENTS 2.1); the environment is ``FWD-ENV(get_env(rcvr))`` ([exec.adapt.general]);
+    ([exec.async.ops]); the environment is ``FWD-ENV(get_env(rcvr))`` ([exec.adapt.general]);
     each ``set_*`` forwards unchanged and raises ``RuntimeError`` on a second completion (2.2).
     Subclasses override the completions they transform, with the same checks. Every
     completion clears ``_op``: the child has completed, and the op <-> receiver reference
@@ -303,7 +307,8 @@ class ChildOp:
         return fwd_env(get_env(self._rcvr))
 
     def close(self) -> None:
-        """Drop this operation without starting it (DESIGN.md 2.8): close the child operation.
+        """Drop this operation without starting it (docs/senders.md "Writing your own sender"):
+        close the child operation.
 
         Operation states and their children's receivers refer to each other, so a dropped,
         never-started tree would otherwise wait for the cycle collector; ``close()`` releases
@@ -341,8 +346,8 @@ class ChildOp:
 class WriteEnvReceiver:
     """The child's receiver with environment ``JOIN-ENV(written, FWD-ENV(get_env(rcvr)))``.
 
-    [exec.write.env] (REQUIREMENTS 11.1), and ``starts_on``'s child receiver with
-    ``written = SCHED-ENV(sch)`` (12.2). The completions are the outer receiver's bound
+    [exec.write.env], and ``starts_on``'s child receiver with
+    ``written = SCHED-ENV(sch)`` ([exec.starts.on]). The completions are the outer receiver's bound
     methods, so a completion costs no extra call.
     """
 
@@ -365,7 +370,7 @@ class UnarySender(Sender[Any]):
     """A sender adaptor with one child in the slot ``_child`` (private base).
 
     Attributes ``FWD-ENV(get_env(child))`` ([exec.adapt.general]) and ``children ==
-    (child,)`` (REQUIREMENTS 7.9); ``data`` stays the base's ``None`` unless overridden.
+    (child,)`` ([exec.snd.concepts]); ``data`` stays the base's ``None`` unless overridden.
     """
 
     __slots__ = ("_child",)
@@ -383,7 +388,7 @@ class SchedulerAdaptorSender(UnarySender):
     """A single-child adaptor that also holds a scheduler in ``_sch`` (private base).
 
     ``starts_on``, ``schedule_from``/``continues_on`` and ``on``: ``scheduler`` is that
-    scheduler, and so is ``data`` (REQUIREMENTS 7.9) unless overridden.
+    scheduler, and so is ``data`` ([exec.snd.concepts]) unless overridden.
     """
 
     __slots__ = ("_sch",)

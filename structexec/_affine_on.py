@@ -1,8 +1,8 @@
 """``affine_on``: complete where the operation was started ([exec.affine.on], P3941R1).
 
-REQUIREMENTS 21, DESIGN.md 2.10. ``affine_on(sndr)`` starts ``sndr`` on the current agent and
-delivers every completion (value, error, stopped) on the scheduler found in the receiver's
-environment (``get_scheduler``), which must be *infallible*. It is what a ``task`` wraps
+[exec.affine.on], docs/task.md "Scheduler affinity". ``affine_on(sndr)`` starts ``sndr`` on the
+current agent and delivers every completion (value, error, stopped) on the scheduler found in the
+receiver's environment (``get_scheduler``), which must be *infallible*. It is what a ``task`` wraps
 around every awaited sender to stay on its scheduler (scheduler affinity, P3552R1 4.5).
 
 At ``connect`` the sender lowers itself as P3941R1's wording says::
@@ -13,7 +13,7 @@ At ``connect`` the sender lowers itself as P3941R1's wording says::
 with ``ev = get_env(rcvr)`` and ``sch = get_scheduler(ev)``: the child sees the receiver's
 environment (its real stop token); the hop back, connected at ``connect``, sees a
 ``never_stop_token``, so a stop request can never leave the result on the wrong agent
-(REQUIREMENTS 21.7-21.9, 21.13). Two things skip the hop (21.10-21.12): a child whose tag
+([exec.affine.on]). Two things skip the hop: a child whose tag
 defines ``affine_on(child, env)`` (its result is connected instead), and a child known to
 complete where it started (``just``, ``just_error``, ``just_stopped``, ``read_env``,
 ``write_env``/``then``/``upon_*`` of those) or known to complete on ``sch`` already.
@@ -176,28 +176,28 @@ class _AffineOnSender(UnarySender):
 class affine_on_t(Algorithm, Closure[Any]):
     """``affine_on(sndr)`` / ``sndr | affine_on``: complete on the receiver's scheduler.
 
-    [exec.affine.on] as changed by P3941R1; REQUIREMENTS 21, DESIGN.md 2.10.
+    [exec.affine.on] as changed by P3941R1; docs/task.md "Scheduler affinity".
 
     * The scheduler is ``get_scheduler(get_env(rcvr))``, read at ``connect``; a receiver
-      without one makes ``connect`` raise ``TypeError`` (21.2, 21.5). ``start`` must be called
+      without one makes ``connect`` raise ``TypeError`` ([exec.affine.on]). ``start`` must be called
       on that scheduler's agent (P3718R0).
     * The scheduler must be infallible: its ``schedule()`` sender declares exactly
       ``set_value_t()`` for an unstoppable stop token; otherwise ``connect`` raises
-      ``TypeError`` (21.4, DESIGN.md 2.3).
+      ``TypeError`` ([exec.affine.on], docs/senders-adaptors.md).
     * ``sndr`` starts on the current agent and sees the receiver's environment, including its
       stop token. Every completion is delivered on the scheduler; the hop back is connected at
       ``connect`` with a ``never_stop_token``, so even a stopped or failed child comes back
-      (21.6-21.9).
+      ([exec.affine.on]).
     * No hop when the child's tag defines ``affine_on(child, env)`` (its result is used,
-      21.10), when the child is known to complete inline where it started (``just*``,
-      ``read_env``, ``write_env``/``then``/``upon_*`` of those; 21.11-21.12), or when its
+      [exec.affine.on]), when the child is known to complete inline where it started (``just*``,
+      ``read_env``, ``write_env``/``then``/``upon_*`` of those; [exec.affine.on]), or when its
       attributes show every completion already happens on the scheduler.
     * ``affine_on(sndr, sch)``, the draft's two-argument form, uses ``sch`` instead of the
-      receiver's scheduler (21.1, DQ-14; ``sndr | affine_on(sch)`` too); its attributes are
-      ``JOIN-ENV(SCHED-ATTRS(sch), FWD-ENV(get_env(sndr)))``. ``sch`` must be infallible as
-      well.
+      receiver's scheduler ([exec.affine.on], docs/task.md "Scheduler affinity";
+      ``sndr | affine_on(sch)`` too); its attributes are
+      ``JOIN-ENV(SCHED-ATTRS(sch), FWD-ENV(get_env(sndr)))``. ``sch`` must be infallible as well.
     * Attributes of the one-argument form: the child's forwarding attributes without its
-      completion schedulers (21.3; see :class:`_AffineAttrs`).
+      completion schedulers ([exec.affine.on]; see :class:`_AffineAttrs`).
     """
 
     __slots__ = ()

@@ -1,6 +1,6 @@
 """``as_awaitable`` and ``with_awaitable_senders`` for people who write coroutine types.
 
-[exec.as.awaitable], [exec.with.awaitable.senders], [exec.awaitable]; REQUIREMENTS 20,
+[exec.as.awaitable], [exec.with.awaitable.senders], [exec.awaitable],
 P3552R1 3 objective 12. ``sx.task`` is built from the same pieces.
 
 C++ coroutines call ``await_ready``/``await_suspend``/``await_resume`` on an awaiter and give
@@ -14,13 +14,13 @@ between an awaitable and that *driver*:
    ``awaiter.await_suspend(resume)``, where ``resume()`` is the driver's way to resume the
    coroutine (C++: the ``coroutine_handle``). ``await_suspend`` starts the operation.
 3. When the operation completes with a value or an error, ``resume()`` is called once, on the
-   completing thread, possibly before ``await_suspend`` returns (inline completion: a driver
-   should then loop instead of recursing). The driver resumes the coroutine with
-   ``coro.send(None)``, and ``__await__`` returns ``await_resume()``: the value (``None``
-   for no datum, the datum, or a tuple of several, DESIGN.md 2.1) or raises the error.
+   completing thread, possibly before ``await_suspend`` returns (inline completion: a driver should
+   then loop instead of recursing). The driver resumes the coroutine with ``coro.send(None)``, and
+   ``__await__`` returns ``await_resume()``: the value (``None`` for no datum, the datum, or a tuple
+   of several, docs/trio.md "Awaiting a sender") or raises the error.
 4. When it completes stopped, ``resume`` is **not** called: ``promise.unhandled_stopped()``
    is, and if it returns a callable, that is called (C++ resumes the handle it returns). The
-   coroutine is never resumed with a value (REQUIREMENTS 20.4, 20.7).
+   coroutine is never resumed with a value ([exec.as.awaitable], [exec.with.awaitable.senders]).
 
 ``with_awaitable_senders`` supplies ``unhandled_stopped``, ``await_transform`` and the
 parent link; its :meth:`~with_awaitable_senders.step` runs one step of a coroutine so that
@@ -46,7 +46,8 @@ _PENDING, _VALUE, _ERROR, _STOPPED = 0, 1, 2, 3
 
 
 class _AwaitableReceiver:
-    """``awaitable-receiver``: stores the result and resumes the continuation (20.4-20.5)."""
+    """``awaitable-receiver``: stores the result and resumes the continuation
+    ([exec.as.awaitable])."""
 
     __slots__ = ("_aw",)
 
@@ -54,7 +55,7 @@ class _AwaitableReceiver:
         self._aw = aw
 
     def get_env(self) -> Any:
-        # Only forwarding queries reach the promise's environment (20.5).
+        # Only forwarding queries reach the promise's environment ([exec.as.awaitable]).
         return fwd_env(get_env(self._aw._promise))
 
     def set_value(self, *vals: Any) -> None:
@@ -85,7 +86,8 @@ class _AwaitableReceiver:
 
 
 class sender_awaitable:
-    """``sender-awaitable``: a sender turned into an awaiter for one coroutine (20.3).
+    """``sender-awaitable``: a sender turned into an awaiter for one coroutine
+    ([exec.as.awaitable]).
 
     Built by :func:`as_awaitable`. The sender is connected when the awaitable is built;
     ``await_suspend(resume)`` starts it (see the module docstring for the protocol);
@@ -160,7 +162,7 @@ def _is_awaitable_sender(sndr: Any, promise: Any) -> bool:
 def as_awaitable(expr: Any, promise: Any) -> Any:
     """``as_awaitable(expr, promise)``: make ``expr`` awaitable in ``promise``'s coroutine.
 
-    [exec.as.awaitable], REQUIREMENTS 20.1. The first case that applies:
+    [exec.as.awaitable]. The first case that applies:
 
     1. ``expr.as_awaitable(promise)`` if ``expr`` has that method;
     2. ``expr`` itself if it is an awaitable that is not a sender (a coroutine, a trio
@@ -171,9 +173,9 @@ def as_awaitable(expr: Any, promise: Any) -> Any:
     4. a :class:`sender_awaitable` of ``expr`` when it is a sender;
     5. ``expr`` unchanged.
 
-    A sender with more than one value signature raises ``TypeError`` (await
-    ``into_variant(s)`` instead, 20.2), as does a promise without ``unhandled_stopped`` (C++
-    rejects both at compile time).
+    A sender with more than one value signature raises ``TypeError`` (await ``into_variant(s)``
+    instead, [exec.as.awaitable]), as does a promise without ``unhandled_stopped`` (C++ rejects both
+    at compile time).
     """
     m = getattr(expr, "as_awaitable", None)
     if m is not None and callable(m) and not isinstance(expr, type):
@@ -202,16 +204,17 @@ def _default_unhandled_stopped() -> Any:
 class with_awaitable_senders:
     """Promise mixin: senders become awaitable in its coroutine ([exec.with.awaitable.senders]).
 
-    REQUIREMENTS 20.6-20.8. Derive a coroutine type's promise (the object that drives the
-    coroutine and answers ``get_env()``) from it:
+    [exec.with.awaitable.senders], [exec.awaitable]. Derive a coroutine type's promise (the object
+    that drives the coroutine and answers ``get_env()``) from it:
 
     * ``set_continuation(parent)`` records the parent (any object; C++: the parent
       coroutine's handle) and, if the parent has ``unhandled_stopped()``, uses it as the
       stopped handler.
     * ``continuation()`` returns the recorded parent.
     * ``unhandled_stopped()`` delegates to the parent's handler and returns what it returns
-      (a callable to run next, or ``None``). Without a parent handler it calls the terminate
-      handler (DQ-10): stopped is an uncatchable "exception" that nobody caught.
+      (a callable to run next, or ``None``). Without a parent handler it calls the terminate handler
+      (docs/senders.md "What happens when things fail"): stopped is an uncatchable "exception" that
+      nobody caught.
     * ``await_transform(value)`` is ``as_awaitable(value, self)``.
     * ``step(coro, value=None, exc=None)`` (Python-specific): runs ``coro.send(value)`` (or
       ``coro.throw(exc)``) with this promise installed, so that ``await sndr`` on a
@@ -245,11 +248,12 @@ class with_awaitable_senders:
         return h()
 
     def await_transform(self, value: Any) -> Any:
-        """``as_awaitable(value, self)`` (20.6, 20.8)."""
+        """``as_awaitable(value, self)`` ([exec.with.awaitable.senders], [exec.awaitable])."""
         return as_awaitable(value, self)
 
     def get_env(self) -> Any:
-        """The environment awaited senders see (through forwarding queries only, 20.5)."""
+        """The environment awaited senders see (through forwarding queries only,
+        [exec.as.awaitable])."""
         return EMPTY_ENV
 
     # The driver hook: Sender.__await__ asks the running driver for the awaiting generator.

@@ -1,10 +1,10 @@
-"""``associate(sndr, token)``: tie a sender to a scope ([exec.associate], REQUIREMENTS 27).
+"""``associate(sndr, token)``: tie a sender to a scope ([exec.associate]).
 
-The association is made eagerly, when ``associate`` is called (27.1), and held by the sender
-until it is connected, then by the operation until it completes. Python has no deterministic
-destructors, so the release points are explicit (DESIGN.md 2.8, DQ-8): right after the
-operation's completion has been delivered downstream, or when a sender or operation that was
-never started is closed (``close()``) or dropped.
+The association is made eagerly, when ``associate`` is called ([exec.associate]), and held by the
+sender until it is connected, then by the operation until it completes. Python has no deterministic
+destructors, so the release points are explicit (docs/senders.md "Writing your own sender"): right
+after the operation's completion has been delivered downstream, or when a sender or operation that
+was never started is closed (``close()``) or dropped.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class _AssociateOp:
         self._state = 1
         if self._token is None:
             self._state = 2
-            self._rcvr.set_stopped()  # 27.2: unassociated, the sender never runs
+            self._rcvr.set_stopped()  # [exec.associate]: unassociated, the sender never runs
             return
         try:
             self._op.start()
@@ -100,14 +100,14 @@ class _AssociateOp:
             tok.disassociate()
 
     def close(self) -> None:
-        """Drop a connected, never-started operation: release its association (DQ-8)."""
+        """Drop a connected, never-started operation: release its association."""
         if self._state == 0:
             self._state = 3
             tok = self._token
             self._token = None
             op, self._op = self._op, None
             if op is not None:
-                close_op(op)  # the child goes first, with whatever it holds (27.5)
+                close_op(op)  # the child goes first, with whatever it holds ([exec.associate])
             if tok is not None:
                 tok.disassociate()
 
@@ -123,7 +123,7 @@ class _AssociateSender(Sender[Any]):
 
     def __init__(self, token: Any, wrapped: Any, associated: bool) -> None:
         self._token = token
-        self._sndr: Any = wrapped if associated else None  # 27.2: dropped at once
+        self._sndr: Any = wrapped if associated else None  # [exec.associate]: dropped at once
 
     @property
     def associated(self) -> bool:
@@ -131,7 +131,8 @@ class _AssociateSender(Sender[Any]):
         return self._sndr is not None
 
     def release(self) -> tuple[Any, Any] | None:
-        """``(token, wrapped_sender)`` and the association with them, or ``None`` (27.6).
+        """``(token, wrapped_sender)`` and the association with them, or ``None``
+        ([exec.associate]).
 
         The caller becomes responsible for calling ``token.disassociate()``.
         """
@@ -142,11 +143,11 @@ class _AssociateSender(Sender[Any]):
         return (self._token, s)
 
     def connect(self, rcvr: Any) -> _AssociateOp:
-        """Move the association into the operation (27.7).
+        """Move the association into the operation ([exec.associate]).
 
         Connecting a second time is connecting a moved-from sender: the operation completes
-        ``set_stopped()`` (DQ-18). If connecting the wrapped sender raises, the association is
-        released and the exception propagates (27.7).
+        ``set_stopped()``. If connecting the wrapped sender raises, the association is
+        released and the exception propagates ([exec.associate]).
         """
         s = self._sndr
         self._sndr = None
@@ -164,11 +165,11 @@ class _AssociateSender(Sender[Any]):
         return op
 
     def close(self) -> None:
-        """Drop the association without running anything (27.5, DQ-8). Idempotent."""
+        """Drop the association without running anything ([exec.associate]). Idempotent."""
         s = self._sndr
         if s is not None:
             self._sndr = None
-            del s  # the wrapped sender goes first (27.5)
+            del s  # the wrapped sender goes first ([exec.associate])
             self._token.disassociate()
 
     def __del__(self) -> None:
@@ -176,7 +177,8 @@ class _AssociateSender(Sender[Any]):
             self.close()
 
     def __copy__(self) -> _AssociateSender:
-        """27.3: the copy asks for an association of its own; unassociated if refused."""
+        """[exec.associate]: the copy asks for an association of its own; unassociated if
+        refused."""
         s = self._sndr
         if s is None:
             return _AssociateSender(self._token, None, False)
@@ -191,7 +193,7 @@ class _AssociateSender(Sender[Any]):
         return _AssociateSender(token, s2, True)
 
     def get_completion_signatures(self, env: Any = None) -> Any:
-        """The wrapped sender's signatures plus ``set_stopped_t()`` (27.9)."""
+        """The wrapped sender's signatures plus ``set_stopped_t()`` ([exec.associate])."""
         stopped = completion_signatures(set_stopped_t())
         if self._sndr is None:
             return stopped
@@ -216,18 +218,21 @@ class _AssociateSender(Sender[Any]):
 class associate_t(Algorithm):
     """``associate(sndr, token)`` / ``sndr | associate(token)`` ([exec.associate], 27).
 
-    * Eager (27.1): ``token.wrap(sndr)`` and ``token.try_associate()`` run when ``associate``
-      is called; while the returned sender holds the association, the scope's ``join()``
-      does not complete.
+    * Eager ([exec.associate]): ``token.wrap(sndr)`` and ``token.try_associate()`` run when
+      ``associate`` is called; while the returned sender holds the association, the scope's
+      ``join()`` does not complete.
     * If ``try_associate()`` returns ``False``, the wrapped sender is dropped at once; the
-      associate-sender completes ``set_stopped()`` when started and ``sndr`` never runs (27.2).
+      associate-sender completes ``set_stopped()`` when started and ``sndr`` never runs
+      ([exec.associate]).
     * ``connect`` moves the association into the operation; a second ``connect`` gets an
-      operation that completes stopped (27.4, 27.7, DQ-18). ``copy.copy`` makes a copy with
-      its own association (27.3). ``release()`` hands over ``(token, wrapped)`` (27.6).
+      operation that completes stopped ([exec.associate]). ``copy.copy`` makes a copy with its own
+      association ([exec.associate]). ``release()`` hands over ``(token, wrapped)``
+      ([exec.associate]).
     * The operation runs the wrapped sender with the receiver's own environment and releases
-      the association right after its completion has been delivered (27.8, DESIGN.md 2.8).
-      A sender or operation that is never started releases it on ``close()`` or when dropped.
-    * Completion signatures: the wrapped sender's plus ``set_stopped_t()`` (27.9).
+      the association right after its completion has been delivered ([exec.associate],
+      docs/scopes.md "Senders in a scope: `spawn`, `spawn_future`, `associate`"). A sender or
+      operation that is never started releases it on ``close()`` or when dropped.
+    * Completion signatures: the wrapped sender's plus ``set_stopped_t()`` ([exec.associate]).
     * ``TypeError`` if ``sndr`` is not a sender or ``token`` is not a scope token.
     """
 

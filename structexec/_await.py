@@ -1,4 +1,6 @@
-"""``await sndr`` in a trio task (DESIGN.md 1, 2.1, 2.4, 2.5; REQUIREMENTS 20.3-20.5, 32.1-32.2).
+"""``await sndr`` in a trio task ([exec.as.awaitable], docs/trio.md "Awaiting a sender",
+docs/task.md 'How "stopped" unwinds a task',
+docs/trio.md "trio cancellation becomes a stop request").
 
 ``Sender.__await__`` calls :func:`await_sender` (installed in ``_hooks`` when this module is
 imported). In a coroutine driven by structexec's own loop (:mod:`._coroutine_driver`) the
@@ -8,44 +10,50 @@ driver takes the sender; in a trio task this module:
    run's :func:`trio_scheduler`) and ``get_stop_token``: a token that is stopped when the
    awaiting task's trio cancellation hits. Both are created only if the operation asks.
    Inside a coroutine hosted by structexec the other queries come from the hosting receiver's
-   environment (REQUIREMENTS 20.9);
+   environment ([exec.connect]);
 2. starts it. If it completed inside ``start`` the result is returned without yielding to
    trio at all (``await sx.just(1)`` is cheaper than a checkpoint);
 3. otherwise parks the task with ``trio.lowlevel.wait_task_rescheduled``. A completion on the
    trio thread reschedules the task directly, one from another thread goes through
-   ``TrioToken.run_sync_soon``. If trio cancels the task meanwhile, the abort function
-   requests stop on the operation and the task *keeps waiting, shielded*, until the
-   operation completes (an operation state must outlive its operation, REQUIREMENTS 32.2);
-4. gives the result: ``None`` for no datums, the datum, or a tuple of several (DESIGN.md
-   2.1); raises an error datum (an exception as it is, anything else as ``ErrorValue``);
-   for stopped, raises ``trio.Cancelled`` (by re-entering a checkpoint inside the cancelled
-   scope) when the stop came from the task's own trio cancellation and ``sx.Stopped``
-   otherwise (DESIGN.md 2.4). A value that arrives despite the cancellation is returned; the
-   ``Cancelled`` comes at the next checkpoint (32.2).
+   ``TrioToken.run_sync_soon``. If trio cancels the task meanwhile, the abort function requests stop
+   on the operation and the task *keeps waiting, shielded*, until the operation completes (an
+   operation state must outlive its operation,
+   docs/trio.md "trio cancellation becomes a stop request");
+4. gives the result: ``None`` for no datums, the datum, or a tuple of several (docs/trio.md
+   "Awaiting a sender"); raises an error datum (an exception as it is, anything else as
+   ``ErrorValue``); for stopped, raises ``trio.Cancelled`` (by re-entering a checkpoint inside the
+   cancelled scope) when the stop came from the task's own trio cancellation and ``sx.Stopped``
+   otherwise (docs/task.md 'How "stopped" unwinds a task'). A value that arrives despite the
+   cancellation is returned; the ``Cancelled`` comes at the next checkpoint
+   (docs/trio.md "trio cancellation becomes a stop request").
 
-**Fast path: ``await sx.when_all(c1(), c2(), ...)`` of coroutine objects** (REQUIREMENTS 16,
-32.1-32.4; DESIGN.md 2.1, 2.4, 2.5). In a plain trio task (not inside a structexec-hosted
-coroutine), when every child is a not-yet-started ``types.CoroutineType``, no custom domain
-exists and the task has no finite effective deadline, the children run as tasks of a trio
-nursery opened inside the awaiting task instead of as hosted system tasks, each in its own
+**Fast path: ``await sx.when_all(c1(), c2(), ...)`` of coroutine objects** ([exec.when.all],
+docs/trio.md "Awaiting a sender", docs/trio.md "trio cancellation becomes a stop request",
+docs/trio.md "Coroutines are senders; a stop request cancels them",
+docs/scopes.md "The nursery face: `async with`"; docs/trio.md "Awaiting a sender",
+docs/task.md 'How "stopped" unwinds a task',
+docs/trio.md "trio cancellation becomes a stop request"). In a plain trio task (not inside a
+structexec-hosted coroutine), when every child is a not-yet-started ``types.CoroutineType``, no
+custom domain exists and the task has no finite effective deadline, the children run as tasks of a
+trio nursery opened inside the awaiting task instead of as hosted system tasks, each in its own
 shielded cancel scope, behind the generic ``when_all`` operation. The observable outcome is the
 general path's:
 
 * values are concatenated in argument order with the values convention (a child returning
   ``None`` adds no datum, ``sx.values(...)`` several, anything else one); the await gives
-  ``None``, the datum or a tuple (16.3, DESIGN.md 2.1);
-* the first exception wins and cancels the siblings at once (the stop request, 16.6); later
-  ones become notes on it, as in the general path (``report_dropped_errors``); an exception
-  also beats an earlier stopped child (16.8); it is raised as it is, never inside an
-  ``ExceptionGroup`` (the child wrappers catch everything: nothing escapes into the
-  nursery);
+  ``None``, the datum or a tuple ([exec.when.all], docs/trio.md "Awaiting a sender");
+* the first exception wins and cancels the siblings at once (the stop request, [exec.when.all]);
+  later ones become notes on it, as in the general path (``report_dropped_errors``); an exception
+  also beats an earlier stopped child ([exec.when.all]); it is raised as it is, never inside an
+  ``ExceptionGroup`` (the child wrappers catch everything: nothing escapes into the nursery);
 * a child that ends stopped (an ``sx.Stopped`` escaping it, or a ``trio.Cancelled``, i.e. the
-  when_all's own stop or the awaiting task's cancellation) cancels its siblings (16.7); the
-  await then raises ``trio.Cancelled`` if the awaiting task's cancellation hit before the last
+  when_all's own stop or the awaiting task's cancellation) cancels its siblings ([exec.when.all]);
+  the await then raises ``trio.Cancelled`` if the awaiting task's cancellation hit before the last
   child finished (through a checkpoint, as the general path does), ``sx.Stopped`` otherwise;
-* the await returns or raises only after every child task has finished (16.9); a trio
-  cancellation of the awaiting task cancels the children (32.2: the stop request), and a
-  value that arrives despite it is returned;
+* the await returns or raises only after every child task has finished ([exec.when.all]); a trio
+  cancellation of the awaiting task cancels the children
+  (docs/trio.md "trio cancellation becomes a stop request": the stop request), and a value that
+  arrives despite it is returned;
 * a ``BaseException`` other than ``Cancelled``/``Stopped`` (``KeyboardInterrupt``,
   ``SystemExit``) escaping a child stops the siblings and is raised from the await, as the
   general path's hosted task hands it to the await's ``raised_sink`` (so ``trio.run`` raises
@@ -165,7 +173,8 @@ _RAISED = 4
 
 
 class _AwaitRcvr:
-    """The receiver of an awaited sender; it is also its own environment (32.1)."""
+    """The receiver of an awaited sender; it is also its own environment
+    (docs/trio.md "Awaiting a sender")."""
 
     __slots__ = ("_base", "_cancelled", "_kind", "_parked", "_result", "_run", "_src", "_task")
 
@@ -224,20 +233,21 @@ class _AwaitRcvr:
             # Inside a coroutine hosted by structexec, the hosting operation's stop requests
             # must reach this token too, also after this await has returned (a coroutine
             # that reads its token once with ``await sx.read_env(sx.get_stop_token)`` and
-            # polls it later, REQUIREMENTS 20.9).
+            # polls it later, [exec.connect]).
             hosted = query_or(base, get_stop_token, None)
             if hosted is not None and not is_unstoppable(hosted):
                 return combined_stop_token(tok, hosted)
         return tok
 
     def _abort(self, raise_cancel: Any) -> Any:
-        # trio cancellation of the parked task -> stop request; keep waiting (32.2).
+        # trio cancellation of the parked task -> stop request; keep waiting
+        # (docs/trio.md "trio cancellation becomes a stop request").
         self._cancelled = True
         base = self._base
         if type(base) is _FastChildEnv:
             # A child of a fast-path when_all is cancelled only when the when_all stops or
             # its awaiting task is cancelled; either way the general path's when_all stop
-            # source has fired by now (16.4).
+            # source has fired by now ([exec.when.all]).
             base._st._request_stop()
         with _LOCK:
             src = self._src
@@ -440,7 +450,7 @@ def _deadline_is_finite(status: Any) -> bool:
 
 
 class _NurseryWhenAll:
-    """Bookkeeping of one ``await when_all(<coroutines>)`` run in a nursery (16.3-16.9)."""
+    """Bookkeeping of one ``await when_all(<coroutines>)`` run in a nursery ([exec.when.all])."""
 
     __slots__ = (
         "_base",
@@ -469,7 +479,7 @@ class _NurseryWhenAll:
         self._src: inplace_stop_source | None = None
         self._cancel_seen = False
         self._env = _FastChildEnv(self)
-        self._more: list[tuple[int, Any]] | None = None  # errors that lost to _err (16.6)
+        self._more: list[tuple[int, Any]] | None = None  # errors that lost to _err
         self._base: BaseException | None = None  # a child's KeyboardInterrupt, SystemExit
         # Set when used: _scope (in _run), _err (with _disp = _ERROR_D), _outer_cancelled (by
         # the last arrival when _disp is _STOPPED_D).
@@ -575,7 +585,7 @@ class _NurseryWhenAll:
         except BaseException as exc:
             self._raised(exc, i)
         else:
-            if self._disp == _STARTED:  # values are kept only while nothing failed (16.11)
+            if self._disp == _STARTED:  # values kept only while nothing failed ([exec.when.all])
                 self._vals[i] = result
                 self._count -= 1
             else:
@@ -598,7 +608,7 @@ class _NurseryWhenAll:
             self._arrive()
             return
         if isinstance(ex, Exception):
-            if self._disp != _ERROR_D:  # the first error wins, also over a stop (16.6, 16.8)
+            if self._disp != _ERROR_D:  # the first error wins, also over a stop ([exec.when.all])
                 first = self._disp == _STARTED
                 self._disp = _ERROR_D
                 self._err = ex
@@ -612,16 +622,17 @@ class _NurseryWhenAll:
                 more.append((i, ex))
             self._arrive()
             return
-        # KeyboardInterrupt, SystemExit, ...: never an error datum (DESIGN.md 2.2). Like the
-        # general path (the hosted task hands it to the await's raised_sink), the siblings
-        # are stopped and the await raises it; here once the children have finished.
+        # KeyboardInterrupt, SystemExit, ...: never an error datum
+        # (docs/senders.md "What happens when things fail"). Like the general path (the hosted task
+        # hands it to the await's raised_sink), the siblings are stopped and the await raises it;
+        # here once the children have finished.
         self._stop()
         if self._base is None:
             self._base = ex
         self._arrive()
 
     def _stop(self) -> None:
-        if self._disp == _STARTED:  # (16.7)
+        if self._disp == _STARTED:  # ([exec.when.all])
             self._disp = _STOPPED_D
             if self._src is not None:
                 self._src.request_stop()
@@ -642,7 +653,7 @@ class _FastChildEnv:
     """What a child of the fast path hosts its awaits in (``hosted_env``), as a hosted
     coroutine of the general path does: ``get_stop_token`` is when_all's own stop token
     (stopped when a child fails or stops), so a token a child reads with ``read_env`` fires
-    as the general path's does (REQUIREMENTS 16.4, 20.9). Nothing else is answered here (the
+    as the general path's does ([exec.when.all], [exec.connect]). Nothing else is answered here (the
     awaiting receiver adds the trio scheduler)."""
 
     __slots__ = ("_st",)
@@ -672,7 +683,8 @@ def _lone_keyboard_interrupt(group: BaseExceptionGroup[Any]) -> BaseException | 
 
 
 def on_trio_thread() -> bool:
-    """True on a thread that is running ``trio.run`` (``sync_wait`` refuses there, 19.8)."""
+    """True on a thread that is running ``trio.run`` (``sync_wait`` refuses there,
+    docs/trio.md "Threads")."""
     return in_trio_run()
 
 

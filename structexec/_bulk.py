@@ -1,24 +1,25 @@
 """``bulk``, ``bulk_chunked``, ``bulk_unchunked`` and the execution policies ([exec.bulk]).
 
-REQUIREMENTS 15, 9.11-9.12, DQ-13. Each algorithm waits for its child's values, runs a
-function over the index space ``[0, shape)`` and then sends the child's values on (15.2):
+[exec.bulk], [exec.snd.transform], [exec.par.scheduler],
+docs/parallel.md "Data parallelism: `bulk`". Each algorithm waits for its child's values, runs a
+function over the index space ``[0, shape)`` and then sends the child's values on ([exec.bulk]):
 
-* ``bulk(sndr, policy, shape, f)`` calls ``f(i, *vals)`` for every ``i`` (15.3);
+* ``bulk(sndr, policy, shape, f)`` calls ``f(i, *vals)`` for every ``i`` ([exec.bulk]);
 * ``bulk_unchunked(...)`` calls ``f(i, *vals)`` for every ``i``, ideally each on its own
-  agent (15.4);
+  agent ([exec.bulk]);
 * ``bulk_chunked(...)`` calls ``f(b, e, *vals)`` for chunks ``0 <= b < e <= shape`` that
-  cover each index exactly once (15.5).
+  cover each index exactly once ([exec.bulk]).
 
 The defaults here run on the agent where the child completed: ``bulk_chunked`` makes one call
-``f(0, shape, *vals)`` (none when ``shape == 0``, 15.6), ``bulk_unchunked`` loops. ``bulk``
-lowers to ``bulk_chunked`` (``bulk_t.transform_sender``, applied at ``connect``), with a
-chunk function that loops ``f(i, *vals)``; a scheduler whose domain customises
-``bulk_chunked`` (``parallel_scheduler`` does) therefore also runs plain ``bulk`` (9.12). The
-default ``connect`` of a ``bulk`` sender performs the same lowering, so the result does not
-depend on whether the domain machinery is active.
+``f(0, shape, *vals)`` (none when ``shape == 0``, [exec.bulk]), ``bulk_unchunked`` loops. ``bulk``
+lowers to ``bulk_chunked`` (``bulk_t.transform_sender``, applied at ``connect``), with a chunk
+function that loops ``f(i, *vals)``; a scheduler whose domain customises ``bulk_chunked``
+(``parallel_scheduler`` does) therefore also runs plain ``bulk`` ([exec.par.scheduler]). The default
+``connect`` of a ``bulk`` sender performs the same lowering, so the result does not depend on
+whether the domain machinery is active.
 
 A backend reaches the pieces through the sender's ``policy``, ``shape``, ``f`` and ``child``
-properties (also ``data == (policy, shape, f)`` and ``children == (child,)``, 7.9).
+properties (also ``data == (policy, shape, f)`` and ``children == (child,)``, [exec.snd.concepts]).
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ class execution_policy:
     ``par`` concurrently on several agents, ``unseq``/``par_unseq`` additionally interleaved
     (vectorised) on one agent. The default implementations here always run sequentially; a
     scheduler's backend (the parallel scheduler) may use ``par`` to run chunks concurrently
-    (REQUIREMENTS 15.10). The four instances are the only policies; they compare by identity.
+    ([exec.bulk]). The four instances are the only policies; they compare by identity.
     """
 
     __slots__ = ("name", "parallel")
@@ -97,7 +98,7 @@ unseq = execution_policy("unseq", False)
 class _BulkOp(ChildOp):
     """Operation of the default ``bulk_chunked``/``bulk_unchunked``; the child's receiver.
 
-    Errors and stopped are forwarded (15.9).
+    Errors and stopped are forwarded ([exec.bulk]).
     """
 
     __slots__ = ("_chunked", "_f", "_shape")
@@ -119,7 +120,7 @@ class _BulkOp(ChildOp):
         f = self._f
         try:
             if self._chunked:
-                if n > 0:  # no (0, 0) chunk: b < e must hold (REQUIREMENTS 15.6)
+                if n > 0:  # no (0, 0) chunk: b < e must hold ([exec.bulk])
                     f(0, n, *vals)
             else:
                 _loop(f, 0, n, vals)
@@ -252,7 +253,7 @@ class _BulkSender(_BulkBase):
         self._lowered: _BulkChunkedSender | None = None
 
     def lower(self) -> _BulkChunkedSender:
-        """``bulk_chunked(child, policy, shape, chunk_loop(f))`` ([exec.bulk], 15.6)."""
+        """``bulk_chunked(child, policy, shape, chunk_loop(f))`` ([exec.bulk])."""
         low = self._lowered
         if low is None:
             low = self._lowered = _BulkChunkedSender(
@@ -337,21 +338,21 @@ class _BulkAlgorithm(Algorithm):
 class bulk_t(_BulkAlgorithm):
     """``bulk(sndr, policy, shape, f)`` / ``sndr | bulk(policy, shape, f)`` ([exec.bulk]).
 
-    REQUIREMENTS 15.1-15.3, 15.6-15.10. When ``sndr`` sends values ``vals``, calls
+    [exec.bulk]. When ``sndr`` sends values ``vals``, calls
     ``f(i, *vals)`` for every ``i`` in ``range(shape)`` and then sends ``vals`` on unchanged
-    (the same objects, so mutations made by ``f`` are visible downstream, 15.2). With
+    (the same objects, so mutations made by ``f`` are visible downstream, [exec.bulk]). With
     ``shape == 0``, ``f`` is never called. If a call raises, the result is ``set_error`` with
-    that exception; some calls may already have run (15.7). Errors and stopped from ``sndr``
-    are forwarded (15.9). Stop requests are not checked during the loop (allowed by 15.8).
+    that exception; some calls may already have run ([exec.bulk]). Errors and stopped from ``sndr``
+    are forwarded ([exec.bulk]). Stop requests are not checked during the loop (allowed by 15.8).
 
-    ``policy`` is ``sx.seq``, ``sx.par``, ``sx.par_unseq`` or ``sx.unseq``; ``shape`` a
-    non-negative integer; ``f`` a callable. Otherwise ``TypeError`` (``ValueError`` for a
-    negative shape) is raised when the sender is built. P2079's three-argument
-    ``bulk(sndr, shape, f)`` is not accepted: the policy is required (DQ-13).
+    ``policy`` is ``sx.seq``, ``sx.par``, ``sx.par_unseq`` or ``sx.unseq``; ``shape`` a non-negative
+    integer; ``f`` a callable. Otherwise ``TypeError`` (``ValueError`` for a negative shape) is
+    raised when the sender is built. P2079's three-argument ``bulk(sndr, shape, f)`` is not
+    accepted: the policy is required (docs/parallel.md "Data parallelism: `bulk`").
 
     At ``connect``, ``bulk`` becomes ``bulk_chunked(sndr, policy, shape, chunk_loop(f))``
     (``transform_sender``), which is how a scheduler that customises ``bulk_chunked`` (the
-    parallel scheduler) also runs ``bulk`` (9.12).
+    parallel scheduler) also runs ``bulk`` ([exec.par.scheduler]).
     """
 
     __slots__ = ()
@@ -359,7 +360,8 @@ class bulk_t(_BulkAlgorithm):
     _cls = _BulkSender
 
     def transform_sender(self, sndr: Any, env: Any = None) -> Any:
-        """``bulk`` → ``bulk_chunked`` with a looping chunk function (15.6, 9.11)."""
+        """``bulk`` → ``bulk_chunked`` with a looping chunk function ([exec.bulk],
+        [exec.snd.transform])."""
         if env is None or not isinstance(sndr, _BulkSender):
             return sndr
         return sndr.lower()
@@ -368,7 +370,7 @@ class bulk_t(_BulkAlgorithm):
 class bulk_chunked_t(_BulkAlgorithm):
     """``bulk_chunked(sndr, policy, shape, f)``: call ``f(b, e, *vals)`` over chunks.
 
-    [exec.bulk], REQUIREMENTS 15.5-15.6. The chunks ``[b, e)`` satisfy ``0 <= b < e <= shape``
+    [exec.bulk]. The chunks ``[b, e)`` satisfy ``0 <= b < e <= shape``
     and cover every index exactly once. The default implementation makes a single call
     ``f(0, shape, *vals)`` on the agent where ``sndr`` completed (no call at all when
     ``shape == 0``); a scheduler's domain may split the range over several agents (the
@@ -384,7 +386,7 @@ class bulk_chunked_t(_BulkAlgorithm):
 class bulk_unchunked_t(_BulkAlgorithm):
     """``bulk_unchunked(sndr, policy, shape, f)``: call ``f(i, *vals)`` for each index.
 
-    [exec.bulk], REQUIREMENTS 15.4, 15.6. Recommended practice is one agent per iteration; the
+    [exec.bulk]. Recommended practice is one agent per iteration; the
     default implementation is a sequential loop on the agent where ``sndr`` completed, and a
     scheduler's domain may do better (the parallel scheduler does). Same argument rules, error
     and forwarding behaviour as :data:`bulk`.

@@ -1,9 +1,9 @@
-"""Completion signatures ([exec.cmplsig], [exec.getcomplsigs], REQUIREMENTS 8).
+"""Completion signatures ([exec.cmplsig], [exec.getcomplsigs]).
 
 A sender declares what it can complete with by a method ``get_completion_signatures(env=None)``
 returning :class:`completion_signatures`. Senders without the method have unknown signatures,
 and ``get_completion_signatures`` returns ``None`` for them; the library is then permissive at
-run time (DESIGN.md 2.3).
+run time (docs/senders-adaptors.md).
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ __all__ = ["completion_signatures", "dependent_sender_error", "get_completion_si
 
 
 class dependent_sender_error(TypeError):
-    """Raised when a sender's signatures depend on an environment and none was given (8.3)."""
+    """Raised when a sender's signatures depend on an environment and none was given
+    ([exec.getcomplsigs])."""
 
 
 class completion_signatures:
-    """An ordered set of completion signatures (REQUIREMENTS 8.1-8.2).
+    """An ordered set of completion signatures ([exec.cmplsig]).
 
     ``completion_signatures(sx.set_value_t(int), sx.set_error_t(Exception), sx.set_stopped_t())``.
     Supports ``len``, iteration, ``in``, ``|`` (union), ``count_of(tag)``, ``value_types``,
@@ -93,7 +94,8 @@ class completion_signatures:
 
 
 def get_completion_signatures(sndr: Any, env: Any = None) -> completion_signatures | None:
-    """The completion signatures of ``sndr`` in ``env``, or ``None`` when unknown (8.3).
+    """The completion signatures of ``sndr`` in ``env``, or ``None`` when unknown
+    ([exec.getcomplsigs]).
 
     A dependent sender (one like ``read_env`` whose signatures depend on the environment)
     raises :class:`dependent_sender_error` when no environment is given.

@@ -1,14 +1,14 @@
 """``continues_on`` and ``schedule_from`` ([exec.continues.on], [exec.schedule.from]).
 
-REQUIREMENTS 12.5-12.13. ``continues_on(sndr, sch)`` starts ``sndr`` where it is started and
-delivers every completion (value, error and stopped) on an agent of ``sch``. At ``connect``
-it becomes ``schedule_from(sch, sndr)``; its late domain is the destination scheduler's
-(9.8), so a scheduler can customise the transition onto itself. The scheduling operation is
-created at ``connect`` (12.8); when the child completes its result is stored and the
-scheduling operation is started (12.9); the stored result is replayed when the scheduling
-operation succeeds (12.10), and discarded when it fails or is stopped, in which case that
-error or stop goes to the receiver instead (12.11). The scheduling operation sees the
-receiver's stop token (12.12).
+[exec.continues.on], [exec.schedule.from]. ``continues_on(sndr, sch)`` starts ``sndr`` where it is
+started and delivers every completion (value, error and stopped) on an agent of ``sch``. At
+``connect`` it becomes ``schedule_from(sch, sndr)``; its late domain is the destination scheduler's
+([exec.snd.expos]), so a scheduler can customise the transition onto itself. The scheduling
+operation is created at ``connect`` ([exec.schedule.from]); when the child completes its result is
+stored and the scheduling operation is started ([exec.schedule.from]); the stored result is replayed
+when the scheduling operation succeeds ([exec.schedule.from]), and discarded when it fails or is
+stopped, in which case that error or stop goes to the receiver instead ([exec.schedule.from]). The
+scheduling operation sees the receiver's stop token ([exec.schedule.from]).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class _SchedReceiver:
         return fwd_env(get_env(self._op._rcvr))
 
     def set_value(self, *vals: Any) -> None:
-        # Replay the stored completion on the scheduler's agent (12.10).
+        # Replay the stored completion on the scheduler's agent ([exec.schedule.from]).
         op = self._op
         kind = op._kind
         data = op._data
@@ -64,7 +64,7 @@ class _SchedReceiver:
             op._rcvr.set_stopped()
 
     def set_error(self, err: Any) -> None:
-        # The scheduling failure wins; the stored result is discarded (12.11).
+        # The scheduling failure wins; the stored result is discarded ([exec.schedule.from]).
         op = self._op
         op._data = op._sched_op = None
         op._rcvr.set_error(err)
@@ -89,7 +89,8 @@ class _ScheduleFromOp(ChildOp):
         self._sched_op: Any = None
 
     def close(self) -> None:
-        """Never started: close the child's and the scheduling operation (DESIGN.md 2.8)."""
+        """Never started: close the child's and the scheduling operation
+        (docs/senders.md "Writing your own sender")."""
         if self._state == 0:
             ChildOp.close(self)
             sched_op, self._sched_op = self._sched_op, None
@@ -130,17 +131,17 @@ class _ScheduleFromBase(SchedulerAdaptorSender):
 
     def connect(self, rcvr: Any) -> _ScheduleFromOp:
         op = _ScheduleFromOp(rcvr)
-        # The scheduling operation is part of the state, created at connect (12.8).
+        # The scheduling operation is part of the state, created at connect ([exec.schedule.from]).
         op._sched_op = connect(self._sch.schedule(), _SchedReceiver(op))
         op._op = connect(self._child, op)
         return op
 
     def get_env(self) -> Any:
-        """``JOIN-ENV(SCHED-ATTRS(sch), FWD-ENV(get_env(child)))`` (REQUIREMENTS 12.6)."""
+        """``JOIN-ENV(SCHED-ATTRS(sch), FWD-ENV(get_env(child)))`` ([exec.continues.on])."""
         return join_env(sched_attrs(self._sch), fwd_env(get_env(self._child)))
 
     def _sx_late_domain(self) -> Any:
-        """The destination scheduler's domain (REQUIREMENTS 9.8)."""
+        """The destination scheduler's domain ([exec.snd.expos])."""
         return sched_domain(self._sch)
 
     def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
@@ -166,12 +167,12 @@ class _ContinuesOnSender(_ScheduleFromBase):
 class schedule_from_t(Algorithm):
     """``schedule_from(sch, sndr)``: complete ``sndr``'s result on ``sch`` ([exec.schedule.from]).
 
-    REQUIREMENTS 12.8-12.13. The building block of ``continues_on`` (and of ``affine_on``);
-    user code normally writes ``continues_on``. ``sndr`` starts on the current agent; when it
-    completes, its result is kept and ``schedule(sch)`` (connected at ``connect`` time, 12.8,
-    with the receiver's stop token, 12.12) is started; on its success the kept result is
-    delivered on ``sch``'s agent; if the scheduling completes with an error or stopped, that
-    is delivered instead and the kept result is dropped (12.11). Not pipeable (DQ-17).
+    [exec.schedule.from]. The building block of ``continues_on`` (and of ``affine_on``); user code
+    normally writes ``continues_on``. ``sndr`` starts on the current agent; when it completes, its
+    result is kept and ``schedule(sch)`` (connected at ``connect`` time, [exec.schedule.from], with
+    the receiver's stop token, [exec.schedule.from]) is started; on its success the kept result is
+    delivered on ``sch``'s agent; if the scheduling completes with an error or stopped, that is
+    delivered instead and the kept result is dropped ([exec.schedule.from]). Not pipeable.
     """
 
     __slots__ = ()
@@ -186,13 +187,14 @@ class schedule_from_t(Algorithm):
 class continues_on_t(BinaryAdaptor):
     """``continues_on(sndr, sch)`` / ``sndr | continues_on(sch)``: finish on ``sch``.
 
-    [exec.continues.on], REQUIREMENTS 12.5-12.7. ``sndr`` is started on the current agent;
-    value, error and stopped completions are all delivered on an agent of ``sch`` (a trio
-    user's "hop to that thread, then continue"). Attributes: ``get_completion_scheduler`` for
-    ``set_value_t`` and ``set_stopped_t`` is ``sch``, for ``set_error_t`` it is the child's
-    (12.6), because a failing ``schedule`` reports its error on an unspecified agent (12.18).
-    At ``connect`` it becomes ``schedule_from(sch, sndr)``; the domain consulted is ``sch``'s
-    (9.8). Raises ``TypeError`` for a non-sender or a non-scheduler.
+    [exec.continues.on]. ``sndr`` is started on the current agent; value, error and stopped
+    completions are all delivered on an agent of ``sch`` (a trio user's "hop to that thread, then
+    continue"). Attributes: ``get_completion_scheduler`` for ``set_value_t`` and ``set_stopped_t``
+    is ``sch``, for ``set_error_t`` it is the child's ([exec.continues.on]), because a failing
+    ``schedule`` reports its error on an unspecified agent ([exec.on], [exec.starts.on],
+    [exec.continues.on]). At ``connect`` it becomes ``schedule_from(sch, sndr)``; the domain
+    consulted is ``sch``'s ([exec.snd.expos]). Raises ``TypeError`` for a non-sender or a
+    non-scheduler.
     """
 
     __slots__ = ()
@@ -214,7 +216,8 @@ class continues_on_t(BinaryAdaptor):
         return early_child(sndr, _ContinuesOnSender(sch, sndr))
 
     def transform_sender(self, sndr: Any, env: Any = None) -> Any:
-        """The late lowering ``continues_on(sndr, sch)`` → ``schedule_from(sch, sndr)`` (9.11)."""
+        """The late lowering ``continues_on(sndr, sch)`` → ``schedule_from(sch, sndr)``
+        ([exec.snd.transform])."""
         if env is None or not isinstance(sndr, _ContinuesOnSender):
             return sndr
         return _ScheduleFromSender(sndr._sch, sndr._child)

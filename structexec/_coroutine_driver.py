@@ -1,7 +1,8 @@
 """The generic coroutine driver: runs a coroutine off the trio scheduler with a loop.
 
-DESIGN.md 2.4 and 2.9, REQUIREMENTS 20.4, 20.7, 20.9, 24 (the ``task`` body is driven by the
-library as a loop, never by recursion).
+[exec.as.awaitable], [exec.with.awaitable.senders], [exec.connect], [exec.task],
+docs/task.md 'How "stopped" unwinds a task', docs/task.md "What a task is" (the ``task`` body is
+driven by the library as a loop, never by recursion).
 
 Internal API (used by coroutine senders under ``sync_wait`` and by ``task`` when its scheduler
 is not trio's)::
@@ -10,11 +11,11 @@ is not trio's)::
     drv.start()
 
 ``coro`` is a coroutine object (or any generator-like object with ``send``/``throw``, e.g. the
-result of ``awaitable.__await__()``). ``rcvr`` receives the outcome: ``set_value(v)`` for a
-returned ``v`` (``set_value()`` for ``None``, ``set_value(*xs)`` for ``sx.values(*xs)``),
-``set_error(e)`` for an escaping ``Exception``, ``set_stopped()`` when the coroutine unwinds
-because an awaited sender completed stopped. ``env`` is the environment the awaited senders
-see (their receiver's environment); it defaults to ``FWD-ENV(get_env(rcvr))`` (20.5, 20.9).
+result of ``awaitable.__await__()``). ``rcvr`` receives the outcome: ``set_value(v)`` for a returned
+``v`` (``set_value()`` for ``None``, ``set_value(*xs)`` for ``sx.values(*xs)``), ``set_error(e)``
+for an escaping ``Exception``, ``set_stopped()`` when the coroutine unwinds because an awaited
+sender completed stopped. ``env`` is the environment the awaited senders see (their receiver's
+environment); it defaults to ``FWD-ENV(get_env(rcvr))`` ([exec.as.awaitable], [exec.connect]).
 
 How it works. While the driver runs ``coro.send``/``coro.throw`` it sets
 ``_hooks.driver_state.driver`` to itself, so ``await sndr`` inside the coroutine calls
@@ -26,15 +27,15 @@ receiver of every awaited operation, one at a time), starts it and:
   recursion: 100,000 awaits of ``just(i)`` use constant stack);
 * otherwise it returns; the completion, on whichever thread it happens, resumes the loop.
 
-A value is sent into the coroutine (DESIGN.md 2.1: ``None``, the datum or a tuple); an error
-is thrown into it as it is (a non-exception datum as ``ErrorValue``, AS-EXCEPT-PTR); stopped
-throws :class:`sx.Stopped` (a ``BaseException``, so ``except Exception`` cannot catch it),
-which unwinds the coroutine: ``finally`` blocks and ``async with`` exits run and may await.
-When ``Stopped`` escapes, the operation completes ``set_stopped()``. A coroutine that swallows
-the ``Stopped`` and returns violates the contract: the operation completes with
-``set_error(RuntimeError(swallowed_stop_message(...)))``. The same rule holds for a coroutine
-hosted in a trio task (``_coroutine_sender.py``, ``_await.py``) and for ``task``
-(``_task_driver.py``); :class:`HostMark` is how the trio side tells.
+A value is sent into the coroutine (docs/trio.md "Awaiting a sender": ``None``, the datum or a
+tuple); an error is thrown into it as it is (a non-exception datum as ``ErrorValue``,
+AS-EXCEPT-PTR); stopped throws :class:`sx.Stopped` (a ``BaseException``, so ``except Exception``
+cannot catch it), which unwinds the coroutine: ``finally`` blocks and ``async with`` exits run and
+may await. When ``Stopped`` escapes, the operation completes ``set_stopped()``. A coroutine that
+swallows the ``Stopped`` and returns violates the contract: the operation completes with
+``set_error(RuntimeError(swallowed_stop_message(...)))``. The same rule holds for a coroutine hosted
+in a trio task (``_coroutine_sender.py``, ``_await.py``) and for ``task`` (``_task_driver.py``);
+:class:`HostMark` is how the trio side tells.
 
 Awaiting anything that is not a structexec sender (a trio primitive such as ``trio.sleep``)
 throws ``RuntimeError("trio primitives can only be awaited when the coroutine runs on the trio

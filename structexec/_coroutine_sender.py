@@ -1,34 +1,36 @@
 """Coroutine objects and other awaitables as senders ([exec.connect] connect-awaitable).
 
-REQUIREMENTS 20.9, 32.3, 32.4; DESIGN.md 1 ("Coroutine objects and other awaitables are
+[exec.connect], docs/trio.md "Coroutines are senders; a stop request cancels them",
+docs/scopes.md "The nursery face: `async with`" ("Coroutine objects and other awaitables are
 senders"), 2.4, 2.5. ``sx.connect(coro, rcvr)`` (and so ``when_all(coro1, coro2)``,
 ``spawn(coro, token)``, ...) gives an operation that, when started,
 
 * **on the trio thread** (or from another thread when the receiver's environment names a live
-  trio run: a trio ``get_scheduler`` or a host nursery) runs the awaitable in its own trio
-  task, inside its own ``trio.CancelScope``. The scope is shielded from ambient trio
-  cancellation (32.4): only the receiver's stop token cancels it. A stop request, from any
-  thread, cancels the scope (off the trio thread through ``TrioToken.run_sync_soon``), and
-  the ``Cancelled`` that results completes the operation with ``set_stopped()``, not an error
-  (32.3). The task runs in the nursery named by the private ``trio_host_nursery`` query
-  (counting scopes write it) or else as a system task of the current run, which the run
-  waits for; nothing outlives the operation: the task ends when the awaitable finishes,
-  right before the operation completes;
+  trio run: a trio ``get_scheduler`` or a host nursery) runs the awaitable in its own trio task,
+  inside its own ``trio.CancelScope``. The scope is shielded from ambient trio cancellation
+  (docs/scopes.md "The nursery face: `async with`"): only the receiver's stop token cancels it. A
+  stop request, from any thread, cancels the scope (off the trio thread through
+  ``TrioToken.run_sync_soon``), and the ``Cancelled`` that results completes the operation with
+  ``set_stopped()``, not an error
+  (docs/trio.md "Coroutines are senders; a stop request cancels them"). The task runs in the nursery
+  named by the private ``trio_host_nursery`` query (counting scopes write it) or else as a system
+  task of the current run, which the run waits for; nothing outlives the operation: the task ends
+  when the awaitable finishes, right before the operation completes;
 * **with no trio run on the thread and none in the environment** (for example under
   ``sync_wait``) is driven by structexec's own loop (:class:`CoroutineDriver`), on the
   starting thread; awaiting trio primitives then raises a clear error.
 
-Outcome (20.9): the returned value ``v`` completes ``set_value(v)`` (``set_value()`` for
-``None``, ``set_value(*xs)`` for ``sx.values(*xs)``; DESIGN.md 2.1); an escaping ``Exception``
-completes ``set_error(exc)``; a stop (the operation's own cancellation, or an awaited sender
-that completed stopped, which raises ``sx.Stopped``) completes ``set_stopped()``. A
-coroutine that catches what an awaited sender's stopped completion raised (``sx.Stopped``, or
-``trio.Cancelled`` when the stop came from the hosting task's cancellation) and returns a
-value completes ``set_error(RuntimeError)``, as under the coroutine driver and in ``task``:
-a stopped completion cannot be caught. ``trio.Cancelled`` raised by a trio primitive
-(``trio.sleep``) follows trio's rules: a value returned despite it is delivered. Senders
-awaited inside see the receiver's environment (forwarding queries, 20.5, 20.9), with the stop
-token of the hosting trio task. The completion happens after the awaitable has finished.
+Outcome ([exec.connect]): the returned value ``v`` completes ``set_value(v)`` (``set_value()`` for
+``None``, ``set_value(*xs)`` for ``sx.values(*xs)``; docs/trio.md "Awaiting a sender"); an escaping
+``Exception`` completes ``set_error(exc)``; a stop (the operation's own cancellation, or an awaited
+sender that completed stopped, which raises ``sx.Stopped``) completes ``set_stopped()``. A coroutine
+that catches what an awaited sender's stopped completion raised (``sx.Stopped``, or
+``trio.Cancelled`` when the stop came from the hosting task's cancellation) and returns a value
+completes ``set_error(RuntimeError)``, as under the coroutine driver and in ``task``: a stopped
+completion cannot be caught. ``trio.Cancelled`` raised by a trio primitive (``trio.sleep``) follows
+trio's rules: a value returned despite it is delivered. Senders awaited inside see the receiver's
+environment (forwarding queries, [exec.as.awaitable], [exec.connect]), with the stop token of the
+hosting trio task. The completion happens after the awaitable has finished.
 
 Internal API for ``task`` and scopes::
 
@@ -116,7 +118,8 @@ class TrioHostedOp:
 
     def close(self) -> None:
         """Drop a connected, never-started operation: close the coroutine at once (no "never
-        awaited" warning, no waiting for the garbage collector; DESIGN.md 2.8)."""
+        awaited" warning, no waiting for the garbage collector;
+        docs/senders.md "Writing your own sender")."""
         if not self._started:
             self._started = True
             aw = self._aw
@@ -168,7 +171,8 @@ class TrioHostedOp:
         except Exception as e:
             kind, err = 1, e
         except BaseException as exc:
-            # KeyboardInterrupt, SystemExit, ...: never an error datum (DESIGN.md 2.2).
+            # KeyboardInterrupt, SystemExit, ...: never an error datum
+            # (docs/senders.md "What happens when things fail").
             if (
                 self._nursery is None
                 and not isinstance(exc, trio.Cancelled)
@@ -186,7 +190,7 @@ class TrioHostedOp:
             raise
         if kind == 0:
             if result is _NOTHING:
-                kind = 2  # our scope caught its Cancelled: the stop request (32.3)
+                kind = 2  # our scope caught its Cancelled: the stop request
             elif mark.stopped:
                 # An awaited sender completed stopped, and the coroutine caught what that
                 # raised and returned: the rule of the coroutine driver (module docstring).
@@ -340,7 +344,8 @@ def _forget(key: int, ref: Any) -> None:
 
 
 def connect_awaitable(aw: Any, rcvr: Any) -> _AwaitableOp:
-    """``connect`` for a coroutine or other awaitable (REQUIREMENTS 20.9, DQ-9).
+    """``connect`` for a coroutine or other awaitable ([exec.connect],
+    docs/trio.md "Coroutines are senders; a stop request cancels them").
 
     A coroutine object runs at most once, so it can be connected once: connecting it again
     while the first operation still holds it (connected, or started but not yet running), or

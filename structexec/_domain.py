@@ -1,9 +1,11 @@
 """Domains, sender transforms and ``connect`` ([exec.domain.default], [exec.snd.transform],
-[exec.snd.transform.env], [exec.snd.apply], [exec.connect]; REQUIREMENTS 7.2, 9).
+[exec.snd.transform.env], [exec.snd.apply], [exec.connect]; [exec.domain.default],
+[exec.snd.transform]).
 
 A *domain* customises algorithms: at ``connect`` the library asks the sender's late domain to
-``transform_sender`` it (REQUIREMENTS 7.2, 9.8), which is how ``parallel_scheduler`` replaces
-``bulk_chunked`` with its own implementation (9.12). Custom domains derive from
+``transform_sender`` it ([exec.connect], [exec.snd.expos]), which is how ``parallel_scheduler``
+replaces ``bulk_chunked`` with its own implementation ([exec.par.scheduler]). Custom domains derive
+from
 :class:`default_domain` and override what they customise; everything else falls back to the
 default. The transform machinery is switched on when the first custom domain is created, so
 programs that use only the default domain pay nothing for it at ``connect``.
@@ -56,7 +58,7 @@ def _register(cls: type) -> None:
 
 
 class default_domain:
-    """The default domain ([exec.domain.default], REQUIREMENTS 9.1-9.3).
+    """The default domain ([exec.domain.default]).
 
     * ``transform_sender(sndr, env=None)``: ``tag.transform_sender(sndr, env)`` if the sender's
       tag defines it, else ``sndr``.
@@ -114,7 +116,7 @@ _DEFAULT = default_domain()
 
 
 def completion_domain(sndr: Any, default: Any = _DEFAULT) -> Any:
-    """The common domain of ``sndr``'s completion schedulers (REQUIREMENTS 9.9)."""
+    """The common domain of ``sndr``'s completion schedulers ([exec.snd.expos])."""
     attrs = get_env(sndr)
     if attrs is EMPTY_ENV:
         return default
@@ -136,7 +138,7 @@ def completion_domain(sndr: Any, default: Any = _DEFAULT) -> Any:
 
 
 def get_domain_early(sndr: Any) -> Any:
-    """``get-domain-early(sndr)`` (REQUIREMENTS 9.7)."""
+    """``get-domain-early(sndr)`` ([exec.snd.expos])."""
     d = query_or(get_env(sndr), get_domain, _MISSING)
     if d is not _MISSING:
         return d
@@ -144,7 +146,7 @@ def get_domain_early(sndr: Any) -> Any:
 
 
 def get_domain_late(sndr: Any, env: Any) -> Any:
-    """``get-domain-late(sndr, env)`` (REQUIREMENTS 9.8)."""
+    """``get-domain-late(sndr, env)`` ([exec.snd.expos])."""
     late = getattr(sndr, "_sx_late_domain", None)
     if late is not None:
         return late()
@@ -166,7 +168,7 @@ def get_domain_late(sndr: Any, env: Any) -> Any:
 
 
 def transform_sender(dom: Any, sndr: Any, env: Any = None) -> Any:
-    """``transform_sender(dom, sndr, env)`` (REQUIREMENTS 9.4).
+    """``transform_sender(dom, sndr, env)`` ([exec.snd.transform]).
 
     Uses ``dom.transform_sender`` if present, else the default domain's, and repeats while the
     result is a different sender whose tag differs, until a fixed point.
@@ -184,7 +186,7 @@ def transform_sender(dom: Any, sndr: Any, env: Any = None) -> Any:
 
 
 def transform_env(dom: Any, sndr: Any, env: Any) -> Any:
-    """``transform_env(dom, sndr, env)`` (REQUIREMENTS 9.5)."""
+    """``transform_env(dom, sndr, env)`` ([exec.snd.transform.env])."""
     f = getattr(dom, "transform_env", None)
     if f is None:
         return _DEFAULT.transform_env(sndr, env)
@@ -192,7 +194,7 @@ def transform_env(dom: Any, sndr: Any, env: Any) -> Any:
 
 
 def apply_sender(dom: Any, tag: Any, sndr: Any, *args: Any) -> Any:
-    """``apply_sender(dom, tag, sndr, *args)`` (REQUIREMENTS 9.6)."""
+    """``apply_sender(dom, tag, sndr, *args)`` ([exec.snd.apply])."""
     f = getattr(dom, "apply_sender", None)
     if f is None:
         return _DEFAULT.apply_sender(tag, sndr, *args)
@@ -200,11 +202,11 @@ def apply_sender(dom: Any, tag: Any, sndr: Any, *args: Any) -> Any:
 
 
 def connect(sndr: Any, rcvr: Any) -> Any:
-    """Connect a sender to a receiver, giving an operation state ([exec.connect], 7.2).
+    """Connect a sender to a receiver, giving an operation state ([exec.connect]).
 
     The sender is first transformed by its late domain when custom domains are in use; then
     ``sndr.connect(rcvr)`` is called, or, for a coroutine or other awaitable, the awaitable is
-    wrapped so that it runs in a trio task when started (REQUIREMENTS 20.9). ``connect`` runs
+    wrapped so that it runs in a trio task when started ([exec.connect]). ``connect`` runs
     no user work: nothing completes before ``start`` (2.3).
 
     ``rcvr`` must be a receiver: an object with the completion methods ``set_value(*vals)``,
@@ -281,7 +283,8 @@ def may_transform(tag: Any) -> bool:
 
 
 def apply_customized() -> bool:
-    """True if some custom domain overrides ``apply_sender`` (``sync_wait`` dispatch, 19.1)."""
+    """True if some custom domain overrides ``apply_sender`` (``sync_wait`` dispatch,
+    [exec.sync.wait])."""
     return _apply_customized
 
 

@@ -1,7 +1,7 @@
 """Queries and environments: ``Query``, ``prop``, ``env``, forwarding, the standard queries.
 
 [exec.queryable], [exec.prop], [exec.env], [exec.get.env], [exec.fwd.env], [exec.queries]
-(REQUIREMENTS 3 and 4, DESIGN.md 1 "Environments and queries").
+([exec.queryable], [exec.env], [exec.queries], docs/senders.md "Environments and queries").
 
 An *environment* is any object with a method ``query(q, *args)`` that returns the answer or
 raises :class:`QueryError` when it does not support ``q``. A *query* is a callable object:
@@ -42,12 +42,12 @@ class QueryError(LookupError):
     """Raised by ``env.query(q)`` when the environment does not support ``q``.
 
     C++ makes an unsupported query ill-formed; Python needs to tell "not supported" apart from
-    "supported, and the answer is ``None``" (REQUIREMENTS 3.3, DQ-1). It is a ``LookupError``.
+    "supported, and the answer is ``None``" ([exec.queryable.general]). It is a ``LookupError``.
     """
 
 
 class Query:
-    """Base class for query objects (REQUIREMENTS 3.1, 4.1).
+    """Base class for query objects ([exec.queryable.general], [exec.fwd.env]).
 
     A query is called with an environment: ``q(env, *args)`` is ``env.query(q, *args)``. Set the
     class attribute ``forwarding = True`` to make the query forwarding: adaptors pass forwarding
@@ -78,7 +78,7 @@ class _ForwardingQuery(Query):
     forwarding = False
 
     def __call__(self, q: Any, *args: Any) -> bool:
-        """``forwarding_query(q)``: is ``q`` forwarding? ([exec.fwd.env], REQUIREMENTS 4.1)."""
+        """``forwarding_query(q)``: is ``q`` forwarding? ([exec.fwd.env])."""
         fast = getattr(q, "forwarding", None)
         m = getattr(q, "query", None)
         if m is not None:
@@ -98,7 +98,8 @@ forwarding_query = _ForwardingQuery()
 
 
 def query_or(e: Any, q: Any, default: Any) -> Any:
-    """``query-with-default``: ``q(e)`` if ``e`` supports it, else ``default`` (9.10)."""
+    """``query-with-default``: ``q(e)`` if ``e`` supports it, else ``default``
+    ([exec.snd.expos])."""
     f = getattr(e, "_sx_try", None)
     if f is not None:
         return f(q, default)
@@ -146,7 +147,7 @@ EMPTY_ENV: Any = _EmptyEnv()
 
 
 class prop(Generic[T]):
-    """``prop(q, v)``: an environment answering exactly one query (REQUIREMENTS 3.4, [exec.prop]).
+    """``prop(q, v)``: an environment answering exactly one query ([exec.prop]).
 
     ``prop(q, v).query(q)`` returns ``v`` itself; every other query is unsupported. Immutable.
     """
@@ -179,7 +180,7 @@ class prop(Generic[T]):
 class env:
     """``env(e0, e1, ...)``: the first sub-environment that supports a query answers it.
 
-    [exec.env], REQUIREMENTS 3.5. ``env()`` supports nothing. Any object with a ``query``
+    [exec.env]. ``env()`` supports nothing. Any object with a ``query``
     method can be a sub-environment. Immutable.
     """
 
@@ -215,7 +216,7 @@ class env:
 
 
 class _FwdEnv:
-    """``FWD-ENV(e)``: only the forwarding queries of ``e`` (REQUIREMENTS 3.7)."""
+    """``FWD-ENV(e)``: only the forwarding queries of ``e`` ([exec.snd.expos])."""
 
     __slots__ = ("_e",)
 
@@ -243,7 +244,7 @@ def fwd_env(e: Any) -> Any:
 
 
 class _JoinEnv:
-    """``JOIN-ENV(e1, e2)`` (REQUIREMENTS 3.7): ``e1`` first, then ``e2``."""
+    """``JOIN-ENV(e1, e2)`` ([exec.snd.expos]): ``e1`` first, then ``e2``."""
 
     __slots__ = ("_a", "_b")
 
@@ -282,7 +283,7 @@ def join_env(a: Any, b: Any) -> Any:
 
 
 def get_env(obj: Any) -> Any:
-    """``get_env(o)``: ``o.get_env()`` if defined, else ``env()`` ([exec.get.env], 3.6).
+    """``get_env(o)``: ``o.get_env()`` if defined, else ``env()`` ([exec.get.env]).
 
     For a sender this is its *attributes*; for a receiver its *environment*.
     """
@@ -303,7 +304,7 @@ class _ForwardingStdQuery(Query):
 class get_stop_token_t(_ForwardingStdQuery):
     """``get_stop_token(env)``: the stop token, or ``never_stop_token()`` when unsupported.
 
-    [exec.get.stop.token], REQUIREMENTS 4.4. Forwarding.
+    [exec.get.stop.token]. Forwarding.
     """
 
     __slots__ = ()
@@ -334,32 +335,36 @@ class _NoDefaultQuery(_ForwardingStdQuery):
 class get_scheduler_t(_NoDefaultQuery):
     """``get_scheduler(env)``: the scheduler to start work on; no default.
 
-    [exec.get.scheduler], REQUIREMENTS 4.6.
+    [exec.get.scheduler].
     """
 
     __slots__ = ()
 
 
 class get_delegation_scheduler_t(_NoDefaultQuery):
-    """``get_delegation_scheduler(env)``: the forward-progress delegation scheduler (4.7)."""
+    """``get_delegation_scheduler(env)``: the forward-progress delegation scheduler
+    ([exec.get.delegation.scheduler])."""
 
     __slots__ = ()
 
 
 class get_allocator_t(_NoDefaultQuery):
-    """``get_allocator(env)``: the allocator; any object in Python, no default (4.3)."""
+    """``get_allocator(env)``: the allocator; any object in Python, no default
+    ([exec.get.allocator])."""
 
     __slots__ = ()
 
 
 class get_domain_t(_NoDefaultQuery):
-    """``get_domain(env)``: the domain used to customise algorithms; no default (4.5, 9)."""
+    """``get_domain(env)``: the domain used to customise algorithms; no default ([exec.get.domain],
+    9)."""
 
     __slots__ = ()
 
 
 class get_await_completion_adaptor_t(_NoDefaultQuery):
-    """``get_await_completion_adaptor(env)``: adaptor applied by ``as_awaitable`` (4.10, 20.4)."""
+    """``get_await_completion_adaptor(env)``: adaptor applied by ``as_awaitable``
+    ([exec.get.await.adapt], [exec.as.awaitable])."""
 
     __slots__ = ()
 
@@ -367,7 +372,7 @@ class get_await_completion_adaptor_t(_NoDefaultQuery):
 class get_completion_scheduler_t(_NoDefaultQuery):
     """``get_completion_scheduler[tag](attrs)``: where completions with ``tag`` happen.
 
-    [exec.get.compl.sched], REQUIREMENTS 2.16, 4.9. Only ``set_value_t``, ``set_error_t`` and
+    [exec.get.compl.sched]. Only ``set_value_t``, ``set_error_t`` and
     ``set_stopped_t`` are valid tags; indexing with anything else raises ``TypeError``.
     """
 
@@ -414,7 +419,7 @@ get_completion_scheduler = _CompletionSchedulerFactory()
 
 
 class forward_progress_guarantee(enum.Enum):
-    """The forward-progress guarantee of a scheduler's agents ([exec.get.fwd.progress], 4.8)."""
+    """The forward-progress guarantee of a scheduler's agents ([exec.get.fwd.progress])."""
 
     concurrent = "concurrent"
     parallel = "parallel"
@@ -422,7 +427,8 @@ class forward_progress_guarantee(enum.Enum):
 
 
 class get_forward_progress_guarantee_t(Query):
-    """``get_forward_progress_guarantee(sch)``; default ``weakly_parallel`` (REQUIREMENTS 4.8).
+    """``get_forward_progress_guarantee(sch)``; default ``weakly_parallel``
+    ([exec.get.fwd.progress]).
 
     Raises ``TypeError`` for an object that is not a scheduler.
     """
@@ -444,7 +450,7 @@ get_forward_progress_guarantee = get_forward_progress_guarantee_t()
 
 
 class _SchedAttrs(TryEnv):
-    """``SCHED-ATTRS(sch)`` (REQUIREMENTS 3.8): completion scheduler for value and stopped."""
+    """``SCHED-ATTRS(sch)`` ([exec.snd.expos]): completion scheduler for value and stopped."""
 
     __slots__ = ("_sch",)
     _unsupported = "scheduler attributes do not support {q!r}"
@@ -463,7 +469,7 @@ class _SchedAttrs(TryEnv):
 
 
 class _SchedEnv(TryEnv):
-    """``SCHED-ENV(sch)`` (REQUIREMENTS 3.9): ``get_scheduler`` and ``get_domain``."""
+    """``SCHED-ENV(sch)`` ([exec.snd.expos]): ``get_scheduler`` and ``get_domain``."""
 
     __slots__ = ("_sch",)
     _unsupported = "scheduler environment does not support {q!r}"

@@ -1,6 +1,7 @@
 """Exceptions shared by the whole library, and the terminate handler.
 
-[exec.general] AS-EXCEPT-PTR (REQUIREMENTS 1.1), DESIGN.md 2.2, 2.4 and 2.13.
+[exec.general] AS-EXCEPT-PTR, docs/senders.md "What happens when things fail",
+docs/task.md 'How "stopped" unwinds a task'.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ __all__ = ["ErrorValue", "Stopped", "set_terminate_handler"]
 class ErrorValue(Exception):
     """Raised by a consumer for an error datum that is not an exception.
 
-    Any object may be sent with ``set_error``; consumers (``sync_wait``, ``await sndr``,
-    a ``task`` awaiting a sender) raise an exception datum unchanged and wrap anything else
-    in ``ErrorValue`` (REQUIREMENTS 1.1, DESIGN.md 2.2). The datum is in :attr:`error`.
+    Any object may be sent with ``set_error``; consumers (``sync_wait``, ``await sndr``, a ``task``
+    awaiting a sender) raise an exception datum unchanged and wrap anything else in ``ErrorValue``
+    ([exec.general], docs/senders.md "What happens when things fail"). The datum is in
+    :attr:`error`.
     """
 
     def __init__(self, error: object) -> None:
@@ -33,9 +35,10 @@ class ErrorValue(Exception):
 class Stopped(BaseException):
     """Raised in a plain trio task that awaits a sender that completed ``set_stopped()``.
 
-    Awaiting a stopped sender from trio code raises ``trio.Cancelled`` when the stop came from
-    the awaiting task's own trio cancellation and ``Stopped`` otherwise (DESIGN.md 2.4). It
-    derives from ``BaseException`` so that ``except Exception`` does not swallow a stop.
+    Awaiting a stopped sender from trio code raises ``trio.Cancelled`` when the stop came from the
+    awaiting task's own trio cancellation and ``Stopped`` otherwise
+    (docs/task.md 'How "stopped" unwinds a task'). It derives from ``BaseException`` so that
+    ``except Exception`` does not swallow a stop.
     """
 
 
@@ -55,13 +58,14 @@ def set_terminate_handler(
 ) -> Callable[[str, BaseException | None], object]:
     """Install ``handler(reason, exc)`` for contract violations; return the previous one.
 
-    C++ answers some contract violations with ``std::terminate`` ([exec.general]
-    MANDATE-NOTHROW, REQUIREMENTS 1.5, 5.5, 18.8, 26.x): a stop callback that raises, a
-    completion function that raises, a scope destroyed while work is outstanding. structexec
-    calls the installed handler with a message and the exception (or ``None``). The default
-    prints both and aborts the process (DESIGN.md 2.13). ``None`` restores the default.
-    Tests typically install a handler that records the call (``structexec.testing`` has a
-    fixture for that). If the handler returns, the library carries on as best it can.
+    C++ answers some contract violations with ``std::terminate`` ([exec.general] MANDATE-NOTHROW,
+    [exec.general], [stoptoken.concepts], [exec.run.loop.ctor], [exec.counting.scopes]): a stop
+    callback that raises, a completion function that raises, a scope destroyed while work is
+    outstanding. structexec calls the installed handler with a message and the exception (or
+    ``None``). The default prints both and aborts the process
+    (docs/senders.md "What happens when things fail"). ``None`` restores the default. Tests
+    typically install a handler that records the call (``structexec.testing`` has a fixture for
+    that). If the handler returns, the library carries on as best it can.
     """
     global _terminate_handler
     previous = _terminate_handler

@@ -33,7 +33,7 @@ def _never(*args: Any) -> bool:
 
 #: ``await_sender(sndr)`` returns the generator behind ``Sender.__await__``.
 await_sender: Callable[[Any], Generator[Any, Any, Any]] = _no_await
-#: ``connect_awaitable(aw, rcvr)`` connects a coroutine or other awaitable (REQUIREMENTS 20.9).
+#: ``connect_awaitable(aw, rcvr)`` connects a coroutine or other awaitable ([exec.connect]).
 connect_awaitable: Callable[[Any, Any], Any] = _no_connect_awaitable
 #: ``on_trio_thread()`` is True on a thread that is running ``trio.run``.
 on_trio_thread: Callable[[], bool] = _never

@@ -1,4 +1,4 @@
-"""``inline_scheduler`` ([exec.inline.scheduler], REQUIREMENTS 22)."""
+"""``inline_scheduler`` ([exec.inline.scheduler])."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ class _InlineOp:
 
 
 class _InlineAttrs(TryEnv):
-    """The schedule sender's attributes: only the value completion scheduler (22.3)."""
+    """The schedule sender's attributes: only the value completion scheduler
+    ([exec.inline.scheduler])."""
 
     __slots__ = ()
     _unsupported = "inline_scheduler's sender does not support {q!r}"

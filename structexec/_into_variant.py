@@ -1,7 +1,7 @@
-"""``into_variant`` ([exec.into.variant]; REQUIREMENTS 17.1-17.2, DQ-3).
+"""``into_variant`` ([exec.into.variant]).
 
 Python has no ``variant<tuple<...>...>``: the single datum that ``into_variant`` sends is the
-tuple of the child's datums (DESIGN.md 2.1).
+tuple of the child's datums (docs/trio.md "Awaiting a sender").
 """
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ class _IntoVariantSender(InlineAsChild, UnarySender):
         return connect(self._child, _IntoVariantReceiver(rcvr))
 
     def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
-        """``set_value_t(tuple)`` plus the child's error and stopped signatures (17.2)."""
+        """``set_value_t(tuple)`` plus the child's error and stopped signatures
+        ([exec.into.variant])."""
         cs = get_completion_signatures(self._child, None if env is None else fwd_env(env))
         if cs is None:
             return None
@@ -60,11 +61,10 @@ class _IntoVariantSender(InlineAsChild, UnarySender):
 class into_variant_t(UnaryAdaptor):
     """``into_variant(sndr)`` / ``sndr | into_variant``: send the values as one tuple.
 
-    [exec.into.variant], REQUIREMENTS 17.1-17.2. ``set_value(*a)`` becomes
-    ``set_value(tuple(a))``, exactly one datum (DQ-3): ``just(1, 2)`` gives ``(1, 2)``,
-    ``just()`` gives ``()``. Errors and stopped are forwarded unchanged. Useful to give a
-    sender with several possible value shapes a single one (``when_all`` needs that, 16.2).
-    ``into_variant()`` is the closure itself.
+    [exec.into.variant]. ``set_value(*a)`` becomes ``set_value(tuple(a))``, exactly one datum:
+    ``just(1, 2)`` gives ``(1, 2)``, ``just()`` gives ``()``. Errors and stopped are forwarded
+    unchanged. Useful to give a sender with several possible value shapes a single one (``when_all``
+    needs that, [exec.when.all]). ``into_variant()`` is the closure itself.
     """
 
     __slots__ = ()

@@ -1,4 +1,4 @@
-"""``just``, ``just_error``, ``just_stopped`` ([exec.just], REQUIREMENTS 10.1-10.4)."""
+"""``just``, ``just_error``, ``just_stopped`` ([exec.just])."""
 
 from __future__ import annotations
 
@@ -61,11 +61,11 @@ _JUST_NOTHING = _JustSender(())
 
 
 class just_t(Algorithm):
-    """``just(*vals)``: completes ``set_value(*vals)`` inside ``start`` ([exec.just], 10.1).
+    """``just(*vals)``: completes ``set_value(*vals)`` inside ``start`` ([exec.just]).
 
-    The datums are sent as they are (no copy, REQUIREMENTS 10.3); the sender can be connected
+    The datums are sent as they are (no copy, [exec.just]); the sender can be connected
     any number of times (2.15). ``await sx.just()`` gives ``None``, ``await sx.just(x)`` gives
-    ``x`` and ``await sx.just(a, b)`` gives ``(a, b)`` (DESIGN.md 2.1).
+    ``x`` and ``await sx.just(a, b)`` gives ``(a, b)`` (docs/trio.md "Awaiting a sender").
     """
 
     __slots__ = ()
@@ -122,9 +122,9 @@ class _JustErrorSender(Sender[NoReturn]):
 
 
 class just_error_t(Algorithm):
-    """``just_error(err)``: completes ``set_error(err)`` inside ``start`` (REQUIREMENTS 10.1-10.2).
+    """``just_error(err)``: completes ``set_error(err)`` inside ``start`` ([exec.just]).
 
-    Exactly one datum, and not ``None`` (REQUIREMENTS 1.2); other arities raise ``TypeError``
+    Exactly one datum, and not ``None`` ([exec.general]); other arities raise ``TypeError``
     when the sender is built.
     """
 
@@ -170,7 +170,7 @@ class _JustStoppedSender(Sender[NoReturn]):
 
 
 class just_stopped_t(Algorithm):
-    """``just_stopped()``: completes ``set_stopped()`` inside ``start`` (REQUIREMENTS 10.1-10.2)."""
+    """``just_stopped()``: completes ``set_stopped()`` inside ``start`` ([exec.just])."""
 
     __slots__ = ()
 

@@ -1,7 +1,7 @@
-"""``let_value``, ``let_error``, ``let_stopped`` ([exec.let], REQUIREMENTS 14).
+"""``let_value``, ``let_error``, ``let_stopped`` ([exec.let]).
 
 On the matching completion the datums are kept in the operation state, ``f(*datums)`` returns
-a second sender, which is connected and started; its completion is the result (14.1-14.2).
+a second sender, which is connected and started; its completion is the result ([exec.let]).
 The second operation is started through the trampoline and the receivers of nested ``let``
 operations collapse when they add nothing to the environment, so a recursive ``let_value``
 loop of 100,000 iterations that completes inline needs neither 100,000 stack frames nor a
@@ -79,7 +79,7 @@ def _shadows(new: Any, old: Any) -> bool:
 
 
 def _receiver2(rcvr: Any, letenv: Any) -> Any:
-    """Make ``receiver2`` for the outer receiver ``rcvr`` and let-env ``letenv`` (14.6).
+    """Make ``receiver2`` for the outer receiver ``rcvr`` and let-env ``letenv`` ([exec.let]).
 
     A loop of nested lets would otherwise build one forwarding receiver (and one layer of
     environment) per iteration, so that completions and queries walk a chain as long as the
@@ -101,7 +101,7 @@ class _LetOp(ChildOp):
     """The let operation; it is also the receiver of the first child.
 
     ``_op`` is the first child's operation, ``_op2`` the second's. The subclass for each
-    algorithm overrides the completion it matches; the others are forwarded (14.4).
+    algorithm overrides the completion it matches; the others are forwarded ([exec.let]).
     """
 
     __slots__ = ("_args", "_child", "_fn", "_op2")
@@ -131,14 +131,14 @@ class _LetOp(ChildOp):
         return EMPTY_ENV
 
     def _matched(self, args: tuple[Any, ...]) -> None:
-        self._args = args  # kept alive until the second operation completes (14.2)
+        self._args = args  # kept alive until the second operation completes ([exec.let])
         rcvr = self._rcvr
         try:
             s2 = self._fn(*args)
             if not is_sender(s2):
                 raise TypeError(
                     f"the function given to {('let_value', 'let_error', 'let_stopped')[self._kind]}"
-                    f" must return a sender, but it returned {type(s2).__name__} (14.5)"
+                    f" must return a sender, but it returned {type(s2).__name__} ([exec.let])"
                 )
             r2 = _receiver2(rcvr, self._letenv())
             op2 = self._op2 = connect(s2, r2)
@@ -227,11 +227,11 @@ class _LetAlgorithm(FnAdaptor):
 
 
 class let_value_t(_LetAlgorithm):
-    """``let_value(sndr, f)``: on ``set_value(*a)`` run the sender ``f(*a)`` (REQUIREMENTS 14).
+    """``let_value(sndr, f)``: on ``set_value(*a)`` run the sender ``f(*a)`` ([exec.let]).
 
-    The datums live in the operation state until ``f``'s sender completes (14.2). The second
-    sender sees ``get_scheduler`` equal to the child's value completion scheduler, if it has
-    one (14.6). If ``f`` raises or returns a non-sender, the result is ``set_error`` (14.3, 14.5).
+    The datums live in the operation state until ``f``'s sender completes ([exec.let]). The second
+    sender sees ``get_scheduler`` equal to the child's value completion scheduler, if it has one
+    ([exec.let]). If ``f`` raises or returns a non-sender, the result is ``set_error`` ([exec.let]).
     """
 
     __slots__ = ()
@@ -247,7 +247,7 @@ class let_value_t(_LetAlgorithm):
 
 
 class let_error_t(_LetAlgorithm):
-    """``let_error(sndr, f)``: on ``set_error(e)`` run the sender ``f(e)`` (REQUIREMENTS 14)."""
+    """``let_error(sndr, f)``: on ``set_error(e)`` run the sender ``f(e)`` ([exec.let])."""
 
     __slots__ = ()
     _cls = _LetErrorSender
@@ -262,7 +262,7 @@ class let_error_t(_LetAlgorithm):
 
 
 class let_stopped_t(_LetAlgorithm):
-    """``let_stopped(sndr, f)``: on ``set_stopped()`` run the sender ``f()`` (REQUIREMENTS 14)."""
+    """``let_stopped(sndr, f)``: on ``set_stopped()`` run the sender ``f()`` ([exec.let])."""
 
     __slots__ = ()
     _cls = _LetStoppedSender

@@ -1,12 +1,12 @@
-"""``on`` in its two forms ([exec.on]; REQUIREMENTS 12.14-12.17).
+"""``on`` in its two forms ([exec.on]).
 
 * ``on(sch, sndr)``: run ``sndr`` on ``sch`` and come back. At ``connect`` it remembers the
   receiver's scheduler ``orig = get_scheduler(get_env(rcvr))`` and becomes
-  ``continues_on(starts_on(sch, sndr), orig)`` (12.14). Without a scheduler in the receiver's
-  environment it is ill-formed: ``connect`` raises ``TypeError`` (12.15).
+  ``continues_on(starts_on(sch, sndr), orig)`` ([exec.on]). Without a scheduler in the receiver's
+  environment it is ill-formed: ``connect`` raises ``TypeError`` ([exec.on]).
 * ``on(sndr, sch, closure)`` / ``sndr | on(sch, closure)``: run ``sndr`` where it is started,
   hop to ``sch``, apply ``closure`` there, and hop back to ``orig`` (``sndr``'s value
-  completion scheduler, else the receiver's scheduler) (12.16). It becomes
+  completion scheduler, else the receiver's scheduler) ([exec.on]). It becomes
   ``write_env(continues_on(closure(continues_on(write_env(sndr, SCHED-ENV(orig)), sch)), orig),
   SCHED-ENV(sch))``.
 
@@ -75,14 +75,15 @@ class _OnSender(SchedulerAdaptorSender):
         return connect(_lower(self, get_env(rcvr)), rcvr)
 
     def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
-        """The signatures of the lowered sender; ``on(sch, sndr)`` is dependent (8.3)."""
+        """The signatures of the lowered sender; ``on(sch, sndr)`` is dependent
+        ([exec.getcomplsigs])."""
         if env is None:
             try:
                 lowered = _lower(self, EMPTY_ENV)
             except TypeError:
                 raise dependent_sender_error(
                     "on(...) needs the receiver's get_scheduler: its completion signatures "
-                    "depend on the environment (8.3)"
+                    "depend on the environment ([exec.getcomplsigs])"
                 ) from None
             return get_completion_signatures(lowered, None)
         return get_completion_signatures(_lower(self, env), env)
@@ -123,22 +124,22 @@ def _lower(sndr: _OnSender, env: Any) -> Any:
 
 
 class on_t(Algorithm):
-    """``on``: run work on another scheduler and come back ([exec.on], REQUIREMENTS 12.14-12.17).
+    """``on``: run work on another scheduler and come back ([exec.on]).
 
     ``on(sch, sndr)`` starts ``sndr`` on ``sch`` (where ``read_env(get_scheduler)`` is
     ``sch``), then transfers the completion back to the scheduler of the receiver's
-    environment and forwards the result (12.14). ``connect`` raises ``TypeError`` if the
-    receiver's environment has no ``get_scheduler`` (12.15).
+    environment and forwards the result ([exec.on]). ``connect`` raises ``TypeError`` if the
+    receiver's environment has no ``get_scheduler`` ([exec.on]).
 
     ``on(sndr, sch, closure)``, or ``sndr | on(sch, closure)``: ``sndr`` runs on the current
     agent; its result moves to ``sch``, where ``closure`` (e.g. ``then(f)``) is applied to it;
     the result then moves back to ``sndr``'s completion scheduler (or, failing that, the
-    receiver's scheduler) (12.16). ``sndr`` sees that original scheduler as
+    receiver's scheduler) ([exec.on]). ``sndr`` sees that original scheduler as
     ``get_scheduler``, the closure's work sees ``sch``.
 
     Raises ``TypeError`` if ``sch`` is not a scheduler, or the second argument is neither a
-    sender nor a closure, or both (12.17). A failing scheduling operation completes with its
-    error on an unspecified agent (12.18).
+    sender nor a closure, or both ([exec.on]). A failing scheduling operation completes with its
+    error on an unspecified agent ([exec.on], [exec.starts.on], [exec.continues.on]).
     """
 
     __slots__ = ()
@@ -183,7 +184,7 @@ class on_t(Algorithm):
         return early(sched_domain(sch), _OnSender(sch, x, None))
 
     def transform_sender(self, sndr: Any, env: Any = None) -> Any:
-        """The late lowering of either form (REQUIREMENTS 9.11); needs ``env``."""
+        """The late lowering of either form ([exec.snd.transform]); needs ``env``."""
         if env is None or not isinstance(sndr, _OnSender):
             return sndr
         return _lower(sndr, env)

@@ -1,12 +1,12 @@
 """``parallel_scheduler`` and ``get_parallel_scheduler`` ([exec.par.scheduler]).
 
-REQUIREMENTS 31.1-31.9, 31.17, 9.12, 15; DESIGN.md 2.12; P2079R7 §4.1. The scheduler is a thin
+[exec.par.scheduler], [exec.bulk], docs/parallel.md; P2079R7 §4.1. The scheduler is a thin
 *frontend*: it turns ``schedule()`` operations and ``bulk*`` operations into receiver proxies
 and hands them to its *backend* (``system_context_replaceability``, ``_sysctxrepl.py``). The
 bulk algorithms reach the backend through the domain mechanism: the scheduler answers
 ``get_domain`` with a domain whose ``transform_sender`` replaces ``bulk``, ``bulk_chunked``
 and ``bulk_unchunked`` when the parallel scheduler is the predecessor's completion scheduler
-or the receiver's scheduler (REQUIREMENTS 9.8, 9.12, 31.9).
+or the receiver's scheduler ([exec.snd.expos], [exec.par.scheduler]).
 """
 
 from __future__ import annotations
@@ -71,10 +71,11 @@ _VALUE_SCHED = get_completion_scheduler[set_value_t]
 
 
 def _resolve_token(op: Any) -> inplace_stop_token | None:
-    """The ``inplace_stop_token`` a backend sees for ``op``'s consumer (REQUIREMENTS 31.10)."""
+    """The ``inplace_stop_token`` a backend sees for ``op``'s consumer
+    ([exec.sysctxrepl.recvproxy])."""
     try:
         t = get_stop_token(get_env(op._rcvr))
-    except Exception:  # a broken environment: treat the consumer as unstoppable (31.10)
+    except Exception:  # a broken environment: treat the consumer as unstoppable
         op._tok = None
         return None
     if type(t) is inplace_stop_token:
@@ -207,7 +208,8 @@ class _ScheduleAttrs:
 
 
 class _ScheduleSender(Sender[None]):
-    """``schedule(parallel_scheduler)``: completes on one of the backend's agents (31.5)."""
+    """``schedule(parallel_scheduler)``: completes on one of the backend's agents
+    ([exec.par.scheduler])."""
 
     __slots__ = ("_sch",)
 
@@ -221,7 +223,7 @@ class _ScheduleSender(Sender[None]):
         return _ScheduleAttrs(self._sch)
 
     def _sx_late_domain(self) -> Any:
-        # get-domain-late (REQUIREMENTS 9.8) of this sender is its attributes' get_domain:
+        # get-domain-late ([exec.snd.expos]) of this sender is its attributes' get_domain:
         # the parallel scheduler's domain. Answered directly, it saves connect() a walk
         # through the environments.
         return _DOMAIN
@@ -239,25 +241,27 @@ class _ScheduleSender(Sender[None]):
 class parallel_scheduler:
     """A scheduler that runs work on the process-wide parallel backend ([exec.par.scheduler]).
 
-    Get one with :func:`get_parallel_scheduler` (REQUIREMENTS 31.1). As an extension,
+    Get one with :func:`get_parallel_scheduler` ([exec.par.scheduler]). As an extension,
     ``parallel_scheduler(backend)`` makes one bound to a given backend without replacing the
     process-wide one (C++ has no public constructor).
 
-    * Two parallel schedulers compare equal iff they share the same backend object (31.3).
+    * Two parallel schedulers compare equal iff they share the same backend object
+      ([exec.par.scheduler]).
     * ``get_forward_progress_guarantee(sch)`` is ``forward_progress_guarantee.parallel``
-      (31.4).
+      ([exec.par.scheduler]).
     * ``schedule()`` returns a sender whose operation calls ``backend.schedule(r, s)`` when
-      started and completes through the proxy ``r`` (31.5): ``set_value()`` on one of the
-      backend's agents (threads), ``set_stopped()`` when the consumer's stop token was
-      stopped before the work ran (31.17), or ``set_error(exc)``; it is therefore *fallible*
-      (P3941R1 §3.2). Its ``get_completion_scheduler[set_value_t]`` is this scheduler (31.6).
+      started and completes through the proxy ``r`` ([exec.par.scheduler]): ``set_value()`` on one
+      of the backend's agents (threads), ``set_stopped()`` when the consumer's stop token was
+      stopped before the work ran ([exec.par.scheduler]), or ``set_error(exc)``; it is therefore
+      *fallible* (P3941R1 §3.2). Its ``get_completion_scheduler[set_value_t]`` is this scheduler
+      ([exec.par.scheduler]).
     * ``bulk``, ``bulk_chunked`` and ``bulk_unchunked`` whose predecessor completes on this
       scheduler (or that run under ``on``/``starts_on`` with it) call the backend's
-      ``schedule_bulk_chunked``/``schedule_bulk_unchunked`` (31.7-31.9, 9.12). With the
+      ``schedule_bulk_chunked``/``schedule_bulk_unchunked`` ([exec.par.scheduler]). With the
       ``par``/``par_unseq`` policies the backend spreads the iterations over its agents;
       with ``seq``/``unseq`` it gets a shape of 1 and the one call runs every iteration in
-      order (the policy permits no parallelism, REQUIREMENTS 15.10). The values the
-      predecessor sent are sent on after the iterations (15.2, 31.7).
+      order (the policy permits no parallelism, [exec.bulk]). The values the
+      predecessor sent are sent on after the iterations ([exec.bulk], [exec.par.scheduler]).
 
     Errors of the backend itself (it raised, lost a worker process, lost its cluster)
     complete the operation with :class:`structexec.backends.BackendError`; the scheduler
@@ -282,7 +286,7 @@ class parallel_scheduler:
         return self._backend
 
     def schedule(self) -> Sender[None]:
-        """A sender that completes on one of the backend's agents (REQUIREMENTS 31.5)."""
+        """A sender that completes on one of the backend's agents ([exec.par.scheduler])."""
         return _ScheduleSender(self)
 
     def _sx_try(self, q: Any, default: Any) -> Any:
@@ -310,12 +314,13 @@ class parallel_scheduler:
 
 
 def get_parallel_scheduler() -> parallel_scheduler:
-    """The parallel scheduler of the current backend ([exec.par.scheduler], REQUIREMENTS 31.1).
+    """The parallel scheduler of the current backend ([exec.par.scheduler]).
 
     Calls :func:`query_parallel_scheduler_backend` and returns a scheduler bound to the
     result. Schedulers from successive calls compare equal while the backend is unchanged
-    (31.3). If the backend factory produced ``None``, the terminate handler is called (C++
-    ``terminate``, DQ-10); if the handler returns, ``RuntimeError`` is raised.
+    ([exec.par.scheduler]). If the backend factory produced ``None``, the terminate handler is
+    called (C++ ``terminate``, docs/senders.md "What happens when things fail"); if the handler
+    returns, ``RuntimeError`` is raised.
     """
     b = query_parallel_scheduler_backend()
     if b is None:
@@ -352,7 +357,7 @@ class _BulkOp(bulk_item_receiver_proxy):
         "_vals",
     )
     #: ``execute(b, e)`` of an unchunked proxy is the calls ``execute(i, i + 1)`` for ``i`` in
-    #: ``[b, e)`` (a fast path the thread pool uses; REQUIREMENTS 31.13 still holds).
+    #: ``[b, e)`` (a fast path the thread pool uses; [exec.sysctxrepl.psb] still holds).
     _sx_range_ok = True
 
     def __init__(
@@ -387,7 +392,8 @@ class _BulkOp(bulk_item_receiver_proxy):
         self._child.start()
 
     def close(self) -> None:
-        """Never started: close the predecessor's operation (DESIGN.md 2.8)."""
+        """Never started: close the predecessor's operation
+        (docs/senders.md "Writing your own sender")."""
         if not self._state:
             self._state = 1
             child, self._child = self._child, None
@@ -420,7 +426,7 @@ class _BulkOp(bulk_item_receiver_proxy):
 
         A per-index chunk checks the consumer's stop token before each index and skips the
         rest of the chunk once stop is requested; the operation then completes
-        ``set_stopped()`` whatever the backend reports (REQUIREMENTS 15.8).
+        ``set_stopped()`` whatever the backend reports ([exec.bulk]).
         """
         f = self._f
         vals = self._vals
@@ -514,7 +520,7 @@ class _BulkOp(bulk_item_receiver_proxy):
 
 
 class _BulkChildReceiver:
-    """Receives the predecessor's completion and launches the bulk work (31.7, 31.8)."""
+    """Receives the predecessor's completion and launches the bulk work ([exec.par.scheduler])."""
 
     __slots__ = ("_op",)
 
@@ -569,7 +575,7 @@ _parallel_bulk = parallel_bulk_t()
 
 
 class _ParBulkSender(Sender[Any]):
-    """What ``bulk*`` becomes on a parallel scheduler (REQUIREMENTS 31.7-31.9)."""
+    """What ``bulk*`` becomes on a parallel scheduler ([exec.par.scheduler])."""
 
     __slots__ = ("_algo", "_child", "_f", "_policy", "_sch", "_shape")
     tag = _parallel_bulk
@@ -642,7 +648,7 @@ def _scheduler_for(sndr: Any, child: Any, env: Any) -> parallel_scheduler | None
 
 
 class _ParallelDomain(default_domain):
-    """The domain of every ``parallel_scheduler`` (REQUIREMENTS 9.12, 31.7-31.9).
+    """The domain of every ``parallel_scheduler`` ([exec.par.scheduler]).
 
     ``transform_sender(sndr, env)`` replaces ``bulk``, ``bulk_chunked`` and
     ``bulk_unchunked`` senders that run on a parallel scheduler (the predecessor's value

@@ -1,9 +1,9 @@
 """The sender/receiver protocol: completion tags and functions, ``start``, base classes, pipes.
 
 [exec.async.ops], [exec.opstate], [exec.recv], [exec.set.value], [exec.set.error],
-[exec.set.stopped], [exec.snd.concepts], [exec.adapt.obj] (REQUIREMENTS 2 and 7).
+[exec.set.stopped], [exec.snd.concepts], [exec.adapt.obj] ([exec.async.ops]).
 
-A *sender* is any object with ``connect(rcvr)`` (or an awaitable, REQUIREMENTS 7.1); a
+A *sender* is any object with ``connect(rcvr)`` (or an awaitable, [exec.snd.concepts]); a
 *receiver* is any object with ``set_value(*vals)``, ``set_error(err)`` and ``set_stopped()``
 (and optionally ``get_env()``); an *operation state* is any object with ``start()``. The base
 classes below are conveniences: ``Sender`` adds ``await`` support and typing, ``Closure`` adds
@@ -61,7 +61,7 @@ class _Signature:
 class set_value_t(_Signature):
     """Tag of the value channel; ``set_value_t(int, str)`` is a completion signature.
 
-    [exec.cmplsig], REQUIREMENTS 8.1. Used as ``get_completion_scheduler[set_value_t]``.
+    [exec.cmplsig]. Used as ``get_completion_scheduler[set_value_t]``.
     """
 
     __slots__ = ()
@@ -71,7 +71,7 @@ class set_value_t(_Signature):
 
 
 class set_error_t(_Signature):
-    """Tag of the error channel; ``set_error_t(E)`` takes exactly one type (REQUIREMENTS 8.1)."""
+    """Tag of the error channel; ``set_error_t(E)`` takes exactly one type ([exec.cmplsig])."""
 
     __slots__ = ()
 
@@ -82,7 +82,7 @@ class set_error_t(_Signature):
 
 
 class set_stopped_t(_Signature):
-    """Tag of the stopped channel; ``set_stopped_t()`` takes no types (REQUIREMENTS 8.1)."""
+    """Tag of the stopped channel; ``set_stopped_t()`` takes no types ([exec.cmplsig])."""
 
     __slots__ = ()
 
@@ -98,7 +98,8 @@ def set_value(rcvr: Any, *vals: Any) -> None:
 
 
 def set_error(rcvr: Any, err: Any) -> None:
-    """Complete ``rcvr`` with one error datum ([exec.set.error], REQUIREMENTS 2.12, 1.2).
+    """Complete ``rcvr`` with one error datum ([exec.set.error], [exec.set.value],
+    [exec.set.stopped], [exec.general]).
 
     ``None`` is never a valid error datum (C++'s null ``exception_ptr``): it raises ``TypeError``.
     """
@@ -116,9 +117,9 @@ def set_stopped(rcvr: Any) -> None:
 
 
 def start(op: Any) -> None:
-    """Start an operation state: ``op.start()`` ([exec.opstate.start], REQUIREMENTS 2.11).
+    """Start an operation state: ``op.start()`` ([exec.opstate.start]).
 
-    An operation may complete inside ``start`` (REQUIREMENTS 2.4). Library operation states
+    An operation may complete inside ``start`` ([exec.async.ops]). Library operation states
     raise ``RuntimeError`` when started twice (2.1).
     """
     op.start()
@@ -127,8 +128,9 @@ def start(op: Any) -> None:
 class values(tuple):  # type: ignore[type-arg]
     """Return ``sx.values(a, b)`` from a ``then`` function to send several datums.
 
-    DESIGN.md 2.1: a function's ``None`` means "no datum" and a returned tuple is one datum;
-    ``values(*xs)`` sends ``xs`` as separate datums, and ``values(None)`` sends one ``None``.
+    docs/trio.md "Awaiting a sender": a function's ``None`` means "no datum" and a returned tuple is
+    one datum; ``values(*xs)`` sends ``xs`` as separate datums, and ``values(None)`` sends one
+    ``None``.
     """
 
     __slots__ = ()
@@ -144,14 +146,14 @@ class values(tuple):  # type: ignore[type-arg]
 
 
 class Sender(Generic[T_co]):
-    """Base class for senders ([exec.snd.concepts], REQUIREMENTS 7).
+    """Base class for senders ([exec.snd.concepts]).
 
     Subclasses implement ``connect(rcvr)`` returning an operation state, and may implement
     ``get_env()`` (attributes) and ``get_completion_signatures(env=None)``. The base class adds
-    ``await sndr`` for trio code (DESIGN.md 2.1: ``None`` for no datums, the datum, or a tuple
-    of several) and the pipe operator through :class:`Closure`. ``T_co`` is what awaiting the
-    sender gives. Structural decomposition for transforms (REQUIREMENTS 7.9): ``tag``,
-    ``data`` and ``children``.
+    ``await sndr`` for trio code (docs/trio.md "Awaiting a sender": ``None`` for no datums, the
+    datum, or a tuple of several) and the pipe operator through :class:`Closure`. ``T_co`` is what
+    awaiting the sender gives. Structural decomposition for transforms ([exec.snd.concepts]):
+    ``tag``, ``data`` and ``children``.
     """
 
     __slots__ = ()
@@ -180,7 +182,7 @@ class Sender(Generic[T_co]):
 
 
 class Receiver:
-    """Base class for receivers ([exec.recv], REQUIREMENTS 2.14).
+    """Base class for receivers ([exec.recv], [exec.recv.concepts]).
 
     Implement ``set_value(*vals)``, ``set_error(err)`` and ``set_stopped()`` (none may raise)
     and, optionally, ``get_env()``; without it the environment is ``sx.env()``.
@@ -194,7 +196,7 @@ class Receiver:
 
 
 class OperationState:
-    """Base class for operation states ([exec.opstate], REQUIREMENTS 2.9-2.11).
+    """Base class for operation states ([exec.opstate], [exec.opstate.start]).
 
     Implement ``start()``; it must not raise. Operation states cannot be copied (2.10).
     """
@@ -238,8 +240,8 @@ def completed_twice(rcvr: object, how: str) -> RuntimeError:
 class Closure(Generic[R]):
     """A sender adaptor closure: ``then(f)``, ``continues_on(sch)``, ... ([exec.adapt.obj]).
 
-    ``sndr | c`` is ``c(sndr)`` (REQUIREMENTS 7.5); ``c | d`` is a closure ``e`` with
-    ``e(s) == d(c(s))`` (7.6). A closure is not a sender (7.8).
+    ``sndr | c`` is ``c(sndr)`` ([exec.adapt.obj]); ``c | d`` is a closure ``e`` with
+    ``e(s) == d(c(s))`` ([exec.adapt.obj]). A closure is not a sender ([exec.adapt.obj]).
     """
 
     __slots__ = ("_fn",)
@@ -270,7 +272,8 @@ class Closure(Generic[R]):
 
 
 def is_sender(x: object) -> bool:
-    """True for senders: objects with ``connect()``, and awaitables (REQUIREMENTS 7.1, DQ-9).
+    """True for senders: objects with ``connect()``, and awaitables ([exec.snd.concepts],
+    docs/trio.md "Coroutines are senders; a stop request cancels them").
 
     Closures, schedulers and receivers are not senders.
     """
@@ -282,16 +285,17 @@ def is_sender(x: object) -> bool:
 
 
 def is_scheduler(x: object) -> bool:
-    """True for schedulers: objects with a callable ``schedule()`` ([exec.sched], 6.1)."""
+    """True for schedulers: objects with a callable ``schedule()`` ([exec.sched])."""
     return callable(getattr(x, "schedule", None)) and not isinstance(x, type)
 
 
 class Algorithm:
     """Base of the algorithm objects (``sx.then`` is an instance of ``then_t``).
 
-    The algorithm object is the sender's ``tag`` (REQUIREMENTS 7.9); a domain recognises the
+    The algorithm object is the sender's ``tag`` ([exec.snd.concepts]); a domain recognises the
     senders it customises by their tag. A tag may define ``transform_sender(sndr, env)`` (a
-    lowering applied at connect, 9.1) and ``apply_sender(sndr, *args)`` (9.3).
+    lowering applied at connect, [exec.domain.default]) and ``apply_sender(sndr, *args)``
+    ([exec.domain.default]).
     """
 
     __slots__ = ()

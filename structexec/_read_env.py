@@ -1,4 +1,4 @@
-"""``read_env(q)`` and ``schedule(sch)`` ([exec.read.env], [exec.schedule]; 10.5-10.6)."""
+"""``read_env(q)`` and ``schedule(sch)`` ([exec.read.env], [exec.schedule])."""
 
 from __future__ import annotations
 
@@ -53,7 +53,8 @@ class _ReadEnvSender(Sender[Any]):
     def get_completion_signatures(self, env: Any = None) -> completion_signatures:
         if env is None:
             raise dependent_sender_error(
-                "read_env() is a dependent sender: its signatures need an environment (8.3)"
+                "read_env() is a dependent sender: its signatures need an environment "
+                "([exec.getcomplsigs])"
             )
         try:
             v = self._q(env)
@@ -70,7 +71,7 @@ class _ReadEnvSender(Sender[Any]):
 
 
 class read_env_t(Algorithm):
-    """``read_env(q)``: completes inline with ``set_value(q(get_env(rcvr)))`` (REQUIREMENTS 10.5).
+    """``read_env(q)``: completes inline with ``set_value(q(get_env(rcvr)))`` ([exec.read.env]).
 
     Connecting it to a receiver whose environment does not support ``q`` raises ``TypeError``
     (C++ rejects it at compile time). If the query raises, the result is ``set_error``.
@@ -85,10 +86,10 @@ class read_env_t(Algorithm):
 
 
 class schedule_t(Algorithm):
-    """``schedule(sch)``: ``sch.schedule()``, a sender that completes on ``sch`` (6.6, 10.6).
+    """``schedule(sch)``: ``sch.schedule()``, a sender that completes on ``sch`` ([exec.schedule]).
 
     Its value completion has no datums; ``get_completion_scheduler[set_value_t]`` of its
-    attributes is ``sch`` (REQUIREMENTS 6.1).
+    attributes is ``sch`` ([exec.sched]).
     """
 
     __slots__ = ()

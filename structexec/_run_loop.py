@@ -1,8 +1,8 @@
 """``run_loop``: a FIFO execution context driven by the thread that calls ``run()``.
 
-[exec.run.loop], REQUIREMENTS 18. Thread-safe: any thread may schedule onto the loop; the
+[exec.run.loop]. Thread-safe: any thread may schedule onto the loop; the
 work runs on the thread inside ``run()``, in FIFO order. An item checks its receiver's stop
-token when it runs and completes ``set_stopped()`` if stop was requested (18.6).
+token when it runs and completes ``set_stopped()`` if stop was requested ([exec.run.loop.types]).
 
 This module also holds the private plumbing the execution contexts share for a
 ``BaseException`` (``KeyboardInterrupt``, ``SystemExit``) that user code raises while an
@@ -38,17 +38,17 @@ _ABANDONED = "abandoned"
 class raised_sink_t(Query):
     """Private forwarding query: who takes a ``BaseException`` raised while completing work.
 
-    When user code (a ``then`` function, a bulk function, a task body resumed by a scheduler)
-    raises a ``BaseException`` that is not an error datum (DESIGN.md 2.2) while an execution
-    context completes work on its own agent (the trio scheduler's drainer, a thread pool
-    worker), nobody up the stack waits for the result: the exception reaches the execution
-    context, and the receivers between it and the final consumer can no longer complete.
+    When user code (a ``then`` function, a bulk function, a task body resumed by a scheduler) raises
+    a ``BaseException`` that is not an error datum (docs/senders.md "What happens when things fail")
+    while an execution context completes work on its own agent (the trio scheduler's drainer, a
+    thread pool worker), nobody up the stack waits for the result: the exception reaches the
+    execution context, and the receivers between it and the final consumer can no longer complete.
     The execution context then asks the environment of the receiver it was completing for
-    ``raised_sink``. A consumer that waits for the result (``await`` in a trio task,
-    ``sync_wait``) answers with a callable ``sink(exc) -> bool``: it takes the exception
-    (returns ``True``), raises it where it waits, as if the code had run there, and ignores
-    any completion that still arrives afterwards. ``False`` (or no answer) means nobody took
-    it: :func:`deliver_raised` then uses the fallback.
+    ``raised_sink``. A consumer that waits for the result (``await`` in a trio task, ``sync_wait``)
+    answers with a callable ``sink(exc) -> bool``: it takes the exception (returns ``True``), raises
+    it where it waits, as if the code had run there, and ignores any completion that still arrives
+    afterwards. ``False`` (or no answer) means nobody took it: :func:`deliver_raised` then uses the
+    fallback.
     """
 
     forwarding = True
@@ -149,18 +149,20 @@ class _RunLoopSender(Sender[None]):
         return _RunLoopOp(self._sch._loop, rcvr)
 
     def get_env(self) -> Any:
-        """``SCHED-ATTRS(sch)``: completions on value and stopped happen on the loop (18.2)."""
+        """``SCHED-ATTRS(sch)``: completions on value and stopped happen on the loop
+        ([exec.run.loop.types])."""
         return sched_attrs(self._sch)
 
     def get_completion_signatures(self, env: Any = None) -> completion_signatures:
-        # P3941R1: infallible; stopped only where a stop request can arrive (18.9).
+        # P3941R1: infallible; stopped only where a stop request can arrive ([exec.run.loop]).
         if env is not None and is_unstoppable(get_stop_token(env)):
             return completion_signatures(set_value_t())
         return completion_signatures(set_value_t(), set_stopped_t())
 
 
 class _RunLoopScheduler:
-    """The scheduler of a :class:`run_loop`; equal iff from the same loop (18.2)."""
+    """The scheduler of a :class:`run_loop`; equal iff from the same loop
+    ([exec.run.loop.types])."""
 
     __slots__ = ("_loop",)
 
@@ -183,7 +185,7 @@ class _RunLoopScheduler:
 
 
 class run_loop:
-    """A FIFO queue of work run by the thread that calls :meth:`run` (REQUIREMENTS 18).
+    """A FIFO queue of work run by the thread that calls :meth:`run` ([exec.run.loop]).
 
     * ``get_scheduler()``: a scheduler whose ``schedule()`` never completes inline; the work
       runs inside ``run()``. Schedulers from the same loop compare equal.

@@ -1,4 +1,4 @@
-"""The ``scope_token`` protocol ([exec.scope.concepts], REQUIREMENTS 25).
+"""The ``scope_token`` protocol ([exec.scope.concepts]).
 
 A scope token is any object with three methods:
 
@@ -8,10 +8,11 @@ A scope token is any object with three methods:
   can act on (``counting_scope`` adds its stop token; ``simple_counting_scope`` returns
   ``sndr`` itself).
 
-Tokens are copied freely and copying must not raise (25.1). ``associate``, ``spawn`` and
-``spawn_future`` accept any object that has the three methods (25.3). A token may also
-define ``record_error(err)``: ``spawn`` then hands it the error datum of spawned work that
-fails (DESIGN.md 2.6); the tokens of ``simple_counting_scope`` and ``counting_scope`` do.
+Tokens are copied freely and copying must not raise ([exec.scope.concepts]). ``associate``,
+``spawn`` and ``spawn_future`` accept any object that has the three methods ([exec.scope.concepts]).
+A token may also define ``record_error(err)``: ``spawn`` then hands it the error datum of spawned
+work that fails (docs/scopes.md "The nursery face: `async with`"); the tokens of
+``simple_counting_scope`` and ``counting_scope`` do.
 """
 
 from __future__ import annotations
@@ -23,14 +24,16 @@ __all__: list[str] = []
 # The seven states of [exec.counting.scopes.general], shared by the scopes and the fast paths
 # of spawn/spawn_future (which inline the scope's try-associate/disassociate).
 UNUSED, OPEN, CLOSED, OPEN_JOINING, CLOSED_JOINING, UNUSED_CLOSED, JOINED = range(7)
-#: ``ACCEPTS[state]``: does try-associate succeed in this state (count permitting)? (26.2)
+#: ``ACCEPTS[state]``: does try-associate succeed in this state (count permitting)?
+#: ([exec.scope.simple.counting])
 ACCEPTS = (True, True, False, True, False, False, False)
-#: ``JOINING[state]``: is a join waiting for the count to reach zero? (26.4)
+#: ``JOINING[state]``: is a join waiting for the count to reach zero? ([exec.scope.simple.counting])
 JOINING = (False, False, False, True, True, False, False)
 
 
 def is_scope_token(token: object) -> bool:
-    """True if ``token`` has ``try_associate``, ``disassociate`` and ``wrap`` (25.1)."""
+    """True if ``token`` has ``try_associate``, ``disassociate`` and ``wrap``
+    ([exec.scope.concepts])."""
     return (
         callable(getattr(token, "try_associate", None))
         and callable(getattr(token, "disassociate", None))
@@ -39,7 +42,7 @@ def is_scope_token(token: object) -> bool:
 
 
 def check_scope_token(token: Any, who: str) -> None:
-    """Raise ``TypeError`` naming ``who`` unless ``token`` is a scope token (29.1, 27)."""
+    """Raise ``TypeError`` naming ``who`` unless ``token`` is a scope token ([exec.spawn], 27)."""
     if not is_scope_token(token):
         names = ("try_associate", "disassociate", "wrap")
         missing = [m for m in names if not callable(getattr(token, m, None))]
@@ -49,5 +52,5 @@ def check_scope_token(token: Any, who: str) -> None:
         raise TypeError(
             f"{who}: the token argument must be a scope token, got {type(token).__name__}, which "
             f"has no {', '.join(missing)} method{'s' if len(missing) > 1 else ''}{hint} "
-            "(REQUIREMENTS 25.1, 29.1)"
+            "([exec.scope.concepts], [exec.spawn])"
         )

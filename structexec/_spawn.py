@@ -1,4 +1,4 @@
-"""``spawn(sndr, token, env=env())``: start work eagerly in a scope ([exec.spawn], REQUIREMENTS 29).
+"""``spawn(sndr, token, env=env())``: start work eagerly in a scope ([exec.spawn]).
 
 ``spawn`` connects ``token.wrap(sndr)`` (with ``env`` written into its environment), asks the
 token for an association and, if it gets one, starts the operation before returning. The
@@ -6,8 +6,8 @@ operation's completion releases the association. Nothing is returned: to get a r
 use ``spawn_future``.
 
 A plain sender spawned this way needs no trio task: into a ``counting_scope`` it costs one
-small state object, the sender's own operation and two lock round trips on the scope
-(issue 4, item 4). Only coroutines are hosted in trio tasks.
+small state object, the sender's own operation and two lock round trips on the scope.
+Only coroutines are hosted in trio tasks.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ _new = object.__new__
 
 
 def check_sender(who: str, sndr: Any) -> None:
-    """``TypeError`` unless ``sndr`` is a sender (29.1)."""
+    """``TypeError`` unless ``sndr`` is a sender ([exec.spawn])."""
     if not is_sender(sndr):
         raise TypeError(
             f"{who}() needs a sender as its first argument, got {type(sndr).__name__} "
@@ -61,7 +61,7 @@ def check_sender(who: str, sndr: Any) -> None:
 
 
 def check_env(who: str, env: Any) -> None:
-    """``TypeError`` unless ``env`` is queryable (29.1)."""
+    """``TypeError`` unless ``env`` is queryable ([exec.spawn])."""
     if env is not EMPTY_ENV and not callable(getattr(env, "query", None)):
         raise TypeError(
             f"{who}(): env must be an environment (an object with a query() method, such as "
@@ -93,7 +93,7 @@ def fast_child_env(scope: Any, senv: Any) -> Any:
     ``write_env(token.wrap(sndr), senv)`` connected to a receiver without an environment:
     for ``simple_counting_scope`` that is ``senv``; for ``counting_scope`` it is
     ``stop-when``'s ``JOIN-ENV(prop(get_stop_token, t'), FWD-ENV(senv))`` with ``t'`` the
-    scope's token, combined with ``senv``'s own token if it has a stoppable one (28.2-3).
+    scope's token, combined with ``senv``'s own token if it has a stoppable one ([exec.stop.when]).
     """
     st = scope._stop_token
     if st is None:
@@ -104,10 +104,11 @@ def fast_child_env(scope: Any, senv: Any) -> Any:
 
 
 def check_spawn_signatures(sndr: Any, cenv: Any) -> None:
-    """29.3 (meta): value datums are ill-formed for ``spawn``; raise where metadata proves it.
+    """[exec.spawn] (meta): value datums are ill-formed for ``spawn``; raise where metadata proves
+    it.
 
-    Error completions are not rejected: DESIGN.md 2.6 has the scope record them at run time,
-    since in Python nearly every sender that runs user code may raise.
+    Error completions are not rejected: docs/scopes.md "What happens when things fail" has the scope
+    record them at run time, since in Python nearly every sender that runs user code may raise.
     """
     sigs = get_completion_signatures(sndr, cenv)
     if sigs is not None:
@@ -163,7 +164,8 @@ def lost(st: Any, release: Any) -> None:
 
 
 def as_exception(err: Any) -> BaseException:
-    """An error datum as an exception: itself, or wrapped in ``ErrorValue`` (DESIGN.md 2.2)."""
+    """An error datum as an exception: itself, or wrapped in ``ErrorValue``
+    (docs/senders.md "What happens when things fail")."""
     return err if isinstance(err, BaseException) else ErrorValue(err)
 
 
@@ -185,7 +187,7 @@ def scope_sink(st: Any, scope: Any) -> Any:
 
 
 class _ScopeSpawnState:
-    """``spawn-state`` + ``spawn-receiver`` for the library's own scopes (29.4-29.6)."""
+    """``spawn-state`` + ``spawn-receiver`` for the library's own scopes ([exec.spawn])."""
 
     __slots__ = ("_env", "_op", "_scope")
 
@@ -217,7 +219,7 @@ class _ScopeSpawnState:
             return
         if self._op is _DONE:
             raise completed_twice(self, "set_value")
-        self._op = _DONE  # "destroy" the state first, then disassociate (29.6)
+        self._op = _DONE  # "destroy" the state first, then disassociate ([exec.spawn])
         scope = self._scope
         # The scope's _disassociate, inlined for the common case (not the last one of a join).
         lock = scope._lock
@@ -249,7 +251,7 @@ class _FastSpawnState(_ScopeSpawnState):
     """The state of ``spawn(sndr, token, env)`` with a library scope's token, where ``env`` is
     empty or the scope's own nursery env (which has no allocator and no stop token).
 
-    It is its own environment, which is ``senv`` seen through ``token.wrap`` (29.2, 29.7):
+    It is its own environment, which is ``senv`` seen through ``token.wrap`` ([exec.spawn]):
     ``get_stop_token`` is the scope's token (``counting_scope``: ``stop-when`` over a ``senv``
     without a stop token) or ``env``'s (``simple_counting_scope``: ``never_stop_token``);
     ``get_allocator`` is the one named by the sender's attributes, if any, looked up when
@@ -307,7 +309,7 @@ def spawn_fast(sndr: Any, scope: Any, base: Any) -> None:
         lock.release()
     else:
         lock.release()
-        st._op = _DONE  # dropped silently (29.4)
+        st._op = _DONE  # dropped silently ([exec.spawn])
         return
     start_or_release(op, st, scope._disassociate)
 
@@ -364,30 +366,30 @@ def spawn_into(sndr: Any, scope: Any, env: Any) -> None:
     cenv = fast_child_env(scope, senv)
     check_spawn_signatures(sndr, cenv)
     st = _ScopeSpawnState(scope, cenv)
-    op = st._op = connect(sndr, st)  # an exception here leaves no association (29.5)
+    op = st._op = connect(sndr, st)  # an exception here leaves no association ([exec.spawn])
     if scope._try_associate():
         start_or_release(op, st, scope._disassociate)
     else:
-        st._op = _DONE  # dropped silently: never started, nothing completes (29.4)
+        st._op = _DONE  # dropped silently: never started, nothing completes ([exec.spawn])
 
 
 class spawn_t(Algorithm):
     """``spawn(sndr, token, env=sx.env())``: start ``sndr`` now, tracked by ``token``'s scope.
 
-    [exec.spawn], REQUIREMENTS 29, DESIGN.md 2.6.
+    [exec.spawn], docs/scopes.md "The nursery face: `async with`".
 
-    * Order of effects (29.4): connect ``write_env(token.wrap(sndr), senv)``; then
+    * Order of effects ([exec.spawn]): connect ``write_env(token.wrap(sndr), senv)``; then
       ``token.try_associate()``; if that succeeds the operation is started before ``spawn``
       returns, otherwise it is dropped silently (a closed or joined scope, or
       ``max_associations`` reached): nothing runs, nothing completes, nothing is raised.
-    * ``senv`` (29.2): ``env`` if it provides ``get_allocator``; else, if the wrapped sender's
-      attributes provide one, ``env`` plus that allocator; else ``env``. The spawned work has
-      no ``get_scheduler`` unless ``env`` gives one, and its stop token is the scope's
-      (``counting_scope``) or ``never_stop_token`` (``simple_counting_scope``) (29.7).
+    * ``senv`` ([exec.spawn]): ``env`` if it provides ``get_allocator``; else, if the wrapped
+      sender's attributes provide one, ``env`` plus that allocator; else ``env``. The spawned work
+      has no ``get_scheduler`` unless ``env`` gives one, and its stop token is the scope's
+      (``counting_scope``) or ``never_stop_token`` (``simple_counting_scope``) ([exec.spawn]).
     * When the operation completes its state is dropped and the association released, so
-      ``join()`` completes only after the work has (29.6).
-    * An exception from ``connect`` propagates, and no association is held (29.5).
-    * Value datums are ill-formed (29.3): ``TypeError`` where the sender's completion
+      ``join()`` completes only after the work has ([exec.spawn]).
+    * An exception from ``connect`` propagates, and no association is held ([exec.spawn]).
+    * Value datums are ill-formed ([exec.spawn]): ``TypeError`` where the sender's completion
       signatures prove it; found at run time, the same ``TypeError`` is recorded by the scope
       as an error of the work (never dropped silently; use ``spawn_future`` for a result).
     * A ``BaseException`` (``KeyboardInterrupt``, ``SystemExit``) raised while the work starts
@@ -396,7 +398,7 @@ class spawn_t(Algorithm):
       block raise an ``ExceptionGroup``; ``counting_scope`` also requests stop). A user
       token receives it through its ``record_error(err)`` method if it has one; otherwise the
       terminate handler is called.
-    * ``TypeError`` for a non-sender, a non-token or a non-environment (29.1).
+    * ``TypeError`` for a non-sender, a non-token or a non-environment ([exec.spawn]).
 
     Deeply nested spawns from inside completions are started through the per-thread
     trampoline, so recursive spawning cannot overflow the stack; such a nested start still
@@ -419,7 +421,7 @@ class spawn_t(Algorithm):
                 check_signature_set(sndr, sigs)
             # connect(sndr, st) without the domain lookup when no custom domain exists
             op = st._op = sndr.connect(st) if not _domain._domains_on else connect(sndr, st)
-            # The scope's _try_associate, inlined (REQUIREMENTS 26.2).
+            # The scope's _try_associate, inlined ([exec.scope.simple.counting]).
             lock = scope._lock
             lock.acquire()
             s = scope._state
@@ -430,7 +432,7 @@ class spawn_t(Algorithm):
                 lock.release()
             else:
                 lock.release()
-                st._op = _DONE  # dropped silently (29.4)
+                st._op = _DONE  # dropped silently ([exec.spawn])
                 return
             # trampoline_start(op), inlined for the outermost level
             t = _tramp
@@ -467,9 +469,10 @@ class spawn_t(Algorithm):
 def with_scope_env(scope: Any, env: Any) -> Any:
     """The environment of work given to a library scope's token: ``env``, then the scope's own.
 
-    Inside ``async with scope:`` the scope's environment provides the trio scheduler and the
-    scope's nursery, so ``sx.spawn(my_task(), scope.get_token())`` behaves exactly like
-    ``scope.spawn(my_task())`` (issue 5 item 6, DESIGN.md 2.6); outside it, it is empty.
+    Inside ``async with scope:`` the scope's environment provides the trio scheduler and the scope's
+    nursery, so ``sx.spawn(my_task(), scope.get_token())`` behaves exactly like
+    ``scope.spawn(my_task())`` (docs/scopes.md "The nursery face: `async with`");
+    outside it, it is empty.
     """
     base = scope._spawn_env
     if env is EMPTY_ENV or env is base:

@@ -1,15 +1,16 @@
 """``spawn_future(sndr, token, env=env())``: start work eagerly, get its result later.
 
-[exec.spawn.future], REQUIREMENTS 30, DESIGN.md 2.7.
+[exec.spawn.future], docs/scopes.md "Futures outlive their work".
 
 ``spawn_future`` starts the work before it returns (like ``spawn``) and returns a single-shot
-sender, the *future*, that completes with the work's result. The state shared by the work and
-the future resolves three events in one total order (30.7): ``complete`` (the work finished),
-``consume`` (the future's operation started) and ``abandon`` (the future, or its operation,
-was dropped or closed without being started). The first of ``complete`` and
-``consume``/``abandon`` to happen only records itself; the second one acts. Each side claims
-its turn by popping the one element of a shared list (``list.pop`` is atomic), so no lock is
-needed unless the consumer's stop token can fire (DESIGN.md 2.7's consumer stop).
+sender, the *future*, that completes with the work's result. The state shared by the work and the
+future resolves three events in one total order ([exec.spawn.future]): ``complete`` (the work
+finished), ``consume`` (the future's operation started) and ``abandon`` (the future, or its
+operation, was dropped or closed without being started). The first of ``complete`` and
+``consume``/``abandon`` to happen only records itself; the second one acts. Each side claims its
+turn by popping the one element of a shared list (``list.pop`` is atomic), so no lock is needed
+unless the consumer's stop token can fire (docs/scopes.md "Futures outlive their work" consumer
+stop).
 
 With the library's own scopes the state is also the work's environment, and the future's stop
 source and the combined stop token are created only if the work asks for its stop token (or
@@ -74,7 +75,7 @@ class _ConsumerStop:
 
 
 class _FutureState:
-    """``spawn-future-state``; also the receiver of the spawned work (30.2-30.8).
+    """``spawn-future-state``; also the receiver of the spawned work ([exec.spawn.future]).
 
     ``_token`` is the scope token (generic path) or the scope itself (``_fast``: the library's
     scopes). On the fast path the state is the work's environment: ``FWD-ENV(senv)`` with the
@@ -193,12 +194,12 @@ class _FutureState:
             self._parked = True
             self._token._park_future_error(self, self._result)
         if _claim(self._flag):
-            # First: the result waits in the future for consume or abandon (30.7). The
-            # association is released now, not when the result is consumed: a finished
-            # future never keeps its scope from joining ([exec.spawn.future], see
-            # docs/scopes.md "Futures outlive their work"). With a token of another kind an
-            # error keeps its association until consumed or dropped: only the library's own
-            # scopes can report an unconsumed error at their join.
+            # First: the result waits in the future for consume or abandon ([exec.spawn.future]).
+            # The association is released now, not when the result is consumed: a finished future
+            # never keeps its scope from joining ([exec.spawn.future], see
+            # docs/scopes.md "Futures outlive their work"). With a token of another kind an error
+            # keeps its association until consumed or dropped: only the library's own scopes can
+            # report an unconsumed error at their join.
             if self._fast or self._kind != _ERROR:
                 self._release()
             return
@@ -216,7 +217,8 @@ class _FutureState:
             cb = ext.cb
             ext.lock.release()
         if rcvr is None:
-            # Abandoned (dropped, closed, or the consumer was stopped): destroy (30.6).
+            # Abandoned (dropped, closed, or the consumer was stopped): destroy
+            # ([exec.spawn.future]).
             self._destroy(True)
             return
         if cb is not None:
@@ -225,7 +227,7 @@ class _FutureState:
 
     def _consume(self, rcvr: Any) -> None:
         if not self._flag:
-            self._deliver(rcvr)  # the work has completed: inline, inside start (30.5)
+            self._deliver(rcvr)  # the work has completed: inline, inside start
             return
         self._slot = [rcvr]
         tok = get_stop_token(get_env(rcvr))
@@ -242,8 +244,9 @@ class _FutureState:
             return
         if ext is None:
             return  # _complete delivers
-        # DESIGN.md 2.7: a stop request on the consumer abandons the work and completes the
-        # consumer stopped at once. The lock orders the callback against _complete.
+        # docs/scopes.md "Futures outlive their work": a stop request on the consumer abandons the
+        # work and completes the consumer stopped at once. The lock orders the callback against
+        # _complete.
         cb = ext.cb = stop_callback_for(tok, self._on_consumer_stop)
         pending = ext.pending
         ext.lock.release()
@@ -266,14 +269,14 @@ class _FutureState:
             return
         self._get_source().request_stop()  # abandon: the work is still tracked by its scope
         if cb is not None:
-            cb.close()  # from inside the callback itself: does not wait (5.4)
+            cb.close()  # from inside the callback itself: does not wait ([stoptoken.concepts])
             rcvr.set_stopped()
 
     def _abandon(self) -> None:
         if _claim(self._flag):
-            self._get_source().request_stop()  # destroyed when the work completes (30.6)
+            self._get_source().request_stop()  # destroyed when the work completes
         else:
-            self._destroy(True)  # the work had completed: destroy now (30.6)
+            self._destroy(True)  # the work had completed: destroy now ([exec.spawn.future])
 
     # -- delivery and release
 
@@ -296,7 +299,7 @@ class _FutureState:
         self._token._unpark_future_error(self)
 
     def _destroy(self, unconsumed: bool) -> None:
-        """Release the association if the work's completion has not already (30.8).
+        """Release the association if the work's completion has not already ([exec.spawn.future]).
 
         An error result that no consumer received is recorded by the scope: the scope's own
         errors (the ``async with`` block's ``ExceptionGroup``, ``join()``'s error) include it.
@@ -352,7 +355,7 @@ class _FutureState:
 
 
 class _FutureOp:
-    """The future's operation: ``start`` is ``consume(rcvr)`` (30.5)."""
+    """The future's operation: ``start`` is ``consume(rcvr)`` ([exec.spawn.future])."""
 
     __slots__ = ("_rcvr", "_state")
 
@@ -368,7 +371,7 @@ class _FutureOp:
         st._consume(self._rcvr)
 
     def close(self) -> None:
-        """Drop a connected but never-started operation: abandon the work (30.6)."""
+        """Drop a connected but never-started operation: abandon the work ([exec.spawn.future])."""
         st = self._state
         if st is not None:
             self._state = None
@@ -399,7 +402,7 @@ class _FutureSender(Sender[Any]):
 
     def close(self) -> None:
         """Drop the future without consuming it: requests stop on the work if it is still
-        running (abandon, 30.6); the scope keeps waiting for the work. Idempotent."""
+        running (abandon, [exec.spawn.future]); the scope keeps waiting for the work. Idempotent."""
         st = self._state
         if st is not None:
             self._state = None
@@ -410,7 +413,8 @@ class _FutureSender(Sender[Any]):
             self.close()
 
     def get_completion_signatures(self, env: Any = None) -> Any:
-        """The work's signatures plus ``set_stopped_t()`` (30.10); ``None`` if unknown."""
+        """The work's signatures plus ``set_stopped_t()`` ([exec.spawn.future]); ``None`` if
+        unknown."""
         st = self._state
         if st is None:
             return None
@@ -427,21 +431,23 @@ class _FutureSender(Sender[Any]):
 class spawn_future_t(Algorithm):
     """``spawn_future(sndr, token, env=sx.env())``: start ``sndr`` now; return its future.
 
-    [exec.spawn.future], REQUIREMENTS 30, DESIGN.md 2.7.
+    [exec.spawn.future], docs/scopes.md "Futures outlive their work".
 
-    * Eager (30.2): connects ``write_env(stop-when(token.wrap(sndr), ssource.get_token()),
-      senv)``, then ``token.try_associate()``; if associated, the work is started before
-      ``spawn_future`` returns; otherwise the future completes ``set_stopped()`` and ``sndr``
-      never runs. ``senv`` is chosen as for ``spawn`` (29.2).
+    * Eager ([exec.spawn.future]): connects
+      ``write_env(stop-when(token.wrap(sndr), ssource.get_token()), senv)``, then
+      ``token.try_associate()``; if associated, the work is started before ``spawn_future`` returns;
+      otherwise the future completes ``set_stopped()`` and ``sndr`` never runs. ``senv`` is chosen
+      as for ``spawn`` ([exec.spawn]).
     * The work's stop token combines the future's own stop source, the scope's token
-      (``counting_scope``) and any stop token in ``env`` (30.3).
+      (``counting_scope``) and any stop token in ``env`` ([exec.spawn.future]).
     * The returned sender is single-shot (a second ``connect`` raises ``RuntimeError``). Its
       operation completes with the work's result: inline inside ``start`` if the work has
-      already finished, otherwise on the thread that finishes the work (30.5).
-    * Abandon (30.6, DESIGN.md 2.7): dropping the future or a never-started operation of it,
-      or calling ``close()`` on either, requests stop on the work if it is still running; the
-      scope still waits for it. A stop request on the consumer's token does the same and
-      completes the consumer ``set_stopped()`` at once (DQ-7b); the work stays tracked.
+      already finished, otherwise on the thread that finishes the work ([exec.spawn.future]).
+    * Abandon ([exec.spawn.future], docs/scopes.md "Futures outlive their work"): dropping the
+      future or a never-started operation of it, or calling ``close()`` on either, requests stop on
+      the work if it is still running; the scope still waits for it. A stop request on the
+      consumer's token does the same and completes the consumer ``set_stopped()`` at once
+      (docs/scopes.md "Futures outlive their work"); the work stays tracked.
     * The association is released when the work completes (Python's decision, see
       docs/scopes.md "Futures outlive their work"; C++ holds it until the result is
       consumed): the result then lives in the future, which may be awaited inside or after
@@ -453,7 +459,7 @@ class spawn_future_t(Algorithm):
       to ``token.record_error(err)`` if the token has it.
     * A ``BaseException`` raised while the work starts (user code run inline) propagates
       out of ``spawn_future``, and the association is released.
-    * ``TypeError`` for a non-sender, a non-token or a non-environment (30.1).
+    * ``TypeError`` for a non-sender, a non-token or a non-environment ([exec.spawn.future]).
     """
 
     __slots__ = ()
@@ -468,7 +474,7 @@ class spawn_future_t(Algorithm):
             if scope._try_associate():
                 st._start(op)
             else:
-                st.set_stopped()  # 30.2: stored stopped; the work never runs
+                st.set_stopped()  # [exec.spawn.future]: stored stopped; the work never runs
             return _FutureSender(st)
         check_args("spawn_future", sndr, token, env)
         wrapped = token.wrap(sndr)

@@ -1,19 +1,19 @@
-"""``starts_on(sch, sndr)`` ([exec.starts.on]; REQUIREMENTS 12.1-12.4).
+"""``starts_on(sch, sndr)`` ([exec.starts.on]).
 
-Start ``sndr`` on an agent of ``sch``; the completion is not transferred back (12.1). The
-child's receiver environment is ``JOIN-ENV(SCHED-ENV(sch), FWD-ENV(env))``, so it sees
-``get_scheduler == sch`` and ``sch``'s domain (12.2).
+Start ``sndr`` on an agent of ``sch``; the completion is not transferred back ([exec.starts.on]).
+The child's receiver environment is ``JOIN-ENV(SCHED-ENV(sch), FWD-ENV(env))``, so it sees
+``get_scheduler == sch`` and ``sch``'s domain ([exec.starts.on]).
 
-The draft lowers ``starts_on`` to ``let_value(schedule(sch), lambda: sndr)`` at ``connect``.
-This module implements that lowering directly, with the same observable behaviour (12.3):
-``schedule(sch)`` runs with the receiver's stop token; its error or stopped completion is the
-result and ``sndr`` is never started; otherwise ``sndr`` is started, through the trampoline, on
-the scheduler's agent. One difference is deliberate: ``sndr`` is *connected* when the
-``starts_on`` sender is connected (connecting runs no user code), so what C++ rejects at
-compile time (an unsupported ``read_env`` query, ``on`` without a scheduler, ...) raises
-``TypeError`` from ``connect`` rather than arriving as ``set_error`` (DESIGN.md 2.3). For the
-same reason ``starts_on`` has no default ``transform_sender``; a custom domain still sees the
-``starts_on`` sender (tag ``starts_on``, ``data`` the scheduler) and may replace it.
+The draft lowers ``starts_on`` to ``let_value(schedule(sch), lambda: sndr)`` at ``connect``. This
+module implements that lowering directly, with the same observable behaviour ([exec.starts.on]):
+``schedule(sch)`` runs with the receiver's stop token; its error or stopped completion is the result
+and ``sndr`` is never started; otherwise ``sndr`` is started, through the trampoline, on the
+scheduler's agent. One difference is deliberate: ``sndr`` is *connected* when the ``starts_on``
+sender is connected (connecting runs no user code), so what C++ rejects at compile time (an
+unsupported ``read_env`` query, ``on`` without a scheduler, ...) raises ``TypeError`` from
+``connect`` rather than arriving as ``set_error`` (docs/senders-adaptors.md). For the same reason
+``starts_on`` has no default ``transform_sender``; a custom domain still sees the ``starts_on``
+sender (tag ``starts_on``, ``data`` the scheduler) and may replace it.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ T = TypeVar("T")
 class _StartsOnOp(ChildOp):
     """The operation; it is also the receiver of ``schedule(sch)`` (its operation is ``_op``).
 
-    A failed or stopped scheduling operation is the result; the child never starts (12.3).
+    A failed or stopped scheduling operation is the result; the child never starts
+    ([exec.starts.on]).
     """
 
     __slots__ = ("_child_op",)
@@ -63,7 +64,8 @@ class _StartsOnOp(ChildOp):
         self._op = None
         trampoline_start(self._child_op)
 
-    # The child will never start: close its operation now (DESIGN.md 2.8), then complete.
+    # The child will never start: close its operation now
+    # (docs/senders.md "Writing your own sender"), then complete.
 
     def _drop_child(self) -> None:
         op, self._child_op = self._child_op, None
@@ -81,7 +83,8 @@ class _StartsOnOp(ChildOp):
         ChildOp.set_stopped(self)
 
     def close(self) -> None:
-        """Never started: close the scheduling operation and the child's (DESIGN.md 2.8)."""
+        """Never started: close the scheduling operation and the child's
+        (docs/senders.md "Writing your own sender")."""
         if self._state == 0:
             ChildOp.close(self)
             self._drop_child()
@@ -97,7 +100,7 @@ class _StartsOnSender(SchedulerAdaptorSender):
     def connect(self, rcvr: Any) -> _StartsOnOp:
         op = _StartsOnOp(rcvr)
         op._op = connect(self._sch.schedule(), op)
-        # The child's receiver: env JOIN-ENV(SCHED-ENV(sch), FWD-ENV(env)) (12.2).
+        # The child's receiver: env JOIN-ENV(SCHED-ENV(sch), FWD-ENV(env)) ([exec.starts.on]).
         op._child_op = connect(self._child, WriteEnvReceiver(rcvr, sched_env(self._sch)))
         return op
 
@@ -116,12 +119,12 @@ class _StartsOnSender(SchedulerAdaptorSender):
 class starts_on_t(Algorithm):
     """``starts_on(sch, sndr)``: start ``sndr`` on an agent of ``sch`` ([exec.starts.on]).
 
-    REQUIREMENTS 12.1-12.4. ``sndr`` completes wherever it completes (nothing transfers it
-    back; use ``on(sch, sndr)`` for a round trip). Inside, ``read_env(get_scheduler)`` is
-    ``sch``. If ``schedule(sch)`` fails or is stopped (it sees the receiver's stop token),
-    that is the result and ``sndr`` never starts. The domain used at construction is
-    ``sch``'s (12.4). Raises ``TypeError`` for a non-scheduler or a non-sender; not pipeable
-    (DQ-17).
+    [exec.starts.on]. ``sndr`` completes wherever it completes (nothing transfers it back; use
+    ``on(sch, sndr)`` for a round trip). Inside, ``read_env(get_scheduler)`` is ``sch``. If
+    ``schedule(sch)`` fails or is stopped (it sees the receiver's stop token), that is the result
+    and ``sndr`` never starts. The domain used at construction is ``sch``'s ([exec.starts.on]).
+    Raises ``TypeError`` for a non-scheduler or a non-sender; not pipeable
+   .
     """
 
     __slots__ = ()

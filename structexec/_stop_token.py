@@ -1,6 +1,6 @@
 """Stop tokens: ``inplace_stop_source``, ``inplace_stop_token``, ``never_stop_token``.
 
-C++26 [thread.stoptoken] as used by [exec] (REQUIREMENTS section 5, DESIGN.md "Stop tokens"
+C++26 [thread.stoptoken] as used by [exec] (docs/senders.md "Stop tokens: cancellation for senders"
 and 2.13). These objects sit on hot paths (every awaited sender may register a stop
 callback), so the common operations are kept to a handful of bytecodes:
 
@@ -49,13 +49,13 @@ class StopCallback(Protocol):
     """What ``stop_callback_for(token, fn)`` returns: a registered stop callback.
 
     The Python spelling of C++ ``stop_callback_for_t<Token, Fn>`` objects and of the
-    ``stoppable-callback-for`` concept (REQUIREMENTS 5.3, 5.4, 5.10): constructing one
-    registers ``fn`` with the token; ``close()`` (or leaving the ``with`` block) is the C++
+    ``stoppable-callback-for`` concept ([stoptoken.concepts], [stopcallback.inplace]): constructing
+    one registers ``fn`` with the token; ``close()`` (or leaving the ``with`` block) is the C++
     destructor and deregisters it. ``close()`` is idempotent.
     """
 
     def close(self) -> None:
-        """Deregister the callback (REQUIREMENTS 5.4)."""
+        """Deregister the callback ([stoptoken.concepts])."""
 
     def __enter__(self) -> StopCallback:
         """Return the callback itself."""
@@ -85,7 +85,7 @@ def _not_callable(what: str, fn: object) -> TypeError:
 
 
 def _run_immediately(fn: Callable[[], object]) -> None:
-    """Invoke a callback whose token is already stopped (REQUIREMENTS 5.3, 5.5)."""
+    """Invoke a callback whose token is already stopped ([stoptoken.concepts])."""
     try:
         fn()
     except Exception as exc:
@@ -95,7 +95,8 @@ def _run_immediately(fn: Callable[[], object]) -> None:
 
 
 class _ClosesOnExit:
-    """The context-manager face of a stop callback: leaving ``with`` deregisters it (5.4)."""
+    """The context-manager face of a stop callback: leaving ``with`` deregisters it
+    ([stoptoken.concepts])."""
 
     __slots__ = ()
 
@@ -117,20 +118,21 @@ class _ClosesOnExit:
 class inplace_stop_callback(_ClosesOnExit):
     """``std::inplace_stop_callback<Fn>``: register ``fn`` on an ``inplace_stop_token``.
 
-    ``inplace_stop_callback(token, fn)`` (REQUIREMENTS 5.3, 5.10):
+    ``inplace_stop_callback(token, fn)`` ([stoptoken.concepts], [stopcallback.inplace]):
 
     * if ``token.stop_requested()`` is already true, ``fn()`` runs at once, inside the
       constructor, on the constructing thread, and nothing is registered;
     * else if ``token.stop_possible()`` is false (a default-constructed token) nothing is
       registered and ``fn`` is never invoked;
     * else ``fn`` is registered and the source's ``request_stop()`` will call it exactly once
-      on the requesting thread (5.2).
+      on the requesting thread ([stoptoken.concepts]).
 
-    ``close()`` is the C++ destructor (5.4): afterwards ``fn`` is never invoked; if ``fn`` is
-    running on another thread at that moment ``close()`` blocks until it has returned; called
-    from inside ``fn`` itself it returns at once. ``close()`` is idempotent, and the object is
-    a context manager whose exit closes it. If ``fn`` raises, the terminate handler is called
-    (5.5, DESIGN.md 2.13). Not copyable (5.10).
+    ``close()`` is the C++ destructor ([stoptoken.concepts]): afterwards ``fn`` is never invoked; if
+    ``fn`` is running on another thread at that moment ``close()`` blocks until it has returned;
+    called from inside ``fn`` itself it returns at once. ``close()`` is idempotent, and the object
+    is a context manager whose exit closes it. If ``fn`` raises, the terminate handler is called
+    ([stoptoken.concepts], docs/senders.md "What happens when things fail"). Not copyable
+    ([stopcallback.inplace]).
     """
 
     __slots__ = ("_source",)
@@ -148,8 +150,9 @@ class inplace_stop_callback(_ClosesOnExit):
                 " use stop_callback_for(token, fn) for other token types"
             ) from None
         if src is None or src._requested:
-            # No source: stop is not possible, register nothing (5.3, 5.9).
-            # Already stopped: run at once, in the constructor, on this thread (5.3).
+            # No source: stop is not possible, register nothing ([stoptoken.concepts],
+            # [stoptoken.inplace], [stopsource.inplace]). Already stopped: run at once, in the
+            # constructor, on this thread ([stoptoken.concepts]).
             self._source = None
             if src is not None:
                 _run_immediately(fn)
@@ -160,12 +163,12 @@ class inplace_stop_callback(_ClosesOnExit):
         # Re-read the flag (mypy cannot know another thread may have set it meanwhile).
         if src._requested and callbacks.pop(self, None) is not None:  # type: ignore[unreachable]
             # request_stop set the flag after our first check and did not take our entry:
-            # it has finished with the dict or will not see us, so run now (5.3).
+            # it has finished with the dict or will not see us, so run now ([stoptoken.concepts]).
             self._source = None  # type: ignore[unreachable]
             _run_immediately(fn)
 
     def close(self) -> None:
-        """Deregister; wait if the callback is running on another thread (5.4)."""
+        """Deregister; wait if the callback is running on another thread ([stoptoken.concepts])."""
         src = self._source
         if src is None:
             return
@@ -177,8 +180,8 @@ class inplace_stop_callback(_ClosesOnExit):
         lock = src._lock
         lock.acquire()
         try:
-            # request_stop took the entry; it sets _executing in the same critical section.
-            # If it is running on this very thread we are inside it: do not wait (5.4).
+            # request_stop took the entry; it sets _executing in the same critical section. If it is
+            # running on this very thread we are inside it: do not wait ([stoptoken.concepts]).
             if src._executing is self and src._thread != _get_ident():
                 cond = src._cond
                 if cond is None:
@@ -198,14 +201,15 @@ class inplace_stop_callback(_ClosesOnExit):
 
 
 class inplace_stop_token:
-    """``std::inplace_stop_token``: the token of an ``inplace_stop_source`` (REQUIREMENTS 5.9).
+    """``std::inplace_stop_token``: the token of an ``inplace_stop_source`` ([stoptoken.inplace],
+    [stopsource.inplace]).
 
     Obtained with ``source.get_token()``; it refers to its source, which must outlive it.
-    ``stop_requested()`` and ``stop_possible()`` read the source (5.1, 5.6). Tokens compare
-    equal, and hash alike, when they refer to the same source. ``inplace_stop_token()`` with
-    no source answers ``False`` to both queries and never invokes callbacks (5.9).
-    ``callback_type`` is ``inplace_stop_callback`` (C++ ``callback_type`` member alias,
-    ``stop_callback_for_t``, 5.10).
+    ``stop_requested()`` and ``stop_possible()`` read the source ([stoptoken.concepts]). Tokens
+    compare equal, and hash alike, when they refer to the same source. ``inplace_stop_token()`` with
+    no source answers ``False`` to both queries and never invokes callbacks ([stoptoken.inplace],
+    [stopsource.inplace]). ``callback_type`` is ``inplace_stop_callback`` (C++ ``callback_type``
+    member alias, ``stop_callback_for_t``, [stopcallback.inplace]).
     """
 
     __slots__ = ("_source",)
@@ -217,12 +221,14 @@ class inplace_stop_token:
         self._source = source
 
     def stop_requested(self) -> bool:
-        """Whether stop has been requested on the source (5.1); ``False`` without one."""
+        """Whether stop has been requested on the source ([stoptoken.concepts]); ``False`` without
+        one."""
         src = self._source
         return src is not None and src._requested
 
     def stop_possible(self) -> bool:
-        """Whether this token has a source (5.9); an ``inplace_stop_source`` always can stop."""
+        """Whether this token has a source ([stoptoken.inplace], [stopsource.inplace]); an
+        ``inplace_stop_source`` always can stop."""
         return self._source is not None
 
     def __eq__(self, other: object) -> bool:
@@ -246,15 +252,17 @@ class inplace_stop_token:
 
 
 class inplace_stop_source:
-    """``std::inplace_stop_source``: a stop source that owns its stop state (REQUIREMENTS 5.9).
+    """``std::inplace_stop_source``: a stop source that owns its stop state ([stoptoken.inplace],
+    [stopsource.inplace]).
 
     ``get_token()`` returns an ``inplace_stop_token`` referring to this source;
     ``request_stop()`` atomically makes the stop request and returns ``True`` only for the
-    call that made it (5.1, 5.11), after invoking every registered callback exactly once,
-    synchronously, on the requesting thread (5.2); ``stop_requested()`` tells whether the
-    request was made; ``stop_possible()`` is always ``True``. A callback that raises calls
-    the terminate handler and the remaining callbacks still run (5.5, DESIGN.md 2.13). Not
-    copyable or movable (5.9): ``copy``/``deepcopy``/``pickle`` raise ``TypeError``.
+    call that made it ([stoptoken.concepts]), after invoking every registered callback exactly once,
+    synchronously, on the requesting thread ([stoptoken.concepts]); ``stop_requested()`` tells
+    whether the request was made; ``stop_possible()`` is always ``True``. A callback that raises
+    calls the terminate handler and the remaining callbacks still run ([stoptoken.concepts],
+    docs/senders.md "What happens when things fail"). Not copyable or movable ([stoptoken.inplace],
+    [stopsource.inplace]): ``copy``/``deepcopy``/``pickle`` raise ``TypeError``.
     """
 
     __slots__ = ("_callbacks", "_cond", "_executing", "_lock", "_requested", "_thread")
@@ -269,7 +277,8 @@ class inplace_stop_source:
         self._thread: int
 
     def get_token(self) -> inplace_stop_token:
-        """Return an ``inplace_stop_token`` that refers to this source (5.9).
+        """Return an ``inplace_stop_token`` that refers to this source ([stoptoken.inplace],
+        [stopsource.inplace]).
 
         Tokens of the same source compare equal. A new token object is made per call
         (it is one small object) rather than cached, so that a source and its token do not
@@ -280,15 +289,16 @@ class inplace_stop_source:
         return tok
 
     def stop_requested(self) -> bool:
-        """Whether ``request_stop()`` has been called (5.1, 5.6)."""
+        """Whether ``request_stop()`` has been called ([stoptoken.concepts])."""
         return self._requested
 
     def stop_possible(self) -> bool:
-        """Always ``True`` for an ``inplace_stop_source`` (5.9)."""
+        """Always ``True`` for an ``inplace_stop_source`` ([stoptoken.inplace],
+        [stopsource.inplace])."""
         return True
 
     def request_stop(self) -> bool:
-        """Make the stop request; ``True`` only for the call that made it (5.1, 5.2, 5.11).
+        """Make the stop request; ``True`` only for the call that made it ([stoptoken.concepts]).
 
         Every registered callback runs here, on this thread, exactly once, before this call
         returns. A callback that raises an ``Exception`` calls the terminate handler
@@ -359,8 +369,8 @@ _NO_FN: Any = object()
 class _noop_stop_callback:
     """Callback of a token that can never stop: registers nothing, ``close()`` does nothing.
 
-    ``never_stop_token::callback_type`` (REQUIREMENTS 5.7) and the result of
-    ``stop_callback_for`` for any token whose ``stop_possible()`` is false (5.3).
+    ``never_stop_token::callback_type`` ([stoptoken.never]) and the result of
+    ``stop_callback_for`` for any token whose ``stop_possible()`` is false ([stoptoken.concepts]).
     """
 
     __slots__ = ()
@@ -389,12 +399,12 @@ _NO_KEY: inplace_stop_callback = object.__new__(inplace_stop_callback)  # never 
 
 
 class never_stop_token:
-    """``std::never_stop_token``: a token on which stop is never requested (REQUIREMENTS 5.7).
+    """``std::never_stop_token``: a token on which stop is never requested ([stoptoken.never]).
 
     ``stop_requested()`` and ``stop_possible()`` are always ``False``, its ``callback_type``
     does nothing, all instances are equal (it is a singleton), and it models
-    ``unstoppable_token``: ``is_unstoppable(never_stop_token())`` is ``True`` (5.8). It is the
-    default of ``get_stop_token`` ([exec.get.stop.token]).
+    ``unstoppable_token``: ``is_unstoppable(never_stop_token())`` is ``True``
+    ([stoptoken.concepts]). It is the default of ``get_stop_token`` ([exec.get.stop.token]).
     """
 
     __slots__ = ()
@@ -406,11 +416,11 @@ class never_stop_token:
         return _NEVER
 
     def stop_requested(self) -> bool:
-        """Always ``False`` (5.7)."""
+        """Always ``False`` ([stoptoken.never])."""
         return False
 
     def stop_possible(self) -> bool:
-        """Always ``False`` (5.7)."""
+        """Always ``False`` ([stoptoken.never])."""
         return False
 
     def __eq__(self, other: object) -> bool:
@@ -438,14 +448,16 @@ _NEVER: never_stop_token = object.__new__(never_stop_token)
 
 
 def stop_callback_for(token: Any, fn: Callable[[], object]) -> StopCallback:
-    """``std::stop_callback_for_t<Token, Fn>(token, fn)`` for any stop token (REQUIREMENTS 5.10).
+    """``std::stop_callback_for_t<Token, Fn>(token, fn)`` for any stop token
+    ([stopcallback.inplace]).
 
     Token protocol: a token class names its callback class in the class attribute
     ``callback_type`` (the C++ ``Token::callback_type`` alias), constructed as
     ``callback_type(token, fn)``; the result registers ``fn`` and has ``close()`` and
     context-manager support (:class:`StopCallback`). A token type without ``callback_type``
     is accepted only when ``token.stop_possible()`` is false; it gets a callback that does
-    nothing (5.3, 5.7). A stoppable token without one raises ``TypeError``.
+    nothing ([stoptoken.concepts], [stoptoken.never]). A stoppable token without one raises
+    ``TypeError``.
     """
     cls = type(token)
     if cls is inplace_stop_token:
@@ -471,7 +483,7 @@ def stop_callback_for(token: Any, fn: Callable[[], object]) -> StopCallback:
 
 
 def is_unstoppable(token: object) -> bool:
-    """Whether ``token`` models C++ ``unstoppable_token`` (REQUIREMENTS 5.8).
+    """Whether ``token`` models C++ ``unstoppable_token`` ([stoptoken.concepts]).
 
     True for ``never_stop_token`` and for any token whose class declares the class attribute
     ``unstoppable = True`` (``stop_possible()`` is *statically* false); ``False`` otherwise.
@@ -507,7 +519,8 @@ class _CombinedCallback(_ClosesOnExit):
         fn()
 
     def close(self) -> None:
-        """Deregister from both tokens (waits for a run in progress on another thread, 5.4)."""
+        """Deregister from both tokens (waits for a run in progress on another thread,
+        [stoptoken.concepts])."""
         ca, cb = self._ca, self._cb
         self._ca = self._cb = None
         if ca is not None:
@@ -517,10 +530,10 @@ class _CombinedCallback(_ClosesOnExit):
 
 
 class combined_stop_token:
-    """``stoken-t`` of [exec.stop.when]: stopped when either of two tokens is (28.3).
+    """``stoken-t`` of [exec.stop.when]: stopped when either of two tokens is.
 
     Also the token an awaited sender sees inside a coroutine hosted by structexec: the
-    await's own token combined with the hosting operation's (REQUIREMENTS 20.9)."""
+    await's own token combined with the hosting operation's ([exec.connect])."""
 
     __slots__ = ("_a", "_b")
     callback_type: ClassVar[type[_CombinedCallback]] = _CombinedCallback

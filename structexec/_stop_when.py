@@ -1,17 +1,17 @@
-"""Exposition-only ``stop-when`` ([exec.stop.when], REQUIREMENTS 28).
+"""Exposition-only ``stop-when`` ([exec.stop.when]).
 
 ``stop_when(sndr, t)`` fuses an extra stop token ``t`` into ``sndr``: once connected to a
 receiver ``r`` whose token is ``rt``, the child sees a stop request from ``t`` *or* ``rt``.
 It is how ``counting_scope.token.wrap`` makes ``request_stop()`` reach every associated
 sender, and how ``spawn_future`` adds its own stop source.
 
-* ``t`` unstoppable: ``stop_when(sndr, t)`` is ``sndr`` itself (28.1).
-* ``rt`` unstoppable: the child's ``get_stop_token`` is ``t`` (28.2).
-* otherwise the child's token is a :class:`combined_stop_token` of ``t`` and ``rt`` (28.3):
-  ``stop_requested()`` and ``stop_possible()`` are the ``or`` of the two, and a callback
-  registered on it runs when either stops, at most once. ``stop_when`` registers no callback
-  of its own, so nothing of its own is left registered when the child completes (28.4, 2.13);
-  the child deregisters what it registered on the combined token, which deregisters it from
+* ``t`` unstoppable: ``stop_when(sndr, t)`` is ``sndr`` itself ([exec.stop.when]).
+* ``rt`` unstoppable: the child's ``get_stop_token`` is ``t`` ([exec.stop.when]).
+* otherwise the child's token is a :class:`combined_stop_token` of ``t`` and ``rt``
+  ([exec.stop.when]): ``stop_requested()`` and ``stop_possible()`` are the ``or`` of the two, and a
+  callback registered on it runs when either stops, at most once. ``stop_when`` registers no
+  callback of its own, so nothing of its own is left registered when the child completes (28.4,
+  2.13); the child deregisters what it registered on the combined token, which deregisters it from
   both underlying tokens.
 """
 
@@ -53,7 +53,8 @@ class StopTokenEnv:
 
 
 def child_token(t: Any, rt: Any) -> Any:
-    """The token the child of ``stop-when`` sees, given the receiver's token ``rt`` (28.2-3)."""
+    """The token the child of ``stop-when`` sees, given the receiver's token ``rt``
+    ([exec.stop.when])."""
     if is_unstoppable(rt):
         return t
     return combined_stop_token(t, rt)
@@ -76,7 +77,8 @@ class _StopWhenOp:
         op.start()
 
     def close(self) -> None:
-        """Never started: close the child's operation (DESIGN.md 2.8)."""
+        """Never started: close the child's operation
+        (docs/senders.md "Writing your own sender")."""
         op, self._op = self._op, None
         if op is not None:
             close_op(op)
@@ -101,7 +103,7 @@ class stop_when_t(Algorithm):
 
     def __call__(self, sndr: Any, token: Any) -> Any:
         if is_unstoppable(token):
-            return sndr  # 28.1
+            return sndr  # [exec.stop.when]
         return _StopWhenSender(sndr, token)
 
 

@@ -1,6 +1,6 @@
 """``stopped_as_optional`` and ``stopped_as_error`` ([exec.stopped.opt], [exec.stopped.err]).
 
-REQUIREMENTS 17.3-17.6, DQ-5. Both turn the stopped channel into something else, so the
+[exec.stopped.opt], [exec.stopped.err]. Both turn the stopped channel into something else, so the
 resulting sender never completes stopped: ``stopped_as_optional`` into the value ``None``
 (Python's empty ``optional``), ``stopped_as_error(err)`` into ``set_error(err)``. The draft
 specifies them as lowerings to ``let_stopped`` at ``connect``; these are their
@@ -48,7 +48,7 @@ T = TypeVar("T")
 
 
 def _make_optional(*ts: Any) -> Any:
-    """``optional<V>(in_place, ts...)``: one datum (a tuple for several, DQ-3)."""
+    """``optional<V>(in_place, ts...)``: one datum (a tuple for several)."""
     if len(ts) == 1:
         return values(ts[0])
     if not ts:
@@ -57,7 +57,7 @@ def _make_optional(*ts: Any) -> Any:
 
 
 def _just_none() -> Sender[None]:
-    """``just(optional<V>())``: the empty optional is ``None`` (DQ-5)."""
+    """``just(optional<V>())``: the empty optional is ``None``."""
     return just(None)
 
 
@@ -85,7 +85,7 @@ class _OptionalReceiver:
 
 
 def _check_optional(child: Any, env: Any) -> bool:
-    """17.4: the child must have exactly one value signature, with at least one datum.
+    """[exec.stopped.opt]: the child must have exactly one value signature, with at least one datum.
 
     Returns False when the check could not be made without an environment.
     """
@@ -127,7 +127,7 @@ class _StoppedAsOptionalSender(UnarySender):
         return connect(self._child, _OptionalReceiver(rcvr))
 
     def lower(self) -> Sender[Any]:
-        """``let_stopped(then(child, make-optional), lambda: just(None))`` (17.5)."""
+        """``let_stopped(then(child, make-optional), lambda: just(None))`` ([exec.stopped.opt])."""
         return let_stopped(then(self._child, _make_optional), _just_none)
 
     def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
@@ -148,16 +148,16 @@ class _StoppedAsOptionalSender(UnarySender):
 class stopped_as_optional_t(UnaryAdaptor):
     """``stopped_as_optional(sndr)`` / ``sndr | stopped_as_optional``: stopped becomes ``None``.
 
-    [exec.stopped.opt], REQUIREMENTS 17.3-17.5, DQ-5. ``set_value(v)`` is forwarded as
+    [exec.stopped.opt]. ``set_value(v)`` is forwarded as
     ``set_value(v)``; several datums become one tuple; ``set_stopped()`` becomes
     ``set_value(None)``; errors are forwarded. It never completes stopped.
     ``sync_wait(stopped_as_optional(just(5)))`` is ``(5,)``. Note that a child whose value is
-    itself ``None`` cannot be told apart from a stop (DQ-5).
+    itself ``None`` cannot be told apart from a stop.
 
-    The child must have one value signature with at least one datum (17.4): ``connect`` raises
-    ``TypeError`` when the child's declared signatures are void (``just()``, ``just_stopped()``)
-    or have several value signatures. A child with unknown signatures that sends no datum at
-    run time has its ``set_value()`` forwarded unchanged.
+    The child must have one value signature with at least one datum ([exec.stopped.opt]):
+    ``connect`` raises ``TypeError`` when the child's declared signatures are void (``just()``,
+    ``just_stopped()``) or have several value signatures. A child with unknown signatures that sends
+    no datum at run time has its ``set_value()`` forwarded unchanged.
     """
 
     __slots__ = ()
@@ -168,7 +168,8 @@ class stopped_as_optional_t(UnaryAdaptor):
         return r
 
     def transform_sender(self, sndr: Any, env: Any = None) -> Any:
-        """The lowering to ``let_stopped(then(...), ...)`` at ``connect`` (17.5, 9.11)."""
+        """The lowering to ``let_stopped(then(...), ...)`` at ``connect`` ([exec.stopped.opt],
+        [exec.snd.transform])."""
         if env is None or not isinstance(sndr, _StoppedAsOptionalSender):
             return sndr
         _check_optional(sndr._child, fwd_env(env))
@@ -217,7 +218,7 @@ class _StoppedAsErrorSender(InlineAsChild, UnarySender):
         return connect(self._child, _ErrorReceiver(rcvr, self._err))
 
     def lower(self) -> Sender[Any]:
-        """``let_stopped(child, lambda: just_error(err))`` (REQUIREMENTS 17.6)."""
+        """``let_stopped(child, lambda: just_error(err))`` ([exec.stopped.err])."""
         return let_stopped(self._child, _JustError(self._err))
 
     def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
@@ -241,9 +242,9 @@ class _StoppedAsErrorSender(InlineAsChild, UnarySender):
 class stopped_as_error_t(BinaryAdaptor):
     """``stopped_as_error(sndr, err)`` / ``sndr | stopped_as_error(err)``: stopped becomes an error.
 
-    [exec.stopped.err], REQUIREMENTS 17.6. ``set_stopped()`` becomes ``set_error(err)``;
+    [exec.stopped.err]. ``set_stopped()`` becomes ``set_error(err)``;
     values and errors are forwarded; it never completes stopped. ``err`` is any object but
-    ``None`` (REQUIREMENTS 1.2), typically an exception, which ``sync_wait`` or ``await``
+    ``None`` ([exec.general]), typically an exception, which ``sync_wait`` or ``await``
     then raise. The lowering to ``let_stopped(sndr, lambda: just_error(err))`` is its
     ``transform_sender``.
     """
@@ -275,7 +276,8 @@ class stopped_as_error_t(BinaryAdaptor):
         return early_child(sndr, _StoppedAsErrorSender(sndr, err))
 
     def transform_sender(self, sndr: Any, env: Any = None) -> Any:
-        """The lowering to ``let_stopped(sndr, lambda: just_error(err))`` (17.6, 9.11)."""
+        """The lowering to ``let_stopped(sndr, lambda: just_error(err))`` ([exec.stopped.err],
+        [exec.snd.transform])."""
         if env is None or not isinstance(sndr, _StoppedAsErrorSender):
             return sndr
         return sndr.lower()

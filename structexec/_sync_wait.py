@@ -1,11 +1,11 @@
 """``sync_wait`` and ``sync_wait_with_variant`` ([exec.sync.wait], [exec.sync.wait.var]).
 
-REQUIREMENTS 19. The calling thread drives a private :class:`run_loop` until the sender
+[exec.sync.wait]. The calling thread drives a private :class:`run_loop` until the sender
 completes; work that other threads schedule onto that loop runs on the calling thread.
 
 A ``BaseException`` (``KeyboardInterrupt``, ``SystemExit``) is never an error completion
-(DESIGN.md 2.2); ``sync_wait`` raises it to its caller on every path, and its loop ends up
-finished, so nothing is left for the garbage collector to complain about:
+(docs/senders.md "What happens when things fail"); ``sync_wait`` raises it to its caller on every
+path, and its loop ends up finished, so nothing is left for the garbage collector to complain about:
 
 * raised on the calling thread (inline in ``start``, by a function the loop runs, or a Ctrl-C
   while the loop waits): it propagates out of ``sync_wait``;
@@ -37,7 +37,8 @@ _default_apply = default_domain.apply_sender
 
 
 class _SyncWaitEnv(TryEnv):
-    """The receiver's environment: the loop's scheduler for both scheduler queries (19.2)."""
+    """The receiver's environment: the loop's scheduler for both scheduler queries
+    ([exec.sync.wait])."""
 
     __slots__ = ("_rcvr",)
     _unsupported = "sync_wait's environment does not support {q!r}"
@@ -153,14 +154,15 @@ def _abandon(rcvr: _SyncWaitReceiver, loop: run_loop) -> None:
 
 
 class sync_wait_t(Algorithm):
-    """``sync_wait(sndr)``: run ``sndr`` to completion on the calling thread (REQUIREMENTS 19).
+    """``sync_wait(sndr)``: run ``sndr`` to completion on the calling thread ([exec.sync.wait]).
 
     Returns the tuple of value datums (``()`` for none), ``None`` if the sender completed
     stopped, and raises the error (an exception as it is, anything else wrapped in
     :class:`ErrorValue`). The receiver's environment provides ``get_scheduler`` and
-    ``get_delegation_scheduler`` (the private ``run_loop``'s scheduler) and no stop token.
-    Raises ``RuntimeError`` on a thread that is running trio (use ``await``); it works from
-    ``trio.to_thread.run_sync`` threads. A domain may customise it via ``apply_sender`` (19.1).
+    ``get_delegation_scheduler`` (the private ``run_loop``'s scheduler) and no stop token. Raises
+    ``RuntimeError`` on a thread that is running trio (use ``await``); it works from
+    ``trio.to_thread.run_sync`` threads. A domain may customise it via ``apply_sender``
+    ([exec.sync.wait]).
 
     A ``KeyboardInterrupt`` or ``SystemExit`` raised by the work (on this thread, on a
     parallel-scheduler thread or on the trio scheduler), or a Ctrl-C while it waits, is raised
@@ -183,7 +185,8 @@ class sync_wait_t(Algorithm):
 
 
 class sync_wait_with_variant_t(Algorithm):
-    """``sync_wait_with_variant(sndr)``: ``sync_wait(into_variant(sndr))`` unwrapped (19.7).
+    """``sync_wait_with_variant(sndr)``: ``sync_wait(into_variant(sndr))`` unwrapped
+    ([exec.sync.wait.var]).
 
     In Python the "variant" is the tuple of whichever value datums arrived, so this returns
     the same as ``sync_wait`` but accepts senders with several value signatures.

@@ -1,15 +1,16 @@
 """``system_context_replaceability``: the interface between ``parallel_scheduler`` and its backend.
 
-[exec.sysctxrepl] (REQUIREMENTS 31.10-31.16, DQ-13; P2079R7 §4.2, §5.3-§5.10). The
+[exec.sysctxrepl] ([exec.sysctxrepl.recvproxy], [exec.sysctxrepl.psb], [exec.sysctxrepl.query],
+[exec.par.scheduler], docs/parallel.md "Data parallelism: `bulk`"; P2079R7 §4.2, §5.3-§5.10). The
 *frontend* (``parallel_scheduler``, in ``_parallel_scheduler.py``) turns each operation into a
-*receiver proxy* and hands it to the *backend*; the backend runs the work on its execution
-agents and completes the proxy. Python has no link time, so the backend is replaced at run time
-with :func:`set_parallel_scheduler_backend` (DQ-13, P2079R7 §5.4); existing schedulers keep the
-backend they were created with (REQUIREMENTS 31.3, 31.16).
+*receiver proxy* and hands it to the *backend*; the backend runs the work on its execution agents
+and completes the proxy. Python has no link time, so the backend is replaced at run time with
+:func:`set_parallel_scheduler_backend` (docs/parallel.md "Data parallelism: `bulk`", P2079R7 §5.4);
+existing schedulers keep the backend they were created with ([exec.par.scheduler]).
 
-Python renderings of the C++ interface (DESIGN.md 2.12):
+Python renderings of the C++ interface (docs/parallel.md):
 
-* ``span<byte>`` preallocated storage (DQ-11): every call passes an empty writable
+* ``span<byte>`` preallocated storage: every call passes an empty writable
   ``memoryview``; Python backends keep per-operation state in ordinary objects.
 * ``exception_ptr``: any exception object.
 * ``execute(b, e)`` is ``noexcept`` in C++. Here it raises whatever the bulk function raises,
@@ -54,11 +55,11 @@ class BackendError(RuntimeError):
     The operation that hit the failure completes with ``set_error(BackendError(...))`` whose
     message says what happened and whose ``__cause__`` is the underlying exception, if any.
     Derives from ``RuntimeError``, as [exec.bulk] allows for errors of the implementation
-    (REQUIREMENTS 15.7). Re-exported as ``structexec.backends.BackendError``.
+    ([exec.bulk]). Re-exported as ``structexec.backends.BackendError``.
     """
 
 
-#: The ``span<byte>`` argument of every backend call (DQ-11): empty, writable, shared.
+#: The ``span<byte>`` argument of every backend call: empty, writable, shared.
 NO_STORAGE = memoryview(bytearray(0))
 
 
@@ -110,7 +111,7 @@ class RemoteBulkWork:
     array with at least ``shape`` elements, its elements ``[b, e)`` as the chunk left them.
     ``bulk_item_receiver_proxy.merge(b, e, parts)`` writes them into the parent's objects.
     When the policy is not parallel the backend was given a shape of 1 and ``(0, 1)`` stands
-    for the whole range, run sequentially (REQUIREMENTS 15.10).
+    for the whole range, run sequentially ([exec.bulk]).
     """
 
     __slots__ = ("copy_back", "f", "mode", "parallel", "shape", "vals")
@@ -176,11 +177,11 @@ class system_context_replaceability:
     A namespace (not instantiable), spelled as in the spec:
 
     * :class:`receiver_proxy`, :class:`bulk_item_receiver_proxy`: what the frontend gives a
-      backend ([exec.sysctxrepl.recvproxy], REQUIREMENTS 31.10);
+      backend ([exec.sysctxrepl.recvproxy]);
     * :class:`parallel_scheduler_backend`: what a backend implements
-      ([exec.sysctxrepl.psb], REQUIREMENTS 31.11-31.13);
+      ([exec.sysctxrepl.psb]);
     * :func:`query_parallel_scheduler_backend` and :func:`set_parallel_scheduler_backend`
-      ([exec.sysctxrepl.query], REQUIREMENTS 31.14, DQ-13).
+      ([exec.sysctxrepl.query], docs/parallel.md "Data parallelism: `bulk`").
 
     A backend is installed with ``sx.set_parallel_scheduler_backend(lambda: backend)``.
     """
@@ -192,12 +193,12 @@ class system_context_replaceability:
         """A type-erased receiver handed to a backend ([exec.sysctxrepl.recvproxy]).
 
         * ``set_value()``, ``set_error(exc)``, ``set_stopped()``: complete the operation; a
-          backend calls exactly one of them, exactly once (REQUIREMENTS 31.11). Completing
+          backend calls exactly one of them, exactly once ([exec.sysctxrepl.psb]). Completing
           a frontend proxy twice raises ``RuntimeError``.
         * ``try_query(q)`` / ``try_query(q, P)``: ``q(env)`` for the environment of the
           receiver the proxy stands for, or ``None`` (C++ ``nullopt``) when the environment
           does not answer ``q`` or the answer is not an instance of ``P``; it never raises
-          (REQUIREMENTS 31.10). ``try_query(get_stop_token)`` returns an
+          ([exec.sysctxrepl.recvproxy]). ``try_query(get_stop_token)`` returns an
           ``inplace_stop_token`` when the consumer can be stopped and ``None`` otherwise
           (for a ``never_stop_token``). A consumer whose stop token is of another stoppable
           type gets an ``inplace_stop_token`` linked to it, so backends need only support
@@ -225,7 +226,8 @@ class system_context_replaceability:
             raise NotImplementedError(f"{type(self).__name__}.set_stopped()")
 
         def try_query(self, *args: Any) -> Any:
-            """``q(env)`` of the consumer, or ``None`` (REQUIREMENTS 31.10); see the class."""
+            """``q(env)`` of the consumer, or ``None`` ([exec.sysctxrepl.recvproxy]); see the
+            class."""
             q, result_type = _parse_try_query(args)
             try:
                 if q is get_stop_token:
@@ -283,15 +285,16 @@ class system_context_replaceability:
 
         * ``schedule(r, s)``: eventually call exactly one of ``r.set_value()`` (on one of the
           backend's execution agents), ``r.set_error(exc)`` or ``r.set_stopped()``
-          (REQUIREMENTS 31.11). ``s`` is the preallocated storage (an empty ``memoryview``
-          in Python, DQ-11).
+          ([exec.sysctxrepl.psb]). ``s`` is the preallocated storage (an empty ``memoryview``
+          in Python).
         * ``schedule_bulk_chunked(n, r, s)``: call ``r.execute(b, e)`` with
           ``0 <= b < e <= n``, each index in at most one call, and, if it then calls
           ``r.set_value()``, in exactly one; every ``execute`` happens before the completion;
           ``execute`` and ``set_value`` run on the backend's agents; exactly one completion
-          (REQUIREMENTS 31.12). When ``execute`` raises, complete ``set_error`` with that
+          ([exec.sysctxrepl.psb]). When ``execute`` raises, complete ``set_error`` with that
           exception after the running calls have returned.
-        * ``schedule_bulk_unchunked(n, r, s)``: the same with ``e == b + 1`` (31.13).
+        * ``schedule_bulk_unchunked(n, r, s)``: the same with ``e == b + 1``
+          ([exec.sysctxrepl.psb]).
 
         None of them may raise; if ``schedule*`` raises anyway, the frontend completes the
         operation with a :class:`~structexec.backends.BackendError` saying so. ``schedule``
@@ -303,15 +306,17 @@ class system_context_replaceability:
         __slots__ = ()
 
         def schedule(self, r: Any, s: memoryview) -> None:
-            """Complete ``r`` on one of the backend's agents (REQUIREMENTS 31.11)."""
+            """Complete ``r`` on one of the backend's agents ([exec.sysctxrepl.psb])."""
             raise NotImplementedError(f"{type(self).__name__}.schedule()")
 
         def schedule_bulk_chunked(self, n: int, r: Any, s: memoryview) -> None:
-            """Run ``r.execute(b, e)`` over ``[0, n)``, then complete ``r`` (31.12)."""
+            """Run ``r.execute(b, e)`` over ``[0, n)``, then complete ``r``
+            ([exec.sysctxrepl.psb])."""
             self.schedule(_RunAllProxy(r, n, False), s)
 
         def schedule_bulk_unchunked(self, n: int, r: Any, s: memoryview) -> None:
-            """Run ``r.execute(i, i + 1)`` for each ``i`` in ``[0, n)``, then complete (31.13)."""
+            """Run ``r.execute(i, i + 1)`` for each ``i`` in ``[0, n)``, then complete
+            ([exec.sysctxrepl.psb])."""
             self.schedule(_RunAllProxy(r, n, True), s)
 
     @staticmethod
@@ -380,14 +385,14 @@ def _default_factory() -> Any:
 
 
 def query_parallel_scheduler_backend() -> Any:
-    """The current parallel scheduler backend ([exec.sysctxrepl.query], REQUIREMENTS 31.14).
+    """The current parallel scheduler backend ([exec.sysctxrepl.query]).
 
     The first call after start-up or after :func:`set_parallel_scheduler_backend` calls the
     installed factory (by default one that returns the process-wide
     :class:`~structexec.backends.ThreadPoolBackend`, sized to ``os.cpu_count()``) and keeps
     the result; later calls return that same object. Thread-safe. It returns ``None`` if the
     factory returned ``None`` (``get_parallel_scheduler`` then calls the terminate handler,
-    REQUIREMENTS 31.1); an exception from the factory propagates. Replace the backend with
+    [exec.par.scheduler]); an exception from the factory propagates. Replace the backend with
     :func:`set_parallel_scheduler_backend`, not by assigning to this name.
     """
     global _backend
@@ -418,7 +423,7 @@ def set_parallel_scheduler_backend(
     is called lazily, by the next :func:`query_parallel_scheduler_backend` (so by the next
     ``get_parallel_scheduler()``), once. Schedulers obtained before the call keep their
     backend and keep working: work already started continues where it is, and for a while
-    two backends may be in use (REQUIREMENTS 31.3, 31.16, P2079R7 §5.4); new schedulers
+    two backends may be in use ([exec.par.scheduler], P2079R7 §5.4); new schedulers
     compare unequal to the old ones. The old backend is not shut down. Passing a backend
     object instead of a factory raises ``TypeError``.
     """

@@ -1,6 +1,7 @@
 """``@sx.task``: a coroutine type that is a sender ([exec.task], P3552R1, P3941R1).
 
-REQUIREMENTS 24, DESIGN.md 1 ("Coroutines"), 2.4, 2.9, 2.10.
+[exec.task], docs/task.md, docs/task.md 'How "stopped" unwinds a task',
+docs/task.md "What a task is", docs/task.md "Scheduler affinity".
 
 Decorating an ``async def`` with ``@sx.task`` (or ``@sx.task(environment=Env)``) makes each
 call return a lazy, single-use sender. Connecting it to a receiver and starting the
@@ -22,7 +23,7 @@ Either way the body is stepped by one loop (``Driver``, ``_task_driver.py``), ne
 recursion: an await whose sender completes inside ``start`` continues the same loop
 iteration, and a task awaiting another task on the same scheduler runs the child's coroutine
 on the same loop (a stack of frames), without a new trio task or operation state (P3552R1
-4.10, REQUIREMENTS 24.22, 24.22b).
+[exec.get.await.adapt], [exec.task]).
 
 This module has the decorator, the sender and the operation state (the promise, and a frame
 of the driver); ``_task_environment.py`` reads the Environment and has ``with_error``,
@@ -115,11 +116,11 @@ def _is_forwarding(q: Any) -> bool:
 
 
 class _TaskSender(Sender[T]):
-    """A task: a lazy, single-use sender ([task.class], [task.members]; 24.5-24.7).
+    """A task: a lazy, single-use sender ([task.class], [task.members]; [exec.task]).
 
     It keeps the function and its arguments; the coroutine object is created when the task
     starts (or when a task awaiting it takes it), so a task that is never started leaves no
-    coroutine behind: nothing to close, no "never awaited" warning (24.6). An argument error
+    coroutine behind: nothing to close, no "never awaited" warning ([exec.task]). An argument error
     (``TypeError`` from calling the function) therefore surfaces when the task starts, as its
     error completion.
     """
@@ -142,10 +143,10 @@ class _TaskSender(Sender[T]):
         )
 
     def connect(self, rcvr: Any) -> _TaskOp:
-        """Connect once: a second ``connect`` raises ``RuntimeError`` (24.5).
+        """Connect once: a second ``connect`` raises ``RuntimeError`` ([exec.task]).
 
         Raises ``TypeError`` (and leaves the task connectable) when the receiver's environment
-        provides no scheduler the task can use (24.9).
+        provides no scheduler the task can use ([exec.task]).
         """
         if self._fn is None:
             raise self._consumed()
@@ -170,10 +171,11 @@ class _TaskSender(Sender[T]):
 
         From plain trio code the body runs in the awaiting trio task itself, exactly as
         ``await sndr`` of any sender would run it with the environment of the trio bridge
-        (``get_scheduler`` is the trio scheduler, the stop token follows the awaiting task's
-        trio cancellation): the result is returned, an error raised, and a stop raises
-        ``trio.Cancelled`` if the awaiting task's cancellation caused it, ``sx.Stopped``
-        otherwise (DESIGN.md 2.4). Only the trio task hosting differs: no new trio task.
+        (``get_scheduler`` is the trio scheduler, the stop token follows the awaiting task's trio
+        cancellation): the result is returned, an error raised, and a stop raises ``trio.Cancelled``
+        if the awaiting task's cancellation caused it, ``sx.Stopped`` otherwise
+        (docs/task.md 'How "stopped" unwinds a task'). Only the trio task hosting differs: no new
+        trio task.
         """
         d = _driver_state.driver
         if d is not None:
@@ -215,7 +217,7 @@ class _TaskSender(Sender[T]):
         raise Stopped()
 
     def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
-        """``set_value_t(T)`` (or ``()``), the ``error_types``, ``set_stopped_t()`` (24.3).
+        """``set_value_t(T)`` (or ``()``), the ``error_types``, ``set_stopped_t()`` ([exec.task]).
 
         ``T`` comes from ``@sx.task(result=T)`` or the function's return annotation; without
         either the value type is unknown and this returns ``None``.
@@ -245,7 +247,7 @@ class _TaskOp:
     """The task's operation state and promise ([task.state], [task.promise]).
 
     A frame of the driver: ``coro`` is the body. Its ``query`` is the promise's ``get_env()``
-    (24.21): ``get_scheduler`` → ``SCHED``, ``get_allocator`` → the allocator,
+    ([exec.task]): ``get_scheduler`` → ``SCHED``, ``get_allocator`` → the allocator,
     ``get_stop_token`` → the task's token, any other *forwarding* query → the Environment
     object. A root frame completes ``rcvr``; a child frame (a task awaited by a task on the
     same scheduler) hands its outcome straight to its parent.
@@ -334,7 +336,7 @@ class _TaskOp:
     # -- stop token ---------------------------------------------------------------------------
 
     def _link_token(self, st: Any, own: bool) -> None:
-        """Make the task's token mirror ``st`` (24.10); ``own`` forces an own stop source."""
+        """Make the task's token mirror ``st`` ([exec.task]); ``own`` forces an own stop source."""
         sst = self.cfg.stop_source_type
         if not own and sst is inplace_stop_source:
             t = type(st)
@@ -364,7 +366,7 @@ class _TaskOp:
         fn, args, kwargs = self.factory
         self.factory = None
         try:
-            self.coro = fn(*args, **kwargs)  # the body starts now (24.7)
+            self.coro = fn(*args, **kwargs)  # the body starts now ([exec.task])
         except Exception as e:  # the function rejected its arguments
             self._complete_root(THROW, e)
             return
@@ -414,7 +416,7 @@ class _TaskOp:
             return False
 
     def _complete_root(self, kind: int, data: Any) -> None:
-        """Complete the receiver; the coroutine has finished (24.13, P3552R1 5 caveat 2)."""
+        """Complete the receiver; the coroutine has finished ([exec.task], P3552R1 5 caveat 2)."""
         self._unlink()
         rcvr = self.rcvr
         self.rcvr = None
@@ -442,7 +444,7 @@ class _TaskOp:
         """The frame that runs ``sndr``, a task awaited by this frame's body, on ``drv``'s loop.
 
         ``None`` when it would run on another scheduler: the driver then connects it as any
-        sender (24.22b). Raises what taking its coroutine raises (a consumed task, arguments
+        sender ([exec.task]). Raises what taking its coroutine raises (a consumed task, arguments
         the function rejects); the driver throws that into this frame's body.
         """
         cfg = sndr._cfg
@@ -450,7 +452,7 @@ class _TaskOp:
         if cfg.plain and type(self.sched) is task_scheduler and type(tok) is inplace_stop_token:
             # The common case: default Environment, so task_scheduler and an inplace stop
             # source. The child's SCHED is task_scheduler(parent SCHED), equal to the
-            # parent's, and its token is the parent's (same type: no link, 24.10).
+            # parent's, and its token is the parent's (same type: no link, [exec.task]).
             alloc = sndr._alloc
             child = _TaskOp.__new__(_TaskOp)
             child.coro = sndr._take()  # may raise
@@ -516,7 +518,8 @@ class _Outcome:
 
 
 class _TrioAwaitEnv(TryEnv):
-    """The environment ``await sndr`` in a trio task gives (the trio bridge's, 32.1)."""
+    """The environment ``await sndr`` in a trio task gives (the trio bridge's,
+    docs/trio.md "Awaiting a sender")."""
 
     __slots__ = ("_base", "_run")
     _unsupported = "the environment of an awaiting trio task does not support {q!r}"
@@ -598,28 +601,29 @@ class _TaskDecorator(Protocol):
 class task_t(Algorithm):
     """``@sx.task`` / ``@sx.task(environment=Env, result=T)``: coroutine functions as senders.
 
-    [exec.task], P3552R1, P3941R1; REQUIREMENTS 24, DESIGN.md 1, 2.4, 2.9, 2.10.
+    [exec.task], P3552R1, P3941R1; docs/task.md 'How "stopped" unwinds a task',
+    docs/task.md "What a task is", docs/task.md "Scheduler affinity".
 
     Decorating an ``async def`` makes each call return a **task**: a sender that is
 
-    * **lazy**: the call and ``connect`` run no line of the body (24.7); the body starts when
+    * **lazy**: the call and ``connect`` run no line of the body ([exec.task]); the body starts when
       the operation is started;
-    * **single-use**: a second ``connect`` (or ``await``) raises ``RuntimeError`` (24.5);
-      a task dropped without being started closes its coroutine quietly (24.6);
+    * **single-use**: a second ``connect`` (or ``await``) raises ``RuntimeError`` ([exec.task]);
+      a task dropped without being started closes its coroutine quietly ([exec.task]);
     * completes ``set_value(v)`` with the returned ``v`` (``set_value()`` for ``None``,
-      ``sx.values(a, b)`` for several datums), ``set_error(e)`` for an escaping exception
-      that is an instance of one of ``error_types`` (any other exception calls the
-      terminate handler, 24.15), ``set_error(e)`` for ``await sx.with_error(e)`` (24.14),
-      and ``set_stopped()`` when an awaited sender completes stopped (24.16).
+      ``sx.values(a, b)`` for several datums), ``set_error(e)`` for an escaping exception that is an
+      instance of one of ``error_types`` (any other exception calls the terminate handler,
+      [exec.task]), ``set_error(e)`` for ``await sx.with_error(e)`` ([task.promise]), and
+      ``set_stopped()`` when an awaited sender completes stopped ([exec.task]).
 
-    Inside the body, ``await sndr`` gives ``None`` / the datum / a tuple (24.19); an error
-    completion is raised at the ``await``; a **stopped** completion unwinds the body: the
-    await raises :class:`sx.Stopped` (a ``BaseException``: ``except Exception`` does not
-    catch it), ``finally`` blocks and ``async with`` exits run and may await, and the task
-    then completes ``set_stopped()`` (DESIGN.md 2.4). A body that swallows ``Stopped`` and
-    returns completes with ``set_error(RuntimeError)``.
+    Inside the body, ``await sndr`` gives ``None`` / the datum / a tuple ([exec.task]); an error
+    completion is raised at the ``await``; a **stopped** completion unwinds the body: the await
+    raises :class:`sx.Stopped` (a ``BaseException``: ``except Exception`` does not catch it),
+    ``finally`` blocks and ``async with`` exits run and may await, and the task then completes
+    ``set_stopped()`` (docs/task.md 'How "stopped" unwinds a task'). A body that swallows
+    ``Stopped`` and returns completes with ``set_error(RuntimeError)``.
 
-    **Scheduler** (24.9, 24.11, 24.17, 24.23): ``SCHED`` is
+    **Scheduler** ([exec.task]): ``SCHED`` is
     ``scheduler_type(get_scheduler(env))`` of the receiver's environment, resolved at
     ``connect``; a receiver without a scheduler makes ``connect`` raise ``TypeError``
     explaining how to provide one (P3552R1 4.5). After every await the body resumes on
@@ -627,7 +631,7 @@ class task_t(Algorithm):
     where they started are not rescheduled). On the trio scheduler the body runs in a trio
     task and may await trio primitives; elsewhere that raises ``RuntimeError`` with advice.
 
-    **Environment** (24.1-24.4, 24.8, 24.21): a class with optional attributes
+    **Environment** ([exec.task]): a class with optional attributes
     ``scheduler_type`` (default :class:`task_scheduler`; :class:`inline_scheduler` turns
     affinity off), ``stop_source_type`` (default :class:`inplace_stop_source`),
     ``error_types`` (default ``completion_signatures(set_error_t(Exception))``; only
@@ -635,8 +639,8 @@ class task_t(Algorithm):
     At ``connect`` the task builds ``Env(env_type(rcvr_env))`` if ``env_type`` exists, else
     ``Env(rcvr_env)``, else ``Env()``; awaited senders see its ``query`` answers for
     forwarding queries, plus ``get_scheduler`` (``SCHED``), ``get_stop_token`` (a token that
-    mirrors the receiver's, 24.10) and ``get_allocator`` (the argument after
-    ``sx.allocator_arg`` in the call, else ``allocator_type()``; 24.12).
+    mirrors the receiver's, [exec.task]) and ``get_allocator`` (the argument after
+    ``sx.allocator_arg`` in the call, else ``allocator_type()``; [exec.task]).
 
     ``result=T`` (or the return annotation) declares the value type for
     ``get_completion_signatures``.

@@ -1,9 +1,10 @@
 """The task driver: one loop that steps a stack of task bodies ([task.promise]; P3552R1 4.10).
 
-REQUIREMENTS 24.13-24.19, 24.22, 24.22b; DESIGN.md 2.4, 2.9. A :class:`Driver` runs the body
-of a started task (its *root frame*, a ``_TaskOp`` of ``_task.py``) and of every task that
-body awaits on the same scheduler (*child frames*, pushed on ``frames``): a nested await is a
-new frame on the same loop, not a new operation, trio task or stack frame.
+[exec.task], [task.promise], docs/task.md 'How "stopped" unwinds a task',
+docs/task.md "What a task is". A :class:`Driver` runs the body of a started task (its *root frame*,
+a ``_TaskOp`` of ``_task.py``) and of every task that body awaits on the same scheduler (*child
+frames*, pushed on ``frames``): a nested await is a new frame on the same loop, not a new operation,
+trio task or stack frame.
 
 While it steps a body the driver is ``_hooks.driver_state.driver``, so ``await sndr``
 (``Sender.__await__``) calls :meth:`Driver.await_sender`, which yields the sender to the loop.
@@ -13,13 +14,13 @@ The loop connects it with the driver as the receiver and starts it:
   ``just(i)`` use constant stack);
 * otherwise the loop returns, and the completion resumes it: off trio on ``SCHED``, through an
   unstoppable ``schedule(SCHED)`` hop unless the sender is known to complete there already
-  (scheduler affinity, 24.17, P3941R1); in a trio task by rescheduling that task.
+  (scheduler affinity, [exec.task], P3941R1); in a trio task by rescheduling that task.
 
-Values are sent into the body (DESIGN.md 2.1), errors thrown into it, and a stopped completion
-throws ``sx.Stopped`` to unwind it (2.4). ``with_error``, ``change_coroutine_scheduler`` and
-awaited tasks are recognised by type. Two modes: ``LOOP`` (a plain loop on the scheduler's
-agent, ``run_loop_from``) and ``TRIO`` (a generator awaited by the hosting trio task,
-``__await__``), where foreign yields (trio primitives) pass through to trio.
+Values are sent into the body (docs/trio.md "Awaiting a sender"), errors thrown into it, and a
+stopped completion throws ``sx.Stopped`` to unwind it (2.4). ``with_error``,
+``change_coroutine_scheduler`` and awaited tasks are recognised by type. Two modes: ``LOOP`` (a
+plain loop on the scheduler's agent, ``run_loop_from``) and ``TRIO`` (a generator awaited by the
+hosting trio task, ``__await__``), where foreign yields (trio primitives) pass through to trio.
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ class Driver:
     """Steps a stack of task frames with one loop (see the module docstring).
 
     It is the receiver of every sender awaited by its frames (one at a time); its
-    environment is the top frame's (the promise's ``get_env``, 24.21).
+    environment is the top frame's (the promise's ``get_env``, [exec.task]).
     """
 
     __slots__ = (
@@ -197,7 +198,7 @@ class Driver:
                 raise run_finished_error("resume a task after an await") from None
             return
         if self.hop:
-            # Back onto SCHED's agent; the hop cannot be stopped (P3941R1 3.2, 24.17).
+            # Back onto SCHED's agent; the hop cannot be stopped (P3941R1 3.2, [exec.task]).
             op = connect(self.top.sched.schedule(), _Hop(self))
             trampoline_start(op)
             return
@@ -250,9 +251,10 @@ class Driver:
 
     def _abort(self, raise_cancel: Any) -> Any:
         self.cancelled = True
-        # The hosting trio task is being cancelled while an awaited sender runs: that is a
-        # stop request (the awaited operation sees the task's token); keep waiting until it
-        # completes (an operation state outlives its operation, REQUIREMENTS 32.2).
+        # The hosting trio task is being cancelled while an awaited sender runs: that is a stop
+        # request (the awaited operation sees the task's token); keep waiting until it completes (an
+        # operation state outlives its operation,
+        # docs/trio.md "trio cancellation becomes a stop request").
         src = self.frames[0].source
         if src is not None:
             src.request_stop()
@@ -393,7 +395,7 @@ class Driver:
                         kind, data = THROW, TypeError(why)
                         continue
                     # Never resumed: unwind the body (finally blocks run, and may await),
-                    # then complete with the error (24.14).
+                    # then complete with the error ([task.promise]).
                     fr.unwinding = _UNWIND_ERROR
                     fr.exit_error = y.error
                     kind, data = THROW, _ErrorExit()
@@ -485,7 +487,8 @@ class _ChangeHop(_Hop):
 
 
 def _check_awaitable(sndr: Any, env: Any) -> None:
-    """A sender with several value signatures is not awaitable (REQUIREMENTS 20.2, 24.19)."""
+    """A sender with several value signatures is not awaitable ([exec.as.awaitable],
+    [exec.task])."""
     try:
         sigs = get_completion_signatures(sndr, env)
     except Exception:

@@ -1,6 +1,6 @@
 """A task's configuration: the Environment, ``with_error``, ``change_coroutine_scheduler``,
-``allocator_arg`` ([task.class], [task.state], [task.promise]; REQUIREMENTS 24.1-24.4, 24.8,
-24.9, 24.12, 24.14, 24.20).
+``allocator_arg`` ([task.class], [task.state], [task.promise]; [exec.task],
+[exec.task], [task.promise]).
 
 ``@sx.task(environment=Env)`` reads ``Env`` once, when the function is decorated, into a
 :class:`Config`; :func:`resolve_scheduler` computes ``SCHED`` from a receiver's environment at
@@ -51,7 +51,7 @@ class _AllocatorArg:
 
 #: Pass ``allocator_arg, alloc`` among a task function's positional arguments to give the
 #: task an allocator: ``read_env(get_allocator)`` inside then returns it (P3552R1 4.6,
-#: REQUIREMENTS 24.12). Python manages memory itself; the allocator is only plumbed (DQ-11).
+#: [exec.task]). Python manages memory itself; the allocator is only plumbed.
 allocator_arg: Any = _AllocatorArg()
 
 
@@ -73,11 +73,11 @@ class _DefaultAllocator:
 class with_error(Generic[T]):
     """``await sx.with_error(e)`` inside a task: complete the task with ``set_error(e)``.
 
-    [task.promise] ``yield_value(with_error<E>)``, P3552R1 4.9, REQUIREMENTS 24.14, DQ-12.
+    [task.promise] ``yield_value(with_error<E>)``, P3552R1 4.9, docs/task.md.
     The body is suspended and never resumed (its ``finally`` blocks run when the coroutine is
     closed); the error does not have to be an exception and nothing is raised. ``e`` must
     match exactly one of the task's ``error_types`` (an instance of it; an exact type match
-    wins over a base class); otherwise the ``await`` raises ``TypeError`` (24.14 Mandates).
+    wins over a base class); otherwise the ``await`` raises ``TypeError`` ([task.promise] Mandates).
     ``return sx.with_error(e)`` does the same. ``.error`` is the datum, ``.type`` its type.
     Awaiting it outside a task body raises ``TypeError``.
     """
@@ -109,8 +109,8 @@ class with_error(Generic[T]):
 class change_coroutine_scheduler:
     """``await sx.change_coroutine_scheduler(sch)``: deprecated; use ``sx.starts_on``/``sx.on``.
 
-    [task.promise] ``await_transform(change_coroutine_scheduler)`` of the draft (REQUIREMENTS
-    24.20). P3941R1 3.4 removes it: run the part that must run elsewhere as a nested task,
+    [task.promise] ``await_transform(change_coroutine_scheduler)`` of the draft
+    ([exec.task]). P3941R1 3.4 removes it: run the part that must run elsewhere as a nested task,
     ``await sx.starts_on(sch, nested())``. It is kept for the draft's users and warns
     (``DeprecationWarning``) when created. Inside a task it installs
     ``scheduler_type(sch)`` as the task's scheduler, continues on it (a ``schedule(sch)``
@@ -184,7 +184,7 @@ def _ctor_arity(cls: Any, what: str) -> int:
 
 
 class Config:
-    """What ``@sx.task(environment=Env)`` derives from ``Env`` ([task.class], 24.1-24.4)."""
+    """What ``@sx.task(environment=Env)`` derives from ``Env`` ([task.class], [exec.task])."""
 
     __slots__ = (
         "allocator_type",
@@ -235,7 +235,7 @@ class Config:
             self.sigs = completion_signatures(vs, *errs, set_stopped_t())
 
     def check_with_error(self, e: Any) -> str | None:
-        """Why ``with_error(e)`` does not fit ``error_types`` (24.14), or ``None``."""
+        """Why ``with_error(e)`` does not fit ``error_types`` ([task.promise]), or ``None``."""
         matches = [t for t in self.err_types if not isinstance(t, type) or isinstance(e, t)]
         if len(matches) == 1:
             return None
@@ -312,7 +312,7 @@ def trio_run_of(sch: Any) -> RunState | None:
 
 
 def find_allocator(args: tuple[Any, ...], name: str) -> Any:
-    """The argument after ``allocator_arg`` in a task call, else ``_MISSING`` (24.12)."""
+    """The argument after ``allocator_arg`` in a task call, else ``_MISSING`` ([exec.task])."""
     for i, a in enumerate(args):
         if a is allocator_arg:
             if i + 1 >= len(args):

@@ -1,4 +1,4 @@
-"""``task_scheduler``: a type-erased infallible scheduler ([exec.task.scheduler], REQUIREMENTS 23).
+"""``task_scheduler``: a type-erased infallible scheduler ([exec.task.scheduler]).
 
 P3552R1 4.5 (it is the default ``scheduler_type`` of ``task``) and P3941R1 (it is infallible,
 and so must be the scheduler it wraps).
@@ -22,7 +22,8 @@ _VALUE_STOPPED = completion_signatures(set_value_t(), set_stopped_t())
 
 
 class _TsAttrs(TryEnv):
-    """Attributes of the ts-sender: completions happen on the ``task_scheduler`` (23.3)."""
+    """Attributes of the ts-sender: completions happen on the ``task_scheduler``
+    ([exec.task.scheduler])."""
 
     __slots__ = ("_inner", "_ts")
     _unsupported = "the schedule sender of {self._ts!r} does not support {q!r}"
@@ -43,7 +44,8 @@ class _TsAttrs(TryEnv):
 
 
 class _TsSender(Sender[None]):
-    """``ts-sender``: wraps ``schedule(SCHED(ts))`` and connects straight through (23.2)."""
+    """``ts-sender``: wraps ``schedule(SCHED(ts))`` and connects straight through
+    ([exec.task.scheduler])."""
 
     __slots__ = ("_inner", "_ts")
 
@@ -53,7 +55,7 @@ class _TsSender(Sender[None]):
 
     def connect(self, rcvr: Any) -> Any:
         # The wrapped sender's operation completes the receiver directly: a ts-sender adds no
-        # operation state and no hop ([exec.task.scheduler] "state", 23.2).
+        # operation state and no hop ([exec.task.scheduler] "state").
         return connect(self._inner, rcvr)
 
     def get_env(self) -> _TsAttrs:
@@ -80,26 +82,27 @@ class _TsSender(Sender[None]):
 class task_scheduler:
     """``task_scheduler(sch, alloc=None)``: type-erases any infallible scheduler ``sch``.
 
-    [exec.task.scheduler], REQUIREMENTS 23, P3552R1 4.5, P3941R1. It is the default
+    [exec.task.scheduler], P3552R1 4.5, P3941R1. It is the default
     ``scheduler_type`` of :func:`task`.
 
     * ``task_scheduler(ts)`` of a ``task_scheduler`` is a copy that shares the wrapped
-      scheduler, never a nested wrapper (23.1): ``task_scheduler(task_scheduler(s)).wrapped``
-      is ``s``.
-    * ``sch`` must be *infallible* (P3941R1 Mandates, 23.8): its ``schedule()`` sender declares
-      exactly ``set_value_t()`` when the environment's stop token is unstoppable. A fallible
-      or undeclared scheduler (``parallel_scheduler``) raises ``TypeError``.
+      scheduler, never a nested wrapper ([exec.task.scheduler]):
+      ``task_scheduler(task_scheduler(s)).wrapped`` is ``s``.
+    * ``sch`` must be *infallible* (P3941R1 Mandates, [exec.task.scheduler]): its ``schedule()``
+      sender declares exactly ``set_value_t()`` when the environment's stop token is unstoppable. A
+      fallible or undeclared scheduler (``parallel_scheduler``) raises ``TypeError``.
     * ``schedule()`` returns a sender that connects straight to ``schedule(sch)`` (no extra
-      operation, 23.2); its attributes name this ``task_scheduler`` as the completion
-      scheduler (23.3); it declares ``set_value_t()`` and, unless the stop token is
-      unstoppable, ``set_stopped_t()`` (P3941R1, 23.8).
-    * Equality (23.4-23.6): ``ts == s`` is ``type(ts.wrapped) is type(s) and ts.wrapped == s``;
-      ``ts1 == ts2`` is ``ts1 == ts2.wrapped``. ``s == ts`` gives the same answer when the
-      other scheduler's ``__eq__`` returns ``NotImplemented`` for types it does not know
-      (Python then asks ``ts``). ``hash(ts) == hash(ts.wrapped)``.
+      operation, [exec.task.scheduler]); its attributes name this ``task_scheduler`` as the
+      completion scheduler ([exec.task.scheduler]); it declares ``set_value_t()`` and, unless the
+      stop token is unstoppable, ``set_stopped_t()`` (P3941R1, 23.8).
+    * Equality ([exec.task.scheduler]): ``ts == s`` is
+      ``type(ts.wrapped) is type(s) and ts.wrapped == s``; ``ts1 == ts2`` is ``ts1 == ts2.wrapped``.
+      ``s == ts`` gives the same answer when the other scheduler's ``__eq__`` returns
+      ``NotImplemented`` for types it does not know (Python then asks ``ts``).
+      ``hash(ts) == hash(ts.wrapped)``.
     * Queries (``get_forward_progress_guarantee``, ``get_domain``, ...) are forwarded to the
       wrapped scheduler.
-    * ``alloc`` is accepted and ignored (DQ-11: no allocator semantics in Python, 23.7).
+    * ``alloc`` is accepted and ignored (: no allocator semantics in Python, [exec.task.scheduler]).
     """
 
     __slots__ = ("_sch",)
@@ -118,7 +121,8 @@ class task_scheduler:
         return self._sch
 
     def schedule(self) -> Sender[None]:
-        """``schedule(ts)``: a sender completing on the wrapped scheduler (23.2)."""
+        """``schedule(ts)``: a sender completing on the wrapped scheduler
+        ([exec.task.scheduler])."""
         return _TsSender(self, self._sch.schedule())
 
     def query(self, q: Any, *args: Any) -> Any:

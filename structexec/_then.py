@@ -1,11 +1,11 @@
-"""``then``, ``upon_error``, ``upon_stopped`` ([exec.then], REQUIREMENTS 13).
+"""``then``, ``upon_error``, ``upon_stopped`` ([exec.then]).
 
 Adjacent ``then``/``upon_*`` stages are fused at ``connect`` into one operation that runs the
 functions in a loop, so a pipeline of 10,000 stages needs neither 10,000 operation states nor
-10,000 stack frames (issue 2, item 7), and each stage costs little more than the call itself.
+10,000 stack frames, and each stage costs little more than the call itself.
 Fusion is not observable: each function still runs once, in order, on the agent where the
 previous stage completed, and a stage that does not match the incoming completion forwards it
-unchanged (13.4).
+unchanged ([exec.then]).
 """
 
 from __future__ import annotations
@@ -61,9 +61,9 @@ def returned_coroutine(kind: int, f: Any, coro: Any) -> TypeError:
 
 
 def _apply_fns(fns: tuple[Any, ...], vals: tuple[Any, ...]) -> tuple[Any, ...]:
-    """Run a chain of ``then`` functions on ``vals``: each result becomes the next datums by
-    the values convention (DESIGN.md 2.1). An exception from a function propagates, and so
-    does the ``TypeError`` for a returned coroutine object ([exec.then]).
+    """Run a chain of ``then`` functions on ``vals``: each result becomes the next datums by the
+    values convention (docs/trio.md "Awaiting a sender"). An exception from a function propagates,
+    and so does the ``TypeError`` for a returned coroutine object ([exec.then]).
 
     While the functions return one datum each (the common case), the inner loop calls the
     next one with it directly, without a tuple per stage.
@@ -170,10 +170,10 @@ class _ThenOp(ChildOp):
 class _JustThenOp:
     """``just(*vals) | then(f) | ...`` (``then`` stages only) connected as one operation.
 
-    The most common sender of all (``spawn(sx.just() | sx.then(f), token)``) then costs one
-    object: ``start`` runs the functions on the datums and completes. Not observable: the
-    functions run once each, in order, inside ``start`` (10.1, 13.1); an exception from one
-    becomes ``set_error`` (1.3), one from the receiver propagates.
+    The most common sender of all (``spawn(sx.just() | sx.then(f), token)``) then costs one object:
+    ``start`` runs the functions on the datums and completes. Not observable: the functions run once
+    each, in order, inside ``start`` ([exec.just], [exec.then]); an exception from one becomes
+    ``set_error`` ([exec.snd.expos]), one from the receiver propagates.
     """
 
     __slots__ = ("_fns", "_rcvr", "_started", "_vals")
@@ -286,8 +286,8 @@ class _ThenBase(UnarySender):
         return op
 
     def _connect_with_domains(self, rcvr: Any) -> _ThenOp:
-        # Fuse only through children that their late domain leaves unchanged; a child that a
-        # domain transforms is connected as it is transformed (REQUIREMENTS 7.2, 9.4).
+        # Fuse only through children that their late domain leaves unchanged; a child that a domain
+        # transforms is connected as it is transformed ([exec.connect], [exec.snd.transform]).
         env = fwd_env(get_env(rcvr))
         rev: list[tuple[int, Any]] = [(self._kind, self._fn)]
         s: Any = self._child
@@ -373,12 +373,13 @@ def _closure(alg: FnAdaptor, args: tuple[Any, ...]) -> Any:
 
 
 class then_t(FnAdaptor):
-    """``then(sndr, f)`` / ``sndr | then(f)``: on ``set_value(*a)``, send ``f(*a)`` (13.1).
+    """``then(sndr, f)`` / ``sndr | then(f)``: on ``set_value(*a)``, send ``f(*a)`` ([exec.then]).
 
-    ``f`` returning ``None`` sends ``set_value()``; a tuple is one datum; ``sx.values(a, b)``
-    sends two (DESIGN.md 2.1). An exception from ``f`` becomes ``set_error`` (TRY-EVAL, 1.3).
-    Errors and stopped pass through unchanged (13.4). ``f`` runs on the agent where the child
-    completed, at most once, and never before the operation starts (7.4, 13.5).
+    ``f`` returning ``None`` sends ``set_value()``; a tuple is one datum; ``sx.values(a, b)`` sends
+    two (docs/trio.md "Awaiting a sender"). An exception from ``f`` becomes ``set_error`` (TRY-EVAL,
+    [exec.snd.expos]). Errors and stopped pass through unchanged ([exec.then]). ``f`` runs on the
+    agent where the child completed, at most once, and never before the operation starts
+    ([exec.adapt.general], [exec.then]).
     """
 
     __slots__ = ()
@@ -413,7 +414,7 @@ class then_t(FnAdaptor):
 
 
 class upon_error_t(FnAdaptor):
-    """``upon_error(sndr, f)``: on ``set_error(e)``, send ``f(e)`` as a value (13.2)."""
+    """``upon_error(sndr, f)``: on ``set_error(e)``, send ``f(e)`` as a value ([exec.then])."""
 
     __slots__ = ()
     _cls = _UponErrorSender
@@ -429,7 +430,7 @@ class upon_error_t(FnAdaptor):
 
 
 class upon_stopped_t(FnAdaptor):
-    """``upon_stopped(sndr, f)``: on ``set_stopped()``, send ``f()`` as a value (13.3)."""
+    """``upon_stopped(sndr, f)``: on ``set_stopped()``, send ``f()`` as a value ([exec.then])."""
 
     __slots__ = ()
     _cls = _UponStoppedSender

@@ -1,6 +1,7 @@
 """Private plumbing shared by the trio bridge: per-run state, host queries, stop -> cancel.
 
-REQUIREMENTS 32, DESIGN.md 2.5 and 2.11. Nothing here is public API; the trio scheduler
+docs/trio.md, docs/trio.md "trio cancellation becomes a stop request",
+docs/trio.md "The trio scheduler". Nothing here is public API; the trio scheduler
 (``_trio_scheduler``), ``await sndr`` (``_await``), coroutine senders (``_coroutine_sender``),
 counting scopes and ``task`` build on it.
 
@@ -17,14 +18,15 @@ Internal API for other modules of the library:
 * :data:`trio_host_nursery` -- a private *forwarding* query. A counting scope that owns a trio
   nursery writes ``host_env(nursery)`` into the environment of the work it spawns; coroutine
   senders started under that environment run their trio task in that nursery instead of the
-  runtime-owned one (REQUIREMENTS 32.4, 32.7).
+  runtime-owned one (docs/scopes.md "The nursery face: `async with`").
 * :func:`host_env` -- ``host_env(nursery)``: the environment to write (call it on the trio
   thread); it answers ``trio_host_nursery`` and remembers the run so that work started from
   another thread can still reach the nursery (through ``TrioToken.run_sync_soon``).
 * :func:`cancel_scope_on_stop` -- ``cancel_scope_on_stop(token, scope)`` registers a stop
   callback on ``token`` that cancels the ``trio.CancelScope`` ``scope``, from whichever thread
-  requests stop (off the trio thread through ``run_sync_soon``; REQUIREMENTS 32.3). It returns
-  the callback; ``close()`` it when the scope is done.
+  requests stop (off the trio thread through ``run_sync_soon``;
+  docs/trio.md "Coroutines are senders; a stop request cancels them"). It returns the callback;
+  ``close()`` it when the scope is done.
 * :data:`hosted_env` -- a ``ContextVar`` holding the environment that senders awaited inside a
   trio-hosted coroutine see (besides their stop token, which always comes from the awaiting
   task's trio cancellation); ``None`` in plain trio tasks.
@@ -61,7 +63,7 @@ except AttributeError:  # pragma: no cover - trio < 0.26
         return True
 
 
-#: Environment of the senders awaited inside a trio-hosted coroutine (REQUIREMENTS 20.9).
+#: Environment of the senders awaited inside a trio-hosted coroutine ([exec.connect]).
 hosted_env: contextvars.ContextVar[Any] = contextvars.ContextVar(
     "structexec_hosted_env", default=None
 )
@@ -74,9 +76,9 @@ class RunState:
     the run ends (an ``after_run`` instrument), after which every cross-thread entry raises a
     clear ``RuntimeError`` instead of touching a dead run.
 
-    The trio scheduler's FIFO lives here (REQUIREMENTS 32.6): ``push(op)`` (trio thread only)
-    appends a ready operation and wakes the *drainer*, a system task (at most one per run) that
-    runs queued operations in FIFO order (``op._execute()``) and exits when the queue has
+    The trio scheduler's FIFO lives here (docs/trio.md "The trio scheduler"): ``push(op)`` (trio
+    thread only) appends a ready operation and wakes the *drainer*, a system task (at most one per
+    run) that runs queued operations in FIFO order (``op._execute()``) and exits when the queue has
     stayed empty for a couple of rounds; ``push_threadsafe(op)`` does the same from any thread
     through ``TrioToken.run_sync_soon``.
     """
@@ -107,7 +109,7 @@ class RunState:
                     self.push_threadsafe(q.popleft(), direct=True)
 
     def push_threadsafe(self, op: Any, *, direct: bool = False) -> None:
-        """Queue a ready operation from any thread (REQUIREMENTS 32.6, DESIGN.md 2.11)."""
+        """Queue a ready operation from any thread (docs/trio.md "The trio scheduler")."""
         try:
             self.token.run_sync_soon(_execute if direct else self.push, op)
         except trio.RunFinishedError:
@@ -214,9 +216,9 @@ def run_finished_error(what: str) -> RuntimeError:
 class trio_host_nursery_t(Query):
     """Private forwarding query: the ``trio.Nursery`` that hosts trio tasks of spawned work.
 
-    Written by counting scopes with :func:`host_env`; coroutine senders started under it run
-    their trio task in that nursery (REQUIREMENTS 32.4, 32.7). Without it, hosted tasks are
-    system tasks of the current run.
+    Written by counting scopes with :func:`host_env`; coroutine senders started under it run their
+    trio task in that nursery (docs/scopes.md "The nursery face: `async with`"). Without it, hosted
+    tasks are system tasks of the current run.
     """
 
     forwarding = True
@@ -303,13 +305,14 @@ class _ScopeCanceller:
 
 
 def cancel_scope_on_stop(token: Any, scope: Any, run: RunState | None = None) -> Any:
-    """Cancel ``scope`` when ``token`` is stopped, from any thread (REQUIREMENTS 32.3).
+    """Cancel ``scope`` when ``token`` is stopped, from any thread
+    (docs/trio.md "Coroutines are senders; a stop request cancels them").
 
-    The callback runs on the thread that requests stop (5.2); on the trio thread it calls
-    ``scope.cancel()`` at once, elsewhere it goes through ``TrioToken.run_sync_soon``. If stop
-    was already requested the scope is cancelled now. ``run`` defaults to the current run
-    (call on the trio thread then). Returns the registered callback: ``close()`` it when the
-    scope has been left.
+    The callback runs on the thread that requests stop ([stoptoken.concepts]); on the trio thread it
+    calls ``scope.cancel()`` at once, elsewhere it goes through ``TrioToken.run_sync_soon``. If stop
+    was already requested the scope is cancelled now. ``run`` defaults to the current run (call on
+    the trio thread then). Returns the registered callback: ``close()`` it when the scope has been
+    left.
     """
     if run is None:
         run = current_run()

@@ -1,4 +1,4 @@
-"""``trio_scheduler()``: the scheduler of the current trio run (DESIGN.md 2.11, REQUIREMENTS 32.6).
+"""``trio_scheduler()``: the scheduler of the current trio run (docs/trio.md "The trio scheduler").
 
 A ``schedule()`` operation is put on a FIFO queue owned by the run and completed by one
 long-lived system task (the *drainer*) that runs the queued operations in order. So the
@@ -6,9 +6,9 @@ operation
 
 * never completes inline: ``start`` only queues it, the stack unwinds (P3552R1 4.10);
 * always completes on the trio thread, wherever it was started (other threads go through
-  ``TrioToken.run_sync_soon``; DESIGN.md 2.5);
+  ``TrioToken.run_sync_soon``; docs/trio.md "trio cancellation becomes a stop request");
 * runs in FIFO order, from structexec's own queue rather than trio's run queue, which trio
-  randomises (REQUIREMENTS 32.6);
+  randomises (docs/trio.md "The trio scheduler");
 * is infallible (P3941R1): it completes ``set_value()``, or ``set_stopped()`` only if its
   receiver's stop token was stopped before it ran.
 
@@ -121,7 +121,7 @@ class _TrioScheduleSender(Sender[None]):
         return _TrioScheduleAttrs(self._sch)
 
     def get_completion_signatures(self, env: Any = None) -> completion_signatures:
-        # Infallible (P3941R1): with an unstoppable token only set_value_t() (DESIGN.md 1).
+        # Infallible (P3941R1): with an unstoppable token only set_value_t().
         if env is not None and is_unstoppable(get_stop_token(env)):
             return completion_signatures(set_value_t())
         return completion_signatures(set_value_t(), set_stopped_t())
@@ -140,7 +140,8 @@ class _TrioScheduler:
         self._run = run
 
     def schedule(self) -> Sender[None]:
-        """A sender that completes on the trio thread of this run, never inline (32.6)."""
+        """A sender that completes on the trio thread of this run, never inline
+        (docs/trio.md "The trio scheduler")."""
         return _TrioScheduleSender(self)
 
     def query(self, q: Any, *args: Any) -> Any:
@@ -180,7 +181,7 @@ _trio_bridge.scheduler_class = _TrioScheduler
 
 
 def trio_scheduler() -> Any:
-    """The scheduler of the trio run this is called in (DESIGN.md 1, 2.11; REQUIREMENTS 32.6).
+    """The scheduler of the trio run this is called in (docs/trio.md "The trio scheduler").
 
     ``sx.schedule(sch)`` gives a sender that completes on the trio thread of this run, after
     ``start`` has returned (never inline, so deep chains unwind the stack), in FIFO order of

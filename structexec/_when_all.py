@@ -1,21 +1,21 @@
-"""``when_all`` and ``when_all_with_variant`` ([exec.when.all]; REQUIREMENTS 16).
+"""``when_all`` and ``when_all_with_variant`` ([exec.when.all]).
 
 ``when_all(a, b, ...)`` starts every child and completes when all of them have completed:
 
 * all sent values: ``set_value`` with every child's datums concatenated in argument order,
-  whatever the order of completion (16.3);
+  whatever the order of completion ([exec.when.all]);
 * the first ``set_error`` requests stop on the children (on the completing thread) and is the
-  result; later errors are dropped (16.6); an error wins over a stop even when it arrives
-  after it (16.8);
+  result; later errors are dropped ([exec.when.all]); an error wins over a stop even when it arrives
+  after it ([exec.when.all]);
 * a ``set_stopped`` while no error has happened requests stop and makes the result
-  ``set_stopped`` unless an error follows (16.7).
+  ``set_stopped`` unless an error follows ([exec.when.all]).
 
-It always waits for every child (16.9). The children's stop token is ``when_all``'s own
+It always waits for every child ([exec.when.all]). The children's stop token is ``when_all``'s own
 ``inplace_stop_source``'s; the receiver's stop token only *propagates* a request to it
-(16.4, 16.10). A stop already requested at ``start`` completes ``set_stopped`` without
-starting any child (16.5). The stop callback on the receiver's token is removed before the
-completion is delivered (16.11, 2.13). Children may complete concurrently on different
-threads; the bookkeeping is done under a lock that is never held while calling out.
+([exec.when.all]). A stop already requested at ``start`` completes ``set_stopped`` without starting
+any child ([exec.when.all]). The stop callback on the receiver's token is removed before the
+completion is delivered (16.11, 2.13). Children may complete concurrently on different threads; the
+bookkeeping is done under a lock that is never held while calling out.
 
 This is what a trio user knows as a nursery whose tasks each fill a result slot, where the
 first failure cancels the siblings; here the "cancel" is a stop request.
@@ -61,7 +61,8 @@ _NEVER = never_stop_token()
 
 
 class _WhenAllEnv:
-    """``make-when-all-env``: our stop token, and the receiver's forwarding queries (16.4)."""
+    """``make-when-all-env``: our stop token, and the receiver's forwarding queries
+    ([exec.when.all])."""
 
     __slots__ = ("_env", "_tok")
 
@@ -137,7 +138,7 @@ class _WhenAllOp:
         self._count = n
         self._disp = _STARTED
         self._err: Any = None
-        self._more: list[tuple[int, Any]] | None = None  # the errors that lost (16.6)
+        self._more: list[tuple[int, Any]] | None = None  # the errors that lost ([exec.when.all])
         self._vals: list[tuple[Any, ...]] = [()] * n
         self._lock = threading.Lock()
         self._on_stop: Any = None
@@ -149,7 +150,7 @@ class _WhenAllOp:
     def close(self) -> None:
         """Drop a connected, never-started operation: close the children's operations at
         once rather than leaving the cycle they form with this one to the garbage collector
-        (DESIGN.md 2.8)."""
+        (docs/senders.md "Writing your own sender")."""
         if not self._started:
             self._started = True
             ops = self._ops
@@ -162,7 +163,7 @@ class _WhenAllOp:
             raise twice_started(self)
         self._started = True
         src = self._src
-        # 16.5: forward a stop request from the receiver's token to our source ...
+        # [exec.when.all]: forward a stop request from the receiver's token to our source ...
         tok = query_or(get_env(self._rcvr), get_stop_token, _NEVER)
         if tok is not _NEVER:
             self._on_stop = stop_callback_for(tok, src.request_stop)
@@ -186,7 +187,7 @@ class _WhenAllOp:
     def _on_value(self, i: int, vals: tuple[Any, ...]) -> None:
         lock = self._lock
         lock.acquire()
-        if self._disp == _STARTED:  # values are kept only while nothing failed (16.11)
+        if self._disp == _STARTED:  # values are kept only while nothing failed ([exec.when.all])
             self._vals[i] = vals
         self._count = c = self._count - 1
         lock.release()
@@ -196,7 +197,7 @@ class _WhenAllOp:
     def _on_error(self, i: int, err: Any) -> None:
         lock = self._lock
         lock.acquire()
-        first = self._disp != _ERROR  # an error replaces a stop (16.8)
+        first = self._disp != _ERROR  # an error replaces a stop ([exec.when.all])
         if first:
             self._disp = _ERROR
             self._err = err
@@ -207,7 +208,7 @@ class _WhenAllOp:
             more.append((i, err))
         lock.release()
         if first:
-            self._src.request_stop()  # synchronously, on this thread (16.6)
+            self._src.request_stop()  # synchronously, on this thread ([exec.when.all])
         self._arrive()
 
     def _on_stopped(self) -> None:
@@ -218,7 +219,7 @@ class _WhenAllOp:
             self._disp = _STOPPED
         lock.release()
         if first:
-            self._src.request_stop()  # (16.7)
+            self._src.request_stop()  # ([exec.when.all])
         self._arrive()
 
     def _arrive(self) -> None:
@@ -351,7 +352,7 @@ class _WhenAllSender(Sender[Any]):
         self._checked: bool | None = None
 
     def _check_child_sigs(self, env: Any) -> None:
-        """16.2: a child with two or more value signatures is rejected at connect."""
+        """[exec.when.all]: a child with two or more value signatures is rejected at connect."""
         need_env = False
         for i, c in enumerate(self._children):
             if type(c) in _AT_MOST_ONE_VALUE_SIG:
@@ -395,7 +396,8 @@ class _WhenAllSender(Sender[Any]):
         return op
 
     def get_env(self) -> Any:
-        """``env()``, or ``get_domain`` when the children share a non-default domain (16.12)."""
+        """``env()``, or ``get_domain`` when the children share a non-default domain
+        ([exec.when.all])."""
         attrs = self._attrs
         if attrs is None:
             attrs = EMPTY_ENV
@@ -407,9 +409,9 @@ class _WhenAllSender(Sender[Any]):
         return attrs
 
     def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
-        """Concatenated values, the union of the errors, and stopped (REQUIREMENTS 16)."""
+        """Concatenated values, the union of the errors, and stopped ([exec.when.all])."""
         cenv = None if env is None else _WhenAllEnv(inplace_stop_source().get_token(), env)
-        # A child without a value signature contributes no datums (REQUIREMENTS 17.3's
+        # A child without a value signature contributes no datums ([exec.stopped.opt]'s
         # example: when_all(just(1), just_stopped()) has the value signature (int)).
         values: list[Any] = []
         others: list[Any] = []
@@ -430,7 +432,7 @@ class _WhenAllSender(Sender[Any]):
         sigs: list[Any] = [set_value_t(*values)]
         sigs.extend(others)
         if env is None or not is_unstoppable(get_stop_token(env)):
-            sigs.append(set_stopped_t())  # an outer stop before start (16.5)
+            sigs.append(set_stopped_t())  # an outer stop before start ([exec.when.all])
         return completion_signatures(*sigs)
 
     @property
@@ -457,7 +459,7 @@ class _WhenAllWithVariantSender(_WhenAllSender):
         self._lowered: Sender[Any] | None = None
 
     def lower(self) -> Sender[Any]:
-        """``when_all(into_variant(c) for c in children)`` (REQUIREMENTS 16.13)."""
+        """``when_all(into_variant(c) for c in children)`` ([exec.when.all])."""
         low = self._lowered
         if low is None:
             low = self._lowered = when_all(*(into_variant(c) for c in self._children))
@@ -471,8 +473,8 @@ class _WhenAllWithVariantSender(_WhenAllSender):
 
 
 def _make(cls: type[_WhenAllSender], name: str, sndrs: tuple[Any, ...]) -> Sender[Any]:
-    """Check the arguments (16.1) and build the sender, transformed by the children's common
-    early domain when domains are in use (9.7)."""
+    """Check the arguments ([exec.when.all]) and build the sender, transformed by the children's
+    common early domain when domains are in use ([exec.snd.expos])."""
     if not sndrs:
         raise TypeError(
             f"{name}() needs at least one sender ([exec.when.all]); for no work at all use "
@@ -490,18 +492,18 @@ def _make(cls: type[_WhenAllSender], name: str, sndrs: tuple[Any, ...]) -> Sende
 class when_all_t(Algorithm):
     """``when_all(*senders)``: run senders concurrently; complete when all have completed.
 
-    [exec.when.all], REQUIREMENTS 16.1-16.12. Success sends every child's datums,
-    concatenated in argument order: ``sync_wait(when_all(just(1), just(2, 3), just()))`` is
-    ``(1, 2, 3)``. The first error requests stop on the other children and becomes the result
-    (an error also beats an earlier stop); a stopped child requests stop and makes the result
-    stopped. ``when_all`` always waits for every child before completing. Its children see
-    ``when_all``'s own stop token, to which a stop request on the receiver's token is
-    forwarded; a request made before ``start`` completes ``set_stopped`` without starting any
-    child. Attributes: empty, or ``get_domain`` if the children share a custom domain (16.12).
+    [exec.when.all]. Success sends every child's datums, concatenated in argument order:
+    ``sync_wait(when_all(just(1), just(2, 3), just()))`` is ``(1, 2, 3)``. The first error requests
+    stop on the other children and becomes the result (an error also beats an earlier stop); a
+    stopped child requests stop and makes the result stopped. ``when_all`` always waits for every
+    child before completing. Its children see ``when_all``'s own stop token, to which a stop request
+    on the receiver's token is forwarded; a request made before ``start`` completes ``set_stopped``
+    without starting any child. Attributes: empty, or ``get_domain`` if the children share a custom
+    domain ([exec.when.all]).
 
-    Coroutine objects and other awaitables are accepted as children. Raises ``TypeError`` at
-    call for no senders or a non-sender (16.1), and at ``connect`` for a child whose declared
-    completion signatures have more than one value signature (16.2; use
+    Coroutine objects and other awaitables are accepted as children. Raises ``TypeError`` at call
+    for no senders or a non-sender ([exec.when.all]), and at ``connect`` for a child whose declared
+    completion signatures have more than one value signature ([exec.when.all]; use
     ``when_all_with_variant``). Children may complete on different threads.
     """
 
@@ -514,7 +516,7 @@ class when_all_t(Algorithm):
 class when_all_with_variant_t(Algorithm):
     """``when_all_with_variant(*senders)``: ``when_all(*(into_variant(s) for s in senders))``.
 
-    [exec.when.all], REQUIREMENTS 16.13, DQ-3. Each child contributes exactly one datum, the
+    [exec.when.all]. Each child contributes exactly one datum, the
     tuple of the datums it sent, so children with several possible value signatures are
     fine: ``sync_wait(when_all_with_variant(just(1), just(2, 3)))`` is ``((1,), (2, 3))``.
     The lowering to ``when_all(into_variant(...), ...)`` happens at ``connect``
@@ -527,7 +529,8 @@ class when_all_with_variant_t(Algorithm):
         return _make(_WhenAllWithVariantSender, "when_all_with_variant", sndrs)
 
     def transform_sender(self, sndr: Any, env: Any = None) -> Any:
-        """The late lowering to ``when_all(into_variant(c), ...)`` (16.13, 9.11)."""
+        """The late lowering to ``when_all(into_variant(c), ...)`` ([exec.when.all],
+        [exec.snd.transform])."""
         if env is None or not isinstance(sndr, _WhenAllWithVariantSender):
             return sndr
         return sndr.lower()

@@ -1,10 +1,11 @@
-"""``write_env`` and ``unstoppable`` ([exec.write.env], [exec.unstoppable]; REQUIREMENTS 11).
+"""``write_env`` and ``unstoppable`` ([exec.write.env], [exec.unstoppable]).
 
-``write_env(sndr, e)`` runs ``sndr`` with the receiver environment ``JOIN-ENV(e,
-FWD-ENV(get_env(rcvr)))``: the written queries win, are visible even when they are not
-forwarding queries, and the outer receiver's non-forwarding queries are hidden (11.1).
-``unstoppable(sndr)`` is ``write_env(sndr, prop(get_stop_token, never_stop_token()))`` (11.4).
-Both complete wherever their child completes, which ``affine_on`` relies on (11.5).
+``write_env(sndr, e)`` runs ``sndr`` with the receiver environment
+``JOIN-ENV(e, FWD-ENV(get_env(rcvr)))``: the written queries win, are visible even when they are not
+forwarding queries, and the outer receiver's non-forwarding queries are hidden ([exec.write.env]).
+``unstoppable(sndr)`` is ``write_env(sndr, prop(get_stop_token, never_stop_token()))``
+([exec.unstoppable]). Both complete wherever their child completes, which ``affine_on`` relies on
+([exec.write.env]).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ class _WriteEnvSender(InlineAsChild, UnarySender):
         return connect(self._child, WriteEnvReceiver(rcvr, self._env))
 
     def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
-        """The child's signatures in the joined environment (REQUIREMENTS 11.2)."""
+        """The child's signatures in the joined environment ([exec.write.env])."""
         m = getattr(self._child, "get_completion_signatures", None)
         if m is None:
             return None
@@ -70,18 +71,18 @@ class _WriteEnvSender(InlineAsChild, UnarySender):
 class write_env_t(BinaryAdaptor):
     """``write_env(sndr, env)``: run ``sndr`` with ``env`` joined in front of the receiver's.
 
-    [exec.write.env], REQUIREMENTS 11.1-11.3. The child's receiver environment is
+    [exec.write.env]. The child's receiver environment is
     ``JOIN-ENV(env, FWD-ENV(get_env(rcvr)))``:
 
     * queries answered by ``env`` take precedence over the receiver's;
     * they are visible to the child even if they are not forwarding queries;
     * the receiver's own non-forwarding queries are hidden.
 
-    Completions are forwarded unchanged; the completion signatures are the child's in the
-    joined environment (11.2). ``env`` is any object with a ``query`` method (``sx.prop``,
-    ``sx.env``). ``write_env(env)`` (no sender) returns a closure, so
-    ``sndr | write_env(env)`` works too (an extension: the draft has no closure form, 11.3).
-    Raises ``TypeError`` for a non-sender or a non-environment.
+    Completions are forwarded unchanged; the completion signatures are the child's in the joined
+    environment ([exec.write.env]). ``env`` is any object with a ``query`` method (``sx.prop``,
+    ``sx.env``). ``write_env(env)`` (no sender) returns a closure, so ``sndr | write_env(env)``
+    works too (an extension: the draft has no closure form, [exec.write.env]). Raises ``TypeError``
+    for a non-sender or a non-environment.
     """
 
     __slots__ = ()
@@ -112,7 +113,7 @@ class write_env_t(BinaryAdaptor):
 class unstoppable_t(UnaryAdaptor):
     """``unstoppable(sndr)``: run ``sndr`` with a ``never_stop_token`` ([exec.unstoppable]).
 
-    REQUIREMENTS 11.4. Equivalent to ``write_env(sndr, prop(get_stop_token,
+    [exec.unstoppable]. Equivalent to ``write_env(sndr, prop(get_stop_token,
     never_stop_token()))`` (and it is that sender: its ``tag`` is ``write_env``). Inside,
     ``read_env(get_stop_token)`` gives ``never_stop_token()``; a stop request on the outer
     receiver's token never reaches the child; completions are forwarded unchanged. Also usable

@@ -1,6 +1,6 @@
 """Parallel scheduler backends: threads, processes, and a dask.distributed cluster.
 
-DESIGN.md 1 ("Schedulers and contexts") and 2.12; REQUIREMENTS 31; [exec.sysctxrepl].
+[exec.par.scheduler], docs/parallel.md; [exec.sysctxrepl].
 
 * :class:`ThreadPoolBackend`: the default; one process-wide pool of ``os.cpu_count()``
   threads.

@@ -1,4 +1,5 @@
-"""``ThreadPoolBackend``: the default parallel scheduler backend (REQUIREMENTS 31, DQ-13)."""
+"""``ThreadPoolBackend``: the default parallel scheduler backend ([exec.par.scheduler],
+[exec.sysctxrepl], docs/parallel.md "Data parallelism: `bulk`")."""
 
 from __future__ import annotations
 
@@ -238,11 +239,11 @@ class ThreadPoolBackend(parallel_scheduler_backend):
     ``ThreadPoolBackend(max_workers=None)``: ``max_workers`` threads (default
     ``os.cpu_count()``), started on first use, daemonic. The process-wide default backend is
     one such pool, created lazily and shared by every default ``parallel_scheduler``
-    (REQUIREMENTS 31.15, P2079R7 §5.6: one shared context, no oversubscription); make your
+    ([exec.par.scheduler], P2079R7 §5.6: one shared context, no oversubscription); make your
     own only to give some work a separate pool.
 
     * ``schedule(r, s)``: a worker completes ``r.set_value()``, or ``r.set_stopped()`` if the
-      consumer's stop token was stopped by then (31.17).
+      consumer's stop token was stopped by then ([exec.par.scheduler]).
     * ``schedule_bulk_chunked(n, r, s)`` / ``schedule_bulk_unchunked(n, r, s)``: the range
       is cut into ``min(n, max(4 * max_workers, ceil(n / 65536)))`` equal chunks; up to
       ``max_workers`` threads take chunks one after another until none is left (idle threads
@@ -250,7 +251,7 @@ class ThreadPoolBackend(parallel_scheduler_backend):
       chunks: no new chunk starts and the operation completes ``set_stopped()`` once the
       running chunks return. An exception from the bulk function stops the hand-out the
       same way and becomes ``set_error`` with that exception. The last thread to finish
-      completes the operation, after every ``execute`` (31.12, 31.13). Nothing is allocated
+      completes the operation, after every ``execute`` ([exec.sysctxrepl.psb]). Nothing is allocated
       per index.
 
     Python threads run Python code one at a time (the GIL): the pool speeds up work that
@@ -383,15 +384,17 @@ class ThreadPoolBackend(parallel_scheduler_backend):
     # -- parallel_scheduler_backend
 
     def schedule(self, r: Any, s: memoryview) -> None:
-        """Complete ``r`` on a worker thread (REQUIREMENTS 31.11)."""
+        """Complete ``r`` on a worker thread ([exec.sysctxrepl.psb])."""
         self._put(_run_schedule, r)
 
     def schedule_bulk_chunked(self, n: int, r: Any, s: memoryview) -> None:
-        """Run ``r.execute(b, e)`` over chunks of ``[0, n)`` on the workers (31.12)."""
+        """Run ``r.execute(b, e)`` over chunks of ``[0, n)`` on the workers
+        ([exec.sysctxrepl.psb])."""
         self._bulk(n, r, False)
 
     def schedule_bulk_unchunked(self, n: int, r: Any, s: memoryview) -> None:
-        """Run ``r.execute(i, i + 1)`` for each ``i`` in ``[0, n)`` on the workers (31.13)."""
+        """Run ``r.execute(i, i + 1)`` for each ``i`` in ``[0, n)`` on the workers
+        ([exec.sysctxrepl.psb])."""
         self._bulk(n, r, True)
 
     def _bulk(self, n: int, r: Any, unchunked: bool) -> None:

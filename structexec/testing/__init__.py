@@ -1,6 +1,6 @@
 """``structexec.testing``: tools to test senders, and to property-test cancellation.
 
-DESIGN.md "Testing"; REQUIREMENTS 0 (test vocabulary), 2 (the asynchronous-operation contract).
+docs/testing.md (test vocabulary), 2 (the asynchronous-operation contract).
 
 * :class:`RecordingReceiver`: records how an operation completed and checks the completion
   contract (exactly once, never before start, stop callbacks deregistered first).

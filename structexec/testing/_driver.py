@@ -3,11 +3,13 @@
 :func:`run_tree` (no trio) and :func:`run_tree_trio` (inside ``trio.run``) build a
 :class:`Tree` in a fresh world, start it on a :class:`RecordingReceiver`, make the stop
 requests of a :class:`StopSchedule`, run the ``ManualScheduler`` items in the order an
-:class:`Interleaving` picks, then close and join every scope. :meth:`RunResult.check` then
-asserts the properties of REQUIREMENTS 2 (exactly one completion, never before start, stop
-callbacks gone at completion), that the outcome is one the model allows, that spawned work
-completed with a modelled outcome, that every scope joined and released exactly the
-associations it granted (DESIGN.md 2.6, 2.8; REQUIREMENTS 26-30), and that no contract
+:class:`Interleaving` picks, then close and join every scope. :meth:`RunResult.check` then asserts
+the properties of [exec.async.ops] (exactly one completion, never before start, stop callbacks gone
+at completion), that the outcome is one the model allows, that spawned work completed with a
+modelled outcome, that every scope joined and released exactly the associations it granted
+([exec.counting.scopes], [exec.associate], [exec.stop.when], [exec.spawn], [exec.spawn.future],
+docs/scopes.md "The nursery face: `async with`",
+docs/scopes.md "Senders in a scope: `spawn`, `spawn_future`, `associate`"), and that no contract
 violation reached the terminate handler.
 """
 
@@ -111,7 +113,8 @@ class Tree:
                 p.points[i] = max(p.point(i), mode)
             else:
                 p.scopes[i] = MAYBE
-        # An error of work given to spawn requests stop on a counting_scope (DESIGN.md 2.6).
+        # An error of work given to spawn requests stop on a counting_scope
+        # (docs/scopes.md "What happens when things fail").
         changed = True
         while changed:
             changed = False
@@ -209,7 +212,7 @@ class _Counts:
 
 
 class CountingToken:
-    """A scope token wrapper that counts associations (REQUIREMENTS 25.3).
+    """A scope token wrapper that counts associations ([exec.scope.concepts]).
 
     ``try_associate()``, ``disassociate()`` and ``wrap()`` forward to the wrapped token;
     :attr:`granted`, :attr:`refused` and :attr:`released` count them (shared by copies).
@@ -467,10 +470,10 @@ class RunResult:
                 "spawned work: work was lost or completed twice"
             )
         # spawn_future: the work completed with a modelled outcome; the consumer received it
-        # unless it was stopped (DESIGN.md 2.7).
+        # unless it was stopped (docs/scopes.md "Futures outlive their work").
         for f in self.futures:
             if f.work is None and f.node.late and f.consumer in (None, STOPPED):
-                continue  # refused by a joined scope: the work never ran (30.2)
+                continue  # refused by a joined scope: the work never ran ([exec.spawn.future])
             if f.work is None:
                 raise AssertionError(
                     f"the work of {f.node.code()} never completed, but its scope was joined"
@@ -487,8 +490,9 @@ class RunResult:
                     f"the consumer of {f.node.code()} received {f.consumer!r} but the work "
                     f"completed with {f.work!r} ([exec.spawn.future])"
                 )
-        # Scopes joined, reported exactly the errors nobody else received (DESIGN.md 2.6), and
-        # released every association they granted (2.8).
+        # Scopes joined, reported exactly the errors nobody else received
+        # (docs/scopes.md "What happens when things fail"), and released every association they
+        # granted (2.8).
         for i, j in enumerate(self.joins):
             j.check()
             if j.completions != 1:
@@ -638,8 +642,9 @@ class _Run:
         return False
 
     def start_joins(self) -> None:
-        self.rec.op = None  # drop the root operation (DESIGN.md 2.8: no reliance on gc)
-        # Join without closing first: spawned work may still spawn (DESIGN.md 2.6).
+        self.rec.op = None  # drop the root operation: no reliance on gc
+        # Join without closing first: spawned work may still spawn
+        # (docs/scopes.md "The nursery face: `async with`").
         for scope in self.w.scopes:
             j = RecordingReceiver(extra_env=sx.prop(sx.get_scheduler, self.w.main))
             self.result.joins.append(j)
@@ -700,7 +705,7 @@ class _Run:
 
 
 def _attrs_reliable(n: Node) -> bool:
-    """False when the root's attributes come through a ``let_*`` (REQUIREMENTS 14.9, A8).
+    """False when the root's attributes come through a ``let_*`` ([exec.let], A8).
 
     [D] gives ``let_*`` (and ``starts_on``, which lowers to ``let_value``) the default
     attributes, so they advertise their child's completion scheduler although the
@@ -726,8 +731,9 @@ def _stalled(run: _Run, what: str) -> bool:
     """Nothing is queued or running and ``what`` has not completed: is it lost?
 
     Collects garbage once: if that makes progress, an association or stop callback was being
-    held by an unreachable cycle (DESIGN.md 2.8 forbids relying on it) and the run carries on
-    with ``gc_needed`` set. Returns ``True`` if the run must stop (``result.hung`` is set).
+    held by an unreachable cycle (docs/senders.md "Writing your own sender" forbids relying on it)
+    and the run carries on with ``gc_needed`` set. Returns ``True`` if the run must stop
+    (``result.hung`` is set).
     """
     before = (run.w.pending(), [s.count for s in run.w.scopes], run.rec.done, run.joins_done())
     # Recorded error datums keep their tracebacks, whose frames keep operations alive: drop
@@ -781,14 +787,13 @@ def run_tree(
 ) -> RunResult:
     """Run ``tree`` without trio (trees with ``tree.trio`` need :func:`run_tree_trio`).
 
-    Builds it in a fresh world, makes the stop requests of ``stops`` at their steps, runs the
-    queued ``ManualScheduler`` items in the order ``interleaving`` picks until the root
-    completes, then joins every scope the same way. Automatic garbage collection is off
-    during the run, so runs are reproducible; if the run stalls, one ``gc.collect()`` is
-    tried, and if that un-sticks it the check fails (DESIGN.md 2.8) unless ``allow_gc``;
-    likewise for coroutine senders that were connected, never started, and not closed
-    (trees with coroutines end with a ``gc.collect()`` that looks for Python's "coroutine
-    ... was never awaited" warning).
+    Builds it in a fresh world, makes the stop requests of ``stops`` at their steps, runs the queued
+    ``ManualScheduler`` items in the order ``interleaving`` picks until the root completes, then
+    joins every scope the same way. Automatic garbage collection is off during the run, so runs are
+    reproducible; if the run stalls, one ``gc.collect()`` is tried, and if that un-sticks it the
+    check fails (docs/senders.md "Writing your own sender") unless ``allow_gc``; likewise for
+    coroutine senders that were connected, never started, and not closed (trees with coroutines end
+    with a ``gc.collect()`` that looks for Python's "coroutine ... was never awaited" warning).
     ``timeout`` bounds waits for worker threads. Returns the :class:`RunResult`; call its
     :meth:`~RunResult.check`.
     """

@@ -1,7 +1,8 @@
 """Leak checks for trio tests: no task, no cancel-scope deadline, no contract violation left.
 
-DESIGN.md 2.6 and 2.8 (scopes always join; associations released at a defined moment),
-REQUIREMENTS 26 and 32 (trio binding).
+docs/scopes.md "The nursery face: `async with`",
+docs/scopes.md "Senders in a scope: `spawn`, `spawn_future`, `associate`" (scopes always join;
+associations released at a defined moment), [exec.counting.scopes], docs/trio.md (trio binding).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ __all__ = [
 
 
 class TerminateRecorder:
-    """Records calls of the terminate handler instead of aborting (DESIGN.md 2.13).
+    """Records calls of the terminate handler instead of aborting
+    (docs/senders.md "What happens when things fail").
 
     ``calls`` is a list of ``(reason, exc)``. Use it through :func:`record_terminate` or the
     ``terminate_calls`` pytest fixture.
@@ -118,7 +120,8 @@ def unjoined_scopes(before: set[int]) -> list[Any]:
 
 
 def collect_scope_warnings() -> list[str]:
-    """``gc.collect()``, returning the ResourceWarnings of scopes dropped un-joined (26.9)."""
+    """``gc.collect()``, returning the ResourceWarnings of scopes dropped un-joined
+    ([exec.scope.simple.counting])."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ResourceWarning)
         gc.collect()
@@ -166,12 +169,13 @@ async def no_leaks(
     * the number of living trio tasks is back to its value at entry;
     * no cancel-scope deadline is pending that was not at entry;
     * no ``counting_scope``/``simple_counting_scope`` created in the block is left open or
-      closed but not joined, and none was garbage-collected un-joined (REQUIREMENTS 26.9,
-      DESIGN.md 2.6);
+      closed but not joined, and none was garbage-collected un-joined ([exec.scope.simple.counting],
+      docs/scopes.md "The nursery face: `async with`");
     * the terminate handler was not called.
 
     The body's own exception, if any, propagates unchanged (the checks are then skipped).
-    DESIGN.md 2.6, 2.8; REQUIREMENTS 26, 32.
+    [exec.counting.scopes], docs/scopes.md "The nursery face: `async with`",
+    docs/senders.md "Writing your own sender", docs/trio.md.
     """
     import trio
 

@@ -1,6 +1,6 @@
 """``ManualScheduler``: a scheduler whose work runs exactly when the test says.
 
-[exec.sched], [exec.schedule]; REQUIREMENTS 0 ("ManualSched"), 2.16, 6, 18.6 and P3941R1 3.2
+[exec.sched], [exec.schedule] ("ManualSched"), 2.16, 6, [exec.run.loop.types] and P3941R1 3.2
 (infallible schedulers).
 """
 
@@ -145,7 +145,7 @@ class _ManualSender(Sender[None]):
 class ManualScheduler:
     """A scheduler whose ``schedule()`` operations wait in a queue until the test runs them.
 
-    REQUIREMENTS 0 (``ManualSched``), 2.16, 6.1-6.6; P3941R1 3.2 for ``infallible``.
+     (``ManualSched``), 2.16, 6.1-6.6; P3941R1 3.2 for ``infallible``.
 
     * ``schedule()`` returns a sender; starting its operation appends it to the queue and
       returns (it never completes inline). :attr:`pending` is the queue length,
@@ -154,7 +154,7 @@ class ManualScheduler:
       calling thread: ``set_stopped()`` if its receiver's stop token has a stop request,
       else ``set_error(exc)`` if :meth:`fail_next` armed a failure, else ``set_value()``.
       While the completion runs, ``ManualScheduler.current()`` on that thread is this
-      scheduler (a marker for affinity tests, REQUIREMENTS 2.16). ``run_one`` raises
+      scheduler (a marker for affinity tests, [exec.get.compl.sched]). ``run_one`` raises
       ``IndexError`` when there is no such item.
     * ``drain(limit=100_000)`` runs items in FIFO order, including items queued by running
       items, until the queue is empty; returns how many ran; raises ``RuntimeError`` past
@@ -194,12 +194,13 @@ class ManualScheduler:
         """The testing scheduler whose item is completing on this thread, or ``None``.
 
         A ``ManualScheduler`` while ``run_one``/``drain`` completes one of its items, a
-        :class:`ThreadScheduler` on its worker thread (REQUIREMENTS 2.16 marker).
+        :class:`ThreadScheduler` on its worker thread ([exec.get.compl.sched] marker).
         """
         return _current.sch
 
     def schedule(self) -> Sender[None]:
-        """A sender that completes on this scheduler when the test runs its item (6.6)."""
+        """A sender that completes on this scheduler when the test runs its item
+        ([exec.schedule])."""
         return _ManualSender(self)
 
     def query(self, q: Any, *args: Any) -> Any:

@@ -1,6 +1,6 @@
 """``RecordingReceiver``: a receiver that records its completion and checks the contract.
 
-[exec.async.ops], [exec.recv.concepts]; REQUIREMENTS 0 ("Rec"), 2.2, 2.3, 2.13, 2.16.
+[exec.async.ops], [exec.recv.concepts] ("Rec"), 2.2, 2.3, 2.13, 2.16.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ _KINDS = ("value", "error", "stopped")
 class RecordingReceiver:
     """A receiver that records how it was completed and checks the completion contract.
 
-    REQUIREMENTS 0 (test vocabulary ``Rec``), 2.2 (exactly once), 2.3 (never before start),
+     (test vocabulary ``Rec``), 2.2 (exactly once), 2.3 (never before start),
     2.13 (stop callbacks deregistered before the completion), 2.16 (where it completed).
 
     ``RecordingReceiver(env=None, *, extra_env=None)``:
@@ -39,9 +39,9 @@ class RecordingReceiver:
     * Each completion appends ``(kind, args)`` to :attr:`events` (``kind`` is ``"value"``,
       ``"error"`` or ``"stopped"``; ``args`` is the tuple of datums, ``(err,)`` or ``()``) and
       records :attr:`thread` (``threading.get_ident()`` of the completing thread),
-      :attr:`scheduler` (``ManualScheduler.current()`` at that moment, REQUIREMENTS 2.16) and
+      :attr:`scheduler` (``ManualScheduler.current()`` at that moment, [exec.get.compl.sched]) and
       :attr:`live_callbacks_at_completion` (how many stop callbacks were still registered on
-      :attr:`stop_source`; the contract says 0, REQUIREMENTS 2.13).
+      :attr:`stop_source`; the contract says 0, [exec.recv.concepts]).
     * A second completion, or a completion before :meth:`run`/:meth:`start`, is a violation:
       an ``AssertionError`` is appended to :attr:`violations` and raised from the completion
       function. A stop callback still registered at completion is appended to
@@ -155,7 +155,7 @@ class RecordingReceiver:
     def run(self, sndr: Any) -> Any:
         """Connect ``sndr`` to this receiver, mark it started and start it; return the op.
 
-        Completions during ``connect`` count as "before start" violations (REQUIREMENTS 2.3).
+        Completions during ``connect`` count as "before start" violations ([exec.async.ops]).
         """
         return self.start(self.connect(sndr))
 

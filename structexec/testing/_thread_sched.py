@@ -1,4 +1,4 @@
-"""``ThreadScheduler``: runs work on one dedicated worker thread (REQUIREMENTS 0, ThreadSched)."""
+"""``ThreadScheduler``: runs work on one dedicated worker thread (ThreadSched)."""
 
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ class _ThreadSender(Sender[None]):
 class ThreadScheduler:
     """A scheduler whose work runs, in FIFO order, on one dedicated worker thread.
 
-    REQUIREMENTS 0 (``ThreadSched``), 2.16, 12.1. ``schedule()`` operations are queued and
+     (``ThreadSched``), 2.16, 12.1. ``schedule()`` operations are queued and
     completed on the worker thread: ``set_stopped()`` if the receiver's stop token has a stop
     request when the item runs, else ``set_value()`` (infallible, P3941R1). While an item
     runs, ``ManualScheduler.current()`` on the worker thread is this scheduler, and

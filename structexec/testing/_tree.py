@@ -1,12 +1,15 @@
 """Sender trees as data, with a plain-Python model of what each tree must produce.
 
-A :class:`Node` describes one sender (``Just``, ``Then``, ``WhenAll``, ``Hop``, ...). It can
-*build* the real structexec sender in a :class:`World` (the schedulers, stop sources and
-scopes of one run) and *model* it: :meth:`Node.outcomes` interprets the tree in plain Python
-and returns the set of acceptable outcomes, each ``("value", datums)``, ``("error", err)`` or
-``("stopped",)``. The model knows nothing about operation states, receivers or stop
-callbacks; it encodes only the rules of the spec ([exec.then], [exec.let], [exec.when.all],
-[exec.schedule.from], ...; REQUIREMENTS 10-17, 26-30).
+A :class:`Node` describes one sender (``Just``, ``Then``, ``WhenAll``, ``Hop``, ...). It can *build*
+the real structexec sender in a :class:`World` (the schedulers, stop sources and scopes of one run)
+and *model* it: :meth:`Node.outcomes` interprets the tree in plain Python and returns the set of
+acceptable outcomes, each ``("value", datums)``, ``("error", err)`` or ``("stopped",)``. The model
+knows nothing about operation states, receivers or stop callbacks; it encodes only the rules of the
+spec ([exec.then], [exec.let], [exec.when.all], [exec.schedule.from], ...; [exec.factories],
+[exec.write.env], [exec.unstoppable], [exec.starts.on], [exec.continues.on], [exec.on], [exec.then],
+[exec.let], [exec.bulk], [exec.when.all], [exec.into.variant], [exec.stopped.opt],
+[exec.stopped.err], [exec.counting.scopes], [exec.associate], [exec.stop.when], [exec.spawn],
+[exec.spawn.future]).
 
 Stop requests make outcomes depend on timing. The model takes a *stop mode* for each stop
 token a subtree can see: ``NEVER`` (no stop request will ever be made), ``ALREADY`` (stop was
@@ -15,7 +18,7 @@ moment). Under ``MAYBE`` every point where the spec lets an algorithm observe a 
 may or may not observe it, so the result is a set. Interleavings make ``when_all`` ambiguous
 in the same way (which failing child completes first); the model enumerates the
 possibilities and is exact where the order is fixed by the spec (children that complete
-inline are started, and complete, in argument order: REQUIREMENTS 16.5).
+inline are started, and complete, in argument order: [exec.when.all]).
 """
 
 from __future__ import annotations
@@ -112,10 +115,11 @@ def _mix(k: int, data: Any) -> int:
 
 
 def apply_fn(f: Any, args: tuple[Any, ...]) -> Outcome:
-    """The outcome of a ``then``/``upon_*`` stage calling ``f(*args)`` (DESIGN.md 2.1).
+    """The outcome of a ``then``/``upon_*`` stage calling ``f(*args)``
+    (docs/trio.md "Awaiting a sender").
 
     ``None`` is no datum, ``sx.values(...)`` several, anything else one datum; an
-    ``Exception`` becomes the error (TRY-EVAL, REQUIREMENTS 1.3, 13.1-13.3).
+    ``Exception`` becomes the error (TRY-EVAL, [exec.snd.expos], [exec.then]).
     """
     try:
         r = f(*args)
@@ -473,7 +477,7 @@ class _Prepend:
 class WhenAll(Node):
     """``sx.when_all(*children)`` or, with ``variant``, ``sx.when_all_with_variant``.
 
-    Model (REQUIREMENTS 16.3-16.10): stop before start gives stopped; children that complete
+    Model ([exec.when.all]): stop before start gives stopped; children that complete
     inside ``start`` do so in argument order, and the first error among them is final;
     children that complete later may complete in any order; the first error wins, an error
     beats stopped, and a stop request reaches the remaining children (through when_all's own
@@ -560,7 +564,7 @@ class WhenAll(Node):
         # started with); later ones may also see the stop request that failure made.
         for disp, parts in states:
             if isinstance(disp, tuple):
-                res.add(disp)  # the first inline error is final (16.6)
+                res.add(disp)  # the first inline error is final ([exec.when.all])
                 continue
             pend = [(i, p[1]) for i, p in enumerate(parts) if p[0] == "p"]
             natural = {i: kids[i].outcomes(m, plan) for i, m in pend}
@@ -594,7 +598,7 @@ class WhenAll(Node):
     def _step(self, disp: Any, parts: tuple[Any, ...], o: Outcome) -> tuple[Any, tuple[Any, ...]]:
         if o[0] == "error":
             if not isinstance(disp, tuple):
-                disp = o  # the first error wins, and beats stopped (16.6, 16.8)
+                disp = o  # the first error wins, and beats stopped ([exec.when.all])
             return disp, (*parts, ("x", ()))
         if o[0] == "stopped":
             return ("stopped" if disp == "ok" else disp), (*parts, ("x", ()))
@@ -618,7 +622,7 @@ class WhenAll(Node):
 
 @dataclass(eq=False, repr=False)
 class IntoVariant(Node):
-    """``sx.into_variant(child)``: the datums become one tuple datum (REQUIREMENTS 17.1)."""
+    """``sx.into_variant(child)``: the datums become one tuple datum ([exec.into.variant])."""
 
     child: Node
     kind: ClassVar[str] = "into_variant"
@@ -643,10 +647,10 @@ class IntoVariant(Node):
 
 @dataclass(eq=False, repr=False)
 class StoppedAsOptional(Node):
-    """``sx.stopped_as_optional(child)``: stopped becomes ``set_value(None)`` (17.3).
+    """``sx.stopped_as_optional(child)``: stopped becomes ``set_value(None)`` ([exec.stopped.opt]).
 
-    The spec needs a child with one non-void value type (17.4); when the child's datums are
-    not always exactly one, the node inserts ``then(Fn.mix(0))`` (``single``).
+    The spec needs a child with one non-void value type ([exec.stopped.opt]); when the child's
+    datums are not always exactly one, the node inserts ``then(Fn.mix(0))`` (``single``).
     """
 
     child: Node
@@ -685,7 +689,8 @@ class StoppedAsOptional(Node):
 
 @dataclass(eq=False, repr=False)
 class StoppedAsError(Node):
-    """``sx.stopped_as_error(child, err)``: stopped becomes ``set_error(err)`` (17.6)."""
+    """``sx.stopped_as_error(child, err)``: stopped becomes ``set_error(err)``
+    ([exec.stopped.err])."""
 
     child: Node
     err: TreeError
@@ -761,7 +766,7 @@ class Custom(Node):
 
 def _hop_outcomes(inner: Outcomes, mode: int) -> Outcomes:
     # schedule_from: the scheduling op sees the outer token; if it completes stopped, the
-    # stored result is discarded (REQUIREMENTS 12.11-12.12).
+    # stored result is discarded ([exec.schedule.from]).
     if mode == ALREADY:
         return frozenset({STOPPED})
     if mode == MAYBE:
@@ -791,7 +796,8 @@ class Schedule(Node):
 
 @dataclass(eq=False, repr=False)
 class Hop(Node):
-    """``child | sx.continues_on(sch)`` onto ``ManualScheduler`` number ``sch`` (12.5-12.12)."""
+    """``child | sx.continues_on(sch)`` onto ``ManualScheduler`` number ``sch``
+    ([exec.continues.on], [exec.schedule.from])."""
 
     child: Node
     sch: int
@@ -816,7 +822,7 @@ class Hop(Node):
 
 @dataclass(eq=False, repr=False)
 class StartsOn(Node):
-    """``sx.starts_on(sch, child)`` with ``ManualScheduler`` number ``sch`` (12.1-12.3)."""
+    """``sx.starts_on(sch, child)`` with ``ManualScheduler`` number ``sch`` ([exec.starts.on])."""
 
     sch: int
     child: Node
@@ -869,7 +875,7 @@ class ParallelHop(Node):
     """``child | sx.continues_on(sx.get_parallel_scheduler())``: completes on a pool thread.
 
     The backend may check the stop token before it runs the item or not, so a stop request
-    made before the hop is modelled as "maybe" (REQUIREMENTS 31).
+    made before the hop is modelled as "maybe" ([exec.par.scheduler], [exec.sysctxrepl]).
     """
 
     child: Node
@@ -922,7 +928,7 @@ class StopPoint(Node):
     """``sx.write_env(child, sx.prop(sx.get_stop_token, points[i].get_token()))``.
 
     The child sees the token of stop source ``i`` instead of its parent's: a target for stop
-    schedules inside the tree (and a test of ``write_env``, REQUIREMENTS 11).
+    schedules inside the tree (and a test of ``write_env``, [exec.write.env], [exec.unstoppable]).
     """
 
     child: Node
@@ -957,7 +963,8 @@ class StopPoint(Node):
 
 @dataclass(eq=False, repr=False)
 class Unstoppable(Node):
-    """``sx.unstoppable(child)``: the child never sees a stop request (REQUIREMENTS 11)."""
+    """``sx.unstoppable(child)``: the child never sees a stop request ([exec.write.env],
+    [exec.unstoppable])."""
 
     child: Node
     kind: ClassVar[str] = "unstoppable"
@@ -980,8 +987,8 @@ class Unstoppable(Node):
 
 @dataclass(eq=False, repr=False)
 class Associate(Node):
-    """``sx.associate(child, tokens[scope])`` (REQUIREMENTS 27, 28): the child also sees the
-    stop requests of a ``counting_scope``."""
+    """``sx.associate(child, tokens[scope])`` ([exec.associate], [exec.stop.when]): the child also
+    sees the stop requests of a ``counting_scope``."""
 
     child: Node
     scope: int
@@ -994,7 +1001,7 @@ class Associate(Node):
         m = max(mode, plan.scope(self.scope))
         out = self.child.outcomes(m, plan)
         # Built late, the scope may be joined already: the association is refused and the
-        # sender completes stopped without running its child (REQUIREMENTS 27.2).
+        # sender completes stopped without running its child ([exec.associate]).
         return out | {STOPPED} if self.late else out
 
     def timing(self, mode: int, plan: Plan) -> str:
@@ -1009,12 +1016,14 @@ class Associate(Node):
 
 @dataclass(eq=False, repr=False)
 class SpawnFuture(Node):
-    """``sx.spawn_future(child, tokens[scope])``, made when the tree is built (eager, 30.2).
+    """``sx.spawn_future(child, tokens[scope])``, made when the tree is built (eager,
+    [exec.spawn.future]).
 
     The work runs with the scope's stop token and the future's own source; a stop request on
-    the consumer completes it stopped at once and asks the work to stop (DESIGN.md 2.7). The
-    driver records the work's outcome and what the consumer received (``world.futures``): an
-    error that no consumer received must be reported by the scope's ``join`` (DESIGN.md 2.6).
+    the consumer completes it stopped at once and asks the work to stop
+    (docs/scopes.md "Futures outlive their work"). The driver records the work's outcome and what
+    the consumer received (``world.futures``): an error that no consumer received must be reported
+    by the scope's ``join`` (docs/scopes.md "What happens when things fail").
     """
 
     child: Node
@@ -1032,8 +1041,8 @@ class SpawnFuture(Node):
 
     def outcomes(self, mode: int, plan: Plan) -> Outcomes:
         inner = self.child.outcomes(self.work_mode(mode, plan), plan)
-        # Stopped: the consumer was stopped (DESIGN.md 2.7), or, built late, the association
-        # was refused and the result stored is stopped (REQUIREMENTS 30.2).
+        # Stopped: the consumer was stopped (docs/scopes.md "Futures outlive their work"), or, built
+        # late, the association was refused and the result stored is stopped ([exec.spawn.future]).
         return inner | {STOPPED} if mode or self.late else inner
 
     def work_mode(self, mode: int, plan: Plan) -> int:
@@ -1132,7 +1141,8 @@ class _InFlightOp:
         self._op.start()
 
     def close(self) -> None:
-        """Never started: release the child operation now (DESIGN.md 2.8)."""
+        """Never started: release the child operation now
+        (docs/senders.md "Writing your own sender")."""
         close_op(self._op)
 
     def get_env(self) -> Any:
@@ -1176,7 +1186,8 @@ class _ObservedOp:
         self._op.start()
 
     def close(self) -> None:
-        """Never started: release the future's operation now (DESIGN.md 2.8)."""
+        """Never started: release the future's operation now
+        (docs/senders.md "Writing your own sender")."""
         close_op(self._op)
 
     def get_env(self) -> Any:
@@ -1203,7 +1214,7 @@ class Spawn(Node):
     ``set_value()``; ``world.spawned`` records each spawn whose work was started (a scope
     that is already joined refuses the association, and ``spawn`` then drops the work); with
     ``catch=False`` an error is recorded and then sent on, so the scope must report it from
-    ``join`` (DESIGN.md 2.6).
+    ``join`` (docs/scopes.md "The nursery face: `async with`").
     """
 
     work: Node
@@ -1230,7 +1241,7 @@ class Spawn(Node):
             work = s
             marked = sx.let_value(sx.then(sx.just(), lambda: started.append(True)), lambda: work)
             sx.spawn(marked, w.tokens[self.scope], w.spawn_env)
-            if started:  # associated and started before spawn() returned (29.4)
+            if started:  # associated and started before spawn() returned ([exec.spawn])
                 with w.lock:
                     w.spawned.append(node)
 
@@ -1240,7 +1251,7 @@ class Spawn(Node):
         return frozenset({("value", ())})
 
     def work_outcomes(self, plan: Plan) -> Outcomes:
-        """What the spawned work may record: it sees only the scope's stop token (29.7)."""
+        """What the spawned work may record: it sees only the scope's stop token ([exec.spawn])."""
         return self.work.outcomes(plan.scope(self.scope), plan)
 
     def timing(self, mode: int, plan: Plan) -> str:
@@ -1259,10 +1270,11 @@ def mark_late(root: Node) -> None:
     those that may start while the tree is being built (``early``).
 
     Work given to ``spawn`` and the work of a ``spawn_future`` run on their own and may
-    outlive the root (an abandoned future's work keeps running, DESIGN.md 2.7). Inside such
-    detached work, what is built lazily (the sender a ``let_*`` function returns, the work of
-    a ``spawn``) may be built late. The driver joins the scopes once the root completes, so a
-    late ``associate``, ``spawn_future`` or ``spawn`` may find its scope joined.
+    outlive the root (an abandoned future's work keeps running,
+    docs/scopes.md "Futures outlive their work"). Inside such detached work, what is built lazily
+    (the sender a ``let_*`` function returns, the work of a ``spawn``) may be built late. The driver
+    joins the scopes once the root completes, so a late ``associate``, ``spawn_future`` or ``spawn``
+    may find its scope joined.
     """
 
     def visit(n: Node, detached: bool, lazy: bool, early: bool) -> None:
@@ -1289,8 +1301,9 @@ def _then_return(log: Any, o: Outcome, result: Any) -> Any:
 
 
 def _coro_outcomes(inner: Outcomes, mode: int) -> Outcomes:
-    # A coroutine returns what `await` gave: None for no datum, the datum, or a tuple; its
-    # sender sends None as no datum (DESIGN.md 2.1, 2.4). Stopped unwinds the coroutine.
+    # A coroutine returns what `await` gave: None for no datum, the datum, or a tuple; its sender
+    # sends None as no datum (docs/trio.md "Awaiting a sender",
+    # docs/task.md 'How "stopped" unwinds a task'). Stopped unwinds the coroutine.
     out: set[Outcome] = set()
     for o in inner:
         if o[0] == "value":
@@ -1305,7 +1318,7 @@ def _coro_outcomes(inner: Outcomes, mode: int) -> Outcomes:
 
 
 class _CoroutineAtConnect(sx.Sender[Any]):
-    """Makes the coroutine object when connected, and connects that (REQUIREMENTS 20.9).
+    """Makes the coroutine object when connected, and connects that ([exec.connect]).
 
     A coroutine object that is never connected (the tree stopped before reaching it) would
     make Python warn "coroutine ... was never awaited"; a real program would not create it.
@@ -1327,7 +1340,8 @@ class _CoroutineAtConnect(sx.Sender[Any]):
 
 @dataclass(eq=False, repr=False)
 class Coro(Node):
-    """A coroutine object as a sender: ``(async def f(): return await child)()`` (20.9)."""
+    """A coroutine object as a sender: ``(async def f(): return await child)()``
+    ([exec.connect])."""
 
     child: Node
     kind: ClassVar[str] = "coroutine"
@@ -1347,7 +1361,7 @@ class Coro(Node):
 
 @dataclass(eq=False, repr=False)
 class Task(Node):
-    """``@sx.task async def f(): return await child``; ``f()`` (REQUIREMENTS 24)."""
+    """``@sx.task async def f(): return await child``; ``f()`` ([exec.task])."""
 
     child: Node
     kind: ClassVar[str] = "task"
@@ -1361,7 +1375,8 @@ class Task(Node):
 
         if w.tree_has_parallel_hop:
             # After a hop onto the parallel scheduler, a let_* function's sender sees it as
-            # get_scheduler, and a task refuses a fallible scheduler (P3941R1, DESIGN.md 2.3).
+            # get_scheduler, and a task refuses a fallible scheduler (P3941R1,
+            # docs/senders-adaptors.md).
             return sx.write_env(f(), sx.prop(sx.get_scheduler, w.spawn_env.query(sx.get_scheduler)))
         return f()
 

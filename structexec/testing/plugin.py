@@ -1,10 +1,10 @@
-"""The structexec pytest plugin: fixtures for testing senders (DESIGN.md "Testing").
+"""The structexec pytest plugin: fixtures for testing senders (docs/testing.md).
 
 Registered under the ``pytest11`` entry point ``structexec``, so installing structexec makes
 the fixtures available in every test suite; without the entry point, load it with
 ``pytest_plugins = ["structexec.testing.plugin"]`` in a top-level ``conftest.py``.
 
-Fixtures (REQUIREMENTS 0 test vocabulary):
+Fixtures ( test vocabulary):
 
 * ``recording_receiver``: a fresh :class:`~structexec.testing.RecordingReceiver`; the test
   fails at teardown if it recorded a contract violation, even one the code under test
@@ -83,13 +83,13 @@ def make_receiver() -> Iterator[Callable[..., RecordingReceiver]]:
 def recording_receiver(
     make_receiver: Callable[..., RecordingReceiver],
 ) -> RecordingReceiver:
-    """A fresh :class:`RecordingReceiver` (REQUIREMENTS 0 ``Rec``), checked at teardown."""
+    """A fresh :class:`RecordingReceiver` ( ``Rec``), checked at teardown."""
     return make_receiver()
 
 
 @pytest.fixture
 def manual_scheduler() -> ManualScheduler:
-    """A fresh :class:`ManualScheduler` (REQUIREMENTS 0 ``ManualSched``)."""
+    """A fresh :class:`ManualScheduler` ( ``ManualSched``)."""
     return ManualScheduler("manual_scheduler")
 
 
@@ -102,7 +102,8 @@ def thread_scheduler() -> Iterator[ThreadScheduler]:
 
 @pytest.fixture
 def terminate_calls() -> Iterator[TerminateRecorder]:
-    """Record contract violations instead of aborting (DESIGN.md 2.13); restores the handler."""
+    """Record contract violations instead of aborting
+    (docs/senders.md "What happens when things fail"); restores the handler."""
     rec = TerminateRecorder()
     previous = set_terminate_handler(rec)
     try:

@@ -1,6 +1,6 @@
 """Hypothesis strategies for property-testing senders and cancellation.
 
-DESIGN.md "Testing"; REQUIREMENTS 0 and 2 (2.2: "a property test across random
+[exec.async.ops], docs/testing.md (2.2: "a property test across random
 compositions"). Needs ``hypothesis``. Three strategies, usable together or alone:
 
 * :func:`sender_trees` generates random sender trees (:class:`Tree`): factories,
