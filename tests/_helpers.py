@@ -23,7 +23,7 @@ JOIN = 10.0
 
 
 class LoopThread:
-    """A ``run_loop`` driven by a thread of its own (REQUIREMENTS 0, "ThreadSched").
+    """A ``run_loop`` driven by a thread of its own ("ThreadSched").
 
     ``sch`` is the loop's scheduler, ``ident`` the thread's ident; :meth:`close` finishes the
     loop and joins the thread.
@@ -74,8 +74,9 @@ def wait_pending(m: ManualScheduler, n: int = 1) -> None:
 def restore_domain_dispatch(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fixture body (autouse in modules that create custom domains).
 
-    Creating a custom domain turns the domain dispatch on for the whole process (9.1); this
-    restores the previous state after the test, so other test modules are unaffected.
+    Creating a custom domain turns the domain dispatch on for the whole process
+    ([exec.domain.default]); this restores the previous state after the test, so other test modules
+    are unaffected.
     """
     for name in _DISPATCH_FLAGS:
         monkeypatch.setattr(_domain, name, getattr(_domain, name))
@@ -97,9 +98,9 @@ def set_domain_dispatch(monkeypatch: pytest.MonkeyPatch, on: bool) -> None:
 def domains_off_and_on(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[str]:
-    """Fixture body, with ``params=DOMAIN_MODES``: run a test with the domain transform
-    machinery off and on. The results must agree: a lowering is applied either by
-    ``transform_sender`` at ``connect`` or by the sender's own ``connect`` (9.11)."""
+    """Fixture body, with ``params=DOMAIN_MODES``: run a test with the domain transform machinery
+    off and on. The results must agree: a lowering is applied either by ``transform_sender`` at
+    ``connect`` or by the sender's own ``connect`` ([exec.snd.transform])."""
     set_domain_dispatch(monkeypatch, request.param == "domains-on")
     yield request.param
 

@@ -1,4 +1,4 @@
-"""``affine_on``: REQUIREMENTS 21 ([exec.affine.on] as changed by P3941R1), DESIGN.md 2.10.
+"""``affine_on``:  ([exec.affine.on] as changed by P3941R1), docs/task.md "Scheduler affinity".
 
 Tests record ``threading.get_ident()`` and ``ManualScheduler.current()`` (the scheduler whose
 item is completing on this thread) to check where completions are delivered.

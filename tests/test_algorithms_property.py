@@ -1,12 +1,12 @@
 """Property: random compositions of the algorithms complete exactly once, with the result a
-plain-Python model predicts. REQUIREMENTS 2.2 (exactly once), 2.6 (children first), 13, 14,
-16 (when_all, including the stop it requests on siblings), 17, 10.1.
+plain-Python model predicts. [exec.async.ops] (exactly once), 2.6 (children first), 13, 14,
+16 (when_all, including the stop it requests on siblings), 17, [exec.just].
 
 The trees mix ``just*``, a stop probe (``read_env(get_stop_token) | then(stop_requested)``),
 ``then``/``upon_*``, ``let_*``, ``when_all``, ``into_variant`` and ``stopped_as_*``. Every
 leaf completes inline, so the order of events is deterministic and the model is a direct
 recursive evaluation. Each tree runs twice: with the domain machinery off and on (then the
-``stopped_as_*`` lowerings to ``let_stopped`` are used, REQUIREMENTS 9.11) — the outcome must
+``stopped_as_*`` lowerings to ``let_stopped`` are used, [exec.snd.transform]) — the outcome must
 be the same. (The testing helper generalises such strategies in
 ``structexec.testing.strategies``; this one is deliberately small and self-contained.)
 """
@@ -106,7 +106,7 @@ def model(t: Tree, errs: list[BaseException], chain: list[list[bool]]) -> tuple[
     """The expected outcome: ``("value", datums)``, ``("error", err)`` or ``("stopped",)``.
 
     ``chain`` holds one cell per enclosing ``when_all``: whether stop was requested on its
-    internal source (a probe sees a request on any of them, 16.4)."""
+    internal source (a probe sees a request on any of them, [exec.when.all])."""
     kind = t[0]
     if kind == "just":
         return ("value", t[1])
@@ -135,14 +135,14 @@ def model(t: Tree, errs: list[BaseException], chain: list[list[bool]]) -> tuple[
         return out
     if kind == "when_all":
         if any(c[0] for c in chain):
-            return ("stopped",)  # stop already requested at start: no child starts (16.5)
+            return ("stopped",)  # stop already requested at start: no child starts
         cell = [False]
         inner = [*chain, cell]
         disp, err, vals = "started", None, ()
         for c in t[1]:
             out = model(c, errs, inner)
             if out[0] == "error":
-                if disp != "error":  # first error wins, even after a stop (16.6, 16.8)
+                if disp != "error":  # first error wins, even after a stop ([exec.when.all])
                     disp, err = "error", out[1]
                     cell[0] = True
             elif out[0] == "stopped":
@@ -182,7 +182,7 @@ def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
 @given(trees)
 def test_2_2_random_compositions_complete_once_as_modelled(tree: Tree) -> None:
     """2.2 + 13/14/16/17: exactly one completion, inline, equal to the model's prediction,
-    with and without the domain machinery (9.11)."""
+    with and without the domain machinery ([exec.snd.transform])."""
     saved = _domain._domains_on, _domain._customize_all
     try:
         for domains_on in (False, True):

@@ -1,5 +1,6 @@
-"""``as_awaitable`` and ``with_awaitable_senders`` for user coroutine types: REQUIREMENTS 20
-([exec.as.awaitable], [exec.with.awaitable.senders], [exec.awaitable]).
+"""``as_awaitable`` and ``with_awaitable_senders`` for user coroutine types: [exec.as.awaitable],
+[exec.with.awaitable.senders] ([exec.as.awaitable], [exec.with.awaitable.senders],
+[exec.awaitable]).
 
 The tests build a minimal coroutine type the way a user would: a promise derived from
 ``sx.with_awaitable_senders`` and a driver loop that follows the protocol documented in
@@ -277,7 +278,7 @@ def test_20_deep_inline_loop_does_not_recurse() -> None:
 
 def test_20_6_nested_coroutines_stopped_goes_to_the_outer_handler() -> None:
     """The inner coroutine awaits just_stopped(); the outer promise's unhandled_stopped runs
-    and neither coroutine resumes (REQUIREMENTS 20.6, 20.7)."""
+    and neither coroutine resumes ([exec.with.awaitable.senders])."""
     resumed: list[str] = []
     outer = Root()
     inner = Promise()

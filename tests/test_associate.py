@@ -1,4 +1,5 @@
-"""``associate`` ([exec.associate], REQUIREMENTS 27, DQ-8, DQ-18, DESIGN.md 2.8)."""
+"""``associate`` ([exec.associate],
+docs/scopes.md "Senders in a scope: `spawn`, `spawn_future`, `associate`")."""
 
 from __future__ import annotations
 
@@ -117,10 +118,10 @@ def test_27_4_connect_moves_the_association_and_second_connect_is_stopped(kind: 
     a = sx.associate(sx.just(1), scope.get_token())
     r1 = RecordingReceiver()
     op1 = r1.connect(a)
-    assert not a.associated  # moved into the operation (27.7)
+    assert not a.associated  # moved into the operation ([exec.associate])
     assert scope.count == 1
     r2 = RecordingReceiver()
-    r2.run(a)  # a moved-from sender: completes stopped (DQ-18)
+    r2.run(a)  # a moved-from sender: completes stopped
     assert r2.stopped
     r1.start(op1)
     assert r1.value == (1,) and scope.count == 0
@@ -194,8 +195,9 @@ def test_27_8_never_started_operation_releases_on_close_or_drop(kind: Any, how: 
 
 @pytest.mark.parametrize("kind", SCOPES)
 def test_27_8_release_right_after_the_completion_is_delivered(kind: Any) -> None:
-    """DQ-8/DESIGN.md 2.8: the association is released right after the downstream completion
-    call returns: during the completion the scope still counts it."""
+    """docs/scopes.md "Senders in a scope: `spawn`, `spawn_future`, `associate`": the association is
+    released right after the downstream completion call returns: during the completion the scope
+    still counts it."""
     scope = kind()
     sch = ManualScheduler()
     counts: list[int] = []

@@ -1,4 +1,5 @@
-"""DaskBackend on a real dask.distributed cluster (DESIGN.md 1, 2.12; REQUIREMENTS 31.7-31.13).
+"""DaskBackend on a real dask.distributed cluster ([exec.par.scheduler],
+[exec.sysctxrepl.recvproxy], [exec.sysctxrepl.psb], docs/parallel.md).
 
 The tests start a real ``LocalCluster`` (scheduler and two single-threaded workers, in this
 process, talking TCP on 127.0.0.1, no dashboard) once per module, and shut it down.

@@ -1,4 +1,5 @@
-"""ProcessPoolBackend: bulk work in worker processes (DESIGN.md 2.12; REQUIREMENTS 31.7-31.13).
+"""ProcessPoolBackend: bulk work in worker processes ([exec.par.scheduler],
+[exec.sysctxrepl.recvproxy], [exec.sysctxrepl.psb], docs/parallel.md).
 
 The bulk functions are module-level so that the worker processes can import them.
 """

@@ -1,6 +1,7 @@
-"""``bulk``, ``bulk_chunked``, ``bulk_unchunked``: REQUIREMENTS 15 ([exec.bulk]), 9.11-9.12
-(``bulk`` lowers to ``bulk_chunked``, which a scheduler's domain may customise), 7.4, 7.7,
-7.9, DQ-13."""
+"""``bulk``, ``bulk_chunked``, ``bulk_unchunked``:  ([exec.bulk]), [exec.snd.transform],
+[exec.par.scheduler] (``bulk`` lowers to ``bulk_chunked``, which a scheduler's domain may
+customise), [exec.adapt.general], [exec.adapt.obj], [exec.snd.concepts],
+docs/parallel.md "Data parallelism: `bulk`"."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ ALGOS = [sx.bulk, sx.bulk_chunked, sx.bulk_unchunked]
 
 
 # ``bulk`` → ``bulk_chunked`` is lowered by ``transform_sender`` (domains on) or by ``bulk``'s
-# own ``connect`` (off); the results must agree (REQUIREMENTS 9.11).
+# own ``connect`` (off); the results must agree ([exec.snd.transform]).
 domains = pytest.fixture(domains_off_and_on, params=DOMAIN_MODES, name="domains")
 
 
@@ -41,8 +42,9 @@ def square_chunk(b: int, e: int, lst: list[int]) -> None:
 
 @pytest.mark.parametrize("algo", ALGOS, ids=repr)
 def test_15_1_ill_formed_arguments_raise_at_construction(algo: Any) -> None:
-    """15.1/DESIGN 2.3: non-sender, bad policy, non-integral shape, non-callable f → TypeError
-    at construction (a negative shape → ValueError); also in the closure form."""
+    """[exec.bulk]/docs/senders-adaptors.md: non-sender, bad policy, non-integral shape,
+    non-callable f → TypeError at construction (a negative shape → ValueError); also in the closure
+    form."""
     s = sx.just()
     with pytest.raises(TypeError, match="sender"):
         algo(42, sx.par, 3, print)
@@ -59,13 +61,13 @@ def test_15_1_ill_formed_arguments_raise_at_construction(algo: Any) -> None:
     with pytest.raises(ValueError, match="negative"):
         algo(s, sx.par, -1, print)
     with pytest.raises(TypeError, match="policy is missing"):
-        algo(s, 3, print)  # P2079's bulk(sndr, shape, f) is not accepted (DQ-13)
+        algo(s, 3, print)  # P2079's bulk(sndr, shape, f) is not accepted: the policy is required
     with pytest.raises(TypeError):
         algo(s, sx.par, 3, print, 5)
 
 
 def test_15_1_policies() -> None:
-    """15.1/15.10: the four policies exist, are distinct, and keep their identity."""
+    """[exec.bulk]/15.10: the four policies exist, are distinct, and keep their identity."""
     pols = [sx.seq, sx.par, sx.par_unseq, sx.unseq]
     assert len({id(p) for p in pols}) == 4
     for p in pols:
@@ -79,7 +81,7 @@ def test_15_1_policies() -> None:
 
 
 def test_15_2_squares_the_list_in_place(domains: str) -> None:
-    """15.2: ``just(lst) | bulk(par, n, lambda i, l: l.__setitem__(i, i*i))`` returns the
+    """[exec.bulk]: ``just(lst) | bulk(par, n, lambda i, l: l.__setitem__(i, i*i))`` returns the
     squared list, the very same object."""
     lst = [0] * 6
     out = sx.sync_wait(sx.just(lst) | sx.bulk(sx.par, 6, lambda i, ll: ll.__setitem__(i, i * i)))
@@ -87,7 +89,7 @@ def test_15_2_squares_the_list_in_place(domains: str) -> None:
 
 
 def test_15_3_bulk_calls_f_for_every_index_with_all_datums(domains: str) -> None:
-    """15.3: ``f(i, *args)`` for each ``i`` in [0, shape); all value datums are passed and
+    """[exec.bulk]: ``f(i, *args)`` for each ``i`` in [0, shape); all value datums are passed and
     forwarded unchanged."""
     calls: list[tuple[Any, ...]] = []
     a, b = object(), "b"
@@ -98,14 +100,14 @@ def test_15_3_bulk_calls_f_for_every_index_with_all_datums(domains: str) -> None
 
 
 def test_15_4_unchunked_calls_each_index_once(domains: str) -> None:
-    """15.4: ``bulk_unchunked`` calls ``f(i, *args)`` once per index."""
+    """[exec.bulk]: ``bulk_unchunked`` calls ``f(i, *args)`` once per index."""
     calls: list[int] = []
     assert sx.sync_wait(sx.just(5) | sx.bulk_unchunked(sx.par, 3, lambda i, v: calls.append(i + v)))
     assert sorted(calls) == [5, 6, 7]
 
 
 def test_15_5_15_6_chunked_default_single_call(domains: str) -> None:
-    """15.5/15.6: the default ``bulk_chunked`` makes one call ``f(0, shape, *args)``."""
+    """[exec.bulk]/15.6: the default ``bulk_chunked`` makes one call ``f(0, shape, *args)``."""
     calls: list[tuple[int, int]] = []
     lst = [0] * 5
 
@@ -119,14 +121,14 @@ def test_15_5_15_6_chunked_default_single_call(domains: str) -> None:
 
 @pytest.mark.parametrize("algo", ALGOS, ids=repr)
 def test_15_6_shape_zero_makes_no_call(algo: Any, domains: str) -> None:
-    """15.6: with ``shape == 0`` f is never called (no ``(0, 0)`` chunk); values pass on."""
+    """[exec.bulk]: with ``shape == 0`` f is never called (no ``(0, 0)`` chunk); values pass on."""
     calls: list[Any] = []
     assert sx.sync_wait(algo(sx.just(1), sx.par, 0, lambda *a: calls.append(a))) == (1,)
     assert calls == []
 
 
 def test_15_6_bulk_runs_on_the_completing_agent() -> None:
-    """15.6: the default implementations run f on the agent where the child completed."""
+    """[exec.bulk]: the default implementations run f on the agent where the child completed."""
     ms = ManualScheduler()
     seen: list[Any] = []
     rec = RecordingReceiver()
@@ -143,7 +145,7 @@ def test_15_6_bulk_runs_on_the_completing_agent() -> None:
 
 @pytest.mark.parametrize("algo", ALGOS, ids=repr)
 def test_15_7_exception_from_f_is_the_error(algo: Any, domains: str) -> None:
-    """15.7: an exception from f → ``set_error(exc)``; earlier invocations may have run."""
+    """[exec.bulk]: an exception from f → ``set_error(exc)``; earlier invocations may have run."""
     boom = ValueError("at 2")
     calls: list[int] = []
 
@@ -161,7 +163,8 @@ def test_15_7_exception_from_f_is_the_error(algo: Any, domains: str) -> None:
 
 
 def test_15_7_base_exceptions_are_not_errors() -> None:
-    """15.7/DESIGN 2.2: a BaseException from f is not turned into an error completion."""
+    """[exec.bulk]/docs/senders.md "What happens when things fail": a BaseException from f is not
+    turned into an error completion."""
 
     class Fatal(BaseException):
         pass
@@ -178,7 +181,7 @@ def test_15_7_base_exceptions_are_not_errors() -> None:
 @pytest.mark.parametrize("algo", ALGOS, ids=repr)
 @pytest.mark.parametrize("child_kind", ["error", "stopped"])
 def test_15_9_non_value_completions_forwarded(algo: Any, child_kind: str, domains: str) -> None:
-    """15.9: errors and stopped from the child pass through; f never runs."""
+    """[exec.bulk]: errors and stopped from the child pass through; f never runs."""
     e = KeyError("k")
     child = sx.just_error(e) if child_kind == "error" else sx.just_stopped()
     calls: list[Any] = []
@@ -189,7 +192,7 @@ def test_15_9_non_value_completions_forwarded(algo: Any, child_kind: str, domain
 
 
 def test_15_8_stop_requests_are_ignored_by_the_default() -> None:
-    """15.8 (Note 2): the default implementation may ignore stop requests: all iterations run
+    """[exec.bulk] (Note 2): the default implementation may ignore stop requests: all iterations run
     and the values are sent."""
     ms = ManualScheduler()
     calls: list[int] = []
@@ -204,7 +207,7 @@ def test_15_8_stop_requests_are_ignored_by_the_default() -> None:
 
 
 def test_7_4_bulk_is_lazy() -> None:
-    """7.4: nothing runs at construction or at connect."""
+    """[exec.adapt.general]: nothing runs at construction or at connect."""
     for algo, expected in zip(ALGOS, [3, 1, 3]):
         calls: list[int] = []
         s = algo(sx.just(), sx.par, 3, lambda *a, calls=calls: calls.append(1))
@@ -216,7 +219,7 @@ def test_7_4_bulk_is_lazy() -> None:
 
 
 def test_7_7_closures_compose() -> None:
-    """7.7: ``bulk(policy, shape, f)`` is a closure; closures compose."""
+    """[exec.adapt.obj]: ``bulk(policy, shape, f)`` is a closure; closures compose."""
     lst = [0] * 3
     c = sx.bulk(sx.par, 3, square_into) | sx.then(lambda ll: sum(ll))
     assert isinstance(c, sx.Closure)
@@ -225,7 +228,8 @@ def test_7_7_closures_compose() -> None:
 
 
 def test_7_9_structure_for_backends() -> None:
-    """7.9: a backend finds policy, shape, f and child on the sender (and tag/data/children)."""
+    """[exec.snd.concepts]: a backend finds policy, shape, f and child on the sender (and
+    tag/data/children)."""
     child = sx.just([0])
     for algo in ALGOS:
         s = algo(child, sx.par_unseq, 1, square_into)
@@ -235,8 +239,8 @@ def test_7_9_structure_for_backends() -> None:
 
 
 def test_15_signatures_and_attributes() -> None:
-    """15 (meta), 3.11: child's signatures plus ``set_error_t(Exception)``; attributes are
-    the child's (so a parallel scheduler's completion domain is found)."""
+    """15 (meta), [exec.adapt.general]: child's signatures plus ``set_error_t(Exception)``;
+    attributes are the child's (so a parallel scheduler's completion domain is found)."""
     cs = sx.get_completion_signatures(sx.just(1) | sx.bulk(sx.seq, 2, print))
     assert cs == sx.completion_signatures(sx.set_value_t(int), sx.set_error_t(Exception))
     cs2 = sx.get_completion_signatures(sx.just_stopped() | sx.bulk(sx.seq, 2, print))
@@ -247,7 +251,7 @@ def test_15_signatures_and_attributes() -> None:
 
 
 def test_15_6_chunk_loop_pickles_and_loops() -> None:
-    """15.6: the function ``bulk`` lowers to loops ``f(i, *vs)`` over ``[b, e)`` and pickles
+    """[exec.bulk]: the function ``bulk`` lowers to loops ``f(i, *vs)`` over ``[b, e)`` and pickles
     whenever ``f`` does (process-pool and dask backends need that)."""
     cl = chunk_loop(square_into)
     lst = [0] * 6
@@ -260,8 +264,8 @@ def test_15_6_chunk_loop_pickles_and_loops() -> None:
 
 
 def test_9_11_transform_sender_lowers_bulk() -> None:
-    """9.11: ``default_domain().transform_sender(bulk(...), env)`` is the ``bulk_chunked``
-    sender; without an env (the early transform) the sender is unchanged."""
+    """[exec.snd.transform]: ``default_domain().transform_sender(bulk(...), env)`` is the
+    ``bulk_chunked`` sender; without an env (the early transform) the sender is unchanged."""
     s = sx.bulk(sx.just(), sx.par, 4, square_into)
     assert sx.default_domain().transform_sender(s) is s
     low = sx.transform_sender(sx.default_domain(), s, sx.env())
@@ -302,7 +306,7 @@ class InterceptingDomain(sx.default_domain):
 
 
 class DomainScheduler(ManualScheduler):
-    """A test scheduler with its own domain (REQUIREMENTS 9.12)."""
+    """A test scheduler with its own domain ([exec.par.scheduler])."""
 
     def __init__(self, domain: Any) -> None:
         super().__init__("dom")
@@ -315,9 +319,9 @@ class DomainScheduler(ManualScheduler):
 
 
 def test_9_12_domain_intercepting_bulk_chunked_sees_plain_bulk() -> None:
-    """9.12: a custom domain on a test scheduler intercepts ``bulk_chunked``, and a plain
-    ``bulk`` on that scheduler reaches the interceptor (through the completion domain of
-    ``schedule(sch)``, REQUIREMENTS 9.8/9.9)."""
+    """[exec.par.scheduler]: a custom domain on a test scheduler intercepts ``bulk_chunked``, and a
+    plain ``bulk`` on that scheduler reaches the interceptor (through the completion domain of
+    ``schedule(sch)``, [exec.snd.expos])."""
     log: list[Any] = []
     sch = DomainScheduler(InterceptingDomain(log))
     lst = [0] * 5
@@ -329,8 +333,8 @@ def test_9_12_domain_intercepting_bulk_chunked_sees_plain_bulk() -> None:
 
 
 def test_9_12_domain_from_receiver_scheduler() -> None:
-    """9.12/9.8: the interceptor is also found through ``get_scheduler`` of the environment,
-    e.g. for work started on that scheduler with ``starts_on``; ``bulk_unchunked`` and
+    """[exec.par.scheduler]/9.8: the interceptor is also found through ``get_scheduler`` of the
+    environment, e.g. for work started on that scheduler with ``starts_on``; ``bulk_unchunked`` and
     ``bulk_chunked`` themselves are not lowered to anything else."""
     log: list[Any] = []
     sch = DomainScheduler(InterceptingDomain(log))

@@ -1,11 +1,12 @@
-"""``close()`` of a never-started operation reaches every operation below it (DESIGN.md 2.8).
+"""``close()`` of a never-started operation reaches every operation below it
+(docs/senders.md "Writing your own sender").
 
 An operation state and its child's receiver refer to each other, so a dropped, never-started
 tree is freed only by the cycle collector unless each adaptor closes what it connected. These
 tests run with the collector disabled and check that the scope association held at the
 bottom of each adaptor is released (and a coroutine sender closed) the moment the outer
 operation is closed, or the moment a ``when_all`` stopped before start drops its children
-(REQUIREMENTS 16.5, 27.8).
+([exec.when.all], [exec.associate]).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Domains, transforms and completion signatures: REQUIREMENTS 7.2, 8, 9."""
+"""Domains, transforms and completion signatures: [exec.connect], [exec.cmplsig],
+[exec.domain.default], [exec.snd.transform]."""
 
 from __future__ import annotations
 
@@ -140,7 +141,7 @@ def test_9_12_domain_customising_just_is_asked_under_a_then(
 ) -> None:
     """``just(x) | then(f)`` is connected as one operation when no domain customises either
     tag; a domain that customises only ``just`` must still see (and may replace) the ``just``
-    below a ``then`` (REQUIREMENTS 7.2, 9.4)."""
+    below a ``then`` ([exec.connect], [exec.snd.transform])."""
     set_domain_dispatch(monkeypatch, False)  # forget domains made by earlier tests
     asked: list[Any] = []
 

@@ -1,4 +1,4 @@
-"""Queries and environments: REQUIREMENTS 3 and 4 ([exec.queryable], [exec.env], ...)."""
+"""Queries and environments: [exec.queries] ([exec.queryable], [exec.env], ...)."""
 
 from __future__ import annotations
 

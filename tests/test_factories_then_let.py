@@ -1,4 +1,4 @@
-"""Factories, then/upon_*, let_*: REQUIREMENTS 10, 13, 14."""
+"""Factories, then/upon_*, let_*: [exec.factories], [exec.then], [exec.let]."""
 
 from __future__ import annotations
 
@@ -215,14 +215,14 @@ def test_13_1_just_then_fused_exception_becomes_error_receiver_exception_propaga
     boom = E("f")
     rec = RecordingReceiver()
     rec.run(sx.just() | sx.then(lambda: (_ for _ in ()).throw(boom)) | sx.then(lambda: 1))
-    assert rec.error is boom  # later then stages do not run on an error (13.4)
+    assert rec.error is boom  # later then stages do not run on an error ([exec.then])
     rec = RecordingReceiver()
     rec.run(sx.just(1) | sx.then(lambda x: (_ for _ in ()).throw(boom)))  # one stage
     assert rec.error is boom
     for ret, sent in [(None, ()), ((1, 2), ((1, 2),)), (sx.values(1, 2), (1, 2))]:
         rec = RecordingReceiver()
         rec.run(sx.just(0) | sx.then(lambda x, r=ret: r))
-        assert rec.value == sent  # the values convention (DESIGN.md 2.1)
+        assert rec.value == sent  # the values convention (docs/trio.md "Awaiting a sender")
 
     class Bad:
         def get_env(self) -> Any:
@@ -233,7 +233,7 @@ def test_13_1_just_then_fused_exception_becomes_error_receiver_exception_propaga
 
     op = sx.connect(sx.just() | sx.then(lambda: None), Bad())
     with pytest.raises(KeyError):
-        op.start()  # not turned into set_error: only f's exceptions are (1.3)
+        op.start()  # not turned into set_error: only f's exceptions are ([exec.snd.expos])
 
 
 def test_10_1_just_sender_is_reusable_and_just_nothing_is_shared_safely() -> None:

@@ -486,8 +486,8 @@ async def test_swallowed_stop_in_a_task_in_trio() -> None:
 
 
 async def test_a_plain_trio_task_may_catch_stopped() -> None:
-    """DESIGN.md 2.4: the rule is about coroutines run as senders; in a plain trio task,
-    ``sx.Stopped`` is an ordinary exception that the task may catch."""
+    """docs/task.md 'How "stopped" unwinds a task': the rule is about coroutines run as senders; in
+    a plain trio task, ``sx.Stopped`` is an ordinary exception that the task may catch."""
     assert await _swallows_stop() == "swallowed"
 
 
@@ -751,11 +751,11 @@ print("trio-hosted", outcome(lambda: trio.run(hosted)), flush=True)
 def test_a_base_exception_in_user_code_reaches_whoever_runs_the_loop(
     site: str, exc: str, name: str
 ) -> None:
-    """DESIGN.md 2.2, [exec.then], [exec.let], [exec.bulk], [exec.task], [exec.when.all]: a
-    ``KeyboardInterrupt`` or ``SystemExit`` raised by user code is never an error datum; it
-    comes out of ``sync_wait`` and out of ``trio.run`` (a plain await, and a coroutine hosted
-    in a trio task of its own: it used to crash trio with TrioInternalError), never a hang or
-    an abort."""
+    """docs/senders.md "What happens when things fail", [exec.then], [exec.let], [exec.bulk],
+    [exec.task], [exec.when.all]: a ``KeyboardInterrupt`` or ``SystemExit`` raised by user code is
+    never an error datum; it comes out of ``sync_wait`` and out of ``trio.run`` (a plain await, and
+    a coroutine hosted in a trio task of its own: it used to crash trio with TrioInternalError),
+    never a hang or an abort."""
     r = run_child(_BASE_CHILD.format(site=_BASE_SITES[site], exc=exc, name=name), timeout=60)
     assert not r.timed_out, str(r)
     lines = [ln for ln in r.stdout.splitlines() if ln.strip()]

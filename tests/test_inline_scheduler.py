@@ -1,4 +1,4 @@
-"""``inline_scheduler``: REQUIREMENTS 22 ([exec.inline.scheduler], P3552R1 4.5, P3941R1)."""
+"""``inline_scheduler``:  ([exec.inline.scheduler], P3552R1 4.5, P3941R1)."""
 
 from __future__ import annotations
 

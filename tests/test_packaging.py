@@ -1,5 +1,5 @@
 """Packaging checks: the package imports, ships ``py.typed`` and every module, and the
-README's code taste runs as printed (DESIGN.md 3 and 4)."""
+README's code taste runs as printed (the README promises both)."""
 
 from __future__ import annotations
 

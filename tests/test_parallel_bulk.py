@@ -1,6 +1,6 @@
 """bulk, bulk_chunked, bulk_unchunked on a parallel scheduler, and the backend bulk contract.
 
-REQUIREMENTS 9.12, 15.2-15.10, 31.7-31.9, 31.11-31.13; [exec.par.scheduler],
+[exec.bulk], [exec.sysctxrepl.psb]; [exec.par.scheduler],
 [exec.sysctxrepl.psb]; P2079R7 §3 ex.3 (example E20), §5.7 (no allocation per index).
 """
 
@@ -92,7 +92,7 @@ def test_31_7_bulk_chunked_reaches_schedule_bulk_chunked_with_the_values() -> No
         | sx.then(lambda: sx.values("a", 2))
         | sx.bulk_chunked(sx.par, 5, lambda b, e, x, y: seen.append((b, e, x, y)))
     )
-    assert sx.sync_wait(s) == ("a", 2)  # the datums are forwarded (31.7 spec gap, A4)
+    assert sx.sync_wait(s) == ("a", 2)  # the datums are forwarded (a gap in [exec.par.scheduler])
     assert backend.calls[-1] == ("chunked", 5)
     assert seen == [(0, 5, "a", 2)]
 
@@ -374,7 +374,7 @@ def test_schedule_only_backend_gets_default_bulk_on_its_agent() -> None:
 
 
 class CheckingProxy(scr.bulk_item_receiver_proxy):
-    """Checks REQUIREMENTS 31.11-31.13 for a backend: ranges, coverage, order, threads."""
+    """Checks [exec.sysctxrepl.psb] for a backend: ranges, coverage, order, threads."""
 
     def __init__(self, n: int, unchunked: bool, token: Any = None) -> None:
         self.n = n

@@ -1,5 +1,5 @@
-"""examples/bulk.py runs on threads, processes and a dask cluster, changing one line (issue 6,
-DESIGN.md 2.12). Each run is a fresh interpreter, as a user would start it."""
+"""examples/bulk.py runs on threads, processes and a dask cluster, changing one line
+(docs/parallel.md). Each run is a fresh interpreter, as a user would start it."""
 
 from __future__ import annotations
 

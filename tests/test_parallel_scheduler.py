@@ -1,7 +1,7 @@
 """parallel_scheduler frontend and replaceability: [exec.par.scheduler], [exec.sysctxrepl].
 
-REQUIREMENTS 31.1-31.6, 31.10, 31.11, 31.14, 31.16, 31.17; DESIGN.md 2.12; P2079R7 §3 ex.1/2
-(examples E18, E19, E22).
+[exec.par.scheduler], [exec.sysctxrepl.recvproxy], [exec.sysctxrepl.psb], [exec.sysctxrepl.query],
+docs/parallel.md; P2079R7 §3 ex.1/2 (examples E18, E19, E22).
 """
 
 from __future__ import annotations
@@ -178,7 +178,7 @@ def test_31_5_schedule_calls_backend_schedule_with_a_proxy() -> None:
     sch = sx.parallel_scheduler(backend)
     rec = RecordingReceiver()
     op = rec.connect(sx.schedule(sch))
-    assert backend.proxies == []  # nothing before start (REQUIREMENTS 2.3)
+    assert backend.proxies == []  # nothing before start ([exec.async.ops])
     rec.start(op)
     assert rec.value == ()
     (proxy,) = backend.proxies
@@ -237,7 +237,7 @@ def test_E18_then_runs_on_the_pool_and_sync_wait_gets_55() -> None:
 
 
 def test_E19_on_returns_to_the_sync_wait_thread() -> None:
-    """P2079R7 §3 example 2: ``on`` starts on the pool and comes back (REQUIREMENTS 12.14)."""
+    """P2079R7 §3 example 2: ``on`` starts on the pool and comes back ([exec.on])."""
     sch = sx.get_parallel_scheduler()
     where: list[int] = []
     add_42 = sx.just() | sx.then(lambda: where.append(threading.get_ident()) or 13)
@@ -366,7 +366,7 @@ def test_31_10_other_stoppable_token_types_are_linked_to_an_inplace_token() -> N
     assert tok.stop_requested()
     proxy.set_stopped()
     assert rec.stopped
-    assert own.callbacks == []  # the link is closed before the completion (REQUIREMENTS 2.13)
+    assert own.callbacks == []  # the link is closed before the completion ([exec.recv.concepts])
 
 
 def test_custom_proxy_hooks_drive_try_query() -> None:

@@ -1,5 +1,7 @@
-"""Hand-offs between the parallel scheduler and trio (DESIGN.md 2.5, 2.12; REQUIREMENTS 32.1,
-32.2, 31.10, 12.x continues_on)."""
+"""Hand-offs between the parallel scheduler and trio
+(docs/trio.md "trio cancellation becomes a stop request", docs/parallel.md,
+docs/trio.md "Awaiting a sender", docs/trio.md "trio cancellation becomes a stop request",
+[exec.sysctxrepl.recvproxy], 12.x continues_on)."""
 
 from __future__ import annotations
 
@@ -71,11 +73,12 @@ async def test_32_2_trio_cancellation_stops_the_bulk_work(pool: ThreadPoolBacken
     n = len(done)
     assert 0 < n < 10_000
     await trio.sleep(0.02)
-    assert len(done) == n  # every execute happened before the completion (31.12)
+    assert len(done) == n  # every execute happened before the completion ([exec.sysctxrepl.psb])
 
 
 async def test_32_2_trio_cancellation_of_schedule_before_it_runs(pool: ThreadPoolBackend) -> None:
-    """A stop request that arrives while the item is queued completes it stopped (31.17)."""
+    """A stop request that arrives while the item is queued completes it stopped
+    ([exec.par.scheduler])."""
     sch = sx.parallel_scheduler(pool)
     blocker = threading.Event()
     # Occupy both pool threads so that the next schedule() stays queued.

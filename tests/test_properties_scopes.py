@@ -1,12 +1,13 @@
 """Property: scopes always join, and count exactly the associations they granted, with work
 completing on worker threads.
 
-REQUIREMENTS 25.3 (a user token: every scope token here may be wrapped in a
-:class:`~structexec.testing.strategies.CountingToken`), 26.2-26.8 (state machine, join), 27
-(``associate``), 29 (``spawn``), 30 (``spawn_future``); DESIGN.md 2.6 (errors are never lost:
-the join reports exactly the errors nobody else received) and 2.8 (associations are released
-at a defined moment, never by the garbage collector). Trees here always use scopes, and hop
-onto a dedicated worker thread and the parallel scheduler's pool.
+[exec.scope.concepts] (a user token: every scope token here may be wrapped in a
+:class:`~structexec.testing.strategies.CountingToken`), [exec.scope.simple.counting],
+[exec.counting.scopes.general] (state machine, join), 27 (``associate``), 29 (``spawn``), 30
+(``spawn_future``); docs/scopes.md "What happens when things fail" (errors are never lost: the join
+reports exactly the errors nobody else received) and 2.8 (associations are released at a defined
+moment, never by the garbage collector). Trees here always use scopes, and hop onto a dedicated
+worker thread and the parallel scheduler's pool.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ import structexec as sx
 from structexec.testing import ManualScheduler, RecordingReceiver
 from structexec.testing import strategies as sxst
 
-# DESIGN.md 2.8: associations held by operations that were never started are released, and
-# coroutine senders in that position closed, by ``close()`` at a defined moment; the driver
-# fails a run that needed the garbage collector for either (allow_gc=False).
+# docs/scopes.md "Senders in a scope: `spawn`, `spawn_future`, `associate`": associations held by
+# operations that were never started are released, and coroutine senders in that position closed, by
+# ``close()`` at a defined moment; the driver fails a run that needed the garbage collector for
+# either (allow_gc=False).
 ALLOW_GC = False
 
 SETTINGS = settings(
@@ -113,7 +115,7 @@ def test_counting_token_counts_and_forwards_req_25_3() -> None:
     sch.drain()
     assert seen == [1]
     assert (tok.granted, tok.released, scope.count) == (1, 1, 0)
-    copy = __import__("copy").copy(tok)  # copies share the counters (25.1: tokens are copied)
+    copy = __import__("copy").copy(tok)  # copies share the counters (tokens are copied)
     assert copy.counts is tok.counts
     scope.close()
     sx.spawn(sx.just(), tok)
@@ -155,10 +157,10 @@ def test_when_all_stopped_at_start_releases_associations_dq_2_8() -> None:
 
 
 def test_model_stop_point_inside_eager_spawn_future_work_req_30_2() -> None:
-    """Pinned from a failing example: ``spawn_future`` starts its work while the tree is
-    built (30.2), before the stop requests a schedule makes "at step 0", so a stop point
-    inside that work may or may not be stopped when the work reaches it; the model allows
-    both (here the value arrived first, from the worker thread)."""
+    """Pinned from a failing example: ``spawn_future`` starts its work while the tree is built
+    ([exec.spawn.future]), before the stop requests a schedule makes "at step 0", so a stop point
+    inside that work may or may not be stopped when the work reaches it; the model allows both (here
+    the value arrived first, from the worker thread)."""
     from structexec.testing._tree import Fn, Just, SpawnFuture, StopPoint, Then, ThreadHop
 
     work = Then(Then(StopPoint(ThreadHop(Just(())), 0), Fn.mix(0)), Fn.mix(0))

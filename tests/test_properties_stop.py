@@ -1,13 +1,14 @@
 """Property: a stop request at any step gives the modelled value or stopped, never a lost or
 duplicated completion.
 
-REQUIREMENTS 2.2, 2.13 (stop callbacks deregistered before completion), 5.2 (callbacks run on
-the requesting thread: some requests come from another thread), 11 (``write_env`` stop
-points, ``unstoppable``), 12.12 (the hop sees the outer token), 16.5-16.10 (``when_all``),
-17, 26.14 and 28 (``counting_scope.request_stop``), 30 and DESIGN.md 2.7 (a stopped
-``spawn_future`` consumer). Hypothesis chooses which operation gets a stop request (the root,
-a stop point inside the tree, a counting scope), at which step, and in which order the
-queued scheduler items run; the model gives the set of acceptable outcomes.
+[exec.async.ops], [exec.recv.concepts] (stop callbacks deregistered before completion),
+[stoptoken.concepts] (callbacks run on the requesting thread: some requests come from another
+thread), 11 (``write_env`` stop points, ``unstoppable``), [exec.schedule.from] (the hop sees the
+outer token), [exec.when.all] (``when_all``), 17, [exec.scope.counting] and 28
+(``counting_scope.request_stop``), 30 and docs/scopes.md "Futures outlive their work" (a stopped
+``spawn_future`` consumer). Hypothesis chooses which operation gets a stop request (the root, a stop
+point inside the tree, a counting scope), at which step, and in which order the queued scheduler
+items run; the model gives the set of acceptable outcomes.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from hypothesis import HealthCheck, given, settings
 import structexec as sx
 from structexec.testing import strategies as sxst
 
-# DESIGN.md 2.8: associations held by operations that were never started are released, and
-# coroutine senders in that position closed, by ``close()`` at a defined moment; the driver
-# fails a run that needed the garbage collector for either (allow_gc=False).
+# docs/scopes.md "Senders in a scope: `spawn`, `spawn_future`, `associate`": associations held by
+# operations that were never started are released, and coroutine senders in that position closed, by
+# ``close()`` at a defined moment; the driver fails a run that needed the garbage collector for
+# either (allow_gc=False).
 ALLOW_GC = False
 
 SETTINGS = settings(
@@ -48,8 +50,9 @@ def test_stop_at_any_step_gives_modelled_outcome_req_2_2(
 def test_stop_at_any_step_in_trio_req_2_2_dq_2_5(
     case: tuple[sxst.Tree, sxst.StopSchedule], order: sxst.Interleaving
 ) -> None:
-    """In a trio run: stop requests reach trio hops, coroutines and tasks (DESIGN.md 2.4,
-    2.5) and still give a modelled outcome, exactly once."""
+    """In a trio run: stop requests reach trio hops, coroutines and tasks
+    (docs/task.md 'How "stopped" unwinds a task', 2.5) and still give a modelled outcome, exactly
+    once."""
     tree, stops = case
 
     async def main() -> sxst.RunResult:
@@ -79,7 +82,8 @@ def test_stop_before_start_of_when_all_starts_no_child_req_16_5(
     assert wrapped.model(stops) == {sxst.STOPPED}
     r = sxst.run_tree(wrapped, stops, order, allow_gc=ALLOW_GC)
     r.check()
-    # Only the work of a spawn_future, started when the tree was built (30.2), may spawn.
+    # Only the work of a spawn_future, started when the tree was built ([exec.spawn.future]), may
+    # spawn.
     eager = {
         id(n)
         for f in wrapped.root.walk()

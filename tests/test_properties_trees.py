@@ -1,6 +1,6 @@
 """Property: every random sender tree completes exactly once, with the modelled result.
 
-REQUIREMENTS 2.2 ("Rec over every algorithm, including a property test across random
+[exec.async.ops] ("Rec over every algorithm, including a property test across random
 compositions"), 2.3, 2.13, 2.16; 10, 13, 14, 16, 17 (the algorithms the trees combine); 12
 (scheduling hops, under every interleaving of the manual schedulers' queues); 20, 24 (the
 coroutine and task nodes in the trio run).
@@ -16,9 +16,10 @@ from hypothesis import HealthCheck, given, settings
 
 from structexec.testing import strategies as sxst
 
-# DESIGN.md 2.8: associations held by operations that were never started are released, and
-# coroutine senders in that position closed, by ``close()`` at a defined moment; the driver
-# fails a run that needed the garbage collector for either (allow_gc=False).
+# docs/scopes.md "Senders in a scope: `spawn`, `spawn_future`, `associate`": associations held by
+# operations that were never started are released, and coroutine senders in that position closed, by
+# ``close()`` at a defined moment; the driver fails a run that needed the garbage collector for
+# either (allow_gc=False).
 ALLOW_GC = False
 
 SETTINGS = settings(
@@ -79,11 +80,11 @@ def test_model_is_exact_without_stops_and_hops(tree: sxst.Tree) -> None:
 
 
 def test_model_when_all_child_made_inline_by_sibling_failure_req_16_6() -> None:
-    """Pinned from the 10,000-example run: a child that would wait for a scheduler item on its
-    own (``when_all(just(), schedule(sch))``) completes stopped *inline* when a sibling
-    started before it has already failed (the stop request reaches it before it starts, 16.5),
-    so its parent completes during ``start`` with the first error, and an equal-looking error
-    of a later sibling must not win (16.6: the first error to arrive)."""
+    """Pinned from the 10,000-example run: a child that would wait for a scheduler item on its own
+    (``when_all(just(), schedule(sch))``) completes stopped *inline* when a sibling started before
+    it has already failed (the stop request reaches it before it starts, [exec.when.all]), so its
+    parent completes during ``start`` with the first error, and an equal-looking error of a later
+    sibling must not win ([exec.when.all]: the first error to arrive)."""
     from structexec.testing._tree import Just, JustError, Let, Schedule, TreeError, WhenAll
 
     first, second = TreeError("e0"), TreeError("e0")

@@ -1,4 +1,5 @@
-"""The sender/receiver protocol: REQUIREMENTS 1, 2, 7 ([exec.async.ops], [exec.connect], ...)."""
+"""The sender/receiver protocol: [exec.general], [exec.snd.concepts] ([exec.async.ops],
+[exec.connect], ...)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from structexec.testing import RecordingReceiver
 
 
 class PlainReceiver:
-    """A duck-typed receiver without get_env (REQUIREMENTS 2.14)."""
+    """A duck-typed receiver without get_env ([exec.recv.concepts])."""
 
     def __init__(self) -> None:
         self.got: list[tuple[str, tuple[Any, ...]]] = []

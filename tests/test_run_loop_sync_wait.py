@@ -1,4 +1,4 @@
-"""run_loop and sync_wait: REQUIREMENTS 18, 19, 22."""
+"""run_loop and sync_wait: [exec.run.loop], [exec.sync.wait], [exec.inline.scheduler]."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""``starts_on``, ``continues_on``, ``schedule_from``, ``on``: REQUIREMENTS 12
-([exec.starts.on], [exec.continues.on], [exec.schedule.from], [exec.on]), with 2.16
-(completion schedulers), 3.11, 7.4, 7.7, 7.9 and 9.8/9.11 (domains).
+"""``starts_on``, ``continues_on``, ``schedule_from``, ``on``: [exec.starts.on],
+[exec.continues.on], [exec.schedule.from], [exec.on] ([exec.starts.on], [exec.continues.on],
+[exec.schedule.from], [exec.on]), with 2.16 (completion schedulers), [exec.adapt.general],
+[exec.adapt.obj], [exec.snd.concepts], [exec.snd.expos]/9.11 (domains).
 
 Every step records ``threading.get_ident()`` and ``ManualScheduler.current()`` (the scheduler
 whose item is running on this thread) so that the tests check *where* things happen.
@@ -28,8 +29,8 @@ MAIN = threading.get_ident
 
 
 def test_12_1_starts_on_runs_child_on_scheduler_and_does_not_come_back(lt: LoopThread) -> None:
-    """12.1: ``starts_on(ThreadSched, then(just(), record_thread))`` runs on the scheduler's
-    thread, and the receiver also completes there."""
+    """[exec.starts.on]: ``starts_on(ThreadSched, then(just(), record_thread))`` runs on the
+    scheduler's thread, and the receiver also completes there."""
     seen: list[int] = []
     rec = RecordingReceiver()
     rec.run(sx.starts_on(lt.sch, sx.then(sx.just(), lambda: seen.append(threading.get_ident()))))
@@ -40,8 +41,8 @@ def test_12_1_starts_on_runs_child_on_scheduler_and_does_not_come_back(lt: LoopT
 
 
 def test_12_1_starts_on_manual_marker() -> None:
-    """12.1/2.16: with a ManualScheduler, nothing runs before the item runs; then the child
-    runs under the scheduler's marker and the receiver completes there too."""
+    """[exec.starts.on]/2.16: with a ManualScheduler, nothing runs before the item runs; then the
+    child runs under the scheduler's marker and the receiver completes there too."""
     ms = ManualScheduler("A")
     steps: list[Any] = []
     rec = RecordingReceiver()
@@ -53,7 +54,8 @@ def test_12_1_starts_on_manual_marker() -> None:
 
 
 def test_12_2_child_sees_scheduler(lt: LoopThread) -> None:
-    """12.2: ``sync_wait(starts_on(sch, read_env(get_scheduler))) == (sch,)``, read on sch."""
+    """[exec.starts.on]: ``sync_wait(starts_on(sch, read_env(get_scheduler))) == (sch,)``, read on
+    sch."""
     got = sx.sync_wait(
         sx.starts_on(lt.sch, sx.read_env(sx.get_scheduler) | sx.then(lambda s: (s, MAIN())))
     )
@@ -61,8 +63,8 @@ def test_12_2_child_sees_scheduler(lt: LoopThread) -> None:
 
 
 def test_12_2_child_env_forwards_outer_forwarding_queries() -> None:
-    """12.2: the child env is JOIN-ENV(SCHED-ENV(sch), FWD-ENV(env)): the stop token is the
-    receiver's."""
+    """[exec.starts.on]: the child env is JOIN-ENV(SCHED-ENV(sch), FWD-ENV(env)): the stop token is
+    the receiver's."""
     ms = ManualScheduler()
     rec = RecordingReceiver()
     rec.run(sx.starts_on(ms, sx.read_env(sx.get_stop_token)))
@@ -71,7 +73,8 @@ def test_12_2_child_env_forwards_outer_forwarding_queries() -> None:
 
 
 def test_12_3_schedule_error_means_child_never_started() -> None:
-    """12.3/12.18: ``schedule(sch)`` failing gives ``set_error`` and the child never runs."""
+    """[exec.starts.on]/12.18: ``schedule(sch)`` failing gives ``set_error`` and the child never
+    runs."""
     ms = ManualScheduler(infallible=False)
     boom = RuntimeError("no agent")
     ms.fail_next(boom)
@@ -83,7 +86,8 @@ def test_12_3_schedule_error_means_child_never_started() -> None:
 
 
 def test_12_3_schedule_stopped_and_stop_token_forwarded() -> None:
-    """12.3: the scheduling op sees the receiver's stop token; stopped → child never runs."""
+    """[exec.starts.on]: the scheduling op sees the receiver's stop token; stopped → child never
+    runs."""
     ms = ManualScheduler()
     ran: list[int] = []
     rec = RecordingReceiver()
@@ -96,8 +100,8 @@ def test_12_3_schedule_stopped_and_stop_token_forwarded() -> None:
 
 
 def test_12_starts_on_bad_arguments_and_laziness() -> None:
-    """12 (ill-formed → TypeError, DESIGN 2.3), 7.4: no work before start, connect-time
-    errors of the child raise from connect."""
+    """12 (ill-formed → TypeError, docs/senders-adaptors.md), [exec.adapt.general]: no work before
+    start, connect-time errors of the child raise from connect."""
     with pytest.raises(TypeError, match="scheduler"):
         sx.starts_on(42, sx.just())
     with pytest.raises(TypeError, match="sender"):
@@ -118,7 +122,8 @@ def test_12_starts_on_bad_arguments_and_laziness() -> None:
 
 
 def test_7_9_starts_on_structure_and_12_4_domain() -> None:
-    """7.9, 12.4: tag/data/children; the scheduler's domain sees the sender at construction."""
+    """[exec.snd.concepts], [exec.starts.on]: tag/data/children; the scheduler's domain sees the
+    sender at construction."""
     seen: list[Any] = []
 
     class RecordingDomain(sx.default_domain):
@@ -145,8 +150,8 @@ def test_7_9_starts_on_structure_and_12_4_domain() -> None:
 
 
 def test_12_5_continues_on_all_three_completions_on_destination() -> None:
-    """12.5: value, error and stopped are all delivered on an agent of ``sch``; the child
-    starts on the current agent."""
+    """[exec.continues.on]: value, error and stopped are all delivered on an agent of ``sch``; the
+    child starts on the current agent."""
     ms = ManualScheduler("dest")
     started_on: list[Any] = []
     child = sx.then(sx.just(), lambda: started_on.append(where()) or 7)
@@ -167,7 +172,8 @@ def test_12_5_continues_on_all_three_completions_on_destination() -> None:
 
 
 def test_12_5_continues_on_thread_hop(lt: LoopThread) -> None:
-    """12.5: the continuation runs on the run_loop thread; the child ran on this thread."""
+    """[exec.continues.on]: the continuation runs on the run_loop thread; the child ran on this
+    thread."""
     got = sx.sync_wait(
         sx.just(MAIN()) | sx.continues_on(lt.sch) | sx.then(lambda before: (before, MAIN()))
     )
@@ -175,7 +181,8 @@ def test_12_5_continues_on_thread_hop(lt: LoopThread) -> None:
 
 
 def test_12_6_attributes() -> None:
-    """12.6: completion schedulers value/stopped = sch; set_error_t comes from the child."""
+    """[exec.continues.on]: completion schedulers value/stopped = sch; set_error_t comes from the
+    child."""
     src = ManualScheduler("src", infallible=False)
     dst = ManualScheduler("dst")
     attrs = sx.get_env(sx.continues_on(sx.schedule(src), dst))
@@ -188,8 +195,8 @@ def test_12_6_attributes() -> None:
 
 
 def test_12_7_lowering_and_late_domain_is_destinations() -> None:
-    """12.7/9.8/9.11: the late domain is the destination's; at connect the sender becomes
-    ``schedule_from(sch, sndr)``, which that domain sees."""
+    """[exec.continues.on]/9.8/9.11: the late domain is the destination's; at connect the sender
+    becomes ``schedule_from(sch, sndr)``, which that domain sees."""
     seen: list[Any] = []
 
     class DestDomain(sx.default_domain):
@@ -216,7 +223,8 @@ def test_12_7_lowering_and_late_domain_is_destinations() -> None:
 
 
 def test_12_8_scheduling_op_connected_at_connect() -> None:
-    """12.8: ``connect(schedule(sch), ...)`` happens at connect; it starts after the child."""
+    """[exec.schedule.from]: ``connect(schedule(sch), ...)`` happens at connect; it starts after the
+    child."""
     ms = ManualScheduler()
     rec = RecordingReceiver()
     op = rec.connect(sx.schedule_from(ms, sx.just(1)))
@@ -226,7 +234,7 @@ def test_12_8_scheduling_op_connected_at_connect() -> None:
 
 
 def test_12_9_12_10_stored_by_reference_and_replayed() -> None:
-    """12.9-12.10: the datums are kept (the same objects) and replayed on sch's agent."""
+    """[exec.schedule.from]: the datums are kept (the same objects) and replayed on sch's agent."""
     ms = ManualScheduler()
     payload = [1, 2]
     rec = RecordingReceiver()
@@ -238,8 +246,8 @@ def test_12_9_12_10_stored_by_reference_and_replayed() -> None:
 
 @pytest.mark.parametrize("child_kind", ["value", "error", "stopped"])
 def test_12_11_scheduling_failure_wins(child_kind: str) -> None:
-    """12.11: ``continues_on(just(1), FailingSched(e))`` gives ``set_error(e)``; the stored
-    result (whatever its kind) is discarded."""
+    """[exec.schedule.from]: ``continues_on(just(1), FailingSched(e))`` gives ``set_error(e)``; the
+    stored result (whatever its kind) is discarded."""
     child = {
         "value": sx.just(1),
         "error": sx.just_error(KeyError()),
@@ -255,7 +263,8 @@ def test_12_11_scheduling_failure_wins(child_kind: str) -> None:
 
 
 def test_12_11_scheduling_stopped_wins() -> None:
-    """12.11: a stopped scheduling op completes ``set_stopped`` and drops the value."""
+    """[exec.schedule.from]: a stopped scheduling op completes ``set_stopped`` and drops the
+    value."""
     ms = ManualScheduler()
     rec = RecordingReceiver()
     rec.run(sx.continues_on(sx.just(1), ms))
@@ -265,8 +274,9 @@ def test_12_11_scheduling_stopped_wins() -> None:
 
 
 def test_12_12_outer_stop_reaches_run_loop_schedule() -> None:
-    """12.12: ``continues_on(just(1), RLsched)`` with stop requested after start but before
-    ``run`` gives ``set_stopped()`` (run_loop checks the token when the item runs, 18.6)."""
+    """[exec.schedule.from]: ``continues_on(just(1), RLsched)`` with stop requested after start but
+    before ``run`` gives ``set_stopped()`` (run_loop checks the token when the item runs,
+    [exec.run.loop.types])."""
     loop = sx.run_loop()
     rec = RecordingReceiver()
     rec.run(sx.continues_on(sx.just(1), loop.get_scheduler()))
@@ -278,7 +288,7 @@ def test_12_12_outer_stop_reaches_run_loop_schedule() -> None:
 
 
 def test_12_continues_on_signatures_and_bad_arguments() -> None:
-    """12.5-12.13 (meta) and DESIGN 2.3."""
+    """[exec.continues.on], [exec.schedule.from] (meta) and docs/senders-adaptors.md."""
     ms = ManualScheduler(infallible=False)
     cs = sx.get_completion_signatures(sx.continues_on(sx.just(1), ms))
     assert cs == sx.completion_signatures(
@@ -295,7 +305,7 @@ def test_12_continues_on_signatures_and_bad_arguments() -> None:
 
 
 def test_7_4_7_9_continues_on_lazy_and_structure() -> None:
-    """7.4, 7.7, 7.9."""
+    """[exec.adapt.general], [exec.adapt.obj], [exec.snd.concepts]."""
     ms = ManualScheduler()
     calls: list[int] = []
     s = sx.then(sx.just(), lambda: calls.append(1)) | sx.continues_on(ms)
@@ -313,7 +323,7 @@ def test_7_4_7_9_continues_on_lazy_and_structure() -> None:
 
 
 def test_12_14_on_goes_there_and_back() -> None:
-    """12.14: with A the receiver's scheduler and B = sch, ``sndr`` runs under B's marker and
+    """[exec.on]: with A the receiver's scheduler and B = sch, ``sndr`` runs under B's marker and
     the result arrives under A's marker; the child sees get_scheduler == B."""
     a, b = ManualScheduler("A"), ManualScheduler("B")
     log: list[Any] = []
@@ -331,7 +341,7 @@ def test_12_14_on_goes_there_and_back() -> None:
 
 
 def test_12_14_on_with_threads(lt: LoopThread) -> None:
-    """12.14 under sync_wait: the work runs on the loop thread, the result comes back to the
+    """[exec.on] under sync_wait: the work runs on the loop thread, the result comes back to the
     sync_wait thread's run_loop."""
     got = sx.sync_wait(
         sx.on(lt.sch, sx.just() | sx.then(lambda: MAIN())) | sx.then(lambda t: (t, MAIN()))
@@ -340,7 +350,7 @@ def test_12_14_on_with_threads(lt: LoopThread) -> None:
 
 
 def test_12_15_on_without_scheduler_raises_at_connect() -> None:
-    """12.15: a receiver env without get_scheduler → ``connect`` raises TypeError saying how
+    """[exec.on]: a receiver env without get_scheduler → ``connect`` raises TypeError saying how
     to provide one."""
     rec = RecordingReceiver()
     with pytest.raises(TypeError, match=r"get_scheduler.*write_env"):
@@ -352,7 +362,7 @@ def test_12_15_on_without_scheduler_raises_at_connect() -> None:
 
 
 def test_12_16_closure_form_hops_and_environments() -> None:
-    """12.16: ``sndr | on(sch, closure)``: sndr runs here (seeing get_scheduler == orig), the
+    """[exec.on]: ``sndr | on(sch, closure)``: sndr runs here (seeing get_scheduler == orig), the
     closure's work runs on sch (seeing get_scheduler == sch), the result returns to orig."""
     a, b = ManualScheduler("A"), ManualScheduler("B")
     log: list[Any] = []
@@ -373,7 +383,7 @@ def test_12_16_closure_form_hops_and_environments() -> None:
 
 
 def test_12_16_orig_is_childs_completion_scheduler() -> None:
-    """12.16 step 1: orig is the child's value completion scheduler when it has one, even if
+    """[exec.on] step 1: orig is the child's value completion scheduler when it has one, even if
     the receiver's scheduler differs; the three-argument form is the same."""
     a, b, c = ManualScheduler("A"), ManualScheduler("B"), ManualScheduler("C")
     rec = RecordingReceiver(extra_env=sx.prop(sx.get_scheduler, c))
@@ -386,7 +396,7 @@ def test_12_16_orig_is_childs_completion_scheduler() -> None:
 
 
 def test_12_17_on_ill_formed_arguments() -> None:
-    """12.17: non-scheduler, neither sender nor closure, or both → TypeError."""
+    """[exec.on]: non-scheduler, neither sender nor closure, or both → TypeError."""
     ms = ManualScheduler()
     with pytest.raises(TypeError, match="scheduler"):
         sx.on(42, sx.just())
@@ -406,7 +416,8 @@ def test_12_17_on_ill_formed_arguments() -> None:
 
 
 def test_12_18_on_scheduling_failure_is_error() -> None:
-    """12.18: a failing scheduling operation (either hop) gives an error completion."""
+    """[exec.on], [exec.starts.on], [exec.continues.on]: a failing scheduling operation (either hop)
+    gives an error completion."""
     a = ManualScheduler("A", infallible=False)
     b = ManualScheduler("B", infallible=False)
     e = OSError("no")
@@ -427,7 +438,8 @@ def test_12_18_on_scheduling_failure_is_error() -> None:
 
 
 def test_7_4_7_9_on_lazy_and_structure() -> None:
-    """7.4, 7.9: ``on`` runs nothing before start; tag/data/children for both forms."""
+    """[exec.adapt.general], [exec.snd.concepts]: ``on`` runs nothing before start;
+    tag/data/children for both forms."""
     a, b = ManualScheduler("A"), ManualScheduler("B")
     calls: list[int] = []
     s = sx.on(b, sx.then(sx.just(), lambda: calls.append(1)))

@@ -1,4 +1,5 @@
-"""Counting scopes as trio nurseries (DESIGN.md 2.6, REQUIREMENTS 32.4, 32.7, 32.8)."""
+"""Counting scopes as trio nurseries ([exec.spawn], [exec.spawn.future],
+docs/scopes.md "The nursery face: `async with`")."""
 
 from __future__ import annotations
 
@@ -186,7 +187,7 @@ async def test_32_8_spawn_future_starts_synchronously_and_awaits(kind: Any) -> N
     ran: list[str] = []
     async with kind() as scope:
         f = scope.spawn_future(sx.just(2) | sx.then(lambda x: ran.append("ran") or x * 21))
-        assert ran == ["ran"]  # started before spawn_future returned (32.8)
+        assert ran == ["ran"]  # started before spawn_future returned ([exec.spawn.future])
         assert await f == 42
 
         async def slow() -> int:
@@ -248,7 +249,8 @@ async def test_32_7_exit_joins_without_closing(kind: Any) -> None:
     async with kind() as scope:
         scope.start_soon(parent, scope)
     assert log == ["parent", "sender", "child"]
-    # afterwards the scope is joined: new work is dropped silently (32.7)
+    # afterwards the scope is joined: new work is dropped silently
+    # (docs/scopes.md "The nursery face: `async with`")
     scope.spawn(sx.just() | sx.then(lambda: log.append("late")))
     assert log[-1] == "child"
 
@@ -298,7 +300,7 @@ async def test_2_6_counting_scope_enclosing_cancellation_requests_stop(
 
 async def test_2_6_counting_scope_cancellation_while_exiting(autojump_clock: Any) -> None:
     """The body has finished; the exit's join is cancelled by the enclosing scope: stop is
-    requested and the join continues, shielded (32.7)."""
+    requested and the join continues, shielded (docs/scopes.md "The nursery face: `async with`")."""
     w = WaitForStop()
     with trio.move_on_after(1) as cs:
         async with sx.counting_scope() as scope:
@@ -416,9 +418,10 @@ async def test_2_6_failing_work_cancels_the_body_like_a_nursery(
     how: str, autojump_clock: Any
 ) -> None:
     """A nursery cancels its body when a child fails; a counting_scope does the same for an
-    exception of a hosted task or an error completion of spawned work (DESIGN.md 2.6,
-    REQUIREMENTS 32.7). The body's Cancelled is absorbed; the block raises the group of the
-    work's errors; code after the body's checkpoint never runs."""
+    exception of a hosted task or an error completion of spawned work
+    (docs/scopes.md "What happens when things fail",
+    docs/scopes.md "The nursery face: `async with`"). The body's Cancelled is absorbed; the block
+    raises the group of the work's errors; code after the body's checkpoint never runs."""
     reached: list[str] = []
 
     async def fail() -> None:
@@ -584,7 +587,7 @@ async def test_bad_state_use(kind: Any) -> None:
         async with scope:
             pass  # pragma: no cover
     # a closed scope refuses start_soon and start loudly, as trio does for a nursery closed
-    # to new arrivals (sx.spawn drops silently, 29.4)
+    # to new arrivals (sx.spawn drops silently, [exec.spawn])
     async with kind() as s2:
         s2.close()
         with pytest.raises(RuntimeError, match="does not accept new work"):
@@ -634,7 +637,8 @@ async def test_many_hosted_tasks_exact_count() -> None:
 @pytest.mark.parametrize("kind", SCOPES)
 async def test_start_soon_off_the_trio_thread_is_a_clear_error_spawn_works(kind: Any) -> None:
     """Other threads use scope.spawn(coro): the coroutine still runs in the scope's nursery
-    on the trio thread (DESIGN.md 2.5); start_soon there raises a RuntimeError saying so."""
+    on the trio thread (docs/trio.md "trio cancellation becomes a stop request"); start_soon there
+    raises a RuntimeError saying so."""
     ran: list[int] = []
 
     async def work() -> None:

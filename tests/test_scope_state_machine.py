@@ -1,7 +1,8 @@
 """Counting scopes: the seven-state machine, join, max_associations, threads, a model test.
 
-REQUIREMENTS 26.1-26.15 ([exec.counting.scopes], [exec.scope.simple.counting],
-[exec.scope.counting]); the state x operation table of 26.6 is tested cell by cell.
+[exec.counting.scopes.general], [exec.scope.counting] ([exec.counting.scopes],
+[exec.scope.simple.counting], [exec.scope.counting]); the state x operation table of 26.6 is tested
+cell by cell.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ STATES = [
 
 
 def join_rcvr(sch: Any = None) -> RecordingReceiver:
-    """A receiver for scope.join(): it needs get_scheduler (26.8)."""
+    """A receiver for scope.join(): it needs get_scheduler ([exec.counting.scopes.general])."""
     return RecordingReceiver(extra_env=sx.prop(sx.get_scheduler, sch or sx.inline_scheduler()))
 
 
@@ -76,7 +77,8 @@ def make(kind: Callable[[], Any], state: str) -> tuple[Any, list[RecordingReceiv
 
 
 def finish(scope: Any) -> None:
-    """Release what the test holds and join, so the scope can be dropped quietly (26.9)."""
+    """Release what the test holds and join, so the scope can be dropped quietly
+    ([exec.scope.simple.counting])."""
     while scope.count:
         scope.get_token().disassociate()
     sx.sync_wait(scope.join())
@@ -110,7 +112,7 @@ TRY_ASSOCIATE = {
 @pytest.mark.parametrize("kind", SCOPES)
 @pytest.mark.parametrize("state", STATES)
 def test_26_6_table_try_associate(kind: Any, state: str) -> None:
-    """Column "try_associate (count < max)" of the 26.6 table (26.2)."""
+    """Column "try_associate (count < max)" of the 26.6 table ([exec.scope.simple.counting])."""
     scope, _ = make(kind, state)
     result, after, count = TRY_ASSOCIATE[state]
     assert scope.get_token().try_associate() is result
@@ -133,7 +135,8 @@ CLOSE = {
 @pytest.mark.parametrize("kind", SCOPES)
 @pytest.mark.parametrize("state", STATES)
 def test_26_6_table_close(kind: Any, state: str) -> None:
-    """Column "close()" (26.3), and its postcondition: try_associate fails afterwards."""
+    """Column "close()" ([exec.scope.simple.counting]), and its postcondition: try_associate fails
+    afterwards."""
     scope, _ = make(kind, state)
     count = scope.count
     scope.close()
@@ -147,7 +150,8 @@ def test_26_6_table_close(kind: Any, state: str) -> None:
 @pytest.mark.parametrize("state", ["unused", "unused-and-closed", "joined"])
 def test_26_6_table_start_join_completes_inline(kind: Any, state: str) -> None:
     """Column "start join" for unused, unused-and-closed, joined: → joined, inline set_value,
-    without scheduling (26.5, 26.8: the ManualScheduler never gets an item)."""
+    without scheduling ([exec.scope.simple.counting], [exec.counting.scopes.general]: the
+    ManualScheduler never gets an item)."""
     scope, _ = make(kind, state)
     sch = ManualScheduler()
     r = start_join(scope, sch)
@@ -183,7 +187,8 @@ def test_26_6_table_start_join_registers(kind: Any, state: str, after: str) -> N
 @pytest.mark.parametrize("kind", SCOPES)
 @pytest.mark.parametrize("closed", [False, True])
 def test_26_6_join_with_count_zero_completes_at_once(kind: Any, closed: bool) -> None:
-    """26.6 spec gap: open/closed with count 0 (all associations released) → joined, inline.
+    """[exec.scope.simple.counting] spec gap: open/closed with count 0 (all associations released) →
+    joined, inline.
 
     The common idiom: spawn, let the work finish, then (close and) join.
     """
@@ -211,7 +216,8 @@ def test_26_6_join_with_count_zero_completes_at_once(kind: Any, closed: bool) ->
 @pytest.mark.parametrize("kind", SCOPES)
 @pytest.mark.parametrize("state", ["open", "closed"])
 def test_26_6_table_last_disassociate_outside_joining_keeps_state(kind: Any, state: str) -> None:
-    """Column "last disassociate": open stays open, closed stays closed (26.4)."""
+    """Column "last disassociate": open stays open, closed stays closed
+    ([exec.scope.simple.counting])."""
     scope, _ = make(kind, state)
     scope.get_token().disassociate()
     assert scope.state == state
@@ -237,7 +243,8 @@ def test_26_6_table_last_disassociate_while_joining_completes_all_joins(
 @pytest.mark.parametrize("kind", SCOPES)
 @pytest.mark.parametrize("state", ["unused", "unused-and-closed", "joined"])
 def test_26_6_table_disassociate_without_association_raises(kind: Any, state: str) -> None:
-    """Column "last disassociate" is n/a where the count is 0: underflow raises (26.4)."""
+    """Column "last disassociate" is n/a where the count is 0: underflow raises
+    ([exec.scope.simple.counting])."""
     scope, _ = make(kind, state)
     with pytest.raises(RuntimeError, match="holds no association"):
         scope.get_token().disassociate()
@@ -262,7 +269,8 @@ def test_26_4_disassociate_not_last_does_not_complete_join(kind: Any) -> None:
 
 @pytest.mark.parametrize("kind", SCOPES)
 def test_26_2_open_and_joining_accepts_new_associations(kind: Any) -> None:
-    """Work may spawn more work while a join waits (open-and-joining, 26.2, 32.7)."""
+    """Work may spawn more work while a join waits (open-and-joining, [exec.scope.simple.counting],
+    docs/scopes.md "The nursery face: `async with`")."""
     scope = kind()
     tok = scope.get_token()
     assert tok.try_associate()
@@ -286,7 +294,7 @@ def test_26_7_join_returns_a_new_sender_each_time_and_is_lazy(kind: Any) -> None
     assert tok.try_associate()
     r = join_rcvr()
     r.connect(j1)
-    assert scope.state == "open"  # no effect until started (26.7)
+    assert scope.state == "open"  # no effect until started ([exec.scope.simple.counting])
     r.start()
     assert scope.state == "open-and-joining"
     tok.disassociate()
@@ -296,7 +304,7 @@ def test_26_7_join_returns_a_new_sender_each_time_and_is_lazy(kind: Any) -> None
 @pytest.mark.parametrize("kind", SCOPES)
 def test_26_8_join_completes_through_the_receivers_scheduler(kind: Any) -> None:
     """A registered join starts schedule(get_scheduler(env)): set_value arrives on that
-    scheduler, not on the thread of the last disassociate (26.8)."""
+    scheduler, not on the thread of the last disassociate ([exec.counting.scopes.general])."""
     scope = kind()
     tok = scope.get_token()
     assert tok.try_associate()
@@ -380,7 +388,7 @@ def test_join_signatures(kind: Any) -> None:
     )
     assert sigs is not None
     assert sx.set_value_t() in sigs
-    assert sigs.error_types  # the ExceptionGroup of errors of spawned work (DESIGN.md 2.6)
+    assert sigs.error_types  # the ExceptionGroup of errors of spawned work
 
 
 # --------------------------------------------------------------------------- 26.10
@@ -457,7 +465,7 @@ def test_26_14_request_stop_stops_associated_work_and_keeps_state() -> None:
     assert scope.state == "open"
     scope.request_stop()
     scope.request_stop()  # idempotent
-    assert scope.state == "open"  # does not close (26.14)
+    assert scope.state == "open"  # does not close ([exec.scope.counting])
     sch.drain()
     assert outcomes == ["stopped"] * 3
     # work associated after request_stop is still accepted and starts already stopped
@@ -572,7 +580,7 @@ def test_design_2_6_error_requests_stop_only_for_counting_scope() -> None:
 @pytest.mark.parametrize("kind", SCOPES)
 def test_26_11_four_threads_spawn_2000_each_exact_count(kind: Any) -> None:
     """4 threads each spawn 2,000 senders that complete on their own thread; the final count
-    is exact and join completes (26.11)."""
+    is exact and join completes ([exec.scope.simple.counting])."""
     scope = kind()
     tok = scope.get_token()
     counts = [0] * 4
@@ -819,7 +827,7 @@ def test_26_model_random_sequences(kind: Any, ops: list[str], limit: int) -> Non
             if admitted:
                 held.append(a)
             else:
-                assert sx.sync_wait(a) is None  # completes stopped (27.2)
+                assert sx.sync_wait(a) is None  # completes stopped ([exec.associate])
         elif op == "complete":
             if pending:
                 sch.run_one()

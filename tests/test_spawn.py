@@ -1,4 +1,4 @@
-"""``spawn`` ([exec.spawn], REQUIREMENTS 29) and the scope-token protocol (25)."""
+"""``spawn`` ([exec.spawn]) and the scope-token protocol (25)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ SCOPES = [sx.simple_counting_scope, sx.counting_scope]
 
 
 class CountingToken:
-    """A user-defined scope token (REQUIREMENTS 25.3): counts calls, wraps with a marker."""
+    """A user-defined scope token ([exec.scope.concepts]): counts calls, wraps with a marker."""
 
     def __init__(self, admit: bool = True) -> None:
         self.admit = admit
@@ -152,7 +152,7 @@ def test_29_2_allocator_from_the_senders_attributes(kind: Any) -> None:
 @pytest.mark.parametrize("kind", SCOPES)
 def test_29_2_no_allocator_anywhere(kind: Any) -> None:
     """Neither env nor attributes have one: senv is env, so reading it fails at connect
-    (and the failed spawn holds no association, 29.5)."""
+    (and the failed spawn holds no association, [exec.spawn])."""
     scope = kind()
     with pytest.raises(TypeError, match="get_allocator"):
         sx.spawn(sx.read_env(sx.get_allocator) | sx.then(print), scope.get_token())
@@ -189,7 +189,8 @@ def test_29_3_value_datums_at_run_time_are_reported_not_dropped(kind: Any) -> No
 
 @pytest.mark.parametrize("kind", SCOPES)
 def test_29_3_error_completion_is_recorded_by_the_scope(kind: Any) -> None:
-    """DESIGN.md 2.6: an error of spawned work is kept by the scope, never lost."""
+    """docs/scopes.md "What happens when things fail": an error of spawned work is kept by the
+    scope, never lost."""
     scope = kind()
     err = KeyError("x")
     sx.spawn(sx.just_error(err), scope.get_token())
@@ -274,7 +275,7 @@ def test_29_4_closed_scope_drops_silently(kind: Any) -> None:
     assert sx.spawn(sx.just() | sx.then(lambda: ran.append(1)), scope.get_token()) is None
     sx.spawn(gate, scope.get_token())
     assert ran == []
-    assert log == ["connect"]  # connected (29.4 step 2), never started
+    assert log == ["connect"]  # connected ([exec.spawn] step 2), never started
     assert scope.count == 0
     assert sx.sync_wait(scope.join()) == ()
 
@@ -360,7 +361,7 @@ def test_29_7_env_supplies_scheduler_and_stop_token(kind: Any) -> None:
     tok = seen[1]
     assert not tok.stop_requested()
     src.request_stop()
-    assert tok.stop_requested()  # env's token reaches the work (for counting: combined, 28.3)
+    assert tok.stop_requested()  # env's token reaches the work ([exec.stop.when])
     sx.sync_wait(scope.join())
 
 
@@ -378,7 +379,7 @@ def test_29_7_counting_scope_combines_env_token_and_scope_token() -> None:
     cb = sx.stop_callback_for(tok, lambda: fired.append(1))
     scope.request_stop()
     src.request_stop()
-    assert fired == [1]  # at most once (28.3)
+    assert fired == [1]  # at most once ([exec.stop.when])
     cb.close()
     sx.sync_wait(scope.join())
 

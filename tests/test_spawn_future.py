@@ -1,4 +1,4 @@
-"""``spawn_future`` ([exec.spawn.future], REQUIREMENTS 30, DESIGN.md 2.7)."""
+"""``spawn_future`` ([exec.spawn.future], docs/scopes.md "Futures outlive their work")."""
 
 from __future__ import annotations
 
@@ -78,7 +78,8 @@ def test_30_1_argument_checks(kind: Any) -> None:
 
 @pytest.mark.parametrize("kind", SCOPES)
 def test_30_2_eager_start_and_inline_delivery(kind: Any) -> None:
-    """The work runs before spawn_future returns; consuming later delivers inline (30.5)."""
+    """The work runs before spawn_future returns; consuming later delivers inline
+    ([exec.spawn.future])."""
     scope = kind()
     ran: list[int] = []
     fut = sx.spawn_future(
@@ -330,7 +331,8 @@ def test_30_7_complete_races_consume_across_threads(kind: Any) -> None:
     assert join_now(scope).value == ()
 
 
-# --------------------------------------------------------------------------- DESIGN 2.7
+# ---------------------------------------------------------------------------
+# docs/scopes.md "Futures outlive their work"
 
 
 @pytest.mark.parametrize("kind", SCOPES)

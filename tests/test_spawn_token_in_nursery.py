@@ -1,4 +1,5 @@
-"""Bare ``sx.spawn(..., scope.get_token())`` inside ``async with``: issue 5 item 6, DESIGN 2.6."""
+"""Bare ``sx.spawn(..., scope.get_token())`` inside ``async with``: it behaves as
+``scope.spawn`` (docs/scopes.md "The nursery face: `async with`")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Stop tokens: REQUIREMENTS section 5 ([thread.stoptoken]) and DESIGN.md 2.13."""
+"""Stop tokens:  ([thread.stoptoken]) and docs/senders.md "What happens when things fail"."""
 
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ JOIN_TIMEOUT = 10.0
 
 @pytest.fixture
 def terminate_calls() -> Iterator[list[tuple[str, BaseException | None]]]:
-    """Install a terminate handler that records its calls (DESIGN.md 2.13); restore it."""
+    """Install a terminate handler that records its calls
+    (docs/senders.md "What happens when things fail"); restore it."""
     calls: list[tuple[str, BaseException | None]] = []
 
     def record(reason: str, exc: BaseException | None) -> None:
@@ -70,7 +71,7 @@ def join(*threads: threading.Thread) -> None:
 
 
 def test_5_1_request_stop_true_only_once() -> None:
-    """5.1: request_stop returns True only for the call that made the request."""
+    """[stoptoken.concepts]: request_stop returns True only for the call that made the request."""
     src = inplace_stop_source()
     tok = src.get_token()
     assert not src.stop_requested()
@@ -116,7 +117,8 @@ def _concurrent_request_round(n_callbacks: int) -> None:
 @pytest.mark.parametrize("n_callbacks", [0, 1, 50])
 @pytest.mark.usefixtures("tiny_switch_interval")
 def test_5_11_concurrent_request_stop_exactly_one_true(n_callbacks: int) -> None:
-    """5.11: with 8 concurrent request_stop calls exactly one returns True; callbacks run once."""
+    """[stoptoken.concepts]: with 8 concurrent request_stop calls exactly one returns True;
+    callbacks run once."""
     for _ in range(20):
         _concurrent_request_round(n_callbacks)
 
@@ -125,7 +127,8 @@ def test_5_11_concurrent_request_stop_exactly_one_true(n_callbacks: int) -> None
 
 
 def test_5_2_callbacks_run_on_requesting_thread_before_return() -> None:
-    """5.2: every callback runs synchronously inside request_stop, on the requesting thread."""
+    """[stoptoken.concepts]: every callback runs synchronously inside request_stop, on the
+    requesting thread."""
     src = inplace_stop_source()
     tok = src.get_token()
     seen: list[tuple[int, int]] = []
@@ -152,7 +155,8 @@ def test_5_2_callbacks_run_on_requesting_thread_before_return() -> None:
 
 
 def test_5_2_callback_registered_inside_a_callback_runs_immediately() -> None:
-    """5.2/5.3: a callback registered while callbacks run (stop already requested) runs at once."""
+    """[stoptoken.concepts]/5.3: a callback registered while callbacks run (stop already requested)
+    runs at once."""
     src = inplace_stop_source()
     tok = src.get_token()
     log: list[str] = []
@@ -168,7 +172,8 @@ def test_5_2_callback_registered_inside_a_callback_runs_immediately() -> None:
 
 
 def test_5_2_request_stop_from_callback_returns_false() -> None:
-    """5.1/5.2: a nested request_stop from inside a callback returns False, nothing reruns."""
+    """[stoptoken.concepts]/5.2: a nested request_stop from inside a callback returns False, nothing
+    reruns."""
     src = inplace_stop_source()
     nested: list[bool] = []
     runs = [0]
@@ -187,7 +192,8 @@ def test_5_2_request_stop_from_callback_returns_false() -> None:
 
 
 def test_5_3_already_stopped_runs_in_constructor_on_constructing_thread() -> None:
-    """5.3: constructing on a stopped token invokes fn immediately, in the constructor."""
+    """[stoptoken.concepts]: constructing on a stopped token invokes fn immediately, in the
+    constructor."""
     src = inplace_stop_source()
     src.request_stop()
     log: list[tuple[str, int]] = []
@@ -211,7 +217,8 @@ def test_5_3_already_stopped_runs_in_constructor_on_constructing_thread() -> Non
 
 
 def test_5_3_not_stop_possible_registers_nothing() -> None:
-    """5.3/5.9: a token without source registers nothing and never invokes the callback."""
+    """[stoptoken.concepts]/5.9: a token without source registers nothing and never invokes the
+    callback."""
     tok = inplace_stop_token()
     runs: list[int] = []
     cb = inplace_stop_callback(tok, lambda: runs.append(1))
@@ -224,7 +231,8 @@ def test_5_3_not_stop_possible_registers_nothing() -> None:
 
 
 def test_5_3_registered_callback_runs_on_request_not_before() -> None:
-    """5.3: on a live token the callback is registered and runs only at request_stop."""
+    """[stoptoken.concepts]: on a live token the callback is registered and runs only at
+    request_stop."""
     src = inplace_stop_source()
     runs: list[int] = []
     cb = inplace_stop_callback(src.get_token(), lambda: runs.append(1))
@@ -240,7 +248,8 @@ def test_5_3_registered_callback_runs_on_request_not_before() -> None:
 
 
 def test_5_4_close_prevents_invocation() -> None:
-    """5.4: after close() returns the callback is never invoked; close() is idempotent."""
+    """[stoptoken.concepts]: after close() returns the callback is never invoked; close() is
+    idempotent."""
     src = inplace_stop_source()
     runs: list[str] = []
     a = inplace_stop_callback(src.get_token(), lambda: runs.append("a"))
@@ -257,7 +266,8 @@ def test_5_4_close_prevents_invocation() -> None:
 
 
 def test_5_4_close_from_other_thread_waits_for_running_callback() -> None:
-    """5.4: close() on another thread blocks until the executing callback has returned."""
+    """[stoptoken.concepts]: close() on another thread blocks until the executing callback has
+    returned."""
     src = inplace_stop_source()
     entered = threading.Event()
     release = threading.Event()
@@ -291,7 +301,8 @@ def test_5_4_close_from_other_thread_waits_for_running_callback() -> None:
 
 
 def test_5_4_close_from_inside_callback_does_not_deadlock() -> None:
-    """5.4: close() from inside the callback itself (same thread) returns at once."""
+    """[stoptoken.concepts]: close() from inside the callback itself (same thread) returns at
+    once."""
     src = inplace_stop_source()
     holder: list[inplace_stop_callback] = []
     events: list[str] = []
@@ -309,7 +320,8 @@ def test_5_4_close_from_inside_callback_does_not_deadlock() -> None:
 
 
 def test_5_4_callback_closing_a_sibling_prevents_it() -> None:
-    """5.4: a callback that closes a not-yet-run sibling means the sibling never runs."""
+    """[stoptoken.concepts]: a callback that closes a not-yet-run sibling means the sibling never
+    runs."""
     src = inplace_stop_source()
     tok = src.get_token()
     runs: list[str] = []
@@ -358,7 +370,8 @@ def _close_vs_request_round() -> None:
 
 @pytest.mark.usefixtures("tiny_switch_interval")
 def test_5_4_close_racing_request_stop_never_runs_after_close() -> None:
-    """5.4/5.6: racing close() against request_stop: a callback never starts after close."""
+    """[stoptoken.concepts]/5.6: racing close() against request_stop: a callback never starts after
+    close."""
     for _ in range(200):
         _close_vs_request_round()
 
@@ -399,7 +412,8 @@ def _register_vs_request_round() -> bool:
 
 @pytest.mark.usefixtures("tiny_switch_interval")
 def test_5_6_registration_racing_request_stop_runs_exactly_once() -> None:
-    """5.3/5.6: every registration racing a request runs exactly once (none is lost)."""
+    """[stoptoken.concepts]/5.6: every registration racing a request runs exactly once (none is
+    lost)."""
     both_paths = [_register_vs_request_round() for _ in range(50)]
     assert any(both_paths), "the race never interleaved registration with the request"
 
@@ -410,7 +424,8 @@ def test_5_6_registration_racing_request_stop_runs_exactly_once() -> None:
 def test_5_5_raising_callback_calls_terminate_and_others_still_run(
     terminate_calls: list[tuple[str, BaseException | None]],
 ) -> None:
-    """5.5/DESIGN.md 2.13: a raising callback calls terminate; the other callbacks still run."""
+    """[stoptoken.concepts]/docs/senders.md "What happens when things fail": a raising callback
+    calls terminate; the other callbacks still run."""
     src = inplace_stop_source()
     tok = src.get_token()
     runs: list[str] = []
@@ -435,7 +450,8 @@ def test_5_5_raising_callback_calls_terminate_and_others_still_run(
 def test_5_5_raising_callback_in_constructor_calls_terminate(
     terminate_calls: list[tuple[str, BaseException | None]],
 ) -> None:
-    """5.3/5.5: a callback run in the constructor that raises calls terminate, not the caller."""
+    """[stoptoken.concepts]/5.5: a callback run in the constructor that raises calls terminate, not
+    the caller."""
     src = inplace_stop_source()
     src.request_stop()
     boom = RuntimeError("x")
@@ -448,7 +464,8 @@ def test_5_5_raising_callback_in_constructor_calls_terminate(
 
 
 def test_5_5_raising_terminate_handler_still_runs_others() -> None:
-    """5.5: a terminate handler that raises: remaining callbacks run, then it propagates."""
+    """[stoptoken.concepts]: a terminate handler that raises: remaining callbacks run, then it
+    propagates."""
 
     class HandlerError(Exception):
         pass
@@ -479,7 +496,8 @@ def test_5_5_raising_terminate_handler_still_runs_others() -> None:
 
 
 def test_5_7_never_stop_token() -> None:
-    """5.7: never_stop_token never stops, cannot stop, callbacks are no-ops, all equal."""
+    """[stoptoken.never]: never_stop_token never stops, cannot stop, callbacks are no-ops, all
+    equal."""
     a, b = never_stop_token(), never_stop_token()
     assert a == b
     assert a is b
@@ -500,7 +518,8 @@ def test_5_7_never_stop_token() -> None:
 
 
 def test_5_8_is_unstoppable() -> None:
-    """5.8: is_unstoppable is a static property of the token type; never calls stop_possible."""
+    """[stoptoken.concepts]: is_unstoppable is a static property of the token type; never calls
+    stop_possible."""
 
     class Unstoppable:
         unstoppable = True
@@ -524,7 +543,8 @@ def test_5_8_is_unstoppable() -> None:
 
 
 def test_5_9_default_token_and_token_identity() -> None:
-    """5.9: default token has no source; tokens of one source are equal; stop_possible True."""
+    """[stoptoken.inplace], [stopsource.inplace]: default token has no source; tokens of one source
+    are equal; stop_possible True."""
     t = inplace_stop_token()
     assert t.stop_possible() is False
     assert t.stop_requested() is False
@@ -551,7 +571,8 @@ def test_5_9_default_token_and_token_identity() -> None:
     ids=["copy", "deepcopy", "pickle"],
 )
 def test_5_9_5_10_source_and_callback_not_copyable(op: Callable[[Any], Any]) -> None:
-    """5.9/5.10: inplace_stop_source and inplace_stop_callback are not copyable or movable."""
+    """[stoptoken.inplace], [stopsource.inplace]/5.10: inplace_stop_source and inplace_stop_callback
+    are not copyable or movable."""
     src = inplace_stop_source()
     with pytest.raises(TypeError, match="not copyable"):
         op(src)
@@ -562,7 +583,7 @@ def test_5_9_5_10_source_and_callback_not_copyable(op: Callable[[Any], Any]) -> 
 
 
 def test_5_10_stop_callback_for_dispatch() -> None:
-    """5.10: stop_callback_for uses Token.callback_type (stop_callback_for_t)."""
+    """[stopcallback.inplace]: stop_callback_for uses Token.callback_type (stop_callback_for_t)."""
     src = inplace_stop_source()
     runs: list[str] = []
     cb = stop_callback_for(src.get_token(), lambda: runs.append("inplace"))
@@ -609,7 +630,8 @@ def test_5_10_stop_callback_for_dispatch() -> None:
 
 
 def test_5_10_stop_callback_for_token_without_callback_type() -> None:
-    """5.10/5.3: no callback_type: no-op if it cannot stop, else TypeError naming the type."""
+    """[stopcallback.inplace]/5.3: no callback_type: no-op if it cannot stop, else TypeError naming
+    the type."""
 
     class CannotStop:
         def stop_requested(self) -> bool:
@@ -636,7 +658,7 @@ def test_5_10_stop_callback_for_token_without_callback_type() -> None:
 
 
 def test_5_10_inplace_stop_callback_rejects_other_tokens() -> None:
-    """5.10: inplace_stop_callback needs an inplace_stop_token."""
+    """[stopcallback.inplace]: inplace_stop_callback needs an inplace_stop_token."""
     with pytest.raises(TypeError, match="inplace_stop_token"):
         inplace_stop_callback(never_stop_token(), lambda: None)  # type: ignore[arg-type]
 
@@ -657,8 +679,8 @@ _ops = st.lists(
 @settings(deadline=None, max_examples=300)
 @given(_ops)
 def test_5_2_5_3_5_4_property_model(ops: list[tuple[str, int]]) -> None:
-    """5.2/5.3/5.4 model: what ran is exactly what was registered-and-open at the request,
-    plus what was registered after it (run at once); nothing runs twice or after close."""
+    """[stoptoken.concepts]/5.3/5.4 model: what ran is exactly what was registered-and-open at the
+    request, plus what was registered after it (run at once); nothing runs twice or after close."""
     src = inplace_stop_source()
     tok = src.get_token()
     ran: list[int] = []  # serial numbers of registrations, in the order they ran

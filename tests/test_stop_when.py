@@ -1,4 +1,4 @@
-"""Exposition-only ``stop-when`` ([exec.stop.when], REQUIREMENTS 28, 2.13)."""
+"""Exposition-only ``stop-when`` ([exec.stop.when], [exec.recv.concepts])."""
 
 from __future__ import annotations
 
@@ -107,7 +107,7 @@ def test_28_3_work_stops_on_scope_stop_and_on_consumer_stop() -> None:
             r.request_stop()
         assert r.stopped, who
         assert sch.pending == 0
-        assert r.live_callbacks_at_completion == 0  # 28.4 / 2.13
+        assert r.live_callbacks_at_completion == 0  # [exec.stop.when] / 2.13
         assert len(scope._source._callbacks) == 0
         assert sx.sync_wait(scope.join()) == ()
 
@@ -149,7 +149,7 @@ def test_stop_when_forwards_attributes_and_signatures() -> None:
 
 
 class _FlagToken:
-    """A user-defined stoppable token type (callback_type protocol, REQUIREMENTS 5.10)."""
+    """A user-defined stoppable token type (callback_type protocol, [stopcallback.inplace])."""
 
     def __init__(self) -> None:
         self.requested = False

@@ -1,6 +1,7 @@
-"""``@sx.task``: REQUIREMENTS 24 ([exec.task], P3552R1, P3941R1), DESIGN.md 2.4 and 2.9.
+"""``@sx.task``:  ([exec.task], P3552R1, P3941R1), docs/task.md 'How "stopped" unwinds a task',
+docs/task.md "What a task is".
 
-The P3552R1 examples are ported as tests (E1-E14 of REQUIREMENTS Part 3), followed by the
+The P3552R1 examples are ported as tests (fourteen of them, E1-E14), followed by the
 object semantics (laziness, single use), completions (values, errors, ``with_error``,
 stopped unwinding), the Environment, the stop token and stack safety. Trio-specific
 behaviour is in ``test_task_trio.py``, scheduler affinity in ``test_task_affinity.py``.
@@ -155,7 +156,7 @@ def test_E7_environment_with_a_custom_query_24_21(capsys: pytest.CaptureFixture[
     sx.sync_wait(sx.write_env(t(), sx.prop(get_value, 42)))
     assert capsys.readouterr().out == "value=42\n"
 
-    # With the default Environment the receiver's custom query is not visible (24.21).
+    # With the default Environment the receiver's custom query is not visible ([exec.task]).
     @sx.task
     async def plain() -> Any:
         return await sx.read_env(get_value)
@@ -389,7 +390,7 @@ def test_E11_await_loop_with_inline_scheduler_type_24_22() -> None:
             s += await sx.just(i)
         return s
 
-    # no scheduler needed at all: scheduler_type() is used (24.9)
+    # no scheduler needed at all: scheduler_type() is used ([exec.task])
     r = RecordingReceiver()
     r.run(t())
     assert r.value == (sum(range(100_000)),)
@@ -447,7 +448,7 @@ def test_E13_spawn_without_scheduler_fails_at_connect_with_advice_24_9() -> None
         sx.spawn(work(), scope.get_token())
     msg = str(ei.value)
     assert "get_scheduler" in msg and "write_env" in msg and "inline_scheduler" in msg
-    assert scope.count == 0  # no association is held (29.5)
+    assert scope.count == 0  # no association is held ([exec.spawn])
     # With a scheduler in the spawn env it works.
     ran: list[int] = []
 
@@ -633,7 +634,7 @@ def test_24_19_awaited_error_is_raised_with_its_traceback() -> None:
             await (sx.just() | sx.then(fail))
         except KeyError as e:
             tb = "".join(traceback.format_tb(e.__traceback__))
-            assert "fail" in tb  # the original frame is kept (24.26)
+            assert "fail" in tb  # the original frame is kept ([exec.task])
             return "caught"
         return "no"
 
@@ -680,7 +681,8 @@ def test_24_connect_error_of_an_awaited_sender_is_raised_at_the_await() -> None:
     assert sx.sync_wait(t()) == ("connect failed at the await",)
 
 
-# =========================================================================== stopped (DESIGN 2.4)
+# =========================================================================== stopped
+# (docs/task.md 'How "stopped" unwinds a task')
 
 
 class AsyncCM:
@@ -774,7 +776,8 @@ def test_2_4_exception_raised_while_unwinding_replaces_the_stop() -> None:
         sx.sync_wait(t())
 
 
-# =========================================================================== stop token (24.10)
+# =========================================================================== stop token
+# ([exec.task])
 
 
 def test_24_10_never_stop_token_receiver_gives_an_unstoppable_task_token() -> None:
@@ -924,7 +927,7 @@ def test_stdexec_stopped_inline_does_not_deadlock() -> None:
     assert sx.sync_wait(t()) is None
 
 
-# =========================================================================== env (24.21)
+# =========================================================================== env ([exec.task])
 
 
 def test_24_21_get_env_answers_scheduler_stop_token_allocator() -> None:
@@ -1017,7 +1020,7 @@ def test_24_property_task_driver_matches_a_model(steps: list[Any], on_trio: bool
     """Random bodies of awaits (inline values, caught errors, hops to another thread, nested
     tasks, stops, with_error) give the model's outcome, every finally runs once, and the
     body is always back on its scheduler's thread after an await, under sync_wait and on
-    trio (REQUIREMENTS 24.16-24.19, 24.22b; DESIGN.md 2.4)."""
+    trio ([exec.task], docs/task.md 'How "stopped" unwinds a task')."""
     t = LoopThread()
     main = threading.get_ident()
     total = [0]

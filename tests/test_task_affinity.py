@@ -1,5 +1,5 @@
-"""Scheduler affinity of tasks off trio: REQUIREMENTS 24.17, 24.20, 24.23, 24.24, 21.9;
-P3552R1 4.5, P3941R1 3.1-3.5; DESIGN.md 2.9, 2.10.
+"""Scheduler affinity of tasks off trio: [exec.task], [exec.affine.on];
+P3552R1 4.5, P3941R1 3.1-3.5; docs/task.md "What a task is", docs/task.md "Scheduler affinity".
 
 Each test records ``threading.get_ident()`` (and ``ManualScheduler.current()``, the scheduler
 whose item is running on this thread) before and after awaits of senders that complete on

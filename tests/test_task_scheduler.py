@@ -1,4 +1,4 @@
-"""``task_scheduler``: REQUIREMENTS 23 ([exec.task.scheduler], P3552R1 4.5, P3941R1)."""
+"""``task_scheduler``:  ([exec.task.scheduler], P3552R1 4.5, P3941R1)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def test_23_1_wraps_any_infallible_scheduler_and_copies_share() -> None:
     rl = sx.run_loop().get_scheduler()
     ts = sx.task_scheduler(rl)
     assert ts.wrapped is rl
-    # 23.1: constructing from a task_scheduler copies; it never nests.
+    # [exec.task.scheduler]: constructing from a task_scheduler copies; it never nests.
     ts2 = sx.task_scheduler(ts)
     assert type(ts2.wrapped) is type(rl)
     assert ts2.wrapped is rl
@@ -125,13 +125,13 @@ def test_23_6_equality_matrix() -> None:
     rl1, rl1b, rl2 = loop1.get_scheduler(), loop1.get_scheduler(), loop2.get_scheduler()
     ts1, ts1b, ts2 = sx.task_scheduler(rl1), sx.task_scheduler(rl1b), sx.task_scheduler(rl2)
     inl = sx.task_scheduler(sx.inline_scheduler())
-    # 23.4: ts == sch
+    # [exec.task.scheduler]: ts == sch
     assert inl == sx.inline_scheduler()
     assert ts1 == rl1b
     assert not (ts1 == rl2)  # noqa: SIM201
     assert ts1 != rl2
     assert not (ts1 == sx.inline_scheduler())  # noqa: SIM201
-    # 23.5: ts1 == ts2 compares the wrapped schedulers
+    # [exec.task.scheduler]: ts1 == ts2 compares the wrapped schedulers
     assert ts1 == ts1b
     assert ts1 != ts2
     assert ts1 != inl
@@ -143,7 +143,7 @@ def test_23_6_equality_matrix() -> None:
 
 def test_23_6_equality_is_symmetric_with_a_scheduler_that_defers() -> None:
     """[py] ``sch == ts``: a scheduler whose ``__eq__`` returns NotImplemented for unknown
-    types lets Python ask the task_scheduler (REQUIREMENTS 23.6)."""
+    types lets Python ask the task_scheduler ([exec.task.scheduler])."""
     m1, m2 = ManualScheduler(), ManualScheduler()  # identity equality: object.__eq__ defers
     t1 = sx.task_scheduler(m1)
     assert m1 == t1

@@ -1,4 +1,6 @@
-"""Tasks on the trio scheduler: REQUIREMENTS 24.17, 24.18, 24.22, 32; DESIGN.md 2.4, 2.5, 2.9.
+"""Tasks on the trio scheduler: [exec.task], docs/trio.md,
+docs/task.md 'How "stopped" unwinds a task',
+docs/trio.md "trio cancellation becomes a stop request", docs/task.md "What a task is".
 
 A task whose scheduler is ``sx.trio_scheduler()`` runs its body in a trio task: it may await
 trio primitives (sleep, channels, nurseries, cancel scopes), and after every await it is on
@@ -452,7 +454,8 @@ async def test_2_5_trio_cancellation_while_awaiting_a_sender_stops_the_awaited_w
 ) -> None:
     """The awaiting trio task is cancelled while the task waits for work on another thread:
     the cancellation becomes a stop request, the work stops, the task unwinds, and the
-    caller sees trio.Cancelled (DESIGN.md 2.4, 2.5)."""
+    caller sees trio.Cancelled (docs/task.md 'How "stopped" unwinds a task',
+    docs/trio.md "trio cancellation becomes a stop request")."""
     log: list[str] = []
     started = threading.Event()
 
@@ -549,7 +552,8 @@ async def test_when_all_of_tasks_an_error_stops_the_sibling_task(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """Each task of when_all gets its own trio task; the error of one requests stop on the
-    other, whose trio.sleep is cancelled; the caller gets the error (REQUIREMENTS 16, 24)."""
+    other, whose trio.sleep is cancelled; the caller gets the error ([exec.when.all],
+    [exec.task])."""
     log: list[str] = []
 
     @sx.task

@@ -1,4 +1,4 @@
-"""Tests of the structexec pytest plugin's fixtures (REQUIREMENTS 0; DESIGN.md "Testing")."""
+"""Tests of the structexec pytest plugin's fixtures (docs/testing.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Tests of structexec.testing.strategies: the model, the driver, and that the properties
-find real bugs (REQUIREMENTS 0, 2; the spec rules the model encodes are cited per test)."""
+find real bugs ([exec.async.ops]; the spec rules the model encodes are cited per test)."""
 
 from __future__ import annotations
 
@@ -74,31 +74,31 @@ def test_tree_error_compares_by_identity() -> None:
 @pytest.mark.parametrize(
     ("root", "expected"),
     [
-        # 16.3: values concatenated in argument order
+        # [exec.when.all]: values concatenated in argument order
         (WhenAll((Just((1,)), Just((2, 3)), Just(()))), {value(1, 2, 3)}),
-        # 16.8: an error beats stopped, in either order
+        # [exec.when.all]: an error beats stopped, in either order
         (WhenAll((JustStopped(), JustError(E1 := TreeError("e1")))), {error(E1)}),
         (WhenAll((JustError(E2 := TreeError("e2")), JustStopped())), {error(E2)}),
-        # 16.6: the first error (inline children complete in argument order)
+        # [exec.when.all]: the first error (inline children complete in argument order)
         (
             WhenAll((JustError(E3 := TreeError("e3")), JustError(TreeError("late")))),
             {error(E3)},
         ),
-        # 17.1: into_variant sends one datum, the tuple of datums
+        # [exec.into.variant]: into_variant sends one datum, the tuple of datums
         (IntoVariant(Just((1, 2))), {value((1, 2))}),
-        # 17.3: stopped_as_optional
+        # [exec.stopped.opt]: stopped_as_optional
         (StoppedAsOptional(JustStopped(), single=True), {value(None)}),
         (StoppedAsOptional(Just((5,))), {value(5)}),
-        # 17.6: stopped_as_error
+        # [exec.stopped.err]: stopped_as_error
         (StoppedAsError(JustStopped(), E4 := TreeError("e4")), {error(E4)}),
-        # 13.2/13.3: upon_error / upon_stopped recover; 13.4 others pass through
+        # [exec.then]/13.3: upon_error / upon_stopped recover; [exec.then] others pass through
         (Then(JustError(TreeError("x")), Fn.none(), "upon_error"), {value()}),
         (Then(JustStopped(), Fn.none(), "then"), {STOPPED}),
         # 14: let_value with the datums prepended
         (Let(Just((1,)), Just((2,)), "let_value", prepend=True), {value(1, 2)}),
         (Let(JustError(TreeError("x")), Just((9,)), "let_error"), {value(9)}),
         (Let(JustStopped(), Just((8,)), "let_stopped"), {value(8)}),
-        # 12.5: a hop forwards what the child sent
+        # [exec.continues.on]: a hop forwards what the child sent
         (Hop(JustError(E5 := TreeError("e5")), 0), {error(E5)}),
         (StartsOn(1, Just((4,))), {value(4)}),
     ],
@@ -129,11 +129,11 @@ def test_model_when_all_pending_children_any_order_req_16_6() -> None:
 
 def test_model_stop_modes_req_12_12_req_16_5() -> None:
     hop = Tree(Hop(Just((1,)), 0))
-    assert hop.model(BEFORE_START) == {STOPPED}  # the scheduling op sees the stop (12.12)
+    assert hop.model(BEFORE_START) == {STOPPED}  # the scheduling op sees the stop
     anytime = StopSchedule((StopEvent(2, ("root", 0)),))
     assert hop.model(anytime) == {value(1), STOPPED}
     assert _run(hop, BEFORE_START) == STOPPED
-    # when_all stopped before start starts no child (16.5), even an inline one
+    # when_all stopped before start starts no child ([exec.when.all]), even an inline one
     wa = Tree(WhenAll((Just((1,)),)))
     assert wa.model(BEFORE_START) == {STOPPED}
     assert _run(wa, BEFORE_START) == STOPPED

@@ -1,4 +1,4 @@
-"""Tests of structexec.testing: RecordingReceiver, ManualScheduler, no_leaks (REQUIREMENTS 0, 2)."""
+"""Tests of structexec.testing: RecordingReceiver, ManualScheduler, no_leaks ([exec.async.ops])."""
 
 from __future__ import annotations
 
@@ -95,7 +95,7 @@ def test_rec_connect_then_start_separately_req_2_3() -> None:
     rec.start()
     assert rec.value == (5,)
     with pytest.raises(RuntimeError):
-        op.start()  # started twice (REQUIREMENTS 2.1)
+        op.start()  # started twice ([exec.async.ops])
     with pytest.raises(RuntimeError, match="nothing connected"):
         RecordingReceiver().start()
 
@@ -446,7 +446,7 @@ async def test_no_leaks_detects_unjoined_scope_req_26_9() -> None:
 
 async def test_no_leaks_detects_scope_dropped_unjoined_req_26_9() -> None:
     """A scope that becomes garbage in a reference cycle, opened but never joined: the
-    collection at exit reports it (REQUIREMENTS 26.9)."""
+    collection at exit reports it ([exec.scope.simple.counting])."""
     import warnings
 
     with warnings.catch_warnings():

@@ -1,6 +1,8 @@
 """``await sndr`` in a trio task.
 
-DESIGN.md 2.1, 2.2, 2.4, 2.5; REQUIREMENTS 20.3-20.5, 32.1, 32.2.
+[exec.as.awaitable], docs/trio.md "Awaiting a sender",
+docs/senders.md "What happens when things fail", docs/task.md 'How "stopped" unwinds a task',
+docs/trio.md "trio cancellation becomes a stop request".
 """
 
 from __future__ import annotations
@@ -154,7 +156,8 @@ async def test_2_4_stopped_from_elsewhere_while_parked_raises_sx_stopped() -> No
             await m
 
 
-# --------------------------------------------------------------------------- env (32.1)
+# --------------------------------------------------------------------------- env
+# (docs/trio.md "Awaiting a sender")
 
 
 async def test_32_1_env_provides_trio_scheduler_and_stop_token() -> None:
@@ -321,8 +324,9 @@ async def test_op_that_never_asks_for_a_token_still_completes_after_cancel(
     async with trio.open_nursery() as nursery:
         with trio.move_on_after(1) as cs:
             got.append(await NoToken())
-    # The trio cancellation at t=1 could not stop the op (it has no token); the task waited
-    # for it (32.2) and got its value; Cancelled would come at the next checkpoint.
+    # The trio cancellation at t=1 could not stop the op (it has no token); the task waited for it
+    # (docs/trio.md "trio cancellation becomes a stop request") and got its value; Cancelled would
+    # come at the next checkpoint.
     assert got == ["done"]
     assert trio.current_time() >= 2
     assert cs.cancel_called and not cs.cancelled_caught

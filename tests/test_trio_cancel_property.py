@@ -1,12 +1,17 @@
 """Property test: random nests of trio cancel scopes around awaited senders.
 
-REQUIREMENTS 32.1-32.4, 2.2 (exactly once), DESIGN.md 2.4, 2.5. For random trees of
-(shielded or not, deadline or not, sequential or concurrent) cancel scopes whose leaves await
-senders of several kinds (an operation completed by a helper task that honours, delays or
-ignores stop requests; a coroutine sender; ``when_all`` of both; the trio scheduler), every
-started operation completes exactly once, always before its ``await`` returns or raises, a
-``trio.Cancelled`` only ever escapes an ``await`` whose own task was cancelled, and no trio
-task is left behind. Each example is a fresh ``trio.run`` with a ``MockClock`` (autojump).
+[exec.async.ops], docs/trio.md "Awaiting a sender",
+docs/trio.md "trio cancellation becomes a stop request",
+docs/trio.md "Coroutines are senders; a stop request cancels them",
+docs/scopes.md "The nursery face: `async with`" (exactly once),
+docs/task.md 'How "stopped" unwinds a task',
+docs/trio.md "trio cancellation becomes a stop request". For random trees of (shielded or not,
+deadline or not, sequential or concurrent) cancel scopes whose leaves await senders of several kinds
+(an operation completed by a helper task that honours, delays or ignores stop requests; a coroutine
+sender; ``when_all`` of both; the trio scheduler), every started operation completes exactly once,
+always before its ``await`` returns or raises, a ``trio.Cancelled`` only ever escapes an ``await``
+whose own task was cancelled, and no trio task is left behind. Each example is a fresh ``trio.run``
+with a ``MockClock`` (autojump).
 """
 
 from __future__ import annotations
@@ -197,10 +202,11 @@ async def run_node(world: World, node: tuple[Any, ...]) -> None:
 
 
 def check(world: World) -> None:
-    # Every started operation completed exactly once (REQUIREMENTS 2.2).
+    # Every started operation completed exactly once ([exec.async.ops]).
     assert set(world.completions) == world.started, world.log
     assert all(n == 1 for n in world.completions.values()), world.completions
-    # ... and before its await returned or raised (32.2: the op state outlives the op).
+    # ... and before its await returned or raised
+    # (docs/trio.md "trio cancellation becomes a stop request": the op state outlives the op).
     seen: set[int] = set()
     for what, i, kind in world.log:
         if what == "completed":

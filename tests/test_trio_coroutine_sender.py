@@ -1,4 +1,7 @@
-"""Coroutines and other awaitables as senders (REQUIREMENTS 20.9, 32.3, 32.4; DESIGN.md 2.4, 2.5).
+"""Coroutines and other awaitables as senders ([exec.connect],
+docs/trio.md "Coroutines are senders; a stop request cancels them",
+docs/scopes.md "The nursery face: `async with`", docs/task.md 'How "stopped" unwinds a task',
+docs/trio.md "trio cancellation becomes a stop request").
 
 Trio-hosted path: started on the trio thread (or from another thread with a trio run in the
 environment) the awaitable runs in its own trio task and cancel scope.
@@ -40,7 +43,8 @@ async def settle(n: int = 10) -> None:
         await trio.lowlevel.checkpoint()
 
 
-# --------------------------------------------------------------------------- outcomes (20.9)
+# --------------------------------------------------------------------------- outcomes
+# ([exec.connect])
 
 
 async def test_20_9_value_none_values_and_error() -> None:
@@ -163,7 +167,8 @@ async def test_20_9_generic_awaitables_are_senders() -> None:
     assert rec.value == (9,)
 
 
-# --------------------------------------------------------------------------- env (20.5, 20.9)
+# --------------------------------------------------------------------------- env
+# ([exec.as.awaitable], [exec.connect])
 
 
 async def test_20_9_awaited_senders_see_the_receivers_forwarding_env() -> None:
@@ -173,7 +178,7 @@ async def test_20_9_awaited_senders_see_the_receivers_forwarding_env() -> None:
         seen["fwd"] = await sx.read_env(fwd_q)
         seen["sched"] = await sx.read_env(sx.get_scheduler)
         seen["token"] = await sx.read_env(sx.get_stop_token)
-        with pytest.raises(TypeError):  # non-forwarding queries do not reach (20.5)
+        with pytest.raises(TypeError):  # non-forwarding queries do not reach ([exec.as.awaitable])
             await sx.read_env(priv_q)
 
     rec = RecordingReceiver(extra_env=sx.env(sx.prop(fwd_q, "F"), sx.prop(priv_q, "P")))
@@ -200,7 +205,8 @@ async def test_awaited_senders_get_the_receivers_scheduler_first() -> None:
     assert got == [loop.get_scheduler()]
 
 
-# --------------------------------------------------------------------------- stop -> cancel (32.3)
+# --------------------------------------------------------------------------- stop -> cancel
+# (docs/trio.md "Coroutines are senders; a stop request cancels them")
 
 
 async def test_32_3_stop_request_cancels_the_hosted_task_and_completes_stopped(
@@ -431,7 +437,8 @@ async def test_await_when_all_of_coroutines_cancelled_by_trio(
 
 
 async def test_keyboard_interrupt_in_hosted_coroutine_completes_stopped() -> None:
-    """A BaseException is never an error datum (DESIGN.md 2.2); the op still completes."""
+    """A BaseException is never an error datum (docs/senders.md "What happens when things fail");
+    the op still completes."""
 
     async def body() -> None:
         raise KeyboardInterrupt

@@ -1,6 +1,7 @@
 """The coroutine driver: coroutine senders off trio.
 
-REQUIREMENTS 20.4, 20.7, 20.9; DESIGN.md 2.4, 2.9.
+[exec.as.awaitable], [exec.with.awaitable.senders], [exec.connect],
+docs/task.md 'How "stopped" unwinds a task', docs/task.md "What a task is".
 
 With no trio run on the thread and none in the environment (``sync_wait``), a coroutine
 sender is driven by structexec's loop on the starting thread.

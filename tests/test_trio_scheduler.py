@@ -1,4 +1,5 @@
-"""``sx.trio_scheduler()`` (DESIGN.md 2.11; REQUIREMENTS 32.6, 6.x, P3941R1 infallibility)."""
+"""``sx.trio_scheduler()`` ([exec.sched], [exec.schedule], docs/trio.md "The trio scheduler",
+P3941R1 infallibility)."""
 
 from __future__ import annotations
 
@@ -243,8 +244,9 @@ async def test_await_schedule_then_general_path() -> None:
 
 
 async def test_32_2_general_path_in_cancelled_scope_stop_then_value() -> None:
-    """The trio cancellation requests stop; the op completes stopped; upon_stopped turns that
-    into a value, which the await returns (32.2); Cancelled comes at the next checkpoint."""
+    """The trio cancellation requests stop; the op completes stopped; upon_stopped turns that into a
+    value, which the await returns (docs/trio.md "trio cancellation becomes a stop request");
+    Cancelled comes at the next checkpoint."""
     sch = sx.trio_scheduler()
     got: list[object] = []
     with trio.CancelScope() as cs:

@@ -1,8 +1,10 @@
 """Moving work between the trio scheduler, ``run_loop`` threads and other threads.
 
-Issue 3 items 5 and 6; REQUIREMENTS 12 (``starts_on``, ``continues_on``, ``on``), 19.8 and
-32.5, 32.6, 32.9; DESIGN.md 2.5, 2.11. Every step records ``threading.get_ident()``; every
-thread a test starts is joined.
+Hops between trio and threads; [exec.starts.on], [exec.continues.on], [exec.schedule.from],
+[exec.on] (``starts_on``, ``continues_on``, ``on``), docs/trio.md "Threads" and
+docs/task.md "On the trio scheduler", docs/trio.md "The trio scheduler", docs/trio.md "Threads";
+docs/trio.md "trio cancellation becomes a stop request", docs/trio.md "The trio scheduler". Every
+step records ``threading.get_ident()``; every thread a test starts is joined.
 """
 
 from __future__ import annotations
@@ -103,7 +105,7 @@ async def test_12_hops_trio_a_trio_b_trio() -> None:
 
 async def test_12_14_on_runs_there_and_comes_back_to_the_trio_scheduler() -> None:
     """on(A, s) started by a plain thread whose receiver names the trio scheduler: the work
-    runs on A and the completion comes back to the trio thread (12.14)."""
+    runs on A and the completion comes back to the trio thread ([exec.on])."""
     trio_thread = here()
     sch = sx.trio_scheduler()
     steps: list[tuple[str, int]] = []
@@ -132,7 +134,7 @@ async def test_12_14_on_from_trio_task_returns_to_trio() -> None:
 
 
 async def test_12_16_on_closure_form_runs_the_closure_on_trio() -> None:
-    """sndr | on(trio, closure): sndr on A, closure on trio, then back to A (12.16)."""
+    """sndr | on(trio, closure): sndr on A, closure on trio, then back to A ([exec.on])."""
     trio_thread = here()
     sch = sx.trio_scheduler()
     steps: list[tuple[str, int]] = []
@@ -215,7 +217,7 @@ async def test_coroutine_started_on_trio_from_a_worker_thread(
 
 async def test_coroutine_started_on_a_run_loop_is_driven_there() -> None:
     """starts_on(A, coro) from trio: the coroutine runs on A's thread (driver); awaiting a
-    trio primitive there is a clear error (DESIGN.md 2.9)."""
+    trio primitive there is a clear error (docs/task.md "What a task is")."""
     trio_thread = here()
 
     async def body() -> int:
@@ -257,7 +259,9 @@ async def test_cancel_while_the_work_is_on_another_thread(
                     steps.append(("await raised", here()))
         await trio.to_thread.run_sync(blocker.wait)
     assert cs.cancelled_caught
-    # The await waited for the queued item (32.2), which then ran stopped, not the work.
+    # The await waited for the queued item
+    # (docs/trio.md "trio cancellation becomes a stop request"), which then ran stopped, not the
+    # work.
     assert [s for s, _ in steps] == ["released", "await raised"]
 
 

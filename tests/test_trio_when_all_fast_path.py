@@ -1,9 +1,12 @@
 """``await sx.when_all(<coroutines>)`` in a trio task: the nursery fast path vs the general path.
 
-REQUIREMENTS 16.3-16.9 (values in argument order, first error wins and stops the siblings, an
-error beats a stop, stopped, waits for all), 32.1-32.4 (trio cancellation <-> stop request);
-DESIGN.md 2.1 (values convention), 2.2 (errors as they are, BaseException never an error),
-2.4 (Cancelled vs Stopped), 2.5.
+[exec.when.all] (values in argument order, first error wins and stops the siblings, an error beats a
+stop, stopped, waits for all), docs/trio.md "Awaiting a sender",
+docs/trio.md "trio cancellation becomes a stop request",
+docs/trio.md "Coroutines are senders; a stop request cancels them",
+docs/scopes.md "The nursery face: `async with`" (trio cancellation <-> stop request);
+docs/trio.md "Awaiting a sender" (values convention), 2.2 (errors as they are, BaseException never
+an error), 2.4 (Cancelled vs Stopped), 2.5.
 
 ``structexec._await`` runs the coroutine children of an awaited ``when_all`` as tasks of a
 nursery of the awaiting task (module docstring there). Every scenario here runs through both
@@ -31,10 +34,11 @@ When children return values despite a ``KeyboardInterrupt`` that trio delivers t
 main task (SIGINT), the general path returns them and raises it at the next checkpoint; the
 fast path raises it from the await (``test_sigint_while_the_main_task_waits``).
 
-Findings about the general path itself (the fast path matches them): ``await
-sx.read_env(sx.get_stop_token)`` inside a child gives a token that never fires (the token of an
-``await`` belongs to that one operation, 32.1); a ``KeyboardInterrupt`` escaping a child is
-raised from the await (the general path's hosted task hands it to the await's raised_sink).
+Findings about the general path itself (the fast path matches them):
+``await sx.read_env(sx.get_stop_token)`` inside a child gives a token that never fires (the token of
+an ``await`` belongs to that one operation, docs/trio.md "Awaiting a sender"); a
+``KeyboardInterrupt`` escaping a child is raised from the await (the general path's hosted task
+hands it to the await's raised_sink).
 """
 
 from __future__ import annotations
@@ -181,7 +185,7 @@ async def run_case(
                     await trio.lowlevel.checkpoint()
                     after = "ok"
             outer.cancel_scope.cancel()
-        # Every child event happened before the await returned or raised (16.9).
+        # Every child event happened before the await returned or raised ([exec.when.all]).
         assert ctx.log[-1][1] == "await done", ctx.log
         return Outcome(result, ctx.log, ctx.paths, after, ctx.seen)
 
@@ -314,7 +318,8 @@ async def test_16_3_values_in_argument_order(
     assert out.result == ("value", expected)
 
 
-# --------------------------------------------------------------------------- errors (16.6, 16.8)
+# --------------------------------------------------------------------------- errors
+# ([exec.when.all])
 
 
 async def test_16_6_first_error_wins_cancels_siblings_and_is_raised_as_is(
@@ -390,7 +395,8 @@ async def test_16_8_error_after_stopped_child_wins(autojump_clock: trio.testing.
 async def test_exception_group_from_a_child_is_one_error(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """16.6, DESIGN.md 2.2: an ExceptionGroup a child raises is one error datum, as it is."""
+    """[exec.when.all], docs/senders.md "What happens when things fail": an ExceptionGroup a child
+    raises is one error datum, as it is."""
 
     def group_child(i: int) -> Maker:
         async def child(ctx: Ctx) -> Any:
@@ -409,8 +415,9 @@ async def test_exception_group_from_a_child_is_one_error(
 async def test_cancelled_inside_a_childs_group_is_removed_like_a_cancel_scope_does(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """32.3: a child with its own nursery, cancelled: its group loses the Cancelled (trio's
-    CancelScope.__exit__ in the general path; the same split in the fast path)."""
+    """docs/trio.md "Coroutines are senders; a stop request cancels them": a child with its own
+    nursery, cancelled: its group loses the Cancelled (trio's CancelScope.__exit__ in the general
+    path; the same split in the fast path)."""
 
     def nursery_child(i: int, fail_in_cleanup: bool) -> Maker:
         async def child(ctx: Ctx) -> Any:
@@ -456,7 +463,8 @@ async def test_stopped_child_and_a_later_trio_cancellation_gives_cancelled(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """The task's cancellation while it waits (t=2, a sibling still shielded until t=3)
-    turns the stopped result into trio.Cancelled (DESIGN 2.4, 32.2)."""
+    turns the stopped result into trio.Cancelled (docs/task.md 'How "stopped" unwinds a task',
+    docs/trio.md "trio cancellation becomes a stop request")."""
     out = await both([stopped(0, delay=1), shielded(1, 3)], cancel_at=2)
     assert out.result == ("Cancelled",)
     assert (3.0, "await done") in out.log
@@ -495,8 +503,8 @@ async def test_32_2_values_despite_cancellation_are_returned_then_cancelled_at_c
 
 
 async def test_cancelled_before_the_await(autojump_clock: trio.testing.MockClock) -> None:
-    """32.2: a task already cancelled when it awaits; children that never checkpoint still
-    deliver their values."""
+    """docs/trio.md "trio cancellation becomes a stop request": a task already cancelled when it
+    awaits; children that never checkpoint still deliver their values."""
     out = await both([ret(0, 1), forever(1)], pre_cancel=True)
     assert out.result == ("Cancelled",)
     out = await both([ret(0, 1), catch_cancel(1, v=2)], pre_cancel=True)
@@ -506,7 +514,8 @@ async def test_cancelled_before_the_await(autojump_clock: trio.testing.MockClock
 
 
 async def test_mixed_cancellation_outcomes(autojump_clock: trio.testing.MockClock) -> None:
-    """32.2, 16.7, 16.8: stopped beats a value; an error beats the cancellation."""
+    """docs/trio.md "trio cancellation becomes a stop request", [exec.when.all]: stopped beats a
+    value; an error beats the cancellation."""
     # One child returns despite the cancellation, the other ends stopped: Cancelled.
     out = await both([catch_cancel(0, v=1), forever(1)], cancel_at=1)
     assert out.result == ("Cancelled",)
@@ -519,7 +528,8 @@ async def test_mixed_cancellation_outcomes(autojump_clock: trio.testing.MockCloc
 
 
 class WaitForStop(sx.Sender[Any]):
-    """Completes with ``"stop seen"`` when its receiver's stop token fires (20.5, 32.1)."""
+    """Completes with ``"stop seen"`` when its receiver's stop token fires ([exec.as.awaitable],
+    docs/trio.md "Awaiting a sender")."""
 
     def connect(self, rcvr: Any) -> Any:
         return _WaitForStopOp(rcvr)
@@ -541,8 +551,9 @@ class _WaitForStopOp:
 async def test_stop_token_and_scheduler_seen_inside_children(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """32.1, 20.5, 16.4: what senders awaited inside a child see (the trio scheduler; a stop
-    token reached by the when_all's stop and by the awaiting task's cancellation)."""
+    """docs/trio.md "Awaiting a sender", [exec.as.awaitable], [exec.when.all]: what senders awaited
+    inside a child see (the trio scheduler; a stop token reached by the when_all's stop and by the
+    awaiting task's cancellation)."""
 
     def looker(i: int) -> Maker:
         async def child(ctx: Ctx) -> Any:
@@ -566,7 +577,8 @@ async def test_stop_token_and_scheduler_seen_inside_children(
     assert out.seen == {
         "scheduler is trio": True,
         "token stoppable": True,
-        # Both paths: the token read by read_env also carries when_all's stop (20.9, 16.4).
+        # Both paths: the token read by read_env also carries when_all's stop ([exec.connect],
+        # [exec.when.all]).
         "read_env token fired": True,
         "deadline": -math.inf,  # the child is cancelled
     }
@@ -577,7 +589,8 @@ async def test_stop_token_and_scheduler_seen_inside_children(
 
 async def test_sx_task_awaited_inside_children(autojump_clock: trio.testing.MockClock) -> None:
     """An ``sx.task`` awaited in a child runs in the child's trio task with the trio
-    scheduler, and the when_all's stop reaches it (REQUIREMENTS 24, 32.1)."""
+    scheduler, and the when_all's stop reaches it ([exec.task],
+    docs/trio.md "Awaiting a sender")."""
 
     @sx.task
     async def work(ctx: Ctx, i: int) -> None:
@@ -610,8 +623,9 @@ async def test_sx_task_awaited_inside_children(autojump_clock: trio.testing.Mock
 
 
 async def test_task_metadata_seen_inside_children(autojump_clock: trio.testing.MockClock) -> None:
-    """32.4 (hosted tasks): name, context copy, KeyboardInterrupt protection and effective
-    deadline inside a child are those of the general path's hosted system task."""
+    """docs/scopes.md "The nursery face: `async with`" (hosted tasks): name, context copy,
+    KeyboardInterrupt protection and effective deadline inside a child are those of the general
+    path's hosted system task."""
 
     var: contextvars.ContextVar[str] = contextvars.ContextVar("var")
 
@@ -639,7 +653,7 @@ async def test_task_metadata_seen_inside_children(autojump_clock: trio.testing.M
 
 
 async def test_nested_when_all_inside_children(autojump_clock: trio.testing.MockClock) -> None:
-    """16.3-16.7 nested: inner when_all awaits (fast inside fast, general inside general)."""
+    """[exec.when.all] nested: inner when_all awaits (fast inside fast, general inside general)."""
 
     def nested(i: int, inner: list[Maker]) -> Maker:
         async def child(ctx: Ctx) -> Any:
@@ -662,7 +676,7 @@ async def test_nested_when_all_inside_children(autojump_clock: trio.testing.Mock
 
 
 async def test_same_coroutine_twice(autojump_clock: trio.testing.MockClock) -> None:
-    """20.9: one coroutine object passed twice fails the same way on both paths: a
+    """[exec.connect]: one coroutine object passed twice fails the same way on both paths: a
     ``TypeError`` at the second connect (issue 12, defect 9)."""
     for fast in (True, False):
 
@@ -680,10 +694,10 @@ async def test_same_coroutine_twice(autojump_clock: trio.testing.MockClock) -> N
 
 @pytest.mark.parametrize("variant", ["sibling pending", "last child", "shielded"])
 def test_keyboard_interrupt_in_a_child_is_raised_like_the_general_path(variant: str) -> None:
-    """DESIGN.md 2.2: never an error datum. The general path's hosted task hands the
-    exception to the await's raised_sink: the siblings are stopped and the await raises it,
-    so ``trio.run`` raises it as it raises a nursery child's (issue 12: no TrioInternalError).
-    The fast path does the same, once the stopped siblings have finished."""
+    """docs/senders.md "What happens when things fail": never an error datum. The general path's
+    hosted task hands the exception to the await's raised_sink: the siblings are stopped and the
+    await raises it, so ``trio.run`` raises it as it raises a nursery child's (issue 12: no
+    TrioInternalError). The fast path does the same, once the stopped siblings have finished."""
 
     def run(fast: bool) -> list[str]:
         log: list[str] = []
@@ -796,8 +810,9 @@ def _contains(exc: BaseException | None, target: BaseException) -> bool:
 async def test_fallback_corners_take_the_general_path(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Corners the fast path leaves to the general path (20.9 non-coroutine children, 32.4
-    deadlines, 9.x custom domains, 20.9 hosted coroutines)."""
+    """Corners the fast path leaves to the general path ([exec.connect] non-coroutine children,
+    docs/scopes.md "The nursery face: `async with`" deadlines, 9.x custom domains, [exec.connect]
+    hosted coroutines)."""
 
     paths: list[str] = []
 
@@ -889,7 +904,8 @@ async def test_without_trios_private_cancel_status_the_outcomes_still_agree(
 
 
 async def test_used_coroutine_raises_type_error_as_in_the_general_path() -> None:
-    """20.9, DESIGN.md 2.3: a started coroutine is rejected with the same TypeError."""
+    """[exec.connect], docs/senders-adaptors.md: a started coroutine is rejected with the same
+    TypeError."""
 
     async def child() -> int:
         return 1
@@ -907,7 +923,8 @@ async def test_used_coroutine_raises_type_error_as_in_the_general_path() -> None
 
 
 def test_outside_trio_the_same_error() -> None:
-    """32.1: awaiting outside trio raises the same RuntimeError on both paths."""
+    """docs/trio.md "Awaiting a sender": awaiting outside trio raises the same RuntimeError on both
+    paths."""
 
     async def child() -> int:
         return 1
@@ -931,8 +948,9 @@ def test_outside_trio_the_same_error() -> None:
 
 
 async def test_documented_differences(autojump_clock: trio.testing.MockClock) -> None:
-    """What the fast path shows differently, on purpose (32.4; module docstring): the child's
-    parent nursery, and the trio metadata of a Cancelled from the awaiting task's scope."""
+    """What the fast path shows differently, on purpose
+    (docs/scopes.md "The nursery face: `async with`"; module docstring): the child's parent nursery,
+    and the trio metadata of a Cancelled from the awaiting task's scope."""
     seen: dict[bool, tuple[str, str | None]] = {}
 
     async def child(fast: bool) -> None:
@@ -1039,7 +1057,8 @@ def test_property_fast_and_general_paths_agree(
 ) -> None:
     """Random children (value / None / raise / sleep then return / sleep forever / catch the
     cancellation and return or raise / stopped / shielded / a nested when_all) and a random
-    trio cancellation of the awaiting task: both paths give the same outcome (16, 32.2)."""
+    trio cancellation of the awaiting task: both paths give the same outcome (16,
+    docs/trio.md "trio cancellation becomes a stop request")."""
     makers = [make(b, i) for i, b in enumerate(behaviours)]
     # Children that sleep forever need someone to cancel: the awaiting task's scope is
     # always cancelled in the end (at t=100 if not earlier).

@@ -1,6 +1,7 @@
-"""``into_variant``, ``stopped_as_optional``, ``stopped_as_error``: REQUIREMENTS 17
-([exec.into.variant], [exec.stopped.opt], [exec.stopped.err]), DQ-3, DQ-5, with 7.4, 7.7,
-7.9 and 9.11 (lowerings at connect)."""
+"""``into_variant``, ``stopped_as_optional``, ``stopped_as_error``: [exec.into.variant],
+[exec.stopped.opt], [exec.stopped.err] ([exec.into.variant], [exec.stopped.opt],
+[exec.stopped.err]), with [exec.adapt.general], [exec.adapt.obj], [exec.snd.concepts],
+[exec.snd.transform] (lowerings at connect)."""
 
 from __future__ import annotations
 
@@ -27,14 +28,15 @@ domains = pytest.fixture(domains_off_and_on, params=DOMAIN_MODES, name="domains"
     ("vals", "expected"), [((), ()), ((1,), (1,)), ((1, "a", None), (1, "a", None))]
 )
 def test_17_1_values_become_one_tuple(vals: tuple[Any, ...], expected: tuple[Any, ...]) -> None:
-    """17.1/DQ-3: ``set_value(*a)`` becomes ``set_value(tuple(a))``, exactly one datum."""
+    """[exec.into.variant]/: ``set_value(*a)`` becomes ``set_value(tuple(a))``, exactly one
+    datum."""
     rec = RecordingReceiver()
     rec.run(sx.into_variant(sx.just(*vals)))
     assert rec.value == (expected,)
 
 
 def test_17_1_errors_and_stopped_forwarded() -> None:
-    """17.1: errors (the same object) and stopped pass through."""
+    """[exec.into.variant]: errors (the same object) and stopped pass through."""
     e = KeyError("k")
     rec = RecordingReceiver()
     rec.run(sx.just_error(e) | sx.into_variant)
@@ -45,7 +47,7 @@ def test_17_1_errors_and_stopped_forwarded() -> None:
 
 
 def test_17_1_multi_signature_child() -> None:
-    """17.1-17.2: a child with several value signatures gets a single one."""
+    """[exec.into.variant]: a child with several value signatures gets a single one."""
     s = sx.into_variant(TwoValueSigs("x", "y"))
     assert sx.sync_wait(s) == (("x", "y"),)
     assert sx.get_completion_signatures(s) == sx.completion_signatures(sx.set_value_t(tuple))
@@ -54,8 +56,8 @@ def test_17_1_multi_signature_child() -> None:
 
 
 def test_7_7_into_variant_pipe_forms_compose() -> None:
-    """7.5-7.7: ``s | into_variant``, ``s | into_variant()``, ``into_variant | then(f)`` and
-    ``then(f) | into_variant`` all work; the adaptor object is a closure, not a sender."""
+    """[exec.adapt.obj]: ``s | into_variant``, ``s | into_variant()``, ``into_variant | then(f)``
+    and ``then(f) | into_variant`` all work; the adaptor object is a closure, not a sender."""
     assert sx.sync_wait(sx.just(1, 2) | sx.into_variant) == ((1, 2),)
     assert sx.sync_wait(sx.just(1, 2) | sx.into_variant()) == ((1, 2),)
     c = sx.into_variant | sx.then(len)
@@ -70,7 +72,8 @@ def test_7_7_into_variant_pipe_forms_compose() -> None:
 
 
 def test_17_structure_and_laziness() -> None:
-    """7.4, 7.9: nothing runs before start; tag/children; attributes forwarded (3.11)."""
+    """[exec.adapt.general], [exec.snd.concepts]: nothing runs before start; tag/children;
+    attributes forwarded ([exec.adapt.general])."""
     calls: list[int] = []
     ms = ManualScheduler()
     cases = [
@@ -92,8 +95,8 @@ def test_17_structure_and_laziness() -> None:
 
 
 def test_17_3_value_and_stopped(domains: str) -> None:
-    """17.3: ``sync_wait(stopped_as_optional(just(5))) == (5,)``; stopped → ``(None,)`` for a
-    child whose value type is int (``when_all(just(1), just_stopped())``)."""
+    """[exec.stopped.opt]: ``sync_wait(stopped_as_optional(just(5))) == (5,)``; stopped →
+    ``(None,)`` for a child whose value type is int (``when_all(just(1), just_stopped())``)."""
     assert sx.sync_wait(sx.stopped_as_optional(sx.just(5))) == (5,)
     assert sx.sync_wait(sx.stopped_as_optional(sx.when_all(sx.just(1), sx.just_stopped()))) == (
         None,
@@ -101,7 +104,8 @@ def test_17_3_value_and_stopped(domains: str) -> None:
 
 
 def test_17_3_several_datums_become_a_tuple_and_errors_forwarded(domains: str) -> None:
-    """17.3: several datums → one tuple; errors forwarded; it never completes stopped."""
+    """[exec.stopped.opt]: several datums → one tuple; errors forwarded; it never completes
+    stopped."""
     assert sx.sync_wait(sx.just(1, "a") | sx.stopped_as_optional) == ((1, "a"),)
     e = ValueError("v")
     rec = RecordingReceiver()
@@ -121,7 +125,7 @@ def test_17_3_several_datums_become_a_tuple_and_errors_forwarded(domains: str) -
     ids=["void", "just_stopped", "two-value-sigs", "no-value"],
 )
 def test_17_4_ill_formed_children_raise_at_connect(child: Any, domains: str) -> None:
-    """17.4: a child whose declared value type is void, missing, or not single raises
+    """[exec.stopped.opt]: a child whose declared value type is void, missing, or not single raises
     TypeError at connect (never set_error); construction itself is fine (laziness)."""
     s = sx.stopped_as_optional(child)
     rec = RecordingReceiver()
@@ -131,14 +135,14 @@ def test_17_4_ill_formed_children_raise_at_connect(child: Any, domains: str) -> 
 
 
 def test_17_4_unknown_signatures_are_permissive() -> None:
-    """17.4/DESIGN 2.3: a child with unknown signatures is accepted; a void value at run time
-    is forwarded as ``set_value()``."""
+    """[exec.stopped.opt]/docs/senders-adaptors.md: a child with unknown signatures is accepted; a
+    void value at run time is forwarded as ``set_value()``."""
     assert sx.sync_wait(sx.then(sx.just(), lambda: None) | sx.stopped_as_optional) == ()
     assert sx.sync_wait(sx.then(sx.just(), lambda: 2) | sx.stopped_as_optional) == (2,)
 
 
 def test_17_4_signatures() -> None:
-    """17.3-17.4 (meta): one value signature, the child's errors, no stopped."""
+    """[exec.stopped.opt] (meta): one value signature, the child's errors, no stopped."""
     s = sx.stopped_as_optional(sx.when_all(sx.just(1), sx.just_error(KeyError())))
     assert sx.get_completion_signatures(s) == sx.completion_signatures(
         sx.set_value_t(int), sx.set_error_t(KeyError)
@@ -160,7 +164,7 @@ class Spy(sx.default_domain):
 
 
 def test_17_5_lowers_to_let_stopped_at_connect() -> None:
-    """17.5/9.11: at connect, ``stopped_as_optional`` becomes
+    """[exec.stopped.opt]/9.11: at connect, ``stopped_as_optional`` becomes
     ``let_stopped(then(child, make-optional), lambda: just(None))``."""
     spy = Spy()
     rec = RecordingReceiver(extra_env=sx.prop(sx.get_domain, spy))
@@ -171,8 +175,8 @@ def test_17_5_lowers_to_let_stopped_at_connect() -> None:
 
 
 def test_17_5_lowered_value_none_is_one_datum() -> None:
-    """17.5/DESIGN 2.1: through the ``then`` lowering, a child value ``None`` still sends one
-    datum (``values``), like the direct path."""
+    """[exec.stopped.opt]/docs/trio.md "Awaiting a sender": through the ``then`` lowering, a child
+    value ``None`` still sends one datum (``values``), like the direct path."""
     spy = Spy()
     rec = RecordingReceiver(extra_env=sx.prop(sx.get_domain, spy))
     rec.run(sx.stopped_as_optional(sx.just(None)))
@@ -183,7 +187,7 @@ def test_17_5_lowered_value_none_is_one_datum() -> None:
 
 
 def test_17_6_stopped_becomes_error(domains: str) -> None:
-    """17.6: ``set_stopped()`` → ``set_error(err)``; values and errors forwarded."""
+    """[exec.stopped.err]: ``set_stopped()`` → ``set_error(err)``; values and errors forwarded."""
     err = TimeoutError("cancelled")
     rec = RecordingReceiver()
     rec.run(sx.just_stopped() | sx.stopped_as_error(err))
@@ -198,14 +202,16 @@ def test_17_6_stopped_becomes_error(domains: str) -> None:
 
 
 def test_17_6_non_exception_error_datum() -> None:
-    """17.6/DESIGN 2.2: any non-None object is an error datum; sync_wait wraps it."""
+    """[exec.stopped.err]/docs/senders.md "What happens when things fail": any non-None object is an
+    error datum; sync_wait wraps it."""
     with pytest.raises(sx.ErrorValue) as info:
         sx.sync_wait(sx.stopped_as_error(sx.just_stopped(), 42))
     assert info.value.error == 42
 
 
 def test_17_6_bad_arguments() -> None:
-    """17.6/1.2: ``None`` is not an error datum; a sender in place of ``err`` is rejected."""
+    """[exec.stopped.err]/1.2: ``None`` is not an error datum; a sender in place of ``err`` is
+    rejected."""
     with pytest.raises(TypeError, match="None"):
         sx.stopped_as_error(sx.just(), None)
     with pytest.raises(TypeError, match="None"):
@@ -217,8 +223,8 @@ def test_17_6_bad_arguments() -> None:
 
 
 def test_17_6_lowering_and_signatures() -> None:
-    """17.6/9.11: lowers to ``let_stopped(s, lambda: just_error(err))`` at connect; the
-    signatures replace stopped by ``set_error_t(type(err))``."""
+    """[exec.stopped.err]/9.11: lowers to ``let_stopped(s, lambda: just_error(err))`` at connect;
+    the signatures replace stopped by ``set_error_t(type(err))``."""
     spy = Spy()
     err = TimeoutError()
     rec = RecordingReceiver(extra_env=sx.prop(sx.get_domain, spy))

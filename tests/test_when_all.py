@@ -1,5 +1,6 @@
-"""``when_all`` and ``when_all_with_variant``: REQUIREMENTS 16 ([exec.when.all]), with 2.2
-(exactly once), 2.13 (no stop callback left registered at completion), 7.4, 7.9, 9.11."""
+"""``when_all`` and ``when_all_with_variant``:  ([exec.when.all]), with 2.2 (exactly once), 2.13 (no
+stop callback left registered at completion), [exec.adapt.general], [exec.snd.concepts],
+[exec.snd.transform]."""
 
 from __future__ import annotations
 
@@ -26,18 +27,18 @@ def raise_(e: BaseException) -> Any:
 
 
 def test_16_1_zero_senders_and_non_senders_raise() -> None:
-    """16.1: ``when_all()`` and a non-sender argument raise TypeError at call."""
+    """[exec.when.all]: ``when_all()`` and a non-sender argument raise TypeError at call."""
     for algo in (sx.when_all, sx.when_all_with_variant):
         with pytest.raises(TypeError, match="at least one sender"):
             algo()
         with pytest.raises(TypeError, match="#1"):
             algo(sx.just(), 42)
         with pytest.raises(TypeError):
-            algo(sx.then(lambda: 1))  # a closure is not a sender (7.8)
+            algo(sx.then(lambda: 1))  # a closure is not a sender ([exec.adapt.obj])
 
 
 def test_16_2_child_with_two_value_signatures_raises_at_connect() -> None:
-    """16.2: a child with >=2 value signatures raises at connect (not at construction);
+    """[exec.when.all]: a child with >=2 value signatures raises at connect (not at construction);
     ``when_all_with_variant`` accepts it."""
     s = sx.when_all(sx.just(), TwoValueSigs())
     rec = RecordingReceiver()
@@ -48,13 +49,14 @@ def test_16_2_child_with_two_value_signatures_raises_at_connect() -> None:
 
 
 def test_16_3_values_concatenated_in_argument_order() -> None:
-    """16.3: ``sync_wait(when_all(just(1), just(2, 3), just())) == (1, 2, 3)``."""
+    """[exec.when.all]: ``sync_wait(when_all(just(1), just(2, 3), just())) == (1, 2, 3)``."""
     assert sx.sync_wait(sx.when_all(sx.just(1), sx.just(2, 3), sx.just())) == (1, 2, 3)
     assert sx.sync_wait(sx.when_all(sx.just("only"))) == ("only",)
 
 
 def test_16_3_order_independent_of_completion_order() -> None:
-    """16.3: the result order is the argument order even when children complete in reverse."""
+    """[exec.when.all]: the result order is the argument order even when children complete in
+    reverse."""
     ms = ManualScheduler()
     rec = RecordingReceiver()
     rec.run(
@@ -76,8 +78,8 @@ def test_16_3_order_independent_of_completion_order() -> None:
 
 
 def test_16_4_children_env_has_own_stop_token_and_forwarded_queries() -> None:
-    """16.4: the children see when_all's own stop token; other forwarding queries come from
-    the receiver env; non-forwarding ones are hidden."""
+    """[exec.when.all]: the children see when_all's own stop token; other forwarding queries come
+    from the receiver env; non-forwarding ones are hidden."""
     a = ManualScheduler("A")
     rec = RecordingReceiver(extra_env=sx.prop(sx.get_scheduler, a))
     rec.run(sx.when_all(sx.read_env(sx.get_stop_token), sx.read_env(sx.get_scheduler)))
@@ -96,14 +98,14 @@ def test_16_4_children_env_has_own_stop_token_and_forwarded_queries() -> None:
 
 
 def test_16_5_children_started_in_argument_order() -> None:
-    """16.5 step 3: the children are started in argument order."""
+    """[exec.when.all] step 3: the children are started in argument order."""
     order: list[int] = []
     sx.sync_wait(sx.when_all(*(sx.then(sx.just(), lambda i=i: order.append(i)) for i in range(5))))
     assert order == [0, 1, 2, 3, 4]
 
 
 def test_16_5_outer_stop_before_start_starts_no_child() -> None:
-    """16.5: an outer source stopped before start means no child side effects and
+    """[exec.when.all]: an outer source stopped before start means no child side effects and
     ``set_stopped``; the callback is deregistered (2.13)."""
     ms = ManualScheduler()
     ran: list[int] = []
@@ -115,10 +117,10 @@ def test_16_5_outer_stop_before_start_starts_no_child() -> None:
 
 
 def test_16_5_stop_before_start_releases_the_unstarted_children_at_once() -> None:
-    """16.5 with DESIGN.md 2.8: the children's operations, never started, are released when
-    ``when_all`` completes ``set_stopped``, without the garbage collector (an operation and
-    its child receiver form a cycle), so what they hold (a scope association of
-    ``associate``) ends at a defined moment."""
+    """[exec.when.all] with docs/senders.md "Writing your own sender": the children's operations,
+    never started, are released when ``when_all`` completes ``set_stopped``, without the garbage
+    collector (an operation and its child receiver form a cycle), so what they hold (a scope
+    association of ``associate``) ends at a defined moment."""
     ops: list[weakref.ref[Any]] = []
 
     class Op:
@@ -126,7 +128,7 @@ def test_16_5_stop_before_start_releases_the_unstarted_children_at_once() -> Non
             self.rcvr = rcvr  # the child's receiver refers back to when_all's operation
 
         def start(self) -> None:
-            raise AssertionError("a child was started after a stop request (16.5)")
+            raise AssertionError("a child was started after a stop request ([exec.when.all])")
 
     class Child(sx.Sender[None]):
         def connect(self, rcvr: Any) -> Op:
@@ -150,8 +152,8 @@ def test_16_5_stop_before_start_releases_the_unstarted_children_at_once() -> Non
 
 
 def test_16_6_first_error_requests_stop_and_wins() -> None:
-    """16.6: the first error requests stop on the internal source (the pending sibling sees
-    it) and is the result; a later error is ignored."""
+    """[exec.when.all]: the first error requests stop on the internal source (the pending sibling
+    sees it) and is the result; a later error is ignored."""
     ms = ManualScheduler()
     e1, e2 = KeyError(1), KeyError(2)
     rec = RecordingReceiver()
@@ -163,14 +165,14 @@ def test_16_6_first_error_requests_stop_and_wins() -> None:
             sx.just_error(e2),
         )
     )
-    assert not rec.done  # waits for the scheduled child (16.9)
+    assert not rec.done  # waits for the scheduled child ([exec.when.all])
     ms.run_one()  # ManualScheduler honours the stop request when the item runs
     assert rec.error is e1 and rec.live_callbacks_at_completion == 0
 
 
 def test_16_6_stop_request_runs_on_the_erroring_thread() -> None:
-    """16.6/5.2: the stop request runs synchronously on the thread that delivered the error;
-    a sibling that reacts to stop at once completes there, and so does when_all."""
+    """[exec.when.all]/5.2: the stop request runs synchronously on the thread that delivered the
+    error; a sibling that reacts to stop at once completes there, and so does when_all."""
     worker = ManualScheduler("worker")
     eager = ManualScheduler("eager", stop_eagerly=True)
     boom = RuntimeError("boom")
@@ -191,8 +193,8 @@ def test_16_6_stop_request_runs_on_the_erroring_thread() -> None:
 
 @pytest.mark.parametrize("order", ["stopped-first", "error-first"])
 def test_16_8_error_beats_stopped(order: str) -> None:
-    """16.7/16.8: ``when_all(just_stopped(), just_error(e))`` gives ``set_error(e)``, and so
-    does the reverse order."""
+    """[exec.when.all]/16.8: ``when_all(just_stopped(), just_error(e))`` gives ``set_error(e)``, and
+    so does the reverse order."""
     e = ValueError("e")
     kids = [sx.just_stopped(), sx.just_error(e)]
     if order == "error-first":
@@ -203,7 +205,7 @@ def test_16_8_error_beats_stopped(order: str) -> None:
 
 
 def test_16_7_stopped_child_requests_stop_and_result_is_stopped() -> None:
-    """16.7: a stopped child stops the siblings; the result is stopped."""
+    """[exec.when.all]: a stopped child stops the siblings; the result is stopped."""
     ms = ManualScheduler()
     rec = RecordingReceiver()
     rec.run(sx.when_all(sx.schedule(ms) | sx.then(lambda: 1), sx.just_stopped()))
@@ -216,7 +218,7 @@ def test_16_7_stopped_child_requests_stop_and_result_is_stopped() -> None:
 
 
 def test_16_9_waits_for_all_children() -> None:
-    """16.9: a child that finishes late on a ManualScheduler delays the completion until
+    """[exec.when.all]: a child that finishes late on a ManualScheduler delays the completion until
     ``drain()``, even after an error."""
     ms = ManualScheduler()
     e = OSError("early")
@@ -228,7 +230,7 @@ def test_16_9_waits_for_all_children() -> None:
 
 
 def test_16_10_outer_stop_only_propagates() -> None:
-    """16.10: an outer stop request reaches the children's token; if every child still
+    """[exec.when.all]: an outer stop request reaches the children's token; if every child still
     completes with a value, the result is the values."""
     ms = ManualScheduler()
     tokens: list[Any] = []
@@ -305,7 +307,7 @@ def test_16_concurrent_children_on_threads_complete_exactly_once() -> None:
 
 
 def test_16_concurrent_errors_and_stops_complete_exactly_once() -> None:
-    """16.6-16.8 under races: with errors, stops and values arriving concurrently the result
+    """[exec.when.all] under races: with errors, stops and values arriving concurrently the result
     is one of the errors, exactly once."""
     n = 6
     for _ in range(40):
@@ -339,7 +341,8 @@ def test_16_concurrent_errors_and_stops_complete_exactly_once() -> None:
 
 
 def test_16_12_attributes_empty_or_common_domain() -> None:
-    """16.12/3.11: attributes are ``env()``; with a common custom domain, ``get_domain``."""
+    """[exec.when.all]/3.11: attributes are ``env()``; with a common custom domain,
+    ``get_domain``."""
     attrs = sx.get_env(sx.when_all(sx.schedule(ManualScheduler()), sx.just()))
     with pytest.raises(sx.QueryError):
         sx.get_completion_scheduler[sx.set_value_t](attrs)
@@ -363,7 +366,7 @@ def test_16_12_attributes_empty_or_common_domain() -> None:
 
 
 def test_16_13_when_all_with_variant_values_and_lowering() -> None:
-    """16.13/9.11: each child contributes one tuple; the lowering to
+    """[exec.when.all]/9.11: each child contributes one tuple; the lowering to
     ``when_all(into_variant(...))`` happens at connect, visible to a domain."""
     assert sx.sync_wait(sx.when_all_with_variant(sx.just(1), sx.just(2, 3), sx.just())) == (
         (1,),
@@ -389,7 +392,8 @@ def test_16_13_when_all_with_variant_values_and_lowering() -> None:
 
 
 def test_7_4_when_all_is_lazy_and_7_9_structure() -> None:
-    """7.4: nothing runs at construction or connect; 7.9: tag/data/children."""
+    """[exec.adapt.general]: nothing runs at construction or connect; [exec.snd.concepts]:
+    tag/data/children."""
     calls: list[int] = []
     kids = (sx.then(sx.just(), lambda: calls.append(1)), sx.just(2))
     s = sx.when_all(*kids)
@@ -422,8 +426,9 @@ def test_2_15_when_all_is_multi_shot() -> None:
 
 
 async def test_16_coroutine_children_under_trio() -> None:
-    """16 + DQ-9: coroutine objects are senders and can be children; awaiting when_all in a
-    trio task gives the tuple of datums (DESIGN 2.1)."""
+    """16 + docs/trio.md "Coroutines are senders; a stop request cancels them": coroutine objects
+    are senders and can be children; awaiting when_all in a trio task gives the tuple of datums
+    (docs/trio.md "Awaiting a sender")."""
 
     async def slow(v: int) -> int:
         await trio.sleep(0)

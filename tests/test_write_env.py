@@ -1,5 +1,6 @@
-"""``write_env`` and ``unstoppable``: REQUIREMENTS 11 ([exec.write.env], [exec.unstoppable]),
-with 3.10-3.11 (env forwarding, attributes), 7.4 (laziness), 7.7 (closures), 7.9 (tags)."""
+"""``write_env`` and ``unstoppable``:  ([exec.write.env], [exec.unstoppable]), with
+[exec.adapt.general] (env forwarding, attributes), [exec.adapt.general] (laziness), [exec.adapt.obj]
+(closures), [exec.snd.concepts] (tags)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from structexec.testing import ManualScheduler, RecordingReceiver
 
 
 class NonFwd(sx.Query):
-    """A user query that is not forwarding (REQUIREMENTS 4.1)."""
+    """A user query that is not forwarding ([exec.fwd.env])."""
 
 
 class Fwd(sx.Query):
@@ -27,12 +28,13 @@ F = Fwd()
 
 
 def test_11_1_written_query_is_read() -> None:
-    """11.1: ``sync_wait(write_env(read_env(q), prop(q, 7))) == (7,)``, q non-forwarding."""
+    """[exec.write.env]: ``sync_wait(write_env(read_env(q), prop(q, 7))) == (7,)``, q
+    non-forwarding."""
     assert sx.sync_wait(sx.write_env(sx.read_env(Q), sx.prop(Q, 7))) == (7,)
 
 
 def test_11_1_written_query_overrides_outer_scheduler() -> None:
-    """11.1: an outer ``get_scheduler`` is overridden by the written one."""
+    """[exec.write.env]: an outer ``get_scheduler`` is overridden by the written one."""
     mine = sx.inline_scheduler()
     outer = sx.sync_wait(sx.read_env(sx.get_scheduler))
     assert outer is not None and outer[0] != mine
@@ -41,8 +43,8 @@ def test_11_1_written_query_overrides_outer_scheduler() -> None:
 
 
 def test_11_1_outer_non_forwarding_query_is_hidden_and_forwarding_one_visible() -> None:
-    """11.1/3.10: the receiver's non-forwarding queries do not reach the child; forwarding
-    queries do; the written env is joined in front."""
+    """[exec.write.env]/3.10: the receiver's non-forwarding queries do not reach the child;
+    forwarding queries do; the written env is joined in front."""
     outer = sx.env(sx.prop(Q, "outer-q"), sx.prop(F, "outer-f"))
     rec = RecordingReceiver(outer)
     with pytest.raises(TypeError):
@@ -56,8 +58,9 @@ def test_11_1_outer_non_forwarding_query_is_hidden_and_forwarding_one_visible() 
 
 
 def test_11_1_nested_write_env_inner_wins_and_outer_written_nonfwd_hidden() -> None:
-    """11.1: nested writes join inner-first; a non-forwarding query written by an outer
-    ``write_env`` is forwarded through the inner adaptor only if forwarding (3.10)."""
+    """[exec.write.env]: nested writes join inner-first; a non-forwarding query written by an outer
+    ``write_env`` is forwarded through the inner adaptor only if forwarding
+    ([exec.adapt.general])."""
     s = sx.write_env(sx.write_env(sx.read_env(F), sx.prop(F, "inner")), sx.prop(F, "outer"))
     assert sx.sync_wait(s) == ("inner",)
     s2 = sx.write_env(sx.then(sx.read_env(Q), lambda v: v), sx.prop(Q, 1))
@@ -77,7 +80,8 @@ def test_11_1_nested_write_env_inner_wins_and_outer_written_nonfwd_hidden() -> N
     ],
 )
 def test_11_2_completions_forwarded_unchanged(child: Any, expected: tuple[Any, ...]) -> None:
-    """11.2: value, error and stopped pass through ``write_env`` and ``unstoppable`` as is."""
+    """[exec.write.env]: value, error and stopped pass through ``write_env`` and ``unstoppable`` as
+    is."""
     for s in (sx.write_env(child, sx.prop(Q, 1)), sx.unstoppable(child)):
         rec = RecordingReceiver()
         rec.run(s)
@@ -90,7 +94,7 @@ def test_11_2_completions_forwarded_unchanged(child: Any, expected: tuple[Any, .
 
 
 def test_11_2_signatures_use_joined_env() -> None:
-    """11.2: completion signatures are the child's in the joined environment (meta)."""
+    """[exec.write.env]: completion signatures are the child's in the joined environment (meta)."""
     s = sx.write_env(sx.read_env(Q), sx.prop(Q, 7))
     cs = sx.get_completion_signatures(s)
     assert cs is not None and sx.set_value_t(int) in cs
@@ -107,7 +111,8 @@ def test_11_2_signatures_use_joined_env() -> None:
 
 
 def test_11_3_closure_form_and_bad_arguments() -> None:
-    """11.3 (optional closure form), DESIGN 2.3: ``s | write_env(env)``; TypeError for bad input."""
+    """[exec.write.env] (optional closure form), docs/senders-adaptors.md: ``s | write_env(env)``;
+    TypeError for bad input."""
     assert sx.sync_wait(sx.read_env(Q) | sx.write_env(sx.prop(Q, 3))) == (3,)
     with pytest.raises(TypeError, match="env"):
         sx.write_env(sx.just(), 42)
@@ -120,7 +125,7 @@ def test_11_3_closure_form_and_bad_arguments() -> None:
 
 
 def test_7_4_write_env_is_lazy() -> None:
-    """7.4: nothing runs at construction or connect."""
+    """[exec.adapt.general]: nothing runs at construction or connect."""
     calls: list[int] = []
     s = sx.write_env(sx.then(sx.just(), lambda: calls.append(1)), sx.prop(Q, 1))
     rec = RecordingReceiver()
@@ -131,7 +136,8 @@ def test_7_4_write_env_is_lazy() -> None:
 
 
 def test_7_9_tag_data_children_and_attributes() -> None:
-    """7.9 and 3.11: tag/data/children; attributes are FWD-ENV of the child's."""
+    """[exec.snd.concepts], [exec.adapt.general]: tag/data/children; attributes are FWD-ENV of the
+    child's."""
     e = sx.prop(Q, 1)
     ms = ManualScheduler()
     s = sx.write_env(sx.schedule(ms), e)
@@ -146,7 +152,7 @@ def test_7_9_tag_data_children_and_attributes() -> None:
 
 
 def test_11_4_unstoppable_child_sees_never_stop_token() -> None:
-    """11.4: inside, ``read_env(get_stop_token)`` is a ``never_stop_token``."""
+    """[exec.unstoppable]: inside, ``read_env(get_stop_token)`` is a ``never_stop_token``."""
     rec = RecordingReceiver()
     rec.run(sx.unstoppable(sx.read_env(sx.get_stop_token)))
     (tok,) = rec.value
@@ -155,8 +161,8 @@ def test_11_4_unstoppable_child_sees_never_stop_token() -> None:
 
 
 def test_11_4_outer_stop_never_reaches_child() -> None:
-    """11.4: a stop request on the outer token does not reach the child (control: it does
-    without ``unstoppable``)."""
+    """[exec.unstoppable]: a stop request on the outer token does not reach the child (control: it
+    does without ``unstoppable``)."""
     ms = ManualScheduler()
     plain = RecordingReceiver()
     plain.run(sx.schedule(ms))
@@ -171,8 +177,8 @@ def test_11_4_outer_stop_never_reaches_child() -> None:
 
 
 def test_11_5_completes_inline_marker() -> None:
-    """11.5: write_env/unstoppable of a sender that completes where it started are marked so
-    (affine_on does not reschedule them); of a scheduling sender they are not."""
+    """[exec.write.env]: write_env/unstoppable of a sender that completes where it started are
+    marked so (affine_on does not reschedule them); of a scheduling sender they are not."""
     assert sx.write_env(sx.just(), sx.prop(Q, 1))._sx_completes_inline is True
     assert sx.unstoppable(sx.read_env(Q))._sx_completes_inline is True
     assert sx.unstoppable(sx.schedule(ManualScheduler()))._sx_completes_inline is False
