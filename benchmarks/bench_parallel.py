@@ -1,4 +1,5 @@
-"""The parallel scheduler and its backends (issue 6; REQUIREMENTS 31, DESIGN.md 2.12).
+"""The parallel scheduler and its backends ([exec.par.scheduler], [exec.sysctxrepl],
+docs/parallel.md).
 
 * bulk over GIL-releasing work (``hashlib.sha256`` over 8 blocks of 4 MiB) on the default
   backend against the same ``bulk`` with ``seq`` (sequential, on the calling thread): the

@@ -35,7 +35,8 @@ def section(title: str) -> None:
 
 async def awaiting() -> None:
     section("A. await sndr: values, errors, stopped")
-    # DESIGN 2.1: no datum -> None, one datum -> the datum, several -> a tuple.
+    # docs/trio.md "Awaiting a sender": no datum -> None, one datum -> the datum, several -> a
+    # tuple.
     print("await just()        ->", await sx.just())
     print("await just(1)       ->", await sx.just(1))
     print("await just(1, 2)    ->", await sx.just(1, 2))
