@@ -20,7 +20,7 @@ from ._domain import connect
 from ._env import (
     _MISSING,
     EMPTY_ENV,
-    QueryError,
+    TryEnv,
     fwd_env,
     get_allocator,
     get_env,
@@ -186,10 +186,12 @@ def scope_sink(st: Any, scope: Any) -> Any:
     return sink
 
 
-class _ScopeSpawnState:
-    """``spawn-state`` + ``spawn-receiver`` for the library's own scopes ([exec.spawn])."""
+class _ScopeSpawnState(TryEnv):
+    """``spawn-state`` + ``spawn-receiver`` for the library's own scopes ([exec.spawn]); also
+    the work's environment (``TryEnv``: ``query`` through ``_sx_try``)."""
 
     __slots__ = ("_env", "_op", "_scope")
+    _unsupported = "the environment of spawned work does not support {q!r}"
 
     def __init__(self, scope: Any, env: Any) -> None:
         self._scope = scope
@@ -203,14 +205,6 @@ class _ScopeSpawnState:
         if q is raised_sink:
             return scope_sink(self, self._scope)
         return query_or(self._env, q, default)
-
-    def query(self, q: Any, *args: Any) -> Any:
-        if args:
-            return self._env.query(q, *args)
-        r = self._sx_try(q, _MISSING)
-        if r is _MISSING:
-            raise QueryError(f"the environment of spawned work does not support {q!r}")
-        return r
 
     def set_value(self, *vals: Any) -> None:
         if vals:
@@ -279,14 +273,6 @@ class _FastSpawnState(_ScopeSpawnState):
         if q is raised_sink:
             return scope_sink(self, self._scope)
         return query_or(self._base, q, default)
-
-    def query(self, q: Any, *args: Any) -> Any:
-        if args:
-            return self._base.query(q, *args)
-        r = self._sx_try(q, _MISSING)
-        if r is _MISSING:
-            raise QueryError(f"the environment of spawned work does not support {q!r}")
-        return r
 
 
 def spawn_fast(sndr: Any, scope: Any, base: Any) -> None:
