@@ -1,4 +1,4 @@
-"""Adaptor rows (issue 2): when_all, bulk, continues_on, stopped_as_optional.
+"""Adaptor rows: when_all, bulk, continues_on, stopped_as_optional.
 
 Baselines are what a Python/trio programmer would write instead: a trio nursery whose two
 tasks fill result slots for ``when_all``, a plain ``for`` loop for ``bulk``, a direct call

@@ -1,4 +1,4 @@
-"""Core rows (issue 2): sync_wait over a then-pipeline, connect+start of just()."""
+"""Core rows: sync_wait over a then-pipeline, connect+start of just()."""
 
 from __future__ import annotations
 

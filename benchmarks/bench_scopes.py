@@ -1,4 +1,4 @@
-"""Counting scopes vs trio nurseries and anyio task handles (issue 4).
+"""Counting scopes vs trio nurseries and anyio task handles.
 
 Every row measures structexec and its baseline in the same call:
 

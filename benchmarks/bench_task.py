@@ -1,4 +1,4 @@
-"""``@sx.task``: the cost of awaits inside a task (issue 5).
+"""``@sx.task``: the cost of awaits inside a task.
 
 Each row measures structexec and its plain-trio baseline in the same call (see
 ``_harness.py``). Targets come from the issue:

@@ -1,4 +1,4 @@
-"""The trio runtime: ``await sndr``, the trio scheduler, coroutine senders (issue 3).
+"""The trio runtime: ``await sndr``, the trio scheduler, coroutine senders.
 
 Each row measures structexec and its plain-trio baseline in the same call (see
 ``_harness.py``). Targets come from the issue:

@@ -184,7 +184,7 @@ def test_unpicklable_work_fails_before_any_chunk_runs(sch: sx.parallel_scheduler
 def test_unpicklable_results_are_a_serialization_error_not_a_lost_cluster(
     sch: sx.parallel_scheduler, backend: DaskBackend
 ) -> None:
-    """Issue 12, defect 10: a result that cannot travel back was reported as
+    """Regression: a result that cannot travel back was reported as
     ``ClusterError("... the cluster went away ...")`` while the cluster was healthy."""
     rec = RecordingReceiver()
     rec.run(

@@ -1,4 +1,4 @@
-"""Deep synchronous chains do not overflow the stack (issue 2 item 7, P3552R1 4.10)."""
+"""Deep synchronous chains do not overflow the stack (P3552R1 4.10)."""
 
 from __future__ import annotations
 

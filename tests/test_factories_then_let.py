@@ -185,7 +185,7 @@ def test_let_lazy_and_f_called_once() -> None:
     assert calls == [1, 1]
 
 
-# just(...) | then(f) | ... is connected as one operation (issue 4's spawn fast path); these
+# just(...) | then(f) | ... is connected as one operation (the fast path of spawn); these
 # pin down that the fused operation keeps every rule of the two it replaces.
 
 

@@ -1,4 +1,4 @@
-"""Failure semantics of the sender adaptors, coroutine senders and ``task`` (issue 12).
+"""Failure semantics of the sender adaptors, coroutine senders and ``task``.
 
 Defects 8 (``when_all``: a second completion, errors dropped silently), 9 (arguments accepted
 silently that failed later), 11 (a swallowed stop: one rule everywhere), and the sweep of the
@@ -94,7 +94,7 @@ def raising_terminate() -> Iterator[list[str]]:
         sx.set_terminate_handler(prev)
 
 
-# =========================================================================== defect 8: when_all
+# ================================================ when_all: second completions, lost errors
 
 
 def test_when_all_rejects_a_second_completion_of_a_child() -> None:
@@ -228,7 +228,7 @@ def test_when_all_never_loses_an_error(kinds: list[str]) -> None:
         assert rec.value == tuple(range(len(kinds)))
 
 
-# =========================================================================== defect 9
+# ==================================================== clear errors at build/connect time
 
 
 @pytest.mark.parametrize("state", ["live", "stopped", "no source"])
@@ -406,7 +406,7 @@ def test_bulk_rejects_an_async_function(alg: Any) -> None:
         alg(sx.just(), sx.seq, 3, _async_fn)
 
 
-# =========================================================================== defect 11
+# ============================================================== a swallowed stop
 
 
 async def _swallows_stop() -> str:

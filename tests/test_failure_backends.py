@@ -1,6 +1,6 @@
-"""What happens when things fail on the process-pool and dask backends (issue 12).
+"""What happens when things fail on the process-pool and dask backends.
 
-The matrix of issue 12's sweep for the backends that run user code in other processes: the
+The failure matrix for the backends that run user code in other processes: the
 bulk function raises an ``Exception`` or a ``BaseException`` (``KeyboardInterrupt``,
 ``SystemExit``) in a worker, raises an exception that cannot be pickled back, leaves results
 that cannot be pickled back, kills its worker; a stop is requested from another thread. Each
@@ -363,7 +363,7 @@ def test_dask_exception_that_cannot_be_pickled_back_is_not_lost(
 def test_dask_unpicklable_result_is_a_serialization_error_not_a_lost_cluster(
     dask_outcomes: dict[str, tuple[str, ...]],
 ) -> None:
-    # Issue 12, defect 10: this was ClusterError("... the cluster went away ...").
+    # Regression: this was ClusterError("... the cluster went away ...").
     kind, typ, msg = dask_outcomes["unpicklable_result"]
     assert (kind, typ) == ("error", "UnpicklableWorkError"), dask_outcomes["unpicklable_result"]
     assert "element [5] of value #0 sent by the predecessor" in msg

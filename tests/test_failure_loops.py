@@ -1,4 +1,5 @@
-"""Failure semantics of the execution contexts (issue 12, defects 4 and 5, and the sweep).
+"""Failure semantics of the execution contexts: BaseExceptions on the trio scheduler, in
+sync_wait, on pool threads.
 
 The trio scheduler ([exec.schedule] on trio), ``run_loop`` ([exec.run.loop]), ``sync_wait``
 ([exec.sync.wait], [exec.sync.wait.var]), the parallel scheduler ([exec.par.scheduler]) and its
@@ -41,7 +42,7 @@ def _lines(out: str) -> dict[str, str]:
     return d
 
 
-# --------------------------------------------------------------------------- defect 4
+# ----------------------------------------------------- a BaseException on the trio scheduler
 
 
 _TRIO_CHILD = """
@@ -128,7 +129,7 @@ run("after", still_works)
 
 
 def test_defect4_base_exception_on_trio_scheduler_reaches_trio_run() -> None:
-    """[exec.schedule], [exec.recv.concepts] (issue 12 defect 4): a ``KeyboardInterrupt`` or
+    """[exec.schedule], [exec.recv.concepts]: a ``KeyboardInterrupt`` or
     ``SystemExit`` raised by user code in a completion that the trio scheduler runs never
     hangs ``trio.run``. The awaiting task raises it from its ``await`` (as if the function
     had run there, like ``await trio.to_thread.run_sync(f)``), so it leaves ``trio.run`` as
@@ -151,11 +152,11 @@ def test_defect4_base_exception_on_trio_scheduler_reaches_trio_run() -> None:
     assert "terminate" not in r.stderr
 
 
-# --------------------------------------------------------------------------- defect 5
+# ------------------------------------------------------------ a BaseException in sync_wait
 
 
 def test_defect5_sync_wait_base_exception_leaves_the_loop_finished() -> None:
-    """[exec.sync.wait], [exec.run.loop.ctor] (issue 12 defect 5): a ``KeyboardInterrupt`` or
+    """[exec.sync.wait], [exec.run.loop.ctor]: a ``KeyboardInterrupt`` or
     ``SystemExit`` raised by a then-function under ``sync_wait`` (run on its loop after a hop
     to the parallel scheduler, or inline) reaches the caller, and the loop is finished: the
     garbage collector finds nothing to terminate about."""

@@ -1,8 +1,8 @@
 """docs/testing.md: its Python snippets run, in order, and the worked example finds its bug.
 
 The documentation shows users how to find a cancellation bug in their own sender with the
-strategies; this test keeps that promise true. It must pass on every hypothesis seed (issue
-12, defect 12): the doc's property is derandomized and single-threaded, the test asserts
+strategies; this test keeps that promise true. It must pass on every hypothesis seed: the
+doc's property is derandomized and single-threaded, the test asserts
 *that* it finds the double completion (not which tree hypothesis shrinks to, which depends
 on the search), and the documented failure report is checked against a replay of the
 documented minimal case, which involves no randomness at all.

@@ -358,7 +358,7 @@ def test_finds_a_double_completion_in_a_user_adaptor_req_2_2() -> None:
 
 
 def test_a_double_completion_caught_by_a_library_operation_is_reported_as_one() -> None:
-    """Issue 12, defect 12: when a broken adaptor completes the ``then`` above it twice, the
+    """Regression: when a broken adaptor completes the ``then`` above it twice, the
     then-operation raises (as it must); the report says "second completion" and where to
     look, not "start() and completion functions must not raise" (which blamed the library)."""
 

@@ -513,7 +513,7 @@ class _CompletesTwice(sx.Sender[object]):
 
 
 def test_thread_scheduler_survives_a_completion_that_raises_issue_12() -> None:
-    # Issue 12, defect 12: the teardown error "_ThenOp.set_stopped() called after the
+    # Regression: the teardown error "_ThenOp.set_stopped() called after the
     # operation had already completed". A user adaptor completed a then-operation twice (the
     # then-operation rightly raised); the raise happened on the ThreadScheduler's worker,
     # killed it, and escaped as an unhandled thread exception into a later test's teardown.

@@ -677,7 +677,7 @@ async def test_nested_when_all_inside_children(autojump_clock: trio.testing.Mock
 
 async def test_same_coroutine_twice(autojump_clock: trio.testing.MockClock) -> None:
     """[exec.connect]: one coroutine object passed twice fails the same way on both paths: a
-    ``TypeError`` at the second connect (issue 12, defect 9)."""
+    ``TypeError`` at the second connect."""
     for fast in (True, False):
 
         async def once() -> int:
@@ -696,7 +696,7 @@ async def test_same_coroutine_twice(autojump_clock: trio.testing.MockClock) -> N
 def test_keyboard_interrupt_in_a_child_is_raised_like_the_general_path(variant: str) -> None:
     """docs/senders.md "What happens when things fail": never an error datum. The general path's
     hosted task hands the exception to the await's raised_sink: the siblings are stopped and the
-    await raises it, so ``trio.run`` raises it as it raises a nursery child's (issue 12: no
+    await raises it, so ``trio.run`` raises it as it raises a nursery child's (no
     TrioInternalError). The fast path does the same, once the stopped siblings have finished."""
 
     def run(fast: bool) -> list[str]:
