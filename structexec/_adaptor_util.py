@@ -285,7 +285,8 @@ class ChildOp:
     (0 connected, 1 started, 2 completed) and ``_op`` (the operation started by ``start``;
     the subclass's ``connect`` fills it in). ``start`` raises ``RuntimeError`` on a second call
     ([exec.async.ops]); the environment is ``FWD-ENV(get_env(rcvr))`` ([exec.adapt.general]);
-    each ``set_*`` forwards unchanged and raises ``RuntimeError`` on a second completion (2.2).
+    each ``set_*`` forwards unchanged and raises ``RuntimeError`` on a second completion
+    ([exec.async.ops]).
     Subclasses override the completions they transform, with the same checks. Every
     completion clears ``_op``: the child has completed, and the op <-> receiver reference
     cycle must not outlive it (a spawned then-chain is then freed by reference counting,

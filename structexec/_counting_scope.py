@@ -133,7 +133,8 @@ class _Token:
         self._scope._disassociate()
 
     def record_error(self, err: Any) -> None:
-        """Keep the error of spawned work for ``join()`` and the ``async with`` exit (2.6)."""
+        """Keep the error of spawned work for ``join()`` and the ``async with`` exit
+        (docs/scopes.md)."""
         self._scope._record_error(err)
 
     def __eq__(self, other: object) -> bool:
@@ -1216,7 +1217,7 @@ class counting_scope(_ScopeBase):
         super()._record_error(err)
         if self._reason is None:
             self._reason = f"child task raised exception {as_exception(err)!r}"
-        self._source.request_stop()  # an unhandled error cancels the siblings (2.6) ...
+        self._source.request_stop()  # an unhandled error cancels the siblings (docs/scopes.md) ...
         self._cancel_body()  # ... and, inside `async with`, the body, as a nursery does
 
     def _cancel_body(self) -> None:

@@ -207,7 +207,7 @@ def connect(sndr: Any, rcvr: Any) -> Any:
     The sender is first transformed by its late domain when custom domains are in use; then
     ``sndr.connect(rcvr)`` is called, or, for a coroutine or other awaitable, the awaitable is
     wrapped so that it runs in a trio task when started ([exec.connect]). ``connect`` runs
-    no user work: nothing completes before ``start`` (2.3).
+    no user work: nothing completes before ``start`` ([exec.async.ops]).
 
     ``rcvr`` must be a receiver: an object with the completion methods ``set_value(*vals)``,
     ``set_error(err)`` and ``set_stopped()`` that the sender may call ([exec.recv.concepts]).

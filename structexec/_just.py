@@ -64,8 +64,9 @@ class just_t(Algorithm):
     """``just(*vals)``: completes ``set_value(*vals)`` inside ``start`` ([exec.just]).
 
     The datums are sent as they are (no copy, [exec.just]); the sender can be connected
-    any number of times (2.15). ``await sx.just()`` gives ``None``, ``await sx.just(x)`` gives
-    ``x`` and ``await sx.just(a, b)`` gives ``(a, b)`` (docs/trio.md "Awaiting a sender").
+    any number of times ([exec.snd.concepts]). ``await sx.just()`` gives ``None``,
+    ``await sx.just(x)`` gives ``x`` and ``await sx.just(a, b)`` gives ``(a, b)``
+    (docs/trio.md "Awaiting a sender").
     """
 
     __slots__ = ()
@@ -81,7 +82,8 @@ class just_t(Algorithm):
     @overload
     def __call__(self, *vals: Any) -> Sender[tuple[Any, ...]]: ...
     def __call__(self, *vals: Any) -> Sender[Any]:
-        # A sender is an immutable, reusable value (2.15): every ``just()`` can be the same one.
+        # A sender is an immutable, reusable value ([exec.snd.concepts]): every ``just()`` can
+        # be the same one.
         return _JustSender(vals) if vals else _JUST_NOTHING
 
 

@@ -93,7 +93,7 @@ class set_stopped_t(_Signature):
 
 
 def set_value(rcvr: Any, *vals: Any) -> None:
-    """Complete ``rcvr`` with values: ``rcvr.set_value(*vals)`` ([exec.set.value], 2.12)."""
+    """Complete ``rcvr`` with values: ``rcvr.set_value(*vals)`` ([exec.set.value])."""
     rcvr.set_value(*vals)
 
 
@@ -112,7 +112,7 @@ def set_error(rcvr: Any, err: Any) -> None:
 
 
 def set_stopped(rcvr: Any) -> None:
-    """Complete ``rcvr`` as stopped: ``rcvr.set_stopped()`` ([exec.set.stopped], 2.12)."""
+    """Complete ``rcvr`` as stopped: ``rcvr.set_stopped()`` ([exec.set.stopped])."""
     rcvr.set_stopped()
 
 
@@ -120,7 +120,7 @@ def start(op: Any) -> None:
     """Start an operation state: ``op.start()`` ([exec.opstate.start]).
 
     An operation may complete inside ``start`` ([exec.async.ops]). Library operation states
-    raise ``RuntimeError`` when started twice (2.1).
+    raise ``RuntimeError`` when started twice ([exec.async.ops]).
     """
     op.start()
 
@@ -198,7 +198,7 @@ class Receiver:
 class OperationState:
     """Base class for operation states ([exec.opstate], [exec.opstate.start]).
 
-    Implement ``start()``; it must not raise. Operation states cannot be copied (2.10).
+    Implement ``start()``; it must not raise. Operation states cannot be copied ([exec.opstate]).
     """
 
     __slots__ = ()

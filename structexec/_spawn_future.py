@@ -222,7 +222,7 @@ class _FutureState:
             self._destroy(True)
             return
         if cb is not None:
-            cb.close()  # deregister before completing the consumer (2.13)
+            cb.close()  # deregister before completing the consumer ([exec.recv.concepts])
         self._deliver(rcvr)
 
     def _consume(self, rcvr: Any) -> None:
@@ -383,7 +383,8 @@ class _FutureOp:
 
 
 class _FutureSender(Sender[Any]):
-    """The sender returned by ``spawn_future``: single-shot (2.15, 30.5)."""
+    """The sender returned by ``spawn_future``: single-shot ([exec.snd.concepts],
+    [exec.spawn.future])."""
 
     __slots__ = ("_state",)
 

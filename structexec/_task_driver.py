@@ -17,7 +17,7 @@ The loop connects it with the driver as the receiver and starts it:
   (scheduler affinity, [exec.task], P3941R1); in a trio task by rescheduling that task.
 
 Values are sent into the body (docs/trio.md "Awaiting a sender"), errors thrown into it, and a
-stopped completion throws ``sx.Stopped`` to unwind it (2.4). ``with_error``,
+stopped completion throws ``sx.Stopped`` to unwind it (docs/task.md). ``with_error``,
 ``change_coroutine_scheduler`` and awaited tasks are recognised by type. Two modes: ``LOOP`` (a
 plain loop on the scheduler's agent, ``run_loop_from``) and ``TRIO`` (a generator awaited by the
 hosting trio task, ``__await__``), where foreign yields (trio primitives) pass through to trio.
@@ -281,7 +281,7 @@ class Driver:
                 elif kind == THROW:
                     y = coro.throw(data)
                 else:
-                    # Stopped: unwind the body; it is never resumed with a value (2.4).
+                    # Stopped: unwind the body; it is never resumed with a value (docs/task.md).
                     fr.unwinding = _UNWIND_STOP
                     y = coro.throw(Stopped())
             except StopIteration as si:

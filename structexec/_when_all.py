@@ -14,8 +14,9 @@ It always waits for every child ([exec.when.all]). The children's stop token is 
 ``inplace_stop_source``'s; the receiver's stop token only *propagates* a request to it
 ([exec.when.all]). A stop already requested at ``start`` completes ``set_stopped`` without starting
 any child ([exec.when.all]). The stop callback on the receiver's token is removed before the
-completion is delivered (16.11, 2.13). Children may complete concurrently on different threads; the
-bookkeeping is done under a lock that is never held while calling out.
+completion is delivered ([exec.when.all], [exec.recv.concepts]). Children may complete
+concurrently on different threads; the bookkeeping is done under a lock that is never held
+while calling out.
 
 This is what a trio user knows as a nursery whose tasks each fill a result slot, where the
 first failure cancels the siblings; here the "cancel" is a stop request.
@@ -232,7 +233,7 @@ class _WhenAllOp:
 
     def _complete(self) -> None:
         on_stop = self._on_stop
-        if on_stop is not None:  # deregister before completing (16.11, 2.13)
+        if on_stop is not None:  # deregister before completing ([exec.recv.concepts])
             self._on_stop = None
             on_stop.close()
         rcvr = self._rcvr

@@ -157,7 +157,7 @@ class StopEvent:
 
     ``at == 0``: after the tree is built, before the root operation is started; ``at == k``:
     after the root was started and ``k - 1`` scheduler items have run. ``from_thread``: make
-    the request from a new thread (stop callbacks then run on that thread, 2.5).
+    the request from a new thread (stop callbacks then run on that thread, docs/trio.md).
     """
 
     at: int
@@ -492,7 +492,7 @@ class RunResult:
                 )
         # Scopes joined, reported exactly the errors nobody else received
         # (docs/scopes.md "What happens when things fail"), and released every association they
-        # granted (2.8).
+        # granted (released at a defined moment, docs/senders.md).
         for i, j in enumerate(self.joins):
             j.check()
             if j.completions != 1:
