@@ -25,6 +25,8 @@ READY = "@@READY@@"
 _PRELUDE = f"""\
 import signal, sys
 signal.signal(signal.SIGINT, signal.default_int_handler)
+if sys.version_info < (3, 11):
+    from exceptiongroup import BaseExceptionGroup, ExceptionGroup
 def ready():
     print({READY!r}, flush=True)
 """
