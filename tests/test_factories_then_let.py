@@ -207,7 +207,7 @@ def test_13_1_just_then_fused_values_and_order(stages: int) -> None:
     assert rec.value == (7, *range(1, stages + 1))
     assert calls == [(7, *range(1, i + 1)) for i in range(stages)]
     with pytest.raises(RuntimeError, match="start"):
-        op.start()  # an operation is started at most once (2.1)
+        op.start()  # an operation is started at most once ([exec.async.ops])
     assert len(calls) == stages
 
 

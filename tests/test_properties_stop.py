@@ -95,7 +95,7 @@ def test_stop_before_start_of_when_all_starts_no_child_req_16_5(
 
 def test_stop_from_another_thread_runs_callbacks_there_req_5_2() -> None:
     """A stop request made from another thread completes a stopped hop on the thread that
-    runs the item, and deregisters every callback first (2.13)."""
+    runs the item, and deregisters every callback first ([exec.recv.concepts])."""
     tree = sxst.Tree(sxst.WhenAll((sxst.Hop(sxst.Just((1,)), 0), sxst.Schedule(1))))
     stops = sxst.StopSchedule((sxst.StopEvent(1, ("root", 0), from_thread=True),))
     r = sxst.run_tree(tree, stops)

@@ -39,8 +39,9 @@ def test_every_tree_completes_once_with_modelled_result_req_2_2(
     tree: sxst.Tree, order: sxst.Interleaving
 ) -> None:
     """No stop request from outside: the root completes exactly once, never before start,
-    with no stop callback left registered (2.13), with an outcome the model allows, and on
-    the scheduler its attributes declare (2.16); spawned work and scopes check out."""
+    with no stop callback left registered ([exec.recv.concepts]), with an outcome the model
+    allows, and on the scheduler its attributes declare ([exec.get.compl.sched]); spawned work
+    and scopes check out."""
     sxst.run_tree(tree, None, order, allow_gc=ALLOW_GC).check()
 
 

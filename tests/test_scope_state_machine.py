@@ -533,7 +533,7 @@ def test_26_9_dropping_a_scope_in_a_final_state_is_quiet(kind: Any, state: str) 
         gc.collect()
 
 
-# --------------------------------------------------------------------------- errors (2.6)
+# -------------------------------------------------------------------------- errors (docs/scopes.md)
 
 
 @pytest.mark.parametrize("kind", SCOPES)

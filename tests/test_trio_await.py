@@ -75,7 +75,7 @@ class ManualOp:
         getattr(self.rcvr, f"set_{kind}")(*args)
 
 
-# --------------------------------------------------------------------------- values (2.1)
+# -------------------------------------------------------- values (docs/trio.md "Awaiting a sender")
 
 
 async def test_20_3_values_convention() -> None:
@@ -102,7 +102,7 @@ async def test_100000_awaits_of_inline_senders() -> None:
     assert total == sum(range(100_000))
 
 
-# --------------------------------------------------------------------------- errors (2.2)
+# --------------------------------------------------------------------------- errors
 
 
 async def test_2_2_exception_raised_as_is_with_traceback() -> None:
@@ -129,7 +129,7 @@ async def test_connect_time_type_error_propagates() -> None:
         await sx.read_env(sx.get_delegation_scheduler)
 
 
-# --------------------------------------------------------------------------- stopped (2.4)
+# --------------------------------------------------------------------------- stopped
 
 
 async def test_2_4_stopped_not_from_trio_raises_sx_stopped() -> None:
@@ -165,7 +165,7 @@ async def test_32_1_env_provides_trio_scheduler_and_stop_token() -> None:
     assert sch is sx.trio_scheduler()
     tok = await sx.read_env(sx.get_stop_token)
     assert tok.stop_possible() and not tok.stop_requested()
-    with pytest.raises(TypeError):  # not provided: C++ rejects it at compile time (2.3)
+    with pytest.raises(TypeError):  # not provided: C++ rejects it at compile time
         await sx.read_env(sx.get_allocator)
 
 
@@ -332,7 +332,7 @@ async def test_op_that_never_asks_for_a_token_still_completes_after_cancel(
     assert cs.cancel_called and not cs.cancelled_caught
 
 
-# --------------------------------------------------------------------------- threads (2.5)
+# ----------------------------------------------------------------- threads (docs/trio.md "Threads")
 
 
 async def test_completion_from_another_thread_resumes_on_the_trio_thread() -> None:

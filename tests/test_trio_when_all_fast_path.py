@@ -284,7 +284,7 @@ def shielded(i: int, delay: float, v: Any = None) -> Maker:
     return child
 
 
-# --------------------------------------------------------------------------- values (16.3, 2.1)
+# ------------------------------------------------------------------------- values ([exec.when.all])
 
 
 @pytest.mark.parametrize(
@@ -448,7 +448,7 @@ async def test_cancelled_inside_a_childs_group_is_removed_like_a_cancel_scope_do
     assert out.result == ("error", "ExceptionGroup", ("ExceptionGroup", ("cleanup",)))
 
 
-# --------------------------------------------------------------------------- stopped (16.7, 2.4)
+# ------------------------------------------------------------------------ stopped ([exec.when.all])
 
 
 async def test_16_7_stopped_child_stops_siblings_and_raises_stopped(

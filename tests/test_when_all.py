@@ -106,7 +106,7 @@ def test_16_5_children_started_in_argument_order() -> None:
 
 def test_16_5_outer_stop_before_start_starts_no_child() -> None:
     """[exec.when.all]: an outer source stopped before start means no child side effects and
-    ``set_stopped``; the callback is deregistered (2.13)."""
+    ``set_stopped``; the callback is deregistered ([exec.recv.concepts])."""
     ms = ManualScheduler()
     ran: list[int] = []
     rec = RecordingReceiver()
