@@ -578,6 +578,10 @@ class _ScopeBase:
 
     def _cancel_for_interrupt(self) -> None:
         self._cancel_hosted()
+        self._cancel_body()
+
+    def _cancel_body(self) -> None:
+        """Cancel the ``async with`` body (if it is running), from any thread."""
         cs = self._body_cs
         if cs is not None:
             self._cancel_in_trio(cs)
@@ -603,15 +607,17 @@ class _ScopeBase:
         self._errors.append(err)
         lock.release()
 
-    def _errors_snapshot(self) -> list[Any]:
+    def _errors_snapshot(self, forget: bool = False) -> list[Any]:
         """The errors the scope reports: those recorded, then those of finished futures
-        that nobody has consumed."""
-        lock = self._lock
-        lock.acquire()
-        errors = list(self._errors)
-        if self._pending:
-            errors.extend(self._pending.values())
-        lock.release()
+        that nobody has consumed. ``forget``: the ``async with`` exit reports them for good
+        (as a nursery, it keeps nothing alive after raising them)."""
+        with self._lock:
+            errors = list(self._errors)
+            if self._pending:
+                errors.extend(self._pending.values())
+            if forget:
+                self._errors = []
+                self._pending = {}
         return errors
 
     # -- public members
@@ -852,12 +858,10 @@ class _ScopeBase:
             try:
                 await self._host_release.wait()
             except trio.Cancelled:
-                self._on_outer_cancel()
+                self._stop_work()
                 with trio.CancelScope(shield=True):
                     await self._host_release.wait()
 
-    def _on_outer_cancel(self) -> None:
-        pass
 
     @property
     def parent_task(self) -> trio.lowlevel.Task:
@@ -979,8 +983,9 @@ class _ScopeBase:
     def _on_enter(self) -> None:
         pass
 
-    def _on_body_error(self) -> None:
-        pass
+    def _stop_work(self) -> None:
+        """The body raised, or the block was cancelled from outside: counting_scope requests
+        stop on its work ([exec.scope.counting]); simple_counting_scope's cannot be stopped."""
 
     @enable_ki_protection
     async def __aexit__(
@@ -1008,7 +1013,7 @@ class _ScopeBase:
                 self._reason = (
                     f"Code block inside {type(self).__name__} raised exception {body_exc!r}"
                 )
-            self._on_body_error()  # counting_scope: request_stop() (docs/scopes.md)
+            self._stop_work()  # counting_scope: request_stop() (docs/scopes.md)
             if _is_interrupt(body_exc):
                 self._cancel_hosted()  # Ctrl-C in the body: the hosted tasks too
         cancelled: BaseException | None = None
@@ -1028,7 +1033,7 @@ class _ScopeBase:
                     # The enclosing code was cancelled while joining: counting_scope
                     # requests stop; both keep joining, shielded (docs/scopes.md).
                     cancelled = c
-                    self._on_body_error()
+                    self._stop_work()
                 except BaseException as e:
                     # KeyboardInterrupt (Ctrl-C) while waiting: cancel the hosted tasks
                     # (counting_scope: request stop), wait for them, then raise it.
@@ -1053,13 +1058,7 @@ class _ScopeBase:
             self._entered = False
         if self._state != JOINED:  # pragma: no cover - defensive
             raise RuntimeError(f"{self!r} left its async with block without being joined")
-        with self._lock:
-            # The block reports them now, for good (as a nursery, it keeps nothing alive).
-            errors = self._errors
-            if self._pending:
-                errors.extend(self._pending.values())
-                self._pending = {}
-            self._errors = []
+        errors = self._errors_snapshot(forget=True)  # reported now, for good
         interrupts = self._interrupts
         self._interrupts = []
         out: BaseException | None
@@ -1220,11 +1219,6 @@ class counting_scope(_ScopeBase):
         self._source.request_stop()  # an unhandled error cancels the siblings (docs/scopes.md) ...
         self._cancel_body()  # ... and, inside `async with`, the body, as a nursery does
 
-    def _cancel_body(self) -> None:
-        cs = self._body_cs
-        if cs is not None:
-            self._cancel_in_trio(cs)
-
     def _stopping(self) -> bool:
         # A hosted task of a counting_scope is cancelled only by a stop of the scope: its
         # request_stop(), an error, its cancel_scope or an enclosing cancellation (which the
@@ -1233,13 +1227,10 @@ class counting_scope(_ScopeBase):
 
     _shield_hosted = False
 
-    def _on_outer_cancel(self) -> None:
-        self._source.request_stop()
-
     def _on_enter(self) -> None:
         self._stop_cb = inplace_stop_callback(self._stop_token, self._cancel_hosted)
 
-    def _on_body_error(self) -> None:
+    def _stop_work(self) -> None:
         self._source.request_stop()
 
     def _cancel_for_interrupt(self) -> None:
