@@ -1,11 +1,16 @@
 """Run a snippet of Python in a child process with a hard timeout (failure-semantics tests).
 
+The snippet can call ``ready()`` (print the marker that triggers the SIGINT) and
+``leaf_names(exc)`` (the type names of an exception or of a group's leaves).
+
 A test of behaviour that used to hang (or may abort the process, or needs a real SIGINT) runs
 its code in a child interpreter, so a hang fails the test after ``timeout`` seconds instead of
 stalling the suite, and an abort is seen as an exit status.
 
 The child first restores Python's default SIGINT handler (CI may start the suite with SIGINT
 ignored, and trio turns SIGINT into ``KeyboardInterrupt`` only with the default handler).
+A snippet may call ``ready()`` (print the marker that triggers the SIGINT) and
+``leaf_names(exc)`` (the type names of an exception, or of the leaves of a group).
 """
 
 from __future__ import annotations
@@ -29,6 +34,11 @@ if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup, ExceptionGroup
 def ready():
     print({READY!r}, flush=True)
+def leaf_names(e):
+    \"\"\"The type names of the leaves of e (itself, or the exceptions of a group, nested).\"\"\"
+    if isinstance(e, BaseExceptionGroup):
+        return [n for x in e.exceptions for n in leaf_names(x)]
+    return [type(e).__name__]
 """
 
 

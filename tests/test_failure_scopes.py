@@ -81,14 +81,7 @@ async def main():
 try:
     trio.run(main)
 except BaseException as e:
-    leaves = []
-    def walk(x):
-        if isinstance(x, BaseExceptionGroup):
-            for y in x.exceptions: walk(y)
-        else:
-            leaves.append(type(x).__name__)
-    walk(e)
-    print("RAISED", type(e).__name__, leaves)
+    print("RAISED", type(e).__name__, leaf_names(e))
 else:
     print("RETURNED")
 """
@@ -128,14 +121,7 @@ async def main():
 try:
     trio.run(main)
 except BaseException as e:
-    leaves = []
-    def walk(x):
-        if isinstance(x, BaseExceptionGroup):
-            for y in x.exceptions: walk(y)
-        else:
-            leaves.append(type(x).__name__)
-    walk(e)
-    print("KI" if leaves == ["KeyboardInterrupt"] else f"OTHER {e!r}")
+    print("KI" if leaf_names(e) == ["KeyboardInterrupt"] else f"OTHER {e!r}")
 """
     r = run_child(code, timeout=20, sigint_after_ready=True)
     assert not r.timed_out, r
@@ -690,11 +676,7 @@ async def main():
 try:
     trio.run(main)
 except BaseException as e:
-    def leaves(x):
-        if isinstance(x, BaseExceptionGroup):
-            return [z for y in x.exceptions for z in leaves(y)]
-        return [type(x).__name__]
-    print("KI" if leaves(e) == ["KeyboardInterrupt"] else f"OTHER {e!r}")
+    print("KI" if leaf_names(e) == ["KeyboardInterrupt"] else f"OTHER {e!r}")
 """
     r = run_child(code, timeout=30, sigint_after_ready=True, sigint_delay=0.0)
     assert not r.timed_out, r

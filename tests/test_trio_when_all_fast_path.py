@@ -732,10 +732,18 @@ def test_keyboard_interrupt_in_a_child_is_raised_like_the_general_path(variant: 
     assert fast[1:] == general[1:] == ["slow end"]
 
 
-@pytest.mark.skipif(
-    signal.getsignal(signal.SIGINT) is not signal.default_int_handler,
-    reason="trio delivers SIGINT as KeyboardInterrupt only with Python's default handler",
-)
+@pytest.fixture
+def default_sigint() -> Iterator[None]:
+    """trio delivers SIGINT as KeyboardInterrupt only with Python's default handler, and CI
+    may start the suite with SIGINT ignored: install the default for the test."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+@pytest.mark.usefixtures("default_sigint")
 @pytest.mark.parametrize("children_return", [False, True])
 def test_sigint_while_the_main_task_waits(children_return: bool) -> None:
     """Control-C while the main task awaits: the children are stopped and, once they have
