@@ -355,6 +355,20 @@ def _hosted_task(scope: Any, async_fn: Any, args: tuple[Any, ...]) -> Any:
     return _hosted(scope, coro)
 
 
+def _hosted_start_task(
+    scope: Any, async_fn: Any, args: tuple[Any, ...], ran: list[bool], *, task_status: Any
+) -> Any:
+    """What ``scope.start`` gives trio's ``nursery.start``: as :func:`_hosted_task`, trio
+    calls it synchronously in the new task's context, so whatever ``async_fn`` raises while
+    it is called (a sync function calling ``started()`` twice, say) comes out of
+    ``start()``, as it does from a nursery's."""
+    status = _TaskStatus(task_status, scope._nursery)
+    coro = async_fn(*args, task_status=status)
+    if type(coro) is not _CoroutineType:
+        coro = _check_coroutine("start", async_fn, coro)
+    return scope._hosted_start(coro, status, ran)
+
+
 def _user_traceback(e: BaseException) -> BaseException:
     """Drop the library's wrapper frame from the front of ``e``'s traceback, so that it starts
     at the user's function, as a nursery child's does."""
@@ -799,7 +813,8 @@ class _ScopeBase:
         ran = [False]
         try:
             return await nursery.start(
-                self._hosted_start, async_fn, args, ran, name=async_fn if name is None else name
+                _hosted_start_task, self, async_fn, args, ran,
+                name=async_fn if name is None else name,
             )
         except BaseException:
             if not ran[0]:  # the task never ran, so its finally did not release
@@ -814,16 +829,11 @@ class _ScopeBase:
         )
 
     async def _hosted_start(
-        self,
-        async_fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        ran: list[bool],
-        task_status: Any = trio.TASK_STATUS_IGNORED,
+        self, coro: Coroutine[Any, Any, Any], status: _TaskStatus, ran: list[bool]
     ) -> None:
         ran[0] = True
-        status = _TaskStatus(task_status, self._nursery)
         try:
-            await async_fn(*args, task_status=status)
+            await coro
         except Exception as e:
             if not status.called:
                 raise  # before started(): to the caller of start(), as in trio

@@ -511,10 +511,6 @@ async def test_start_sync_function_returning_coroutine(open_nursery: Any) -> Non
         assert await n.start(wrapper) == 5
 
 
-@xfail_scope(
-    "bug 9: a sync function given to start() that calls started() twice: trio raises the "
-    "RuntimeError out of start(); the scope puts it in the exit group"
-)
 async def test_start_sync_function_started_twice_raises_from_start(open_nursery: Any) -> None:
     async def real() -> None:
         pass  # pragma: no cover
