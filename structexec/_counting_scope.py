@@ -29,6 +29,7 @@ associated with it.
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 import sys
 import threading
@@ -437,6 +438,18 @@ class _HostNursery:
 
     def __repr__(self) -> str:
         return f"<host nursery of {self._scope!r}>"
+
+
+#: The scopes the current trio task has entered and not yet left, innermost first (a linked
+#: list of ``(scope, rest)`` pairs): how a scope's exit finds scopes misnested inside it.
+_OPEN_SCOPES: contextvars.ContextVar[tuple[Any, Any] | None] = contextvars.ContextVar(
+    "structexec_open_scopes", default=None
+)
+
+
+def _task_finished(task: trio.lowlevel.Task) -> bool:
+    """Whether ``task``'s coroutine has finished (returned or raised)."""
+    return getattr(task.coro, "cr_frame", True) is None
 
 
 def _is_interrupt(exc: BaseException | None) -> bool:
@@ -869,9 +882,23 @@ class _ScopeBase:
                 await self._host_release.wait()
             except trio.Cancelled:
                 self._stop_work()
+                if self._parent_task is not None and _task_finished(self._parent_task):
+                    # Misnesting: the task that entered the scope ended inside the block
+                    # (trio cancels the nurseries it abandoned and raises "Nursery stack
+                    # corrupted" there). No exit will release the host: it ends now.
+                    self._abandon()
+                    return
                 with trio.CancelScope(shield=True):
                     await self._host_release.wait()
 
+
+    def _abandon(self) -> None:
+        """The block will never be left properly (misnesting, see ``__aexit__``): cancel the
+        hosted tasks (counting_scope: request stop) and let the host task end, so that trio
+        reports the misnesting instead of finding a task left behind."""
+        self._stop_work()
+        self._cancel_hosted()
+        self._host_release.set()
 
     @property
     def parent_task(self) -> trio.lowlevel.Task:
@@ -988,10 +1015,32 @@ class _ScopeBase:
         # cancels it when spawned work fails, as a nursery cancels its body.
         self._body_cs = trio.CancelScope()
         self._body_cs.__enter__()
+        _OPEN_SCOPES.set((self, _OPEN_SCOPES.get()))
         return self
 
     def _on_enter(self) -> None:
         pass
+
+    def _pop_open_scopes(self) -> None:
+        """Take this scope off the task's list of open scopes. Scopes entered after it in
+        this task and still open are misnested (entered, never left): trio raises "Cancel
+        scope stack corrupted" at this exit and "Nursery stack corrupted" when the task
+        ends; they are abandoned, so that no host task of theirs is left waiting forever."""
+        node = _OPEN_SCOPES.get()
+        if node is None:
+            return  # left in another task than the one that entered it (trio raises)
+        if node[0] is self:
+            _OPEN_SCOPES.set(node[1])
+            return
+        inner = []
+        while node is not None and node[0] is not self:
+            inner.append(node[0])
+            node = node[1]
+        if node is None:
+            return  # not entered in this task: nothing of this task's list is ours
+        _OPEN_SCOPES.set(node[1])
+        for scope in inner:
+            scope._abandon()
 
     def _stop_work(self) -> None:
         """The body raised, or the block was cancelled from outside: counting_scope requests
@@ -1010,6 +1059,7 @@ class _ScopeBase:
         if not self._entered:
             raise RuntimeError(f"{self!r}: __aexit__ without __aenter__")
         body_exc = exc
+        self._pop_open_scopes()
         with self._lock:
             arrived = len(self._errors)  # errors that came before the body's exception
         body_cs, self._body_cs = self._body_cs, None

@@ -1413,11 +1413,6 @@ trio.run(main)
 """
 
 
-@xfail_scope(
-    "bug 5: misnesting (scope entered in a child task): the RuntimeError('Nursery stack "
-    "corrupted') comes out, but the abandoned hidden host task then crashes the run with "
-    "TrioInternalError (trio's asyncgen finalizer finds an extra task)"
-)
 async def test_misnest_inner_entered_in_child_task(kind: str) -> None:
     r = await child_result(_MISNEST_IN_CHILD, kind)
     assert not r.timed_out, str(r)
@@ -1437,11 +1432,6 @@ except BaseException as e:
 """
 
 
-@xfail_scope(
-    "bug 5: a scope entered and never exited inside another: trio.run raises "
-    "TrioInternalError instead of RuntimeError('Nursery stack corrupted') (plus "
-    "'coroutine ignored GeneratorExit' from _ScopeBase._host)"
-)
 async def test_misnest_nested_never_exited(kind: str) -> None:
     r = await child_result(_MISNEST_NESTED_CHILD, kind)
     assert not r.timed_out, str(r)
