@@ -452,6 +452,26 @@ def _task_finished(task: trio.lowlevel.Task) -> bool:
     return getattr(task.coro, "cr_frame", True) is None
 
 
+def _cancel(cs: trio.CancelScope, reason: str | None) -> None:
+    """``cs.cancel()``, with ``reason`` where trio takes one (``Cancelled.reason``)."""
+    if reason is None or not _CANCEL_REASONS:
+        cs.cancel()
+    else:
+        cs.cancel(reason=reason)
+
+
+def _without_cancelled(exc: BaseException) -> tuple[BaseException | None, bool]:
+    """``exc`` without its ``trio.Cancelled`` parts (as a cancel scope that catches them
+    leaves it), and whether it had any."""
+    if isinstance(exc, trio.Cancelled):
+        return None, True
+    if isinstance(exc, BaseExceptionGroup):
+        cancelled, rest = exc.split(trio.Cancelled)
+        if cancelled is not None:
+            return rest, True
+    return exc, False
+
+
 def _is_interrupt(exc: BaseException | None) -> bool:
     """``KeyboardInterrupt``, ``SystemExit`` and other ``BaseException``s that are neither a
     trio cancellation nor a stopped completion (``sx.Stopped``)."""
@@ -468,8 +488,6 @@ class _ScopeBase:
         "_count",
         "_entered",
         "_errors",
-        "_host_cm",
-        "_host_release",
         "_interrupts",
         "_joiners",
         "_lock",
@@ -508,8 +526,6 @@ class _ScopeBase:
         self._pending: dict[int, Any] = {}
         self._interrupts: list[BaseException] = []
         self._nursery: Any = None
-        self._host_cm: Any = None
-        self._host_release: Any = None
         self._spawn_env: Any = EMPTY_ENV
         self._stop_cb: Any = None
         self._trio_token: Any = None
@@ -866,39 +882,27 @@ class _ScopeBase:
     def _stopping(self) -> bool:
         return False
 
-    #: Whether the hosted trio tasks are shielded from enclosing cancellation.
-    _shield_hosted: ClassVar[bool] = True
+    async def _open_host(self) -> None:
+        """Open the trio nursery that hosts the scope's tasks (``self._nursery``); called
+        by ``__aenter__`` inside the scope's cancel scope."""
+        raise NotImplementedError  # pragma: no cover - each scope class has its own
 
-    async def _host(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        # The nursery that hosts the scope's trio tasks. It stays open until the scope has
-        # joined, so work may be started even after a stop request ([exec.scope.counting]).
-        # simple_counting_scope shields it: nothing but an interrupt cancels its tasks.
-        # counting_scope does not: an enclosing cancellation (or scope.cancel_scope.cancel())
-        # cancels the tasks as a nursery's, and reaches the host, which requests stop.
-        async with trio.open_nursery() as inner:
-            inner.cancel_scope.shield = self._shield_hosted
-            task_status.started(inner)
-            try:
-                await self._host_release.wait()
-            except trio.Cancelled:
-                self._stop_work()
-                if self._parent_task is not None and _task_finished(self._parent_task):
-                    # Misnesting: the task that entered the scope ended inside the block
-                    # (trio cancels the nurseries it abandoned and raises "Nursery stack
-                    # corrupted" there). No exit will release the host: it ends now.
-                    self._abandon()
-                    return
-                with trio.CancelScope(shield=True):
-                    await self._host_release.wait()
+    async def _close_host(self) -> None:
+        """Close what :meth:`_open_host` opened, once the scope has joined (nothing hosted
+        is left running)."""
+        raise NotImplementedError  # pragma: no cover - each scope class has its own
 
+    def _hosted_cancelled(self) -> bool:
+        """Whether the code of the ``async with`` exit runs inside a nursery of hosted tasks
+        that the scope itself cancelled (counting_scope after a stop request)."""
+        return False
 
     def _abandon(self) -> None:
         """The block will never be left properly (misnesting, see ``__aexit__``): cancel the
-        hosted tasks (counting_scope: request stop) and let the host task end, so that trio
-        reports the misnesting instead of finding a task left behind."""
+        hosted tasks (counting_scope: request stop), so that trio reports the misnesting
+        instead of finding a task left behind."""
         self._stop_work()
         self._cancel_hosted()
-        self._host_release.set()
 
     @property
     def parent_task(self) -> trio.lowlevel.Task:
@@ -948,15 +952,15 @@ class _ScopeBase:
     def _cancel_in_trio(self, cs: Any) -> None:
         """``cs.cancel()`` now on the trio thread, else queued to it (any thread may call);
         with the reason the scope has for it (``Cancelled.reason``), where trio has one."""
-        reason = self._reason
-        cancel = cs.cancel if reason is None or not _CANCEL_REASONS else partial(
-            cs.cancel, reason=reason
-        )
+        self._in_trio(partial(_cancel, cs, self._reason))
+
+    def _in_trio(self, fn: Callable[[], object]) -> None:
+        """``fn()`` now on the trio thread that entered the scope, else queued to it."""
         if threading.get_ident() == self._trio_thread:
-            cancel()
+            fn()
             return
         try:
-            self._trio_token.run_sync_soon(cancel)
+            self._trio_token.run_sync_soon(fn)
         except trio.RunFinishedError:
             pass
 
@@ -983,32 +987,16 @@ class _ScopeBase:
         self._trio_token = trio.lowlevel.current_trio_token()
         self._trio_thread = threading.get_ident()
         self._parent_task = trio.lowlevel.current_task()
-        self._host_release = trio.Event()
         cs = trio.CancelScope()
         cs.__enter__()
-        cm = trio.open_nursery()
         try:
-            outer = await cm.__aenter__()
+            await self._open_host()
         except BaseException as exc:  # pragma: no cover - opening a nursery does not block
             self._entered = False
             if not cs.__exit__(type(exc), exc, exc.__traceback__):
                 raise
             raise
-        try:
-            # Shielded: in an already-cancelled context trio would not let the host report
-            # started(), and entering would never finish. The host starts at once anyway.
-            with trio.CancelScope(shield=True):
-                self._nursery = await outer.start(self._host)
-        except BaseException as exc:
-            self._host_release.set()
-            self._entered = False
-            try:
-                await cm.__aexit__(type(exc), exc, exc.__traceback__)
-            finally:
-                cs.__exit__(None, None, None)
-            raise
         self._cancel_scope = cs
-        self._host_cm = cm
         self._spawn_env = _nursery_env(_HostNursery(self, self._nursery))
         self._on_enter()
         # The body's own cancel scope (exited first thing in __aexit__): counting_scope
@@ -1068,6 +1056,16 @@ class _ScopeBase:
                 exc = None  # the body was cancelled by this scope, because work failed
         except BaseException as rest:  # what is left once this scope's Cancelled is removed
             exc = rest
+        # A Cancelled that reaches here while the hosted tasks' nursery (which encloses the
+        # body) is cancelled by the scope's own stop may be that nursery's or an enclosing
+        # one's: it is taken as the scope's own, and `probe` checks, once outside that
+        # nursery, for an enclosing cancellation (which is then raised as it would have been).
+        # A body that a stop request shielded had any enclosing cancellation forwarded to
+        # it by the watcher, as this scope's own (absorbed above): `probe` raises it again.
+        probe = bool(body_cs.shield)
+        if exc is not None and self._hosted_cancelled():
+            exc, had = _without_cancelled(exc)
+            probe = probe or had
         if body_exc is not None:
             if self._reason is None and not isinstance(body_exc, trio.Cancelled):
                 self._reason = (
@@ -1080,7 +1078,9 @@ class _ScopeBase:
         waiter = _TrioJoinWaiter()
         # Join without closing first: spawned work may still spawn siblings (docs/scopes.md).
         if not self._start_join(waiter):
-            shielded = False
+            # counting_scope: once stop was requested the wait is inside the cancelled
+            # nursery of the hosted tasks, so it waits shielded (a Ctrl-C still arrives).
+            shielded = self._hosted_cancelled()
             while True:
                 try:
                     if shielded:
@@ -1091,8 +1091,13 @@ class _ScopeBase:
                     break
                 except trio.Cancelled as c:
                     # The enclosing code was cancelled while joining: counting_scope
-                    # requests stop; both keep joining, shielded (docs/scopes.md).
-                    cancelled = c
+                    # requests stop; both keep joining, shielded (docs/scopes.md). A stop
+                    # request that came meanwhile cancelled the hosted tasks' nursery, which
+                    # the wait is in: that Cancelled is the scope's own, not re-raised.
+                    if self._hosted_cancelled():
+                        probe = True
+                    else:
+                        cancelled = c
                     self._stop_work()
                 except BaseException as e:
                     # KeyboardInterrupt (Ctrl-C) while waiting: cancel the hosted tasks
@@ -1103,19 +1108,23 @@ class _ScopeBase:
         if cb is not None:
             self._stop_cb = None
             cb.close()
-        self._host_release.set()
-        cm = self._host_cm
-        self._host_cm = None
         try:
-            # Waits for the host task only (everything it hosted has finished). An enclosing
+            # Waits for the host only (everything it hosted has finished). An enclosing
             # cancellation does not interrupt a nursery's exit.
-            await cm.__aexit__(None, None, None)
+            await self._close_host()
         except BaseException as e:  # a second Ctrl-C during the host's exit
             self._interrupts.append(e)
         finally:
             self._nursery = None
             self._spawn_env = EMPTY_ENV
             self._entered = False
+        if probe and cancelled is None:
+            try:
+                await trio.lowlevel.checkpoint_if_cancelled()
+            except trio.Cancelled as c:
+                cancelled = c
+            except BaseException as e:  # pragma: no cover - a Ctrl-C at the probe
+                self._interrupts.append(e)
         if self._state != JOINED:  # pragma: no cover - defensive
             raise RuntimeError(f"{self!r} left its async with block without being joined")
         errors = self._errors_snapshot(forget=True)  # reported now, for good
@@ -1222,9 +1231,57 @@ class simple_counting_scope(_ScopeBase):
       ([exec.counting.scopes]). Not copyable.
     """
 
-    __slots__ = ()
+    __slots__ = ("_host_cm", "_host_release")
+    _host_cm: Any
+    _host_release: Any
     token: ClassVar[type[_Token]] = _SimpleToken
     _token_type = _SimpleToken
+
+    # The work of a simple_counting_scope cannot be cancelled, but the `async with` body
+    # can: its hosted tasks live in a shielded nursery that a host task opens beside the
+    # body (a nursery the opener's task opened would enclose, and so shield, the body).
+
+    async def _open_host(self) -> None:
+        self._host_release = trio.Event()
+        cm = trio.open_nursery()
+        outer = await cm.__aenter__()
+        try:
+            # Shielded: in an already-cancelled context trio would not let the host report
+            # started(), and entering would never finish. The host starts at once anyway.
+            with trio.CancelScope(shield=True):
+                self._nursery = await outer.start(self._host)
+        except BaseException as exc:
+            self._host_release.set()
+            await cm.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        self._host_cm = cm
+
+    async def _host(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        # The nursery that hosts the scope's trio tasks. It stays open until the scope has
+        # joined, so work may be started even after the body has left.
+        async with trio.open_nursery() as inner:
+            inner.cancel_scope.shield = True  # nothing but an interrupt cancels its tasks
+            task_status.started(inner)
+            try:
+                await self._host_release.wait()
+            except trio.Cancelled:
+                if self._parent_task is not None and _task_finished(self._parent_task):
+                    # Misnesting: the task that entered the scope ended inside the block
+                    # (trio cancels the nurseries it abandoned and raises "Nursery stack
+                    # corrupted" there). No exit will release the host: it ends now.
+                    self._abandon()
+                    return
+                with trio.CancelScope(shield=True):
+                    await self._host_release.wait()
+
+    def _abandon(self) -> None:
+        super()._abandon()
+        self._host_release.set()
+
+    async def _close_host(self) -> None:
+        self._host_release.set()
+        cm, self._host_cm = self._host_cm, None
+        await cm.__aexit__(None, None, None)
 
 
 class counting_scope(_ScopeBase):
@@ -1253,7 +1310,15 @@ class counting_scope(_ScopeBase):
     * Everything else as :class:`simple_counting_scope`.
     """
 
-    __slots__ = ("_source", "_stop_env", "_stop_token")
+    __slots__ = (
+        "_source",
+        "_stop_env",
+        "_stop_token",
+        "_watch_cm",
+        "_watch_nursery",
+        "_watch_release",
+        "_work_cm",
+    )
     token: ClassVar[type[_Token]] = _CountingToken
     _token_type = _CountingToken
 
@@ -1262,6 +1327,10 @@ class counting_scope(_ScopeBase):
         self._source = inplace_stop_source()
         self._stop_token = self._source.get_token()
         self._stop_env = StopTokenEnv(self._stop_token, EMPTY_ENV)
+        self._watch_cm: Any = None
+        self._watch_nursery: Any = None
+        self._watch_release: trio.Event | None = None
+        self._work_cm: Any = None
 
     def request_stop(self) -> None:
         """Request stop on every associated operation ([exec.scope.counting]); thread-safe,
@@ -1276,8 +1345,10 @@ class counting_scope(_ScopeBase):
         super()._record_error(err)
         if self._reason is None:
             self._reason = f"child task raised exception {as_exception(err)!r}"
-        self._source.request_stop()  # an unhandled error cancels the siblings (docs/scopes.md) ...
-        self._cancel_body()  # ... and, inside `async with`, the body, as a nursery does
+        # An unhandled error cancels, inside `async with`, the body, as a nursery does, and
+        # the siblings (docs/scopes.md). The body first: then the stop need not shield it.
+        self._cancel_body()
+        self._source.request_stop()
 
     def _stopping(self) -> bool:
         # A hosted task of a counting_scope is cancelled only by a stop of the scope: its
@@ -1285,7 +1356,74 @@ class counting_scope(_ScopeBase):
         # host turns into request_stop()). Either way the task ends stopped.
         return True
 
-    _shield_hosted = False
+    # The hosted tasks live in a nursery the opener's task opens (so the task tree is
+    # trio's: each child's parent is the task that entered `async with`, no task in
+    # between). The body runs inside that nursery, so a stop request, which must cancel
+    # the hosted tasks and not the body, first shields the body and then cancels the
+    # nursery. A shielded body no longer sees an enclosing cancellation: a watcher task,
+    # started only then in a second nursery outside the first, forwards one to it.
+    #
+    #     scope.cancel_scope > watcher nursery > hosted nursery > body's cancel scope > body
+
+    async def _open_host(self) -> None:
+        watch_cm = trio.open_nursery()
+        self._watch_nursery = await watch_cm.__aenter__()
+        work_cm = trio.open_nursery()
+        try:
+            self._nursery = await work_cm.__aenter__()
+        except BaseException as exc:  # pragma: no cover - opening a nursery does not block
+            await watch_cm.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        self._watch_cm = watch_cm
+        self._work_cm = work_cm
+
+    async def _close_host(self) -> None:
+        release = self._watch_release
+        if release is not None:
+            self._watch_release = None
+            release.set()
+        work_cm, self._work_cm = self._work_cm, None
+        watch_cm, self._watch_cm = self._watch_cm, None
+        self._watch_nursery = None
+        try:
+            await work_cm.__aexit__(None, None, None)
+        finally:
+            await watch_cm.__aexit__(None, None, None)
+
+    def _hosted_cancelled(self) -> bool:
+        n = self._nursery
+        return n is not None and bool(n.cancel_scope.cancel_called)
+
+    def _cancel_hosted(self) -> None:
+        if self._nursery is not None:
+            self._in_trio(self._stop_hosted)
+
+    def _stop_hosted(self) -> None:
+        """On the trio thread: cancel the hosted tasks, not the body (see above)."""
+        n = self._nursery
+        if n is None:
+            return
+        body = self._body_cs
+        if (
+            body is not None
+            and not body.shield
+            and not body.cancel_called
+            and not self._cancel_scope.cancel_called
+        ):
+            body.shield = True
+            self._watch_release = trio.Event()
+            self._watch_nursery.start_soon(self._watch, self._watch_release)
+        _cancel(n.cancel_scope, self._reason)
+
+    async def _watch(self, release: trio.Event) -> None:
+        """Runs from a stop request while the body runs until the body leaves: forwards a
+        cancellation of the enclosing code (or of ``scope.cancel_scope``) to the body,
+        which the stop request shielded."""
+        try:
+            await release.wait()
+        except trio.Cancelled:
+            self._cancel_body()
+            # Returning ends the task; the cancellation is trio's to deliver to the body.
 
     def _on_enter(self) -> None:
         self._stop_cb = inplace_stop_callback(self._stop_token, self._cancel_hosted)
@@ -1294,5 +1432,7 @@ class counting_scope(_ScopeBase):
         self._source.request_stop()
 
     def _cancel_for_interrupt(self) -> None:
-        self._source.request_stop()  # cancels the hosted tasks through the stop callback
-        super()._cancel_for_interrupt()
+        # The body first (then the stop request need not shield it), then the hosted tasks
+        # through the stop callback.
+        self._cancel_body()
+        self._source.request_stop()
