@@ -14,7 +14,6 @@ left behind.
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 import pytest
 import trio
@@ -186,16 +185,15 @@ async def test_stop_after_the_body_left_starts_no_watcher() -> None:
 
     trio.lowlevel.add_instrument(counter)
     try:
-        async with trio.open_nursery() as n:
-            async with sx.counting_scope() as scope:
-                scope.start_soon(stubborn)
+        async with trio.open_nursery() as n, sx.counting_scope() as scope:
+            scope.start_soon(stubborn)
 
-                async def stop_then_release() -> None:
-                    await trio.testing.wait_all_tasks_blocked()
-                    scope.request_stop()
-                    release.set()
+            async def stop_then_release() -> None:
+                await trio.testing.wait_all_tasks_blocked()
+                scope.request_stop()
+                release.set()
 
-                n.start_soon(stop_then_release)
+            n.start_soon(stop_then_release)
     finally:
         trio.lowlevel.remove_instrument(counter)
     assert not any("counting_scope._watch" in name for name in counter.spawned)
