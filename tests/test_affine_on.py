@@ -22,7 +22,7 @@ lt = pytest.fixture(loop_thread, name="lt")
 # --------------------------------------------------------------------------- shape, checks
 
 
-def test_21_2_one_argument_form_and_pipes() -> None:
+def test_affine_on_one_argument_form_and_pipes() -> None:
     child = sx.just(1)
     s = sx.affine_on(child)
     assert s.tag is sx.affine_on
@@ -35,7 +35,7 @@ def test_21_2_one_argument_form_and_pipes() -> None:
     assert r.value == (2,)
 
 
-def test_21_2_bad_arguments_raise_type_error() -> None:
+def test_affine_on_bad_arguments_raise_type_error() -> None:
     with pytest.raises(TypeError, match="sender"):
         sx.affine_on(42)
     with pytest.raises(TypeError, match="sch must be a scheduler"):
@@ -44,13 +44,13 @@ def test_21_2_bad_arguments_raise_type_error() -> None:
         42 | sx.affine_on  # type: ignore[operator]
 
 
-def test_21_5_receiver_without_scheduler_raises_at_connect() -> None:
+def test_receiver_without_scheduler_raises_at_connect() -> None:
     r = RecordingReceiver()  # stop token only
     with pytest.raises(TypeError, match="get_scheduler"):
         sx.connect(sx.affine_on(sx.just(1)), r)
 
 
-def test_21_4_fallible_scheduler_raises_at_connect() -> None:
+def test_fallible_scheduler_raises_at_connect() -> None:
     fallible = ManualScheduler(infallible=False)
     with pytest.raises(TypeError, match="infallible"):
         sx.connect(sx.affine_on(sx.just(1)), rec_on(fallible))
@@ -79,7 +79,7 @@ def test_21_4_fallible_scheduler_raises_at_connect() -> None:
 # --------------------------------------------------------------------------- behaviour
 
 
-def test_21_6_completions_are_delivered_on_the_receivers_scheduler(lt: LoopThread) -> None:
+def test_completions_are_delivered_on_the_receivers_scheduler(lt: LoopThread) -> None:
     m = ManualScheduler("home")
     r = rec_on(m)
     seen: list[Any] = []
@@ -95,7 +95,7 @@ def test_21_6_completions_are_delivered_on_the_receivers_scheduler(lt: LoopThrea
     assert r.scheduler is m
 
 
-def test_21_6_error_and_stopped_are_also_delivered_on_the_scheduler() -> None:
+def test_error_and_stopped_are_also_delivered_on_the_scheduler() -> None:
     home, other = ManualScheduler("home"), ManualScheduler("other")
     r = rec_on(home)
     r.run(sx.affine_on(sx.schedule(other) | sx.then(lambda: 1 / 0)))
@@ -114,7 +114,7 @@ def test_21_6_error_and_stopped_are_also_delivered_on_the_scheduler() -> None:
     assert r2.scheduler is home
 
 
-def test_21_7_scheduling_operation_is_connected_at_connect() -> None:
+def test_hop_back_operation_is_connected_at_connect() -> None:
     home, other = ManualScheduler("home"), ManualScheduler("other")
     r = rec_on(home)
     op = r.connect(sx.affine_on(sx.schedule(other)))
@@ -126,7 +126,7 @@ def test_21_7_scheduling_operation_is_connected_at_connect() -> None:
     assert r.value == ()
 
 
-def test_21_9_hop_is_unstoppable_and_child_sees_the_receivers_token() -> None:
+def test_hop_is_unstoppable_and_child_sees_the_receivers_token() -> None:
     home, other = ManualScheduler("home"), ManualScheduler("other")
     r = rec_on(home)
     tokens: list[Any] = []
@@ -142,7 +142,7 @@ def test_21_9_hop_is_unstoppable_and_child_sees_the_receivers_token() -> None:
     assert r.value == ()
 
 
-def test_21_9_stop_mid_flight_child_stops_and_stopped_arrives_on_scheduler() -> None:
+def test_stop_mid_flight_child_stops_and_stopped_arrives_on_scheduler() -> None:
     home, other = ManualScheduler("home"), ManualScheduler("other")
     r = rec_on(home)
     r.run(sx.affine_on(sx.schedule(other)))
@@ -155,7 +155,7 @@ def test_21_9_stop_mid_flight_child_stops_and_stopped_arrives_on_scheduler() -> 
     assert r.live_callbacks_at_completion == 0
 
 
-def test_21_12_senders_that_complete_inline_are_not_rescheduled() -> None:
+def test_senders_that_complete_inline_are_not_rescheduled() -> None:
     home = ManualScheduler("home")
     cases = [
         (sx.just(1), ("value", (1,))),
@@ -178,7 +178,7 @@ def test_21_12_senders_that_complete_inline_are_not_rescheduled() -> None:
     assert home.envs == []  # no hop was even connected
 
 
-def test_21_12_child_completing_on_the_scheduler_is_not_rescheduled() -> None:
+def test_child_completing_on_the_scheduler_is_not_rescheduled() -> None:
     home = ManualScheduler("home")
     r = rec_on(home)
     r.run(sx.affine_on(sx.schedule(home)))
@@ -188,7 +188,7 @@ def test_21_12_child_completing_on_the_scheduler_is_not_rescheduled() -> None:
     assert home.pending == 0
 
 
-def test_21_10_child_tag_customisation_is_used() -> None:
+def test_childs_tag_customisation_of_affine_on_is_used() -> None:
     calls: list[Any] = []
 
     class tag_t(sx._protocol.Algorithm):
@@ -209,7 +209,7 @@ def test_21_10_child_tag_customisation_is_used() -> None:
     assert calls == [home]
 
 
-def test_21_nested_affine_on_hops_once() -> None:
+def test_nested_affine_on_hops_once() -> None:
     home, other = ManualScheduler("home"), ManualScheduler("other")
     r = rec_on(home)
     r.run(sx.affine_on(sx.affine_on(sx.schedule(other))))
@@ -219,7 +219,7 @@ def test_21_nested_affine_on_hops_once() -> None:
     assert home.pending == 0
 
 
-def test_21_1_two_argument_form_uses_the_given_scheduler(lt: LoopThread) -> None:
+def test_affine_on_two_argument_form_uses_the_given_scheduler(lt: LoopThread) -> None:
     target = ManualScheduler("target")
     r = RecordingReceiver()  # no scheduler needed in the receiver
     r.run(sx.schedule(lt.sch) | sx.affine_on(target) | sx.then(lambda: here()))
@@ -230,7 +230,7 @@ def test_21_1_two_argument_form_uses_the_given_scheduler(lt: LoopThread) -> None
     assert sx.get_completion_scheduler[sx.set_value_t](attrs) is target
 
 
-def test_21_3_attributes_forward_child_queries_without_completion_schedulers() -> None:
+def test_attributes_forward_child_queries_without_completion_schedulers() -> None:
     m = ManualScheduler()
     attrs = sx.get_env(sx.affine_on(sx.schedule(m)))
     with pytest.raises(sx.QueryError):
@@ -251,12 +251,12 @@ def test_21_3_attributes_forward_child_queries_without_completion_schedulers() -
     assert q(sx.get_env(sx.affine_on(Child()))) == "attr"
 
 
-def test_21_signatures_are_the_childs() -> None:
+def test_affine_on_signatures_are_the_childs() -> None:
     s = sx.affine_on(sx.just(1, "a"))
     assert sx.get_completion_signatures(s) == sx.completion_signatures(sx.set_value_t(int, str))
 
 
-def test_21_under_sync_wait_the_result_comes_back_to_the_waiting_thread(lt: LoopThread) -> None:
+def test_under_sync_wait_the_result_comes_back_to_the_waiting_thread(lt: LoopThread) -> None:
     where: list[int] = []
     s = (
         sx.schedule(lt.sch)
@@ -268,7 +268,7 @@ def test_21_under_sync_wait_the_result_comes_back_to_the_waiting_thread(lt: Loop
     assert where == [lt.ident, threading.get_ident()]
 
 
-async def test_21_in_trio_the_result_comes_back_to_the_trio_thread(lt: LoopThread) -> None:
+async def test_in_trio_the_result_comes_back_to_the_trio_thread(lt: LoopThread) -> None:
     trio_thread = threading.get_ident()
     where: list[int] = []
     s = (
@@ -283,7 +283,7 @@ async def test_21_in_trio_the_result_comes_back_to_the_trio_thread(lt: LoopThrea
         assert await sx.affine_on(sx.just(3)) == 3
 
 
-def test_21_11_a_task_completes_on_the_receivers_scheduler_so_no_hop(lt: LoopThread) -> None:
+def test_a_task_completes_on_the_receivers_scheduler_so_no_hop(lt: LoopThread) -> None:
     """A task's scheduler is the receiver's, and it resumes there after every await: affine_on
     need not hop back (P3941R1 3.3). A task on inline_scheduler has no affinity: it needs one.
     """

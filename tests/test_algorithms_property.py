@@ -1,6 +1,7 @@
 """Property: random compositions of the algorithms complete exactly once, with the result a
-plain-Python model predicts. [exec.async.ops] (exactly once), 2.6 (children first), 13, 14,
-16 (when_all, including the stop it requests on siblings), 17, [exec.just].
+plain-Python model predicts. [exec.async.ops] (exactly once), [exec.just], [exec.then], [exec.let],
+[exec.when.all] (including the stop it requests on siblings), [exec.into.variant],
+[exec.stopped.opt], [exec.stopped.err].
 
 The trees mix ``just*``, a stop probe (``read_env(get_stop_token) | then(stop_requested)``),
 ``then``/``upon_*``, ``let_*``, ``when_all``, ``into_variant`` and ``stopped_as_*``. Every
@@ -180,8 +181,9 @@ def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
 
 @settings(deadline=None, max_examples=300)
 @given(trees)
-def test_2_2_random_compositions_complete_once_as_modelled(tree: Tree) -> None:
-    """2.2 + 13/14/16/17: exactly one completion, inline, equal to the model's prediction,
+def test_random_compositions_complete_once_as_modelled(tree: Tree) -> None:
+    """[exec.async.ops], [exec.then], [exec.let], [exec.when.all]: exactly one completion, inline,
+    equal to the model's prediction,
     with and without the domain machinery ([exec.snd.transform])."""
     saved = _domain._domains_on, _domain._customize_all
     try:

@@ -82,7 +82,7 @@ def drive(coro: Any, promise: Promise) -> Promise:
 # --------------------------------------------------------------------------- as_awaitable cases
 
 
-def test_20_1_case1_as_awaitable_member_is_used() -> None:
+def test_as_awaitable_member_is_used() -> None:
     seen: list[Any] = []
 
     class Custom:
@@ -95,7 +95,7 @@ def test_20_1_case1_as_awaitable_member_is_used() -> None:
     assert seen == [p]
 
 
-def test_20_1_case2_non_sender_awaitables_pass_through() -> None:
+def test_non_sender_awaitables_pass_through() -> None:
     async def coro() -> int:
         return 1
 
@@ -106,7 +106,7 @@ def test_20_1_case2_non_sender_awaitables_pass_through() -> None:
         c.close()
 
 
-def test_20_1_case3_await_completion_adaptor_is_applied() -> None:
+def test_await_completion_adaptor_is_applied() -> None:
     adapted: list[Any] = []
 
     def adaptor(s: Any) -> Any:
@@ -131,13 +131,13 @@ def test_20_1_case3_await_completion_adaptor_is_applied() -> None:
     assert drive(body(), Promise()).outcome == ("value", "adapted")
 
 
-def test_20_1_case4_and_5() -> None:
+def test_senders_become_sender_awaitables_and_other_objects_pass_through() -> None:
     aw = sx.as_awaitable(sx.just(1), Promise())
     assert isinstance(aw, sx.sender_awaitable)
     assert sx.as_awaitable(42, Promise()) == 42
 
 
-def test_20_2_two_value_signatures_are_not_awaitable() -> None:
+def test_two_value_signatures_are_not_awaitable() -> None:
     class Two(sx.Sender[Any]):
         def connect(self, rcvr: Any) -> Any:
             return sx.connect(sx.just(), rcvr)
@@ -149,7 +149,7 @@ def test_20_2_two_value_signatures_are_not_awaitable() -> None:
         sx.as_awaitable(Two(), Promise())
 
 
-def test_20_2_promise_without_unhandled_stopped_cannot_await_senders() -> None:
+def test_promise_without_unhandled_stopped_cannot_await_senders() -> None:
     class Bare:
         def get_env(self) -> Any:
             return sx.env()
@@ -161,14 +161,14 @@ def test_20_2_promise_without_unhandled_stopped_cannot_await_senders() -> None:
 # --------------------------------------------------------------------------- sender-awaitable
 
 
-def test_20_3_results_void_single_tuple() -> None:
+def test_await_results_none_single_value_or_tuple() -> None:
     async def body() -> Any:
         return (await sx.just(), await sx.just(1), await sx.just(1, 2))
 
     assert drive(body(), Promise()).outcome == ("value", (None, 1, (1, 2)))
 
 
-def test_20_3_connect_at_construction_start_at_await_suspend() -> None:
+def test_connect_at_construction_start_at_await_suspend() -> None:
     events: list[str] = []
 
     class S(sx.Sender[Any]):
@@ -193,7 +193,7 @@ def test_20_3_connect_at_construction_start_at_await_suspend() -> None:
     assert aw.await_resume() == 5
 
 
-def test_20_4_error_is_raised_and_non_exception_error_wrapped() -> None:
+def test_error_is_raised_and_non_exception_error_wrapped() -> None:
     async def body() -> Any:
         try:
             await sx.just_error(KeyError("k"))
@@ -210,7 +210,7 @@ def test_20_4_error_is_raised_and_non_exception_error_wrapped() -> None:
     assert isinstance(first, KeyError) and second == 42
 
 
-def test_20_4_stopped_calls_unhandled_stopped_and_never_resumes() -> None:
+def test_stopped_calls_unhandled_stopped_and_never_resumes() -> None:
     after: list[str] = []
 
     async def body() -> None:
@@ -223,7 +223,7 @@ def test_20_4_stopped_calls_unhandled_stopped_and_never_resumes() -> None:
     assert after == []
 
 
-def test_20_5_receiver_env_forwards_only_forwarding_queries() -> None:
+def test_receiver_env_forwards_only_forwarding_queries() -> None:
     class Fwd(sx.Query):
         forwarding = True
 
@@ -241,7 +241,7 @@ def test_20_5_receiver_env_forwards_only_forwarding_queries() -> None:
         sx.as_awaitable(sx.read_env(local), p)
 
 
-def test_20_3_cross_thread_completion_resumes_on_the_completing_thread() -> None:
+def test_cross_thread_completion_resumes_on_the_completing_thread() -> None:
     loop = sx.run_loop()
     worker = threading.Thread(target=loop.run)
     worker.start()
@@ -263,7 +263,7 @@ def test_20_3_cross_thread_completion_resumes_on_the_completing_thread() -> None
     assert where == [threading.get_ident(), worker.ident]  # no affinity in a bare promise
 
 
-def test_20_deep_inline_loop_does_not_recurse() -> None:
+def test_deep_inline_await_loop_does_not_recurse() -> None:
     async def body() -> int:
         total = 0
         for i in range(20_000):
@@ -276,7 +276,7 @@ def test_20_deep_inline_loop_does_not_recurse() -> None:
 # --------------------------------------------------------------------------- with_awaitable_senders
 
 
-def test_20_6_nested_coroutines_stopped_goes_to_the_outer_handler() -> None:
+def test_nested_coroutines_stopped_goes_to_the_outer_handler() -> None:
     """The inner coroutine awaits just_stopped(); the outer promise's unhandled_stopped runs
     and neither coroutine resumes ([exec.with.awaitable.senders])."""
     resumed: list[str] = []
@@ -311,7 +311,7 @@ def test_20_6_nested_coroutines_stopped_goes_to_the_outer_handler() -> None:
     assert inner.outcome is None
 
 
-def test_20_6_unhandled_stopped_without_parent_calls_terminate() -> None:
+def test_unhandled_stopped_without_parent_calls_terminate() -> None:
     async def body() -> None:
         await sx.just_stopped()
 
@@ -322,14 +322,14 @@ def test_20_6_unhandled_stopped_without_parent_calls_terminate() -> None:
     assert p.outcome is None  # never resumed, never finished
 
 
-def test_20_6_await_transform_is_as_awaitable_of_self() -> None:
+def test_promise_await_transform_is_as_awaitable_of_self() -> None:
     p = Promise()
     aw = p.await_transform(sx.just(1))
     assert isinstance(aw, sx.sender_awaitable)
     assert p.await_transform(7) == 7
 
 
-def test_20_6_parent_without_handler_falls_back_to_terminate() -> None:
+def test_parent_without_handler_falls_back_to_terminate() -> None:
     inner = Promise()
     inner.set_continuation(object())  # a parent with no unhandled_stopped
 

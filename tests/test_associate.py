@@ -44,7 +44,7 @@ class CountingToken:
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_27_1_eager_association_blocks_join(kind: Any) -> None:
+def test_eager_association_blocks_join(kind: Any) -> None:
     scope = kind()
     a = sx.associate(sx.just(1), scope.get_token())
     assert scope.count == 1 and a.associated
@@ -54,7 +54,7 @@ def test_27_1_eager_association_blocks_join(kind: Any) -> None:
     assert j.value == ()
 
 
-def test_27_1_order_wrap_then_try_associate_and_pipe() -> None:
+def test_associate_calls_wrap_then_try_associate_and_pipes() -> None:
     tok = CountingToken()
     a = sx.just(1) | sx.associate(tok)
     assert tok.log == ["wrap", "try_associate"]
@@ -63,7 +63,7 @@ def test_27_1_order_wrap_then_try_associate_and_pipe() -> None:
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_27_2_refused_association_completes_stopped_and_never_runs(kind: Any) -> None:
+def test_refused_association_completes_stopped_and_never_runs(kind: Any) -> None:
     scope = kind()
     scope.close()
     ran: list[int] = []
@@ -75,7 +75,7 @@ def test_27_2_refused_association_completes_stopped_and_never_runs(kind: Any) ->
     assert a.release() is None
 
 
-def test_27_3_copy_reassociates() -> None:
+def test_copy_reassociates() -> None:
     scope = sx.simple_counting_scope()
     a = sx.associate(sx.just(1), scope.get_token())
     b = copy.copy(a)
@@ -95,7 +95,7 @@ def test_27_3_copy_reassociates() -> None:
     assert join_now(scope).value == ()
 
 
-def test_27_3_copy_failure_disassociates() -> None:
+def test_copy_failure_disassociates() -> None:
     class NoCopy(sx.Sender[None]):
         def connect(self, r: Any) -> Any:
             return sx.connect(sx.just(), r)
@@ -113,7 +113,7 @@ def test_27_3_copy_failure_disassociates() -> None:
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_27_4_connect_moves_the_association_and_second_connect_is_stopped(kind: Any) -> None:
+def test_connect_moves_the_association_and_second_connect_is_stopped(kind: Any) -> None:
     scope = kind()
     a = sx.associate(sx.just(1), scope.get_token())
     r1 = RecordingReceiver()
@@ -130,7 +130,7 @@ def test_27_4_connect_moves_the_association_and_second_connect_is_stopped(kind: 
 
 @pytest.mark.parametrize("kind", SCOPES)
 @pytest.mark.parametrize("how", ["close", "drop"])
-def test_27_5_dropping_an_associated_sender_releases(kind: Any, how: str) -> None:
+def test_dropping_an_associated_sender_releases(kind: Any, how: str) -> None:
     scope = kind()
     ran: list[int] = []
     a = sx.associate(sx.just() | sx.then(lambda: ran.append(1)), scope.get_token())
@@ -145,7 +145,7 @@ def test_27_5_dropping_an_associated_sender_releases(kind: Any, how: str) -> Non
     assert j.value == ()
 
 
-def test_27_6_release_hands_over_token_and_wrapped() -> None:
+def test_release_hands_over_token_and_wrapped() -> None:
     scope = sx.counting_scope()
     tok = scope.get_token()
     s = sx.just(1)
@@ -162,7 +162,7 @@ def test_27_6_release_hands_over_token_and_wrapped() -> None:
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_27_7_connect_failure_disassociates(kind: Any) -> None:
+def test_connect_failure_disassociates(kind: Any) -> None:
     class Bad(sx.Sender[None]):
         def connect(self, r: Any) -> Any:
             raise OSError("connect failed")
@@ -177,7 +177,7 @@ def test_27_7_connect_failure_disassociates(kind: Any) -> None:
 
 @pytest.mark.parametrize("kind", SCOPES)
 @pytest.mark.parametrize("how", ["close", "drop"])
-def test_27_8_never_started_operation_releases_on_close_or_drop(kind: Any, how: str) -> None:
+def test_never_started_operation_releases_on_close_or_drop(kind: Any, how: str) -> None:
     scope = kind()
     a = sx.associate(sx.just(), scope.get_token())
     op = RecordingReceiver().connect(a)
@@ -194,7 +194,7 @@ def test_27_8_never_started_operation_releases_on_close_or_drop(kind: Any, how: 
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_27_8_release_right_after_the_completion_is_delivered(kind: Any) -> None:
+def test_release_right_after_the_completion_is_delivered(kind: Any) -> None:
     """docs/scopes.md "Senders in a scope: `spawn`, `spawn_future`, `associate`": the association is
     released right after the downstream completion call returns: during the completion the scope
     still counts it."""
@@ -222,7 +222,7 @@ def test_27_8_release_right_after_the_completion_is_delivered(kind: Any) -> None
     "sndr,kind_out",
     [(sx.just(1), "value"), (sx.just_error(KeyError()), "error"), (sx.just_stopped(), "stopped")],
 )
-def test_27_every_completion_is_forwarded_and_releases(kind: Any, sndr: Any, kind_out: str) -> None:
+def test_every_completion_is_forwarded_and_releases(kind: Any, sndr: Any, kind_out: str) -> None:
     scope = kind()
     r = RecordingReceiver()
     r.run(sx.associate(sndr, scope.get_token()))
@@ -231,7 +231,7 @@ def test_27_every_completion_is_forwarded_and_releases(kind: Any, sndr: Any, kin
     assert join_now(scope).value == ()
 
 
-def test_27_child_sees_the_receivers_full_env() -> None:
+def test_child_sees_the_receivers_full_env() -> None:
     """The wrapped sender is connected to the receiver itself: non-forwarding queries too."""
 
     class MyQuery(sx.Query):
@@ -245,7 +245,7 @@ def test_27_child_sees_the_receivers_full_env() -> None:
     assert join_now(scope).value == ()
 
 
-def test_27_counting_scope_stop_reaches_associated_work() -> None:
+def test_counting_scope_stop_reaches_associated_work() -> None:
     scope = sx.counting_scope()
     sch = ManualScheduler()
     r = RecordingReceiver()
@@ -257,7 +257,7 @@ def test_27_counting_scope_stop_reaches_associated_work() -> None:
     assert join_now(scope).value == ()
 
 
-def test_27_9_signatures() -> None:
+def test_associate_signatures_add_stopped() -> None:
     scope = sx.simple_counting_scope()
     a = sx.associate(sx.just(1), scope.get_token())
     assert sx.get_completion_signatures(a) == sx.completion_signatures(
@@ -268,7 +268,7 @@ def test_27_9_signatures() -> None:
     assert join_now(scope).value == ()
 
 
-def test_27_bad_arguments() -> None:
+def test_associate_bad_arguments_raise_type_error() -> None:
     tok = sx.simple_counting_scope().get_token()
     with pytest.raises(TypeError, match="needs a sender"):
         sx.associate(3, tok)
@@ -280,7 +280,7 @@ def test_27_bad_arguments() -> None:
         sx.associate(sx.just(), tok, 3)
 
 
-def test_27_tag_and_data() -> None:
+def test_associate_tag_and_data() -> None:
     scope = sx.simple_counting_scope()
     tok = scope.get_token()
     a = sx.associate(sx.just(1), tok)
@@ -290,7 +290,7 @@ def test_27_tag_and_data() -> None:
     assert join_now(scope).value == ()
 
 
-def test_25_3_user_token_with_associate() -> None:
+def test_user_scope_token_with_associate() -> None:
     tok = CountingToken()
     assert sx.sync_wait(sx.associate(sx.just(3), tok)) == (3,)
     assert tok.associated == 0

@@ -37,11 +37,11 @@ def square_chunk(b: int, e: int, lst: list[int]) -> None:
         lst[i] = i * i
 
 
-# --------------------------------------------------------------------------- 15.1
+# --------------------------------------------------------------------------- arguments, policies
 
 
 @pytest.mark.parametrize("algo", ALGOS, ids=repr)
-def test_15_1_ill_formed_arguments_raise_at_construction(algo: Any) -> None:
+def test_bulk_ill_formed_arguments_raise_at_construction(algo: Any) -> None:
     """[exec.bulk]/docs/senders-adaptors.md: non-sender, bad policy, non-integral shape,
     non-callable f → TypeError at construction (a negative shape → ValueError); also in the closure
     form."""
@@ -66,8 +66,8 @@ def test_15_1_ill_formed_arguments_raise_at_construction(algo: Any) -> None:
         algo(s, sx.par, 3, print, 5)
 
 
-def test_15_1_policies() -> None:
-    """[exec.bulk]/15.10: the four policies exist, are distinct, and keep their identity."""
+def test_execution_policies_are_distinct_singletons() -> None:
+    """[exec.bulk]: the four policies exist, are distinct, and keep their identity."""
     pols = [sx.seq, sx.par, sx.par_unseq, sx.unseq]
     assert len({id(p) for p in pols}) == 4
     for p in pols:
@@ -77,10 +77,10 @@ def test_15_1_policies() -> None:
     assert [p.parallel for p in pols] == [False, True, True, False]
 
 
-# --------------------------------------------------------------------------- 15.2-15.6
+# --------------------------------------------------------------------------- calls of f
 
 
-def test_15_2_squares_the_list_in_place(domains: str) -> None:
+def test_bulk_squares_the_list_in_place(domains: str) -> None:
     """[exec.bulk]: ``just(lst) | bulk(par, n, lambda i, l: l.__setitem__(i, i*i))`` returns the
     squared list, the very same object."""
     lst = [0] * 6
@@ -88,7 +88,7 @@ def test_15_2_squares_the_list_in_place(domains: str) -> None:
     assert out is not None and out[0] is lst and lst == [0, 1, 4, 9, 16, 25]
 
 
-def test_15_3_bulk_calls_f_for_every_index_with_all_datums(domains: str) -> None:
+def test_bulk_calls_f_for_every_index_with_all_datums(domains: str) -> None:
     """[exec.bulk]: ``f(i, *args)`` for each ``i`` in [0, shape); all value datums are passed and
     forwarded unchanged."""
     calls: list[tuple[Any, ...]] = []
@@ -99,15 +99,15 @@ def test_15_3_bulk_calls_f_for_every_index_with_all_datums(domains: str) -> None
     assert rec.value == (a, b)
 
 
-def test_15_4_unchunked_calls_each_index_once(domains: str) -> None:
+def test_unchunked_calls_each_index_once(domains: str) -> None:
     """[exec.bulk]: ``bulk_unchunked`` calls ``f(i, *args)`` once per index."""
     calls: list[int] = []
     assert sx.sync_wait(sx.just(5) | sx.bulk_unchunked(sx.par, 3, lambda i, v: calls.append(i + v)))
     assert sorted(calls) == [5, 6, 7]
 
 
-def test_15_5_15_6_chunked_default_single_call(domains: str) -> None:
-    """[exec.bulk]/15.6: the default ``bulk_chunked`` makes one call ``f(0, shape, *args)``."""
+def test_bulk_chunked_default_makes_a_single_call(domains: str) -> None:
+    """[exec.bulk]: the default ``bulk_chunked`` makes one call ``f(0, shape, *args)``."""
     calls: list[tuple[int, int]] = []
     lst = [0] * 5
 
@@ -120,14 +120,14 @@ def test_15_5_15_6_chunked_default_single_call(domains: str) -> None:
 
 
 @pytest.mark.parametrize("algo", ALGOS, ids=repr)
-def test_15_6_shape_zero_makes_no_call(algo: Any, domains: str) -> None:
+def test_shape_zero_makes_no_call(algo: Any, domains: str) -> None:
     """[exec.bulk]: with ``shape == 0`` f is never called (no ``(0, 0)`` chunk); values pass on."""
     calls: list[Any] = []
     assert sx.sync_wait(algo(sx.just(1), sx.par, 0, lambda *a: calls.append(a))) == (1,)
     assert calls == []
 
 
-def test_15_6_bulk_runs_on_the_completing_agent() -> None:
+def test_bulk_runs_on_the_completing_agent() -> None:
     """[exec.bulk]: the default implementations run f on the agent where the child completed."""
     ms = ManualScheduler()
     seen: list[Any] = []
@@ -140,11 +140,11 @@ def test_15_6_bulk_runs_on_the_completing_agent() -> None:
     assert seen == [(0, ms), (1, ms), (2, ms)] and rec.value == ()
 
 
-# --------------------------------------------------------------------------- 15.7-15.9
+# ------------------------------------------------------------------------- errors, stop, forwarding
 
 
 @pytest.mark.parametrize("algo", ALGOS, ids=repr)
-def test_15_7_exception_from_f_is_the_error(algo: Any, domains: str) -> None:
+def test_exception_from_f_is_the_error(algo: Any, domains: str) -> None:
     """[exec.bulk]: an exception from f → ``set_error(exc)``; earlier invocations may have run."""
     boom = ValueError("at 2")
     calls: list[int] = []
@@ -162,7 +162,7 @@ def test_15_7_exception_from_f_is_the_error(algo: Any, domains: str) -> None:
     assert calls == ([0] if algo is sx.bulk_chunked else [0, 1, 2])
 
 
-def test_15_7_base_exceptions_are_not_errors() -> None:
+def test_base_exceptions_are_not_errors() -> None:
     """[exec.bulk]/docs/senders.md "What happens when things fail": a BaseException from f is not
     turned into an error completion."""
 
@@ -180,7 +180,9 @@ def test_15_7_base_exceptions_are_not_errors() -> None:
 
 @pytest.mark.parametrize("algo", ALGOS, ids=repr)
 @pytest.mark.parametrize("child_kind", ["error", "stopped"])
-def test_15_9_non_value_completions_forwarded(algo: Any, child_kind: str, domains: str) -> None:
+def test_error_and_stopped_of_the_child_are_forwarded(
+    algo: Any, child_kind: str, domains: str
+) -> None:
     """[exec.bulk]: errors and stopped from the child pass through; f never runs."""
     e = KeyError("k")
     child = sx.just_error(e) if child_kind == "error" else sx.just_stopped()
@@ -191,7 +193,7 @@ def test_15_9_non_value_completions_forwarded(algo: Any, child_kind: str, domain
     assert (rec.error is e) if child_kind == "error" else rec.stopped
 
 
-def test_15_8_stop_requests_are_ignored_by_the_default() -> None:
+def test_default_bulk_ignores_stop_requests() -> None:
     """[exec.bulk] (Note 2): the default implementation may ignore stop requests: all iterations run
     and the values are sent."""
     ms = ManualScheduler()
@@ -203,10 +205,10 @@ def test_15_8_stop_requests_are_ignored_by_the_default() -> None:
     assert calls == [0, 1, 2] and rec.value == ()
 
 
-# --------------------------------------------------------------------------- 7.x
+# -------------------------------------------------------------------- laziness, closures, structure
 
 
-def test_7_4_bulk_is_lazy() -> None:
+def test_bulk_is_lazy() -> None:
     """[exec.adapt.general]: nothing runs at construction or at connect."""
     for algo, expected in zip(ALGOS, [3, 1, 3]):
         calls: list[int] = []
@@ -218,7 +220,7 @@ def test_7_4_bulk_is_lazy() -> None:
         assert len(calls) == expected and rec.value == ()
 
 
-def test_7_7_closures_compose() -> None:
+def test_bulk_closures_compose() -> None:
     """[exec.adapt.obj]: ``bulk(policy, shape, f)`` is a closure; closures compose."""
     lst = [0] * 3
     c = sx.bulk(sx.par, 3, square_into) | sx.then(lambda ll: sum(ll))
@@ -227,7 +229,7 @@ def test_7_7_closures_compose() -> None:
     assert sx.sync_wait(c(sx.just([7] * 4))) == (12,)  # index 3 untouched
 
 
-def test_7_9_structure_for_backends() -> None:
+def test_bulk_structure_is_visible_to_backends() -> None:
     """[exec.snd.concepts]: a backend finds policy, shape, f and child on the sender (and
     tag/data/children)."""
     child = sx.just([0])
@@ -238,8 +240,8 @@ def test_7_9_structure_for_backends() -> None:
         assert s.data == (sx.par_unseq, 1, square_into) and s.children == (child,)
 
 
-def test_15_signatures_and_attributes() -> None:
-    """15 (meta), [exec.adapt.general]: child's signatures plus ``set_error_t(Exception)``;
+def test_bulk_signatures_and_attributes() -> None:
+    """[exec.bulk], [exec.adapt.general]: child's signatures plus ``set_error_t(Exception)``;
     attributes are the child's (so a parallel scheduler's completion domain is found)."""
     cs = sx.get_completion_signatures(sx.just(1) | sx.bulk(sx.seq, 2, print))
     assert cs == sx.completion_signatures(sx.set_value_t(int), sx.set_error_t(Exception))
@@ -250,7 +252,7 @@ def test_15_signatures_and_attributes() -> None:
     assert sx.get_completion_scheduler[sx.set_value_t](attrs) is ms
 
 
-def test_15_6_chunk_loop_pickles_and_loops() -> None:
+def test_chunk_loop_pickles_and_loops() -> None:
     """[exec.bulk]: the function ``bulk`` lowers to loops ``f(i, *vs)`` over ``[b, e)`` and pickles
     whenever ``f`` does (process-pool and dask backends need that)."""
     cl = chunk_loop(square_into)
@@ -263,7 +265,7 @@ def test_15_6_chunk_loop_pickles_and_loops() -> None:
     assert low.tag is sx.bulk_chunked and isinstance(low.f, chunk_loop) and low.f.f is square_into
 
 
-def test_9_11_transform_sender_lowers_bulk() -> None:
+def test_transform_sender_lowers_bulk_to_bulk_chunked() -> None:
     """[exec.snd.transform]: ``default_domain().transform_sender(bulk(...), env)`` is the
     ``bulk_chunked`` sender; without an env (the early transform) the sender is unchanged."""
     s = sx.bulk(sx.just(), sx.par, 4, square_into)
@@ -272,7 +274,7 @@ def test_9_11_transform_sender_lowers_bulk() -> None:
     assert low.tag is sx.bulk_chunked and low.shape == 4 and low.policy is sx.par
 
 
-# --------------------------------------------------------------------------- 9.12
+# --------------------------------------------------------------------------- domains
 
 
 class InterceptingDomain(sx.default_domain):
@@ -318,7 +320,7 @@ class DomainScheduler(ManualScheduler):
         return super().query(q, *args)
 
 
-def test_9_12_domain_intercepting_bulk_chunked_sees_plain_bulk() -> None:
+def test_domain_intercepting_bulk_chunked_sees_plain_bulk() -> None:
     """[exec.par.scheduler]: a custom domain on a test scheduler intercepts ``bulk_chunked``, and a
     plain ``bulk`` on that scheduler reaches the interceptor (through the completion domain of
     ``schedule(sch)``, [exec.snd.expos])."""
@@ -332,10 +334,11 @@ def test_9_12_domain_intercepting_bulk_chunked_sees_plain_bulk() -> None:
     assert rec.value == (lst,) and lst == [0, 1, 4, 9, 16]
 
 
-def test_9_12_domain_from_receiver_scheduler() -> None:
-    """[exec.par.scheduler]/9.8: the interceptor is also found through ``get_scheduler`` of the
-    environment, e.g. for work started on that scheduler with ``starts_on``; ``bulk_unchunked`` and
-    ``bulk_chunked`` themselves are not lowered to anything else."""
+def test_bulk_domain_is_found_from_the_receivers_scheduler() -> None:
+    """[exec.par.scheduler], [exec.snd.transform]: the interceptor is also found through
+    ``get_scheduler`` of the environment, e.g. for work started on that scheduler with
+    ``starts_on``; ``bulk_unchunked`` and ``bulk_chunked`` themselves are not lowered to anything
+    else."""
     log: list[Any] = []
     sch = DomainScheduler(InterceptingDomain(log))
     calls: list[tuple[int, int]] = []

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import structexec as sx
-from structexec._stop_when import stop_when  # exposition-only in the spec (28), private here
+from structexec._stop_when import stop_when  # exposition-only in [exec.stop.when]: private
 from structexec.testing import ManualScheduler, RecordingReceiver
 
 
@@ -52,7 +52,7 @@ WRAPPERS: dict[str, Callable[[Any, Any], Any]] = {
 
 @pytest.mark.parametrize("outer", sorted(WRAPPERS))
 @pytest.mark.parametrize("inner", sorted(WRAPPERS))
-def test_close_releases_the_association_below_two_adaptors_req_27_8(outer: str, inner: str) -> None:
+def test_close_releases_the_association_below_two_adaptors(outer: str, inner: str) -> None:
     scope = sx.counting_scope()
     tok = scope.get_token()
     s = WRAPPERS[outer](WRAPPERS[inner](sx.associate(sx.just(1), tok), tok), tok)
@@ -66,7 +66,7 @@ def test_close_releases_the_association_below_two_adaptors_req_27_8(outer: str, 
 
 
 @pytest.mark.parametrize("outer", sorted(WRAPPERS))
-def test_when_all_stopped_before_start_closes_every_level_req_16_5(outer: str) -> None:
+def test_when_all_stopped_before_start_closes_every_level(outer: str) -> None:
     scope = sx.counting_scope()
     tok = scope.get_token()
     s = sx.when_all(WRAPPERS[outer](sx.associate(sx.associate(sx.just(), tok), tok), tok))
@@ -82,7 +82,7 @@ async def _coro() -> int:
     return 1
 
 
-def test_starts_on_stopped_schedule_closes_the_coroutine_child_req_12_3() -> None:
+def test_starts_on_stopped_schedule_closes_the_coroutine_child() -> None:
     """The scheduling operation completes stopped, so the child never starts: a coroutine
     child is closed then, not left to warn "never awaited" from the collector."""
     sch = ManualScheduler()

@@ -12,7 +12,7 @@ import structexec as sx
 from structexec.testing import RecordingReceiver
 
 
-def test_8_1_signature_objects() -> None:
+def test_completion_signatures_objects() -> None:
     sigs = sx.completion_signatures(
         sx.set_value_t(int, str), sx.set_error_t(Exception), sx.set_stopped_t(), sx.set_value_t()
     )
@@ -30,7 +30,7 @@ def test_8_1_signature_objects() -> None:
         sx.completion_signatures(int)  # type: ignore[arg-type]
 
 
-def test_8_3_unknown_and_dependent() -> None:
+def test_signatures_unknown_and_dependent_senders() -> None:
     class NoSigs:
         def connect(self, r: Any) -> Any:
             raise AssertionError
@@ -45,14 +45,14 @@ def test_8_3_unknown_and_dependent() -> None:
     assert sigs is not None and sigs.value_types == [(sx.inline_scheduler,)]
 
 
-def test_9_1_default_domain_uses_tag_transform() -> None:
+def test_default_domain_leaves_plain_senders_unchanged() -> None:
     d = sx.default_domain()
     s = sx.just(1)
     assert d.transform_sender(s) is s
     assert sx.transform_sender(d, s) is s
 
 
-def test_9_4_transform_recurses_to_fixed_point_and_9_12_custom_domain_at_connect() -> None:
+def test_transform_recurses_to_fixed_point_and_custom_domain_applies_at_connect() -> None:
     seen: list[str] = []
     made: list[Any] = []
 
@@ -89,11 +89,11 @@ def test_9_4_transform_recurses_to_fixed_point_and_9_12_custom_domain_at_connect
     assert seen == ["then"]
 
 
-def test_9_6_apply_sender_default() -> None:
+def test_apply_sender_default_calls_the_algorithm() -> None:
     assert sx.apply_sender(sx.default_domain(), sx.sync_wait, sx.just(4)) == (4,)
 
 
-def test_9_2_transform_env_default_forwards() -> None:
+def test_transform_env_default_forwards_only_forwarding_queries() -> None:
     class Q(sx.Query):
         pass
 
@@ -102,7 +102,7 @@ def test_9_2_transform_env_default_forwards() -> None:
         e.query(Q())
 
 
-def test_9_12_domain_declaring_customized_tags_is_asked_only_about_them(
+def test_domain_declaring_customized_tags_is_asked_only_about_them(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     set_domain_dispatch(monkeypatch, False)  # forget domains made by earlier tests
@@ -136,7 +136,7 @@ def test_9_12_domain_declaring_customized_tags_is_asked_only_about_them(
     assert asked == [sx.bulk_chunked]
 
 
-def test_9_12_domain_customising_just_is_asked_under_a_then(
+def test_domain_customising_just_is_asked_under_a_then(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """``just(x) | then(f)`` is connected as one operation when no domain customises either

@@ -22,7 +22,7 @@ q = MyQuery()
 fq = MyForwardingQuery()
 
 
-def test_3_4_prop_returns_the_same_object() -> None:
+def test_prop_returns_the_same_object() -> None:
     v = object()
     p = sx.prop(q, v)
     assert p.query(q) is v
@@ -33,7 +33,7 @@ def test_3_4_prop_returns_the_same_object() -> None:
         p.x = 1  # type: ignore[attr-defined]
 
 
-def test_3_5_env_first_wins() -> None:
+def test_env_first_property_wins() -> None:
     e = sx.env(sx.prop(q, 1), sx.prop(q, 2))
     assert e.query(q) == 1
     with pytest.raises(sx.QueryError):
@@ -41,7 +41,7 @@ def test_3_5_env_first_wins() -> None:
     assert issubclass(sx.QueryError, LookupError)
 
 
-def test_3_5_example_1() -> None:
+def test_env_of_allocator_and_scheduler_answers_both() -> None:
     sch = sx.inline_scheduler()
     alloc = object()
     e = sx.env(sx.prop(sx.get_allocator, alloc), sx.prop(sx.get_scheduler, sch))
@@ -49,20 +49,20 @@ def test_3_5_example_1() -> None:
     assert sx.get_scheduler(e) == sch
 
 
-def test_3_3_supported_none_differs_from_unsupported() -> None:
+def test_supported_none_differs_from_unsupported() -> None:
     e = sx.prop(q, None)
     assert q(e) is None
     with pytest.raises(sx.QueryError):
         fq(e)
 
 
-def test_3_6_get_env_default() -> None:
+def test_get_env_default_is_an_empty_env() -> None:
     assert sx.get_env(object()) is sx.get_env(42)
     with pytest.raises(sx.QueryError):
         sx.get_env(object()).query(q)
 
 
-def test_3_10_non_forwarding_query_does_not_cross_adaptors() -> None:
+def test_non_forwarding_query_does_not_cross_adaptors() -> None:
     outer = sx.env(sx.prop(q, 1), sx.prop(fq, 2))
 
     # read_env's receiver is the outer one; then's child sees only forwarding queries.
@@ -76,7 +76,7 @@ def test_3_10_non_forwarding_query_does_not_cross_adaptors() -> None:
     assert r2.value == (2,)
 
 
-def test_3_11_single_child_attributes_forward() -> None:
+def test_single_child_adaptor_attributes_forward_completion_scheduler() -> None:
     loop = sx.run_loop()
     sch = loop.get_scheduler()
     s = sx.then(sx.schedule(sch), lambda: None)
@@ -86,7 +86,7 @@ def test_3_11_single_child_attributes_forward() -> None:
         sx.get_completion_scheduler[sx.set_error_t](sx.get_env(sx.schedule(sch)))
 
 
-def test_4_1_forwarding_query_rules() -> None:
+def test_forwarding_query_rules() -> None:
     assert sx.forwarding_query(q) is False
     assert sx.forwarding_query(fq) is True
 
@@ -113,22 +113,22 @@ def test_4_1_forwarding_query_rules() -> None:
         sx.get_await_completion_adaptor,
     ],
 )
-def test_4_2_standard_queries_forward(query: Any) -> None:
+def test_standard_queries_are_forwarding(query: Any) -> None:
     assert sx.forwarding_query(query) is True
 
 
-def test_4_4_get_stop_token_default() -> None:
+def test_get_stop_token_default_is_never_stop_token() -> None:
     t = sx.get_stop_token(sx.env())
     assert isinstance(t, sx.never_stop_token)
     assert t.stop_possible() is False
 
 
-def test_4_6_get_scheduler_has_no_default_and_says_how_to_add_one() -> None:
+def test_get_scheduler_has_no_default_and_says_how_to_add_one() -> None:
     with pytest.raises(sx.QueryError, match="write_env"):
         sx.get_scheduler(sx.env())
 
 
-def test_4_8_forward_progress_guarantee() -> None:
+def test_forward_progress_guarantee_values_and_query() -> None:
     assert {g.name for g in sx.forward_progress_guarantee} == {
         "concurrent",
         "parallel",
@@ -146,7 +146,7 @@ def test_4_8_forward_progress_guarantee() -> None:
         sx.get_forward_progress_guarantee(42)
 
 
-def test_4_9_completion_scheduler_tags() -> None:
+def test_completion_scheduler_is_indexed_by_completion_tag() -> None:
     assert (
         sx.get_completion_scheduler[sx.set_value_t] is sx.get_completion_scheduler[sx.set_value_t]
     )

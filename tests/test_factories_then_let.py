@@ -15,7 +15,7 @@ class E(Exception):
     pass
 
 
-def test_10_1_just_family_completes_inline() -> None:
+def test_just_family_completes_inline() -> None:
     for s, kind in [
         (sx.just(1, 2.0), "value"),
         (sx.just_error(E()), "error"),
@@ -26,7 +26,7 @@ def test_10_1_just_family_completes_inline() -> None:
         assert rec.done and rec.events[0][0] == kind
 
 
-def test_10_2_arity_is_enforced() -> None:
+def test_just_error_and_just_stopped_arity_is_enforced() -> None:
     with pytest.raises(TypeError):
         sx.just_error()
     with pytest.raises(TypeError):
@@ -35,12 +35,12 @@ def test_10_2_arity_is_enforced() -> None:
         sx.just_stopped(1)  # type: ignore[call-arg]
 
 
-def test_10_3_datums_are_not_copied() -> None:
+def test_just_datums_are_not_copied() -> None:
     obj = object()
     assert sx.sync_wait(sx.just(obj))[0] is obj  # type: ignore[index]
 
 
-def test_10_4_just_signatures() -> None:
+def test_just_family_signatures() -> None:
     assert sx.get_completion_signatures(sx.just(1, 2.0)) == sx.completion_signatures(
         sx.set_value_t(int, float)
     )
@@ -52,7 +52,7 @@ def test_10_4_just_signatures() -> None:
     )
 
 
-def test_10_5_read_env_and_query_failure() -> None:
+def test_read_env_value_and_query_failure_is_an_error() -> None:
     class Bad(sx.Query):
         forwarding = True
 
@@ -71,7 +71,7 @@ def test_10_5_read_env_and_query_failure() -> None:
         sx.get_completion_signatures(sx.read_env(bad))
 
 
-def test_13_1_to_13_4_then_and_upon() -> None:
+def test_then_and_upon_transform_their_completion_and_forward_others() -> None:
     assert sx.sync_wait(sx.just(2) | sx.then(lambda x: x * 3)) == (6,)
     assert sx.sync_wait(sx.just_error(E("e")) | sx.upon_error(lambda e: str(e))) == ("e",)
     assert sx.sync_wait(sx.just_stopped() | sx.upon_stopped(lambda: "s")) == ("s",)
@@ -86,7 +86,7 @@ def test_13_1_to_13_4_then_and_upon() -> None:
     )
 
 
-def test_13_1_exception_in_f_becomes_error_and_later_stages_see_it() -> None:
+def test_exception_in_then_becomes_error_and_later_stages_see_it() -> None:
     seen: list[Any] = []
 
     def boom(x: int) -> int:
@@ -102,7 +102,7 @@ def test_13_1_exception_in_f_becomes_error_and_later_stages_see_it() -> None:
     assert seen == [("upon", (1,))]
 
 
-def test_13_5_f_runs_on_the_completing_agent() -> None:
+def test_then_function_runs_on_the_completing_agent() -> None:
     sch = ManualScheduler()
     ran_on: list[Any] = []
     rec = RecordingReceiver()
@@ -115,7 +115,7 @@ def test_13_5_f_runs_on_the_completing_agent() -> None:
     assert rec.thread == t.ident
 
 
-def test_13_6_wrong_arity_is_an_error_completion() -> None:
+def test_then_wrong_arity_is_an_error_completion() -> None:
     rec = RecordingReceiver()
     rec.run(sx.just(1, 2) | sx.then(lambda x: x))
     assert isinstance(rec.error, TypeError)
@@ -128,13 +128,13 @@ def test_then_rejects_bad_arguments() -> None:
         sx.then(42, lambda: None)
 
 
-def test_14_1_let_value_runs_the_returned_sender() -> None:
+def test_let_functions_run_the_returned_sender() -> None:
     assert sx.sync_wait(sx.just(3) | sx.let_value(lambda x: sx.just(x, x + 1))) == (3, 4)
     assert sx.sync_wait(sx.just_error(E()) | sx.let_error(lambda e: sx.just("r"))) == ("r",)
     assert sx.sync_wait(sx.just_stopped() | sx.let_stopped(lambda: sx.just("s"))) == ("s",)
 
 
-def test_14_2_datums_live_until_the_second_operation_completes() -> None:
+def test_let_datums_live_until_the_second_operation_completes() -> None:
     sch = ManualScheduler()
 
     def f(lst: list[int]) -> Any:
@@ -149,7 +149,7 @@ def test_14_2_datums_live_until_the_second_operation_completes() -> None:
     assert rec.value == ([1, 2],)
 
 
-def test_14_3_and_14_5_let_errors() -> None:
+def test_let_function_exception_and_bad_return_are_errors() -> None:
     def boom() -> Any:
         raise E("f")
 
@@ -161,12 +161,12 @@ def test_14_3_and_14_5_let_errors() -> None:
     assert isinstance(rec.error, TypeError) and "sender" in str(rec.error)
 
 
-def test_14_4_non_matching_forwarded() -> None:
+def test_let_non_matching_completions_are_forwarded() -> None:
     assert sx.sync_wait(sx.just(1) | sx.let_error(lambda e: sx.just(0))) == (1,)
     assert sx.sync_wait(sx.just_stopped() | sx.let_value(lambda: sx.just(0))) is None
 
 
-def test_14_6_second_sender_sees_completion_scheduler() -> None:
+def test_let_second_sender_sees_completion_scheduler() -> None:
     loop = sx.run_loop()
     sch = loop.get_scheduler()
     rec = RecordingReceiver()
@@ -190,7 +190,7 @@ def test_let_lazy_and_f_called_once() -> None:
 
 
 @pytest.mark.parametrize("stages", [1, 3])
-def test_13_1_just_then_fused_values_and_order(stages: int) -> None:
+def test_fused_just_then_values_and_order(stages: int) -> None:
     calls: list[tuple[Any, ...]] = []
 
     def f(*a: Any) -> Any:
@@ -202,7 +202,7 @@ def test_13_1_just_then_fused_values_and_order(stages: int) -> None:
         s = s | sx.then(f)
     rec = RecordingReceiver()
     op = rec.connect(s)
-    assert calls == []  # connect runs nothing (2.3)
+    assert calls == []  # connect runs nothing ([exec.connect])
     rec.start()
     assert rec.value == (7, *range(1, stages + 1))
     assert calls == [(7, *range(1, i + 1)) for i in range(stages)]
@@ -211,7 +211,7 @@ def test_13_1_just_then_fused_values_and_order(stages: int) -> None:
     assert len(calls) == stages
 
 
-def test_13_1_just_then_fused_exception_becomes_error_receiver_exception_propagates() -> None:
+def test_fused_just_then_exception_becomes_error_receiver_exception_propagates() -> None:
     boom = E("f")
     rec = RecordingReceiver()
     rec.run(sx.just() | sx.then(lambda: (_ for _ in ()).throw(boom)) | sx.then(lambda: 1))
@@ -236,9 +236,9 @@ def test_13_1_just_then_fused_exception_becomes_error_receiver_exception_propaga
         op.start()  # not turned into set_error: only f's exceptions are ([exec.snd.expos])
 
 
-def test_10_1_just_sender_is_reusable_and_just_nothing_is_shared_safely() -> None:
+def test_just_sender_is_reusable_and_empty_just_is_shared_safely() -> None:
     a, b = sx.just(), sx.just()
     results = [sx.sync_wait(a | sx.then(lambda: 1)), sx.sync_wait(b | sx.then(lambda: 2))]
     assert results == [(1,), (2,)]
     s = sx.just() | sx.then(lambda: 3)
-    assert [sx.sync_wait(s) for _ in range(3)] == [(3,)] * 3  # connectable many times (2.15)
+    assert [sx.sync_wait(s) for _ in range(3)] == [(3,)] * 3  # connectable many times

@@ -128,7 +128,7 @@ run("after", still_works)
 """
 
 
-def test_defect4_base_exception_on_trio_scheduler_reaches_trio_run() -> None:
+def test_base_exception_on_trio_scheduler_reaches_trio_run() -> None:
     """[exec.schedule], [exec.recv.concepts]: a ``KeyboardInterrupt`` or
     ``SystemExit`` raised by user code in a completion that the trio scheduler runs never
     hangs ``trio.run``. The awaiting task raises it from its ``await`` (as if the function
@@ -155,7 +155,7 @@ def test_defect4_base_exception_on_trio_scheduler_reaches_trio_run() -> None:
 # ------------------------------------------------------------ a BaseException in sync_wait
 
 
-def test_defect5_sync_wait_base_exception_leaves_the_loop_finished() -> None:
+def test_sync_wait_base_exception_leaves_the_loop_finished() -> None:
     """[exec.sync.wait], [exec.run.loop.ctor]: a ``KeyboardInterrupt`` or
     ``SystemExit`` raised by a then-function under ``sync_wait`` (run on its loop after a hop
     to the parallel scheduler, or inline) reaches the caller, and the loop is finished: the

@@ -11,7 +11,7 @@ import structexec as sx
 from structexec.testing import RecordingReceiver
 
 
-def test_22_1_all_inline_schedulers_compare_equal() -> None:
+def test_all_inline_schedulers_compare_equal() -> None:
     a, b = sx.inline_scheduler(), sx.inline_scheduler()
     assert a == b
     assert not (a != b)  # noqa: SIM202
@@ -20,7 +20,7 @@ def test_22_1_all_inline_schedulers_compare_equal() -> None:
     assert sx.is_scheduler(a)
 
 
-def test_22_2_schedule_completes_set_value_inside_start() -> None:
+def test_schedule_completes_set_value_inside_start() -> None:
     r = RecordingReceiver()
     op = r.connect(sx.schedule(sx.inline_scheduler()))
     assert not r.done  # connect runs nothing
@@ -32,7 +32,7 @@ def test_22_2_schedule_completes_set_value_inside_start() -> None:
         op.start()
 
 
-def test_22_2_signatures_are_set_value_only_in_any_env() -> None:
+def test_signatures_are_set_value_only_in_any_env() -> None:
     s = sx.inline_scheduler().schedule()
     only = sx.completion_signatures(sx.set_value_t())
     assert sx.get_completion_signatures(s) == only
@@ -43,21 +43,21 @@ def test_22_2_signatures_are_set_value_only_in_any_env() -> None:
     assert sx.get_completion_signatures(s, sx.prop(sx.get_stop_token, tok)) == only
 
 
-def test_22_2_a_stop_request_does_not_change_the_completion() -> None:
+def test_a_stop_request_does_not_change_the_completion() -> None:
     r = RecordingReceiver()
     r.request_stop()
     r.run(sx.schedule(sx.inline_scheduler()))
     assert r.value == ()
 
 
-def test_22_3_completion_scheduler_is_an_inline_scheduler() -> None:
+def test_completion_scheduler_is_an_inline_scheduler() -> None:
     attrs = sx.get_env(sx.schedule(sx.inline_scheduler()))
     cs = sx.get_completion_scheduler[sx.set_value_t](attrs)
     assert isinstance(cs, sx.inline_scheduler)
     assert cs == sx.inline_scheduler()
 
 
-def test_22_4_inline_scheduler_is_infallible_for_affine_on_and_task_scheduler() -> None:
+def test_inline_scheduler_is_infallible_for_affine_on_and_task_scheduler() -> None:
     ts = sx.task_scheduler(sx.inline_scheduler())  # would raise TypeError if fallible
     assert ts == sx.inline_scheduler()
     loop = sx.run_loop()
@@ -71,7 +71,7 @@ def test_22_4_inline_scheduler_is_infallible_for_affine_on_and_task_scheduler() 
     assert r.thread == threading.get_ident()
 
 
-def test_22_5_task_on_inline_scheduler_skips_affinity_and_resumes_where_completed() -> None:
+def test_task_on_inline_scheduler_skips_affinity_and_resumes_where_completed() -> None:
     """A task whose scheduler_type is inline_scheduler resumes on the completing thread."""
 
     class Inline:
@@ -99,7 +99,7 @@ def test_22_5_task_on_inline_scheduler_skips_affinity_and_resumes_where_complete
     assert seen[2] == worker.ident  # no hop back: affinity is off
 
 
-def test_22_5_forward_progress_guarantee_is_weakly_parallel() -> None:
+def test_inline_scheduler_forward_progress_guarantee_is_weakly_parallel() -> None:
     assert (
         sx.get_forward_progress_guarantee(sx.inline_scheduler())
         == sx.forward_progress_guarantee.weakly_parallel

@@ -71,10 +71,10 @@ def squares(i: int, lst: list[int]) -> None:
     lst[i] = i * i
 
 
-# --------------------------------------------------------------------------- 31.7-31.9, 9.12
+# ------------------------------------------------------------------------- bulk reaches the backend
 
 
-def test_31_9_bulk_after_schedule_reaches_schedule_bulk_chunked() -> None:
+def test_bulk_after_schedule_reaches_schedule_bulk_chunked() -> None:
     backend = RecordingBackend()
     sch = sx.parallel_scheduler(backend)
     lst = [0] * 6
@@ -83,7 +83,7 @@ def test_31_9_bulk_after_schedule_reaches_schedule_bulk_chunked() -> None:
     assert backend.calls == [("schedule", 0), ("chunked", 6)]
 
 
-def test_31_7_bulk_chunked_reaches_schedule_bulk_chunked_with_the_values() -> None:
+def test_bulk_chunked_reaches_schedule_bulk_chunked_with_the_values() -> None:
     backend = RecordingBackend()
     sch = sx.parallel_scheduler(backend)
     seen = []
@@ -97,7 +97,7 @@ def test_31_7_bulk_chunked_reaches_schedule_bulk_chunked_with_the_values() -> No
     assert seen == [(0, 5, "a", 2)]
 
 
-def test_31_8_bulk_unchunked_reaches_schedule_bulk_unchunked() -> None:
+def test_bulk_unchunked_reaches_schedule_bulk_unchunked() -> None:
     backend = RecordingBackend()
     sch = sx.parallel_scheduler(backend)
     seen: list[tuple[int, str]] = []
@@ -111,7 +111,7 @@ def test_31_8_bulk_unchunked_reaches_schedule_bulk_unchunked() -> None:
     assert seen == [(0, "v"), (1, "v"), (2, "v"), (3, "v")]
 
 
-def test_31_9_continues_on_the_parallel_scheduler_then_bulk() -> None:
+def test_continues_on_the_parallel_scheduler_then_bulk() -> None:
     backend = RecordingBackend()
     sch = sx.parallel_scheduler(backend)
     lst = [0] * 3
@@ -121,7 +121,7 @@ def test_31_9_continues_on_the_parallel_scheduler_then_bulk() -> None:
 
 
 @pytest.mark.parametrize("how", ["starts_on", "on"])
-def test_31_9_bulk_under_starts_on_and_on_uses_the_receivers_scheduler(how: str) -> None:
+def test_bulk_under_starts_on_and_on_uses_the_receivers_scheduler(how: str) -> None:
     backend = RecordingBackend()
     sch = sx.parallel_scheduler(backend)
     lst = [0] * 4
@@ -131,7 +131,7 @@ def test_31_9_bulk_under_starts_on_and_on_uses_the_receivers_scheduler(how: str)
     assert ("unchunked", 4) in backend.calls
 
 
-def test_E20_let_value_read_env_get_scheduler_bulk() -> None:
+def test_scheduler_propagates_through_on_and_read_env_to_bulk() -> None:
     """P2079R7 §3 example 3: the scheduler propagates through ``on`` and ``read_env``."""
     backend = RecordingBackend()
     seen: list[int] = []
@@ -147,7 +147,7 @@ def test_E20_let_value_read_env_get_scheduler_bulk() -> None:
     assert ("chunked", 1) in backend.calls
 
 
-def test_9_12_bulk_elsewhere_is_not_sent_to_the_backend() -> None:
+def test_bulk_elsewhere_is_not_sent_to_the_backend() -> None:
     backend = RecordingBackend()
     sx.parallel_scheduler(backend)  # the parallel domain exists, but nothing runs on it
     lst = [0] * 3
@@ -157,7 +157,7 @@ def test_9_12_bulk_elsewhere_is_not_sent_to_the_backend() -> None:
     assert backend.calls == []
 
 
-def test_15_10_sequential_policies_get_shape_one_and_run_in_order() -> None:
+def test_sequential_policies_on_the_backend_get_shape_one_and_run_in_order() -> None:
     backend = RecordingBackend()
     sch = sx.parallel_scheduler(backend)
     order: list[int] = []
@@ -174,7 +174,7 @@ def test_15_10_sequential_policies_get_shape_one_and_run_in_order() -> None:
     assert backend.calls[-1] == ("chunked", 0) and chunks == [(0, 7)]
 
 
-def test_31_7_predecessor_error_and_stopped_are_forwarded_without_the_backend() -> None:
+def test_predecessor_error_and_stopped_are_forwarded_without_the_backend() -> None:
     backend = RecordingBackend()
     sch = sx.parallel_scheduler(backend)
     boom = KeyError("k")
@@ -212,7 +212,7 @@ def test_transformed_sender_attributes_and_signatures() -> None:
 # --------------------------------------------------------------------------- the thread pool
 
 
-def test_15_2_bulk_on_the_default_scheduler_squares_a_list() -> None:
+def test_bulk_on_the_default_parallel_scheduler_squares_a_list() -> None:
     lst = list(range(100))
     s = (
         sx.schedule(sx.get_parallel_scheduler())
@@ -222,7 +222,9 @@ def test_15_2_bulk_on_the_default_scheduler_squares_a_list() -> None:
     assert sx.sync_wait(s) == ([i * i for i in range(100)],)
 
 
-def test_15_7_error_from_f_is_the_error_of_the_operation(pool: ThreadPoolBackend) -> None:
+def test_error_from_bulk_function_on_the_pool_is_the_error_of_the_operation(
+    pool: ThreadPoolBackend,
+) -> None:
     sch = sx.parallel_scheduler(pool)
     err = ValueError("index 7")
 
@@ -271,7 +273,9 @@ def test_stop_is_honoured_between_chunks(pool1: ThreadPoolBackend) -> None:
 
 
 @pytest.mark.parametrize("algo", [sx.bulk, sx.bulk_unchunked])
-def test_15_8_per_index_work_stops_at_the_next_index(pool1: ThreadPoolBackend, algo: Any) -> None:
+def test_stop_request_stops_per_index_work_at_the_next_index(
+    pool1: ThreadPoolBackend, algo: Any
+) -> None:
     sch = sx.parallel_scheduler(pool1)
     rec = RecordingReceiver()
     done: list[int] = []
@@ -301,7 +305,7 @@ def test_error_stops_the_hand_out_of_chunks(pool1: ThreadPoolBackend) -> None:
     assert done == list(range(13))
 
 
-def test_31_17_bulk_with_stop_already_requested_runs_nothing(pool: ThreadPoolBackend) -> None:
+def test_bulk_with_stop_already_requested_runs_nothing(pool: ThreadPoolBackend) -> None:
     rec = RecordingReceiver()
     rec.request_stop()
     ran: list[int] = []
@@ -435,7 +439,7 @@ class CheckingProxy(scr.bulk_item_receiver_proxy):
     workers=st.integers(min_value=1, max_value=3),
     unchunked=st.booleans(),
 )
-def test_31_12_31_13_thread_pool_backend_contract(n: int, workers: int, unchunked: bool) -> None:
+def test_thread_pool_backend_bulk_contract(n: int, workers: int, unchunked: bool) -> None:
     with ThreadPoolBackend(workers, thread_name_prefix="contract") as backend:
         proxy = CheckingProxy(n, unchunked)
         if unchunked:
@@ -449,7 +453,7 @@ def test_31_12_31_13_thread_pool_backend_contract(n: int, workers: int, unchunke
         assert {c[2] for c in proxy.calls} <= idents
 
 
-def test_31_12_contract_holds_when_stopped_midway(pool: ThreadPoolBackend) -> None:
+def test_thread_pool_backend_contract_holds_when_stopped_midway(pool: ThreadPoolBackend) -> None:
     src = sx.inplace_stop_source()
     proxy = CheckingProxy(1000, True, src.get_token())
     original = proxy.execute
@@ -466,7 +470,7 @@ def test_31_12_contract_holds_when_stopped_midway(pool: ThreadPoolBackend) -> No
     assert 300 < sum(proxy.cover) < 1000
 
 
-def test_31_11_schedule_contract(pool: ThreadPoolBackend) -> None:
+def test_thread_pool_backend_schedule_contract(pool: ThreadPoolBackend) -> None:
     proxy = CheckingProxy(0, False)
     pool.schedule(proxy, memoryview(bytearray()))
     proxy.check()

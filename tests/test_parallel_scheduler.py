@@ -73,10 +73,10 @@ class RaisingBackend(scr.parallel_scheduler_backend):
         r.set_value()
 
 
-# --------------------------------------------------------------------------- 31.1-31.4
+# -------------------------------------------------------------- getting and replacing the scheduler
 
 
-def test_31_1_get_parallel_scheduler_default_backend_is_a_thread_pool() -> None:
+def test_default_parallel_scheduler_backend_is_a_thread_pool() -> None:
     sch = sx.get_parallel_scheduler()
     assert isinstance(sch, sx.parallel_scheduler)
     assert sx.is_scheduler(sch)
@@ -85,14 +85,14 @@ def test_31_1_get_parallel_scheduler_default_backend_is_a_thread_pool() -> None:
     assert sch.backend is sx.query_parallel_scheduler_backend()
 
 
-def test_31_3_two_default_schedulers_are_equal() -> None:
+def test_two_default_parallel_schedulers_are_equal() -> None:
     a, b = sx.get_parallel_scheduler(), sx.get_parallel_scheduler()
     assert a == b
     assert hash(a) == hash(b)
     assert a != sx.inline_scheduler()
 
 
-def test_31_3_31_16_replacement_new_schedulers_differ_old_keep_their_backend(
+def test_backend_replacement_new_schedulers_differ_old_keep_their_backend(
     restore_backend: None, pool: ThreadPoolBackend
 ) -> None:
     old = sx.get_parallel_scheduler()
@@ -121,7 +121,7 @@ def test_31_3_31_16_replacement_new_schedulers_differ_old_keep_their_backend(
     assert sx.get_parallel_scheduler() == old
 
 
-def test_31_14_set_backend_returns_previous_factory(restore_backend: None) -> None:
+def test_set_backend_returns_previous_factory(restore_backend: None) -> None:
     def f1() -> InlineBackend:
         return InlineBackend()
 
@@ -137,20 +137,20 @@ def test_31_14_set_backend_returns_previous_factory(restore_backend: None) -> No
     )
 
 
-def test_31_14_set_backend_rejects_a_backend_object() -> None:
+def test_set_backend_rejects_a_backend_object() -> None:
     with pytest.raises(TypeError, match="pass a factory"):
         sx.set_parallel_scheduler_backend(InlineBackend())  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="int"):
         sx.set_parallel_scheduler_backend(3)  # type: ignore[arg-type]
 
 
-def test_31_14_factory_returning_a_non_backend_raises(restore_backend: None) -> None:
+def test_factory_returning_a_non_backend_raises(restore_backend: None) -> None:
     sx.set_parallel_scheduler_backend(lambda: 42)
     with pytest.raises(TypeError, match="not a parallel_scheduler_backend"):
         sx.get_parallel_scheduler()
 
 
-def test_31_1_null_backend_calls_terminate(restore_backend: None) -> None:
+def test_null_backend_calls_terminate(restore_backend: None) -> None:
     sx.set_parallel_scheduler_backend(lambda: None)
     assert sx.query_parallel_scheduler_backend() is None
     with record_terminate() as rec, pytest.raises(RuntimeError, match="returned None"):
@@ -158,7 +158,7 @@ def test_31_1_null_backend_calls_terminate(restore_backend: None) -> None:
     assert len(rec) == 1 and "[exec.par.scheduler]" in rec.reasons[0]
 
 
-def test_31_4_forward_progress_is_parallel() -> None:
+def test_parallel_scheduler_forward_progress_is_parallel() -> None:
     sch = sx.get_parallel_scheduler()
     assert sx.get_forward_progress_guarantee(sch) is sx.forward_progress_guarantee.parallel
 
@@ -170,10 +170,10 @@ def test_parallel_scheduler_constructor_checks_its_backend() -> None:
         sx.system_context_replaceability()
 
 
-# --------------------------------------------------------------------------- 31.5, 31.6
+# --------------------------------------------------------------------------- schedule
 
 
-def test_31_5_schedule_calls_backend_schedule_with_a_proxy() -> None:
+def test_schedule_calls_backend_schedule_with_a_proxy() -> None:
     backend = InlineBackend()
     sch = sx.parallel_scheduler(backend)
     rec = RecordingReceiver()
@@ -187,7 +187,7 @@ def test_31_5_schedule_calls_backend_schedule_with_a_proxy() -> None:
     assert isinstance(backend.storage[0], memoryview) and not backend.storage[0].readonly
 
 
-def test_31_5_proxy_forwards_error_and_stopped() -> None:
+def test_receiver_proxy_forwards_error_and_stopped() -> None:
     backend = ParkingBackend()
     sch = sx.parallel_scheduler(backend)
     r1, r2 = RecordingReceiver(), RecordingReceiver()
@@ -202,7 +202,7 @@ def test_31_5_proxy_forwards_error_and_stopped() -> None:
         backend.proxies[0].set_value()
 
 
-def test_31_5_31_11_schedule_completes_on_a_pool_thread(pool: ThreadPoolBackend) -> None:
+def test_schedule_completes_on_a_pool_thread(pool: ThreadPoolBackend) -> None:
     sch = sx.parallel_scheduler(pool)
     rec = RecordingReceiver()
     rec.run(sx.schedule(sch))
@@ -213,7 +213,7 @@ def test_31_5_31_11_schedule_completes_on_a_pool_thread(pool: ThreadPoolBackend)
     assert names[rec.thread].startswith("test-pool")
 
 
-def test_31_6_completion_scheduler_and_signatures() -> None:
+def test_parallel_schedule_completion_scheduler_and_signatures() -> None:
     sch = sx.get_parallel_scheduler()
     s = sx.schedule(sch)
     assert sx.get_completion_scheduler[sx.set_value_t](sx.get_env(s)) == sch
@@ -223,7 +223,7 @@ def test_31_6_completion_scheduler_and_signatures() -> None:
     )
 
 
-def test_E18_then_runs_on_the_pool_and_sync_wait_gets_55() -> None:
+def test_then_runs_on_the_pool_and_sync_wait_gets_55() -> None:
     """P2079R7 §3 example 1."""
     sch = sx.get_parallel_scheduler()
     seen = []
@@ -236,7 +236,7 @@ def test_E18_then_runs_on_the_pool_and_sync_wait_gets_55() -> None:
     assert seen and seen[0] != threading.get_ident()
 
 
-def test_E19_on_returns_to_the_sync_wait_thread() -> None:
+def test_on_returns_to_the_sync_wait_thread() -> None:
     """P2079R7 §3 example 2: ``on`` starts on the pool and comes back ([exec.on])."""
     sch = sx.get_parallel_scheduler()
     where: list[int] = []
@@ -252,7 +252,7 @@ def test_E19_on_returns_to_the_sync_wait_thread() -> None:
     assert ident == threading.get_ident()
 
 
-def test_31_17_stop_before_start_completes_stopped(pool: ThreadPoolBackend) -> None:
+def test_parallel_schedule_stop_before_start_completes_stopped(pool: ThreadPoolBackend) -> None:
     sch = sx.parallel_scheduler(pool)
     rec = RecordingReceiver()
     rec.request_stop()
@@ -261,7 +261,7 @@ def test_31_17_stop_before_start_completes_stopped(pool: ThreadPoolBackend) -> N
     assert rec.stopped
 
 
-# --------------------------------------------------------------------------- 31.10 try_query
+# ------------------------------------------------------------------------- receiver proxy try_query
 
 
 class OwnToken:
@@ -310,7 +310,7 @@ def _proxy_for(env: Any) -> tuple[Any, RecordingReceiver]:
     return proxy, rec
 
 
-def test_31_10_try_query_gives_the_consumers_inplace_stop_token() -> None:
+def test_try_query_gives_the_consumers_inplace_stop_token() -> None:
     rec0 = RecordingReceiver()
     backend = ParkingBackend()
     rec0.run(sx.schedule(sx.parallel_scheduler(backend)))
@@ -323,7 +323,7 @@ def test_31_10_try_query_gives_the_consumers_inplace_stop_token() -> None:
     proxy.set_value()
 
 
-def test_31_10_try_query_returns_none_when_unsupported() -> None:
+def test_try_query_returns_none_when_unsupported() -> None:
     proxy, _ = _proxy_for(sx.prop(sx.get_stop_token, sx.never_stop_token()))
     assert proxy.try_query(sx.get_stop_token) is None  # never_stop_token
     proxy2, _ = _proxy_for(None)
@@ -335,7 +335,7 @@ def test_31_10_try_query_returns_none_when_unsupported() -> None:
         p.set_value()
 
 
-def test_31_10_try_query_answers_other_queries_of_the_consumer() -> None:
+def test_try_query_answers_other_queries_of_the_consumer() -> None:
     """P2079R7 §5.5/§5.10: properties reach the backend through receiver queries."""
     proxy, _ = _proxy_for(sx.prop(priority, 7))
     assert proxy.try_query(priority) == 7
@@ -344,7 +344,7 @@ def test_31_10_try_query_answers_other_queries_of_the_consumer() -> None:
     proxy.set_value()
 
 
-def test_31_10_try_query_never_raises() -> None:
+def test_try_query_never_raises() -> None:
     class Exploding:
         def query(self, q: Any, *args: Any) -> Any:
             raise RuntimeError("query blew up")
@@ -355,7 +355,7 @@ def test_31_10_try_query_never_raises() -> None:
     proxy.set_value()
 
 
-def test_31_10_other_stoppable_token_types_are_linked_to_an_inplace_token() -> None:
+def test_other_stoppable_token_types_are_linked_to_an_inplace_token() -> None:
     own = OwnToken()
     proxy, rec = _proxy_for(sx.prop(sx.get_stop_token, own))
     tok = proxy.try_query(sx.get_stop_token)

@@ -22,7 +22,7 @@ def pool() -> Iterator[ThreadPoolBackend]:
         yield p
 
 
-async def test_32_1_work_on_the_pool_resumes_on_the_trio_thread() -> None:
+async def test_work_on_the_pool_resumes_on_the_trio_thread() -> None:
     trio_thread = threading.get_ident()
     where: list[int] = []
 
@@ -57,7 +57,7 @@ async def test_bulk_on_the_pool_then_back_to_trio() -> None:
     assert trio_thread not in out
 
 
-async def test_32_2_trio_cancellation_stops_the_bulk_work(pool: ThreadPoolBackend) -> None:
+async def test_trio_cancellation_stops_the_bulk_work(pool: ThreadPoolBackend) -> None:
     sch = sx.parallel_scheduler(pool)
     done: list[int] = []
 
@@ -76,7 +76,7 @@ async def test_32_2_trio_cancellation_stops_the_bulk_work(pool: ThreadPoolBacken
     assert len(done) == n  # every execute happened before the completion ([exec.sysctxrepl.psb])
 
 
-async def test_32_2_trio_cancellation_of_schedule_before_it_runs(pool: ThreadPoolBackend) -> None:
+async def test_trio_cancellation_of_schedule_before_it_runs(pool: ThreadPoolBackend) -> None:
     """A stop request that arrives while the item is queued completes it stopped
     ([exec.par.scheduler])."""
     sch = sx.parallel_scheduler(pool)

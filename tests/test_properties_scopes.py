@@ -3,10 +3,10 @@ completing on worker threads.
 
 [exec.scope.concepts] (a user token: every scope token here may be wrapped in a
 :class:`~structexec.testing.strategies.CountingToken`), [exec.scope.simple.counting],
-[exec.counting.scopes.general] (state machine, join), 27 (``associate``), 29 (``spawn``), 30
-(``spawn_future``); docs/scopes.md "What happens when things fail" (errors are never lost: the join
-reports exactly the errors nobody else received) and 2.8 (associations are released at a defined
-moment, never by the garbage collector). Trees here always use scopes, and hop onto a dedicated
+[exec.counting.scopes.general] (state machine, join), [exec.associate], [exec.spawn],
+[exec.spawn.future]; docs/scopes.md "What happens when things fail" (errors are never lost: the join
+reports exactly the errors nobody else received); associations are released at a defined
+moment, never by the garbage collector. Trees here always use scopes, and hop onto a dedicated
 worker thread and the parallel scheduler's pool.
 """
 
@@ -70,7 +70,7 @@ def _uses_scopes(tree: sxst.Tree) -> bool:
     case=sxst.trees_with_stop_schedules(kinds=SCOPE_KINDS, scopes=SCOPES, max_nodes=14, max_at=8),
     order=sxst.interleavings(),
 )
-def test_scopes_join_and_count_exactly_req_26_dq_2_8(
+def test_scopes_join_and_count_exactly(
     case: tuple[sxst.Tree, sxst.StopSchedule], order: sxst.Interleaving
 ) -> None:
     """Every scope's join completes once (with ``value()``, or with exactly the unreceived
@@ -93,7 +93,7 @@ def test_scopes_join_and_count_exactly_req_26_dq_2_8(
     ),
     order=sxst.interleavings(),
 )
-def test_scopes_join_and_count_exactly_in_trio_req_26(
+def test_scopes_join_and_count_exactly_in_trio(
     case: tuple[sxst.Tree, sxst.StopSchedule], order: sxst.Interleaving
 ) -> None:
     tree, stops = case
@@ -105,7 +105,7 @@ def test_scopes_join_and_count_exactly_in_trio_req_26(
     trio.run(main).check()
 
 
-def test_counting_token_counts_and_forwards_req_25_3() -> None:
+def test_counting_token_counts_and_forwards() -> None:
     scope = sx.counting_scope()
     tok = sxst.CountingToken(scope.get_token())
     seen: list[int] = []
@@ -126,7 +126,7 @@ def test_counting_token_counts_and_forwards_req_25_3() -> None:
     assert rec.value == ()
 
 
-def test_join_waits_for_work_on_a_worker_thread_req_26_8() -> None:
+def test_join_waits_for_work_on_a_worker_thread() -> None:
     """A spawned item that finishes on a worker thread: the join completes only after it, on
     the join receiver's scheduler (not on the worker thread)."""
     gate = threading.Event()
@@ -146,7 +146,7 @@ def test_join_waits_for_work_on_a_worker_thread_req_26_8() -> None:
         assert join.thread == threading.get_ident()
 
 
-def test_when_all_stopped_at_start_releases_associations_dq_2_8() -> None:
+def test_when_all_stopped_at_start_releases_associations() -> None:
     tree = sxst.Tree(
         sxst.WhenAll((sxst.IntoVariant(sxst.Associate(sxst.Just(()), 0)),)),
         scopes=("counting",),
@@ -156,7 +156,7 @@ def test_when_all_stopped_at_start_releases_associations_dq_2_8() -> None:
     r.check()  # fails: "a scope's join completed only after gc.collect()"
 
 
-def test_model_stop_point_inside_eager_spawn_future_work_req_30_2() -> None:
+def test_model_stop_point_inside_eager_spawn_future_work() -> None:
     """Pinned from a failing example: ``spawn_future`` starts its work while the tree is built
     ([exec.spawn.future]), before the stop requests a schedule makes "at step 0", so a stop point
     inside that work may or may not be stopped when the work reaches it; the model allows both (here

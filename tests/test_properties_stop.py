@@ -3,10 +3,11 @@ duplicated completion.
 
 [exec.async.ops], [exec.recv.concepts] (stop callbacks deregistered before completion),
 [stoptoken.concepts] (callbacks run on the requesting thread: some requests come from another
-thread), 11 (``write_env`` stop points, ``unstoppable``), [exec.schedule.from] (the hop sees the
-outer token), [exec.when.all] (``when_all``), 17, [exec.scope.counting] and 28
-(``counting_scope.request_stop``), 30 and docs/scopes.md "Futures outlive their work" (a stopped
-``spawn_future`` consumer). Hypothesis chooses which operation gets a stop request (the root, a stop
+thread), [exec.write.env], [exec.unstoppable] (``write_env`` stop points, ``unstoppable``),
+[exec.schedule.from] (the hop sees the outer token), [exec.when.all] (``when_all``),
+[exec.stopped.opt], [exec.scope.counting] and [exec.stop.when] (``counting_scope.request_stop``),
+[exec.spawn.future] and docs/scopes.md "Futures outlive their work" (a stopped ``spawn_future``
+consumer). Hypothesis chooses which operation gets a stop request (the root, a stop
 point inside the tree, a counting scope), at which step, and in which order the queued scheduler
 items run; the model gives the set of acceptable outcomes.
 """
@@ -38,7 +39,7 @@ SETTINGS = settings(
 
 @SETTINGS
 @given(case=sxst.trees_with_stop_schedules(), order=sxst.interleavings())
-def test_stop_at_any_step_gives_modelled_outcome_req_2_2(
+def test_stop_at_any_step_gives_modelled_outcome(
     case: tuple[sxst.Tree, sxst.StopSchedule], order: sxst.Interleaving
 ) -> None:
     tree, stops = case
@@ -47,11 +48,12 @@ def test_stop_at_any_step_gives_modelled_outcome_req_2_2(
 
 @settings(SETTINGS, max_examples=max(1, sxst.max_examples(300) // 2))
 @given(case=sxst.trees_with_stop_schedules(kinds=sxst.ALL_KINDS), order=sxst.interleavings())
-def test_stop_at_any_step_in_trio_req_2_2_dq_2_5(
+def test_stop_at_any_step_in_trio(
     case: tuple[sxst.Tree, sxst.StopSchedule], order: sxst.Interleaving
 ) -> None:
     """In a trio run: stop requests reach trio hops, coroutines and tasks
-    (docs/task.md 'How "stopped" unwinds a task', 2.5) and still give a modelled outcome, exactly
+    (docs/task.md 'How "stopped" unwinds a task', docs/trio.md "trio cancellation becomes a stop
+    request") and still give a modelled outcome, exactly
     once."""
     tree, stops = case
 
@@ -63,7 +65,7 @@ def test_stop_at_any_step_in_trio_req_2_2_dq_2_5(
 
 @SETTINGS
 @given(tree=sxst.sender_trees(), order=sxst.interleavings())
-def test_stop_before_start_of_when_all_starts_no_child_req_16_5(
+def test_stop_before_start_of_when_all_starts_no_child(
     tree: sxst.Tree, order: sxst.Interleaving
 ) -> None:
     """Wrapping any tree in ``when_all`` and stopping before start: the outcome is exactly
@@ -93,7 +95,7 @@ def test_stop_before_start_of_when_all_starts_no_child_req_16_5(
     assert all(id(n) in eager for n in r.spawned) and r.rec.stopped
 
 
-def test_stop_from_another_thread_runs_callbacks_there_req_5_2() -> None:
+def test_stop_from_another_thread_runs_callbacks_there() -> None:
     """A stop request made from another thread completes a stopped hop on the thread that
     runs the item, and deregisters every callback first ([exec.recv.concepts])."""
     tree = sxst.Tree(sxst.WhenAll((sxst.Hop(sxst.Just((1,)), 0), sxst.Schedule(1))))
@@ -104,7 +106,7 @@ def test_stop_from_another_thread_runs_callbacks_there_req_5_2() -> None:
     assert r.rec.live_callbacks_at_completion == 0
 
 
-def test_stop_point_is_independent_of_the_root_req_11() -> None:
+def test_stop_point_is_independent_of_the_root() -> None:
     """A stop point gives its subtree another token: stopping it stops that subtree only;
     stopping the root does not reach it."""
     inner = sxst.StopPoint(sxst.Hop(sxst.Just((7,)), 0), 0)
@@ -119,7 +121,7 @@ def test_stop_point_is_independent_of_the_root_req_11() -> None:
         assert r.outcome in tree.model(stops)
 
 
-def test_scope_request_stop_reaches_associated_work_req_26_14() -> None:
+def test_scope_request_stop_reaches_associated_work() -> None:
     tree = sxst.Tree(
         sxst.StoppedAsOptional(sxst.Associate(sxst.Hop(sxst.Just((3,)), 0), 0)),
         scopes=("counting",),
@@ -131,7 +133,7 @@ def test_scope_request_stop_reaches_associated_work_req_26_14() -> None:
     assert isinstance(r.scopes[0], sx.counting_scope)
 
 
-def test_nested_when_all_stopped_at_start_closes_coroutines_dq_2_8() -> None:
+def test_nested_when_all_stopped_at_start_closes_coroutines() -> None:
     tree = sxst.Tree(sxst.WhenAll((sxst.WhenAll((sxst.Coro(sxst.Just(())),)),)))
     stops = sxst.StopSchedule((sxst.StopEvent(0, ("root", 0)),))
 

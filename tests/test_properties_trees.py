@@ -1,9 +1,11 @@
 """Property: every random sender tree completes exactly once, with the modelled result.
 
 [exec.async.ops] ("Rec over every algorithm, including a property test across random
-compositions"), 2.3, 2.13, 2.16; 10, 13, 14, 16, 17 (the algorithms the trees combine); 12
-(scheduling hops, under every interleaving of the manual schedulers' queues); 20, 24 (the
-coroutine and task nodes in the trio run).
+compositions"), [exec.connect], [exec.recv.concepts] (no stop callback left registered),
+[exec.get.compl.sched]; [exec.just], [exec.then], [exec.let], [exec.when.all],
+[exec.into.variant], [exec.stopped.opt] (the algorithms the trees combine); [exec.starts.on],
+[exec.continues.on] (scheduling hops, under every interleaving of the manual schedulers'
+queues); [exec.as.awaitable], [exec.task] (the coroutine and task nodes in the trio run).
 
 The example count is ``STRUCTEXEC_PROPERTY_EXAMPLES`` (default: small, for CI), e.g.
 ``STRUCTEXEC_PROPERTY_EXAMPLES=10000 pytest tests/test_properties_trees.py``.
@@ -35,7 +37,7 @@ SETTINGS = settings(
 
 @SETTINGS
 @given(tree=sxst.sender_trees(), order=sxst.interleavings())
-def test_every_tree_completes_once_with_modelled_result_req_2_2(
+def test_every_tree_completes_once_with_modelled_result(
     tree: sxst.Tree, order: sxst.Interleaving
 ) -> None:
     """No stop request from outside: the root completes exactly once, never before start,
@@ -47,9 +49,7 @@ def test_every_tree_completes_once_with_modelled_result_req_2_2(
 
 @settings(SETTINGS, max_examples=max(1, sxst.max_examples(300) // 2))
 @given(tree=sxst.sender_trees(sxst.ALL_KINDS), order=sxst.interleavings())
-def test_every_tree_completes_once_in_trio_req_2_2_req_20_9(
-    tree: sxst.Tree, order: sxst.Interleaving
-) -> None:
+def test_every_tree_completes_once_in_trio(tree: sxst.Tree, order: sxst.Interleaving) -> None:
     """The same, in a trio run, with trio hops, coroutine senders and ``task`` nodes; the
     interleaving also chooses when trio runs its tasks."""
 
@@ -80,7 +80,7 @@ def test_model_is_exact_without_stops_and_hops(tree: sxst.Tree) -> None:
     assert len(tree.model()) == 1, (tree, tree.model())
 
 
-def test_model_when_all_child_made_inline_by_sibling_failure_req_16_6() -> None:
+def test_model_when_all_child_made_inline_by_sibling_failure() -> None:
     """Pinned from the 10,000-example run: a child that would wait for a scheduler item on its own
     (``when_all(just(), schedule(sch))``) completes stopped *inline* when a sibling started before
     it has already failed (the stop request reaches it before it starts, [exec.when.all]), so its

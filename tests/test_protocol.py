@@ -30,14 +30,14 @@ class PlainReceiver:
         self.got.append(("stopped", ()))
 
 
-def test_2_1_start_twice_raises() -> None:
+def test_start_twice_raises() -> None:
     op = sx.connect(sx.just(1), PlainReceiver())
     sx.start(op)
     with pytest.raises(RuntimeError, match="started twice"):
         sx.start(op)
 
 
-def test_2_3_connect_never_completes() -> None:
+def test_connect_runs_nothing_and_start_completes() -> None:
     calls: list[int] = []
     r = PlainReceiver()
     op = sx.connect(sx.just(1) | sx.then(lambda x: calls.append(x)), r)
@@ -46,14 +46,14 @@ def test_2_3_connect_never_completes() -> None:
     assert r.got == [("value", ())] and calls == [1]
 
 
-def test_2_4_just_completes_inline_on_starting_thread() -> None:
+def test_just_completes_inline_on_starting_thread() -> None:
     rec = RecordingReceiver()
     rec.run(sx.just(1, 2))
     assert rec.done and rec.value == (1, 2)
     assert rec.thread == threading.get_ident()
 
 
-def test_2_2_completing_twice_raises() -> None:
+def test_completing_twice_raises() -> None:
     class Twice(sx.Sender[Any]):
         def connect(self, rcvr: Any) -> Any:
             class Op:
@@ -70,14 +70,14 @@ def test_2_2_completing_twice_raises() -> None:
     assert r.got == [("value", (1,))]
 
 
-def test_1_2_set_error_none_is_rejected() -> None:
+def test_set_error_none_is_rejected() -> None:
     with pytest.raises(TypeError, match="None"):
         sx.set_error(PlainReceiver(), None)
     with pytest.raises(TypeError):
         sx.just_error(None)
 
 
-def test_2_5_op_may_be_dropped_during_completion() -> None:
+def test_op_may_be_dropped_during_completion() -> None:
     holder: dict[str, Any] = {}
 
     class DropReceiver(PlainReceiver):
@@ -92,7 +92,7 @@ def test_2_5_op_may_be_dropped_during_completion() -> None:
     assert r.got == [("value", (2,))]
 
 
-def test_2_9_started_op_completes_without_being_held() -> None:
+def test_started_op_completes_without_being_held() -> None:
     loop = sx.run_loop()
     r = PlainReceiver()
     sx.start(sx.connect(sx.schedule(loop.get_scheduler()) | sx.then(lambda: 5), r))
@@ -102,7 +102,7 @@ def test_2_9_started_op_completes_without_being_held() -> None:
     assert r.got == [("value", (5,))]
 
 
-def test_2_10_library_ops_are_not_copyable() -> None:
+def test_operation_states_are_not_copyable() -> None:
     class Op(sx.OperationState):
         def start(self) -> None:
             pass
@@ -111,7 +111,7 @@ def test_2_10_library_ops_are_not_copyable() -> None:
         copy.copy(Op())
 
 
-def test_2_12_free_completion_functions_forward() -> None:
+def test_free_completion_functions_forward_to_the_receiver() -> None:
     r = PlainReceiver()
     sx.set_value(r, 1, 2)
     sx.set_error(r, ValueError("x"))
@@ -119,20 +119,20 @@ def test_2_12_free_completion_functions_forward() -> None:
     assert [k for k, _ in r.got] == ["value", "error", "stopped"]
 
 
-def test_2_14_receiver_without_get_env_has_empty_env() -> None:
+def test_receiver_without_get_env_has_empty_env() -> None:
     e = sx.get_env(PlainReceiver())
     with pytest.raises(sx.QueryError):
         e.query(sx.get_scheduler)
     assert sx.get_stop_token(e).stop_possible() is False
 
 
-def test_2_15_multishot_senders_connect_repeatedly() -> None:
+def test_multishot_senders_connect_repeatedly() -> None:
     s = sx.just([1]) | sx.then(lambda x: [*x, 2])
     assert sx.sync_wait(s) == ([1, 2],)
     assert sx.sync_wait(s) == ([1, 2],)
 
 
-def test_7_1_is_sender() -> None:
+def test_is_sender_and_is_scheduler_recognise_their_kinds() -> None:
     async def coro() -> None:
         pass
 
@@ -147,7 +147,7 @@ def test_7_1_is_sender() -> None:
     assert not sx.is_scheduler(sx.just())
 
 
-def test_7_4_adaptors_are_lazy() -> None:
+def test_adaptors_are_lazy() -> None:
     calls: list[str] = []
     s = sx.just() | sx.then(lambda: calls.append("then"))
     s = s | sx.let_value(lambda: calls.append("let") or sx.just())
@@ -157,7 +157,7 @@ def test_7_4_adaptors_are_lazy() -> None:
     assert calls == ["then", "let"]
 
 
-def test_7_5_to_7_7_pipes_and_closures_compose() -> None:
+def test_pipes_and_closures_compose() -> None:
     assert sx.sync_wait(sx.just(1) | sx.then(lambda x: x + 1) | sx.then(str)) == ("2",)
     f = lambda x: x * 10  # noqa: E731
     g = lambda x: x + 1  # noqa: E731
@@ -166,7 +166,7 @@ def test_7_5_to_7_7_pipes_and_closures_compose() -> None:
     assert sx.sync_wait(sx.just(2) | c) == (21,)
 
 
-def test_7_8_closure_applied_to_non_sender() -> None:
+def test_closure_applied_to_non_sender_raises_type_error() -> None:
     with pytest.raises(TypeError, match=r"then.*must be a sender, got int"):
         sx.then(lambda: None)(42)
     with pytest.raises(TypeError, match="must be a sender"):
@@ -202,7 +202,7 @@ def test_duck_typed_sender_works_with_pipes() -> None:
     assert sx.sync_wait(Duck() | sx.then(str.upper)) == ("QUACK",)
 
 
-def test_values_convention_2_1() -> None:
+def test_then_return_value_convention_none_single_tuple_values() -> None:
     assert sx.sync_wait(sx.just(1) | sx.then(lambda x: None)) == ()
     assert sx.sync_wait(sx.just(1) | sx.then(lambda x: (x, x))) == ((1, 1),)
     assert sx.sync_wait(sx.just(1) | sx.then(lambda x: sx.values(x, 2))) == (1, 2)
@@ -210,7 +210,7 @@ def test_values_convention_2_1() -> None:
     assert sx.sync_wait(sx.just(1) | sx.then(lambda x: sx.values())) == ()
 
 
-def test_1_3_base_exceptions_are_not_error_datums() -> None:
+def test_base_exceptions_are_not_error_datums() -> None:
     def boom() -> None:
         raise KeyboardInterrupt
 

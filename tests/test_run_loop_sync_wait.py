@@ -11,7 +11,7 @@ import structexec as sx
 from structexec.testing import RecordingReceiver
 
 
-def test_18_2_scheduler_equality() -> None:
+def test_run_loop_schedulers_are_equal_only_for_the_same_loop() -> None:
     a, b = sx.run_loop(), sx.run_loop()
     assert a.get_scheduler() == a.get_scheduler()
     assert a.get_scheduler() != b.get_scheduler()
@@ -21,7 +21,7 @@ def test_18_2_scheduler_equality() -> None:
     assert sx.get_completion_scheduler[sx.set_stopped_t](attrs) == s
 
 
-def test_18_3_18_4_fifo_never_inline_and_nested_items_run() -> None:
+def test_run_loop_is_fifo_never_inline_and_runs_nested_items() -> None:
     loop = sx.run_loop()
     sch = loop.get_scheduler()
     order: list[Any] = []
@@ -42,7 +42,7 @@ def test_18_3_18_4_fifo_never_inline_and_nested_items_run() -> None:
     assert all(r.done for r in recs) and r2.done
 
 
-def test_18_5_state_errors() -> None:
+def test_run_loop_finish_twice_and_run_twice_raise() -> None:
     loop = sx.run_loop()
     loop.finish()
     with pytest.raises(RuntimeError):
@@ -52,7 +52,7 @@ def test_18_5_state_errors() -> None:
         loop.run()
 
 
-def test_18_6_stop_checked_at_execution_time() -> None:
+def test_run_loop_checks_stop_when_the_item_runs() -> None:
     loop = sx.run_loop()
     rec = RecordingReceiver()
     rec.run(sx.schedule(loop.get_scheduler()))
@@ -62,7 +62,7 @@ def test_18_6_stop_checked_at_execution_time() -> None:
     assert rec.stopped
 
 
-def test_18_7_other_threads_schedule_work_runs_on_run_thread() -> None:
+def test_work_scheduled_from_other_threads_runs_on_the_run_thread() -> None:
     loop = sx.run_loop()
     sch = loop.get_scheduler()
     ran: list[int] = []
@@ -86,7 +86,7 @@ def test_18_7_other_threads_schedule_work_runs_on_run_thread() -> None:
     assert len(ran) == 400 and set(ran) == {runner.ident}
 
 
-def test_18_9_signatures() -> None:
+def test_run_loop_schedule_signatures_depend_on_the_stop_token() -> None:
     s = sx.schedule(sx.run_loop().get_scheduler())
     assert sx.get_completion_signatures(s, sx.env()) == sx.completion_signatures(sx.set_value_t())
     src = sx.inplace_stop_source()
@@ -96,7 +96,7 @@ def test_18_9_signatures() -> None:
     )
 
 
-def test_19_2_environment() -> None:
+def test_sync_wait_env_provides_scheduler_and_delegation_scheduler() -> None:
     both = sx.read_env(sx.get_scheduler) | sx.let_value(
         lambda s: sx.read_env(sx.get_delegation_scheduler) | sx.then(lambda d: sx.values(s, d))
     )
@@ -107,7 +107,7 @@ def test_19_2_environment() -> None:
     assert isinstance(tok, sx.never_stop_token)
 
 
-def test_19_3_results() -> None:
+def test_sync_wait_returns_values_none_for_stopped_and_raises_errors() -> None:
     assert sx.sync_wait(sx.just(1, 2)) == (1, 2)
     assert sx.sync_wait(sx.just()) == ()
     assert sx.sync_wait(sx.just_stopped()) is None
@@ -120,7 +120,7 @@ def test_19_3_results() -> None:
     assert ev.value.error == 42
 
 
-def test_19_4_work_from_other_threads_runs_on_calling_thread() -> None:
+def test_sync_wait_runs_work_from_other_threads_on_the_calling_thread() -> None:
     def on_thread(rcvr: Any) -> None:
         sch = sx.get_scheduler(sx.get_env(rcvr))
 
@@ -145,7 +145,7 @@ def test_19_4_work_from_other_threads_runs_on_calling_thread() -> None:
     assert sx.sync_wait(Hop()) == (threading.get_ident(),)
 
 
-def test_19_7_sync_wait_with_variant() -> None:
+def test_sync_wait_with_variant_values_and_stopped() -> None:
     assert sx.sync_wait_with_variant(sx.just(1)) == (1,)
     assert sx.sync_wait_with_variant(sx.just_stopped()) is None
 
@@ -155,7 +155,7 @@ def test_sync_wait_rejects_non_sender() -> None:
         sx.sync_wait(42)
 
 
-def test_22_inline_scheduler() -> None:
+def test_inline_scheduler_completes_on_the_calling_thread() -> None:
     sch = sx.inline_scheduler()
     assert sch == sx.inline_scheduler()
     rec = RecordingReceiver()

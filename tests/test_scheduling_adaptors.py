@@ -1,7 +1,7 @@
 """``starts_on``, ``continues_on``, ``schedule_from``, ``on``: [exec.starts.on],
-[exec.continues.on], [exec.schedule.from], [exec.on] ([exec.starts.on], [exec.continues.on],
-[exec.schedule.from], [exec.on]), with 2.16 (completion schedulers), [exec.adapt.general],
-[exec.adapt.obj], [exec.snd.concepts], [exec.snd.expos]/9.11 (domains).
+[exec.continues.on], [exec.schedule.from], [exec.on], with [exec.get.compl.sched] (completion
+schedulers), [exec.adapt.general], [exec.adapt.obj], [exec.snd.concepts], [exec.snd.expos],
+[exec.snd.transform] (domains).
 
 Every step records ``threading.get_ident()`` and ``ManualScheduler.current()`` (the scheduler
 whose item is running on this thread) so that the tests check *where* things happen.
@@ -28,7 +28,7 @@ MAIN = threading.get_ident
 # =========================================================================== starts_on
 
 
-def test_12_1_starts_on_runs_child_on_scheduler_and_does_not_come_back(lt: LoopThread) -> None:
+def test_starts_on_runs_child_on_scheduler_and_does_not_come_back(lt: LoopThread) -> None:
     """[exec.starts.on]: ``starts_on(ThreadSched, then(just(), record_thread))`` runs on the
     scheduler's thread, and the receiver also completes there."""
     seen: list[int] = []
@@ -40,9 +40,10 @@ def test_12_1_starts_on_runs_child_on_scheduler_and_does_not_come_back(lt: LoopT
     assert rec.value == ()
 
 
-def test_12_1_starts_on_manual_marker() -> None:
-    """[exec.starts.on]/2.16: with a ManualScheduler, nothing runs before the item runs; then the
-    child runs under the scheduler's marker and the receiver completes there too."""
+def test_starts_on_runs_nothing_before_the_item_runs() -> None:
+    """[exec.starts.on], [exec.get.compl.sched]: with a ManualScheduler, nothing runs before the
+    item runs; then the child runs under the scheduler's marker and the receiver completes there
+    too."""
     ms = ManualScheduler("A")
     steps: list[Any] = []
     rec = RecordingReceiver()
@@ -53,7 +54,7 @@ def test_12_1_starts_on_manual_marker() -> None:
     assert rec.value == (2,) and rec.scheduler is ms
 
 
-def test_12_2_child_sees_scheduler(lt: LoopThread) -> None:
+def test_starts_on_child_sees_the_scheduler(lt: LoopThread) -> None:
     """[exec.starts.on]: ``sync_wait(starts_on(sch, read_env(get_scheduler))) == (sch,)``, read on
     sch."""
     got = sx.sync_wait(
@@ -62,7 +63,7 @@ def test_12_2_child_sees_scheduler(lt: LoopThread) -> None:
     assert got == ((lt.sch, lt.ident),)
 
 
-def test_12_2_child_env_forwards_outer_forwarding_queries() -> None:
+def test_starts_on_child_env_forwards_outer_forwarding_queries() -> None:
     """[exec.starts.on]: the child env is JOIN-ENV(SCHED-ENV(sch), FWD-ENV(env)): the stop token is
     the receiver's."""
     ms = ManualScheduler()
@@ -72,8 +73,8 @@ def test_12_2_child_env_forwards_outer_forwarding_queries() -> None:
     assert rec.value == (rec.stop_source.get_token(),)
 
 
-def test_12_3_schedule_error_means_child_never_started() -> None:
-    """[exec.starts.on]/12.18: ``schedule(sch)`` failing gives ``set_error`` and the child never
+def test_starts_on_schedule_error_means_child_never_started() -> None:
+    """[exec.starts.on]: ``schedule(sch)`` failing gives ``set_error`` and the child never
     runs."""
     ms = ManualScheduler(infallible=False)
     boom = RuntimeError("no agent")
@@ -85,7 +86,7 @@ def test_12_3_schedule_error_means_child_never_started() -> None:
     assert rec.error is boom and ran == []
 
 
-def test_12_3_schedule_stopped_and_stop_token_forwarded() -> None:
+def test_starts_on_schedule_stopped_and_stop_token_forwarded() -> None:
     """[exec.starts.on]: the scheduling op sees the receiver's stop token; stopped → child never
     runs."""
     ms = ManualScheduler()
@@ -99,9 +100,9 @@ def test_12_3_schedule_stopped_and_stop_token_forwarded() -> None:
     assert rec.live_callbacks_at_completion == 0
 
 
-def test_12_starts_on_bad_arguments_and_laziness() -> None:
-    """12 (ill-formed → TypeError, docs/senders-adaptors.md), [exec.adapt.general]: no work before
-    start, connect-time errors of the child raise from connect."""
+def test_starts_on_bad_arguments_and_laziness() -> None:
+    """[exec.starts.on] (ill-formed → TypeError, docs/senders-adaptors.md), [exec.adapt.general]: no
+    work before start, connect-time errors of the child raise from connect."""
     with pytest.raises(TypeError, match="scheduler"):
         sx.starts_on(42, sx.just())
     with pytest.raises(TypeError, match="sender"):
@@ -121,7 +122,7 @@ def test_12_starts_on_bad_arguments_and_laziness() -> None:
         RecordingReceiver(sx.prop(NonFwd(), 1)).connect(sx.starts_on(ms, sx.read_env(NonFwd())))
 
 
-def test_7_9_starts_on_structure_and_12_4_domain() -> None:
+def test_starts_on_structure_and_domain_at_construction() -> None:
     """[exec.snd.concepts], [exec.starts.on]: tag/data/children; the scheduler's domain sees the
     sender at construction."""
     seen: list[Any] = []
@@ -149,7 +150,7 @@ def test_7_9_starts_on_structure_and_12_4_domain() -> None:
 # =========================================================================== continues_on
 
 
-def test_12_5_continues_on_all_three_completions_on_destination() -> None:
+def test_continues_on_delivers_all_three_completions_on_destination() -> None:
     """[exec.continues.on]: value, error and stopped are all delivered on an agent of ``sch``; the
     child starts on the current agent."""
     ms = ManualScheduler("dest")
@@ -171,7 +172,7 @@ def test_12_5_continues_on_all_three_completions_on_destination() -> None:
     assert started_on == [(MAIN(), None)]
 
 
-def test_12_5_continues_on_thread_hop(lt: LoopThread) -> None:
+def test_continues_on_thread_hop(lt: LoopThread) -> None:
     """[exec.continues.on]: the continuation runs on the run_loop thread; the child ran on this
     thread."""
     got = sx.sync_wait(
@@ -180,7 +181,7 @@ def test_12_5_continues_on_thread_hop(lt: LoopThread) -> None:
     assert got == ((MAIN(), lt.ident),)
 
 
-def test_12_6_attributes() -> None:
+def test_continues_on_completion_schedulers_are_the_destination_except_for_errors() -> None:
     """[exec.continues.on]: completion schedulers value/stopped = sch; set_error_t comes from the
     child."""
     src = ManualScheduler("src", infallible=False)
@@ -194,9 +195,9 @@ def test_12_6_attributes() -> None:
         sx.get_completion_scheduler[sx.set_error_t](attrs2)
 
 
-def test_12_7_lowering_and_late_domain_is_destinations() -> None:
-    """[exec.continues.on]/9.8/9.11: the late domain is the destination's; at connect the sender
-    becomes ``schedule_from(sch, sndr)``, which that domain sees."""
+def test_continues_on_lowering_and_late_domain_is_the_destinations() -> None:
+    """[exec.continues.on], [exec.snd.transform]: the late domain is the destination's; at connect
+    the sender becomes ``schedule_from(sch, sndr)``, which that domain sees."""
     seen: list[Any] = []
 
     class DestDomain(sx.default_domain):
@@ -222,7 +223,7 @@ def test_12_7_lowering_and_late_domain_is_destinations() -> None:
     assert rec.value == (4,) and rec.scheduler is dst
 
 
-def test_12_8_scheduling_op_connected_at_connect() -> None:
+def test_schedule_from_connects_the_scheduling_op_at_connect() -> None:
     """[exec.schedule.from]: ``connect(schedule(sch), ...)`` happens at connect; it starts after the
     child."""
     ms = ManualScheduler()
@@ -233,7 +234,7 @@ def test_12_8_scheduling_op_connected_at_connect() -> None:
     assert ms.pending == 1 and not rec.done
 
 
-def test_12_9_12_10_stored_by_reference_and_replayed() -> None:
+def test_schedule_from_stores_datums_by_reference_and_replays_them() -> None:
     """[exec.schedule.from]: the datums are kept (the same objects) and replayed on sch's agent."""
     ms = ManualScheduler()
     payload = [1, 2]
@@ -245,7 +246,7 @@ def test_12_9_12_10_stored_by_reference_and_replayed() -> None:
 
 
 @pytest.mark.parametrize("child_kind", ["value", "error", "stopped"])
-def test_12_11_scheduling_failure_wins(child_kind: str) -> None:
+def test_schedule_from_scheduling_failure_wins(child_kind: str) -> None:
     """[exec.schedule.from]: ``continues_on(just(1), FailingSched(e))`` gives ``set_error(e)``; the
     stored result (whatever its kind) is discarded."""
     child = {
@@ -262,7 +263,7 @@ def test_12_11_scheduling_failure_wins(child_kind: str) -> None:
     assert rec.error is e
 
 
-def test_12_11_scheduling_stopped_wins() -> None:
+def test_schedule_from_scheduling_stopped_wins() -> None:
     """[exec.schedule.from]: a stopped scheduling op completes ``set_stopped`` and drops the
     value."""
     ms = ManualScheduler()
@@ -273,7 +274,7 @@ def test_12_11_scheduling_stopped_wins() -> None:
     assert rec.stopped and rec.live_callbacks_at_completion == 0
 
 
-def test_12_12_outer_stop_reaches_run_loop_schedule() -> None:
+def test_continues_on_outer_stop_reaches_run_loop_schedule() -> None:
     """[exec.schedule.from]: ``continues_on(just(1), RLsched)`` with stop requested after start but
     before ``run`` gives ``set_stopped()`` (run_loop checks the token when the item runs,
     [exec.run.loop.types])."""
@@ -287,7 +288,7 @@ def test_12_12_outer_stop_reaches_run_loop_schedule() -> None:
     assert rec.stopped and rec.thread == MAIN()
 
 
-def test_12_continues_on_signatures_and_bad_arguments() -> None:
+def test_continues_on_signatures_and_bad_arguments() -> None:
     """[exec.continues.on], [exec.schedule.from] (meta) and docs/senders-adaptors.md."""
     ms = ManualScheduler(infallible=False)
     cs = sx.get_completion_signatures(sx.continues_on(sx.just(1), ms))
@@ -304,7 +305,7 @@ def test_12_continues_on_signatures_and_bad_arguments() -> None:
         sx.schedule_from(sx.just(), ms)  # arguments swapped
 
 
-def test_7_4_7_9_continues_on_lazy_and_structure() -> None:
+def test_continues_on_is_lazy_and_exposes_its_structure() -> None:
     """[exec.adapt.general], [exec.adapt.obj], [exec.snd.concepts]."""
     ms = ManualScheduler()
     calls: list[int] = []
@@ -322,7 +323,7 @@ def test_7_4_7_9_continues_on_lazy_and_structure() -> None:
 # =========================================================================== on
 
 
-def test_12_14_on_goes_there_and_back() -> None:
+def test_on_goes_there_and_back() -> None:
     """[exec.on]: with A the receiver's scheduler and B = sch, ``sndr`` runs under B's marker and
     the result arrives under A's marker; the child sees get_scheduler == B."""
     a, b = ManualScheduler("A"), ManualScheduler("B")
@@ -340,7 +341,7 @@ def test_12_14_on_goes_there_and_back() -> None:
     assert rec.value == (9,) and rec.scheduler is a
 
 
-def test_12_14_on_with_threads(lt: LoopThread) -> None:
+def test_on_with_threads(lt: LoopThread) -> None:
     """[exec.on] under sync_wait: the work runs on the loop thread, the result comes back to the
     sync_wait thread's run_loop."""
     got = sx.sync_wait(
@@ -349,7 +350,7 @@ def test_12_14_on_with_threads(lt: LoopThread) -> None:
     assert got == ((lt.ident, MAIN()),)
 
 
-def test_12_15_on_without_scheduler_raises_at_connect() -> None:
+def test_on_without_scheduler_raises_at_connect() -> None:
     """[exec.on]: a receiver env without get_scheduler → ``connect`` raises TypeError saying how
     to provide one."""
     rec = RecordingReceiver()
@@ -361,7 +362,7 @@ def test_12_15_on_without_scheduler_raises_at_connect() -> None:
         sx.get_completion_signatures(sx.on(ManualScheduler(), sx.just()))
 
 
-def test_12_16_closure_form_hops_and_environments() -> None:
+def test_on_closure_form_hops_and_environments() -> None:
     """[exec.on]: ``sndr | on(sch, closure)``: sndr runs here (seeing get_scheduler == orig), the
     closure's work runs on sch (seeing get_scheduler == sch), the result returns to orig."""
     a, b = ManualScheduler("A"), ManualScheduler("B")
@@ -382,7 +383,7 @@ def test_12_16_closure_form_hops_and_environments() -> None:
     assert rec.value == ((a, b),) and rec.scheduler is a
 
 
-def test_12_16_orig_is_childs_completion_scheduler() -> None:
+def test_on_returns_to_the_childs_completion_scheduler() -> None:
     """[exec.on] step 1: orig is the child's value completion scheduler when it has one, even if
     the receiver's scheduler differs; the three-argument form is the same."""
     a, b, c = ManualScheduler("A"), ManualScheduler("B"), ManualScheduler("C")
@@ -395,7 +396,7 @@ def test_12_16_orig_is_childs_completion_scheduler() -> None:
     assert rec.value == (b,) and rec.scheduler is a
 
 
-def test_12_17_on_ill_formed_arguments() -> None:
+def test_on_ill_formed_arguments() -> None:
     """[exec.on]: non-scheduler, neither sender nor closure, or both → TypeError."""
     ms = ManualScheduler()
     with pytest.raises(TypeError, match="scheduler"):
@@ -415,7 +416,7 @@ def test_12_17_on_ill_formed_arguments() -> None:
         sx.on(ms)
 
 
-def test_12_18_on_scheduling_failure_is_error() -> None:
+def test_on_scheduling_failure_is_error() -> None:
     """[exec.on], [exec.starts.on], [exec.continues.on]: a failing scheduling operation (either hop)
     gives an error completion."""
     a = ManualScheduler("A", infallible=False)
@@ -437,7 +438,7 @@ def test_12_18_on_scheduling_failure_is_error() -> None:
     assert rec2.error is e2
 
 
-def test_7_4_7_9_on_lazy_and_structure() -> None:
+def test_on_is_lazy_and_exposes_its_structure() -> None:
     """[exec.adapt.general], [exec.snd.concepts]: ``on`` runs nothing before start;
     tag/data/children for both forms."""
     a, b = ManualScheduler("A"), ManualScheduler("B")

@@ -59,7 +59,7 @@ class WaitForStop(sx.Sender[None]):
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-async def test_2_6_start_soon_runs_and_exit_waits(kind: Any) -> None:
+async def test_start_soon_runs_and_exit_waits(kind: Any) -> None:
     out: list[int] = []
 
     async def work(i: int) -> None:
@@ -76,7 +76,7 @@ async def test_2_6_start_soon_runs_and_exit_waits(kind: Any) -> None:
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-async def test_2_6_start_returns_the_started_value(kind: Any) -> None:
+async def test_start_returns_the_started_value(kind: Any) -> None:
     log: list[str] = []
 
     async def server(port: int, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
@@ -93,7 +93,7 @@ async def test_2_6_start_returns_the_started_value(kind: Any) -> None:
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-async def test_2_6_start_error_before_started_propagates_to_caller(kind: Any) -> None:
+async def test_start_error_before_started_propagates_to_caller(kind: Any) -> None:
     async def bad(*, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         raise KeyError("early")
 
@@ -105,7 +105,7 @@ async def test_2_6_start_error_before_started_propagates_to_caller(kind: Any) ->
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-async def test_2_6_start_error_after_started_goes_to_the_scope(kind: Any) -> None:
+async def test_start_error_after_started_goes_to_the_scope(kind: Any) -> None:
     async def late(*, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         await trio.lowlevel.checkpoint()
@@ -117,7 +117,7 @@ async def test_2_6_start_error_after_started_goes_to_the_scope(kind: Any) -> Non
     assert [type(e) for e in ei.value.exceptions] == [KeyError]
 
 
-async def test_2_6_counting_scope_works_where_trio_expects_a_nursery() -> None:
+async def test_counting_scope_works_where_trio_expects_a_nursery() -> None:
     """Code written for a nursery (start_soon, start) accepts a counting_scope."""
 
     async def serve(nursery: Any) -> list[str]:
@@ -146,8 +146,8 @@ async def test_2_6_counting_scope_works_where_trio_expects_a_nursery() -> None:
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-async def test_issue4_plain_senders_need_no_trio_task(kind: Any) -> None:
-    """Item 4: spawning a plain sender creates no trio task; only coroutines are hosted."""
+async def test_spawning_plain_senders_creates_no_trio_task(kind: Any) -> None:
+    """Spawning a plain sender creates no trio task; only coroutines are hosted."""
     ran: list[int] = []
     async with kind() as scope:
         counter = TaskCounter()
@@ -169,7 +169,7 @@ async def test_issue4_plain_senders_need_no_trio_task(kind: Any) -> None:
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-async def test_32_7_spawned_coroutines_run_in_the_scopes_nursery(kind: Any) -> None:
+async def test_spawned_coroutines_run_in_the_scopes_nursery(kind: Any) -> None:
     parents: list[Any] = []
 
     async def where() -> None:
@@ -183,7 +183,7 @@ async def test_32_7_spawned_coroutines_run_in_the_scopes_nursery(kind: Any) -> N
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-async def test_32_8_spawn_future_starts_synchronously_and_awaits(kind: Any) -> None:
+async def test_spawn_future_starts_synchronously_and_awaits(kind: Any) -> None:
     ran: list[str] = []
     async with kind() as scope:
         f = scope.spawn_future(sx.just(2) | sx.then(lambda x: ran.append("ran") or x * 21))
@@ -198,7 +198,7 @@ async def test_32_8_spawn_future_starts_synchronously_and_awaits(kind: Any) -> N
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-async def test_2_6_scope_spawn_env_has_trio_scheduler(kind: Any) -> None:
+async def test_scope_spawn_env_has_the_trio_scheduler(kind: Any) -> None:
     async with kind() as scope:
         sch = await scope.spawn_future(sx.read_env(sx.get_scheduler))
         assert sch == sx.trio_scheduler()
@@ -213,7 +213,7 @@ async def test_2_6_scope_spawn_env_has_trio_scheduler(kind: Any) -> None:
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-async def test_26_8_await_join_in_trio(kind: Any) -> None:
+async def test_await_join_in_trio(kind: Any) -> None:
     scope = kind()
     sch = ManualScheduler()
     sx.spawn(sx.schedule(sch), scope.get_token())
@@ -232,7 +232,7 @@ async def test_26_8_await_join_in_trio(kind: Any) -> None:
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-async def test_32_7_exit_joins_without_closing(kind: Any) -> None:
+async def test_exit_joins_without_closing(kind: Any) -> None:
     """Work spawned from spawned work while the block exits still runs (open-and-joining)."""
     log: list[str] = []
 
@@ -256,7 +256,7 @@ async def test_32_7_exit_joins_without_closing(kind: Any) -> None:
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-async def test_32_7_exit_waits_for_cross_thread_work(kind: Any) -> None:
+async def test_exit_waits_for_cross_thread_work(kind: Any) -> None:
     done: list[int] = []
     async with kind() as scope:
         sch = ManualScheduler()
@@ -273,7 +273,7 @@ async def test_32_7_exit_waits_for_cross_thread_work(kind: Any) -> None:
 # --------------------------------------------------------------------------- cancellation
 
 
-async def test_2_6_counting_scope_enclosing_cancellation_requests_stop(
+async def test_counting_scope_enclosing_cancellation_requests_stop(
     autojump_clock: Any,
 ) -> None:
     w = WaitForStop()
@@ -298,7 +298,7 @@ async def test_2_6_counting_scope_enclosing_cancellation_requests_stop(
     assert scope.state == "joined"
 
 
-async def test_2_6_counting_scope_cancellation_while_exiting(autojump_clock: Any) -> None:
+async def test_counting_scope_cancellation_while_exiting(autojump_clock: Any) -> None:
     """The body has finished; the exit's join is cancelled by the enclosing scope: stop is
     requested and the join continues, shielded (docs/scopes.md "The nursery face: `async with`")."""
     w = WaitForStop()
@@ -311,7 +311,7 @@ async def test_2_6_counting_scope_cancellation_while_exiting(autojump_clock: Any
     assert trio.current_time() == pytest.approx(1)
 
 
-async def test_32_4_simple_scope_work_is_not_cancelled(autojump_clock: Any) -> None:
+async def test_simple_scope_work_is_not_cancelled(autojump_clock: Any) -> None:
     """simple_counting_scope has no stop source: leaving the block waits for the work even
     when the enclosing code is cancelled, and the Cancelled then propagates."""
     done: list[str] = []
@@ -338,7 +338,7 @@ async def test_32_4_simple_scope_work_is_not_cancelled(autojump_clock: Any) -> N
     assert trio.current_time() == pytest.approx(20)
 
 
-async def test_2_6_body_exception_requests_stop_and_propagates(autojump_clock: Any) -> None:
+async def test_body_exception_requests_stop_and_propagates(autojump_clock: Any) -> None:
     w = WaitForStop()
     with pytest.raises(ExceptionGroup) as ei:  # strict, as trio.open_nursery() by default
         async with sx.counting_scope() as scope:
@@ -351,7 +351,7 @@ async def test_2_6_body_exception_requests_stop_and_propagates(autojump_clock: A
     assert scope.state == "joined"
 
 
-async def test_2_6_simple_scope_body_exception_waits_then_propagates(
+async def test_simple_scope_body_exception_waits_then_propagates(
     autojump_clock: Any,
 ) -> None:
     with pytest.raises(ExceptionGroup) as ei:
@@ -366,7 +366,7 @@ async def test_2_6_simple_scope_body_exception_waits_then_propagates(
             1 / 0  # noqa: B018
 
 
-async def test_2_6_error_of_spawned_work_cancels_siblings(autojump_clock: Any) -> None:
+async def test_error_of_spawned_work_cancels_siblings(autojump_clock: Any) -> None:
     w = WaitForStop()
 
     async def fail() -> None:
@@ -385,7 +385,7 @@ async def test_2_6_error_of_spawned_work_cancels_siblings(autojump_clock: Any) -
     assert trio.current_time() == pytest.approx(0)
 
 
-async def test_2_6_task_error_cancels_siblings(autojump_clock: Any) -> None:
+async def test_task_error_cancels_siblings(autojump_clock: Any) -> None:
     w = WaitForStop()
 
     async def fail() -> None:
@@ -402,7 +402,7 @@ async def test_2_6_task_error_cancels_siblings(autojump_clock: Any) -> None:
     assert trio.current_time() == pytest.approx(1)
 
 
-async def test_2_6_errors_and_body_exception_in_one_group() -> None:
+async def test_errors_and_body_exception_in_one_group() -> None:
     async def fail() -> None:
         raise ValueError("child")
 
@@ -414,7 +414,7 @@ async def test_2_6_errors_and_body_exception_in_one_group() -> None:
 
 
 @pytest.mark.parametrize("how", ["start_soon", "spawn", "spawn_from_thread"])
-async def test_2_6_failing_work_cancels_the_body_like_a_nursery(
+async def test_failing_work_cancels_the_body_like_a_nursery(
     how: str, autojump_clock: Any
 ) -> None:
     """A nursery cancels its body when a child fails; a counting_scope does the same for an
@@ -449,7 +449,7 @@ async def test_2_6_failing_work_cancels_the_body_like_a_nursery(
     assert trio.current_time() - t0 < 1
 
 
-async def test_2_6_simple_scope_body_and_request_stop_do_not_cancel_the_body(
+async def test_simple_scope_body_and_request_stop_do_not_cancel_the_body(
     autojump_clock: Any,
 ) -> None:
     """simple_counting_scope cancels nothing; request_stop() stops the work, not the body
@@ -471,7 +471,7 @@ async def test_2_6_simple_scope_body_and_request_stop_do_not_cancel_the_body(
     assert after
 
 
-async def test_2_6_body_cancelled_by_the_scope_inside_an_outer_cancel_scope(
+async def test_body_cancelled_by_the_scope_inside_an_outer_cancel_scope(
     autojump_clock: Any,
 ) -> None:
     """The scope absorbs only its own cancellation: an enclosing cancel scope's Cancelled
@@ -482,7 +482,7 @@ async def test_2_6_body_cancelled_by_the_scope_inside_an_outer_cancel_scope(
     assert outer.cancelled_caught
 
 
-async def test_26_14_request_stop_cancels_hosted_tasks_and_senders() -> None:
+async def test_request_stop_cancels_hosted_tasks_and_senders() -> None:
     w = WaitForStop()
     cancelled: list[int] = []
 
@@ -508,7 +508,7 @@ async def test_26_14_request_stop_cancels_hosted_tasks_and_senders() -> None:
     assert scope.unhandled_errors == ()
 
 
-async def test_26_14_request_stop_from_another_thread_cancels_trio_tasks() -> None:
+async def test_request_stop_from_another_thread_cancels_trio_tasks() -> None:
     async with sx.counting_scope() as scope:
         scope.start_soon(trio.sleep_forever)
         w = WaitForStop()
@@ -520,7 +520,7 @@ async def test_26_14_request_stop_from_another_thread_cancels_trio_tasks() -> No
     assert w.stopped_on == [t.ident]
 
 
-async def test_2_7_cancelled_awaiter_of_a_future_stops_at_once(autojump_clock: Any) -> None:
+async def test_cancelled_awaiter_of_a_future_stops_at_once(autojump_clock: Any) -> None:
     """Awaiting a future from a trio task that gets cancelled: the consumer completes stopped
     at once (Cancelled), the work is asked to stop and the scope still waits for it."""
     finished: list[str] = []
@@ -724,7 +724,7 @@ async def test_spawn_future_finishing_while_the_exit_waits_then_await_after(
     assert await fut == 7
 
 
-async def test_30_8_no_warning_when_futures_are_consumed_or_still_running(
+async def test_no_warning_when_futures_are_consumed_or_still_running(
     autojump_clock: Any,
 ) -> None:
     sch = ManualScheduler()

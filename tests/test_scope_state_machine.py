@@ -1,8 +1,7 @@
 """Counting scopes: the seven-state machine, join, max_associations, threads, a model test.
 
-[exec.counting.scopes.general], [exec.scope.counting] ([exec.counting.scopes],
-[exec.scope.simple.counting], [exec.scope.counting]); the state x operation table of 26.6 is tested
-cell by cell.
+[exec.counting.scopes.general], [exec.scope.simple.counting], [exec.scope.counting]; the state x
+operation table of docs/scopes.md "The state machine" is tested cell by cell.
 """
 
 from __future__ import annotations
@@ -85,17 +84,17 @@ def finish(scope: Any) -> None:
     assert scope.state == "joined"
 
 
-# --------------------------------------------------------------------------- 26.1
+# --------------------------------------------------------------------------- a new scope
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_26_1_new_scope_is_unused_with_count_zero(kind: Any) -> None:
+def test_new_scope_is_unused_with_count_zero(kind: Any) -> None:
     scope = kind()
     assert scope.state == "unused"
     assert scope.count == 0
 
 
-# --------------------------------------------------------------------------- 26.6 table
+# --------------------------------------------------------------------------- the state table
 
 TRY_ASSOCIATE = {
     # state: (result, state after, count after) -- count before is 0 or 1 (see make)
@@ -111,8 +110,8 @@ TRY_ASSOCIATE = {
 
 @pytest.mark.parametrize("kind", SCOPES)
 @pytest.mark.parametrize("state", STATES)
-def test_26_6_table_try_associate(kind: Any, state: str) -> None:
-    """Column "try_associate (count < max)" of the 26.6 table ([exec.scope.simple.counting])."""
+def test_try_associate_in_every_state(kind: Any, state: str) -> None:
+    """Column "try_associate (count < max)" of the state table ([exec.scope.simple.counting])."""
     scope, _ = make(kind, state)
     result, after, count = TRY_ASSOCIATE[state]
     assert scope.get_token().try_associate() is result
@@ -134,7 +133,7 @@ CLOSE = {
 
 @pytest.mark.parametrize("kind", SCOPES)
 @pytest.mark.parametrize("state", STATES)
-def test_26_6_table_close(kind: Any, state: str) -> None:
+def test_close_in_every_state(kind: Any, state: str) -> None:
     """Column "close()" ([exec.scope.simple.counting]), and its postcondition: try_associate fails
     afterwards."""
     scope, _ = make(kind, state)
@@ -148,7 +147,7 @@ def test_26_6_table_close(kind: Any, state: str) -> None:
 
 @pytest.mark.parametrize("kind", SCOPES)
 @pytest.mark.parametrize("state", ["unused", "unused-and-closed", "joined"])
-def test_26_6_table_start_join_completes_inline(kind: Any, state: str) -> None:
+def test_start_join_without_associations_completes_inline(kind: Any, state: str) -> None:
     """Column "start join" for unused, unused-and-closed, joined: → joined, inline set_value,
     without scheduling ([exec.scope.simple.counting], [exec.counting.scopes.general]: the
     ManualScheduler never gets an item)."""
@@ -171,7 +170,7 @@ def test_26_6_table_start_join_completes_inline(kind: Any, state: str) -> None:
         ("closed-and-joining", "closed-and-joining"),
     ],
 )
-def test_26_6_table_start_join_registers(kind: Any, state: str, after: str) -> None:
+def test_start_join_with_associations_registers_the_join(kind: Any, state: str, after: str) -> None:
     """Column "start join" with associations held: the join is registered, not completed."""
     scope, earlier = make(kind, state)
     r = start_join(scope)
@@ -186,7 +185,7 @@ def test_26_6_table_start_join_registers(kind: Any, state: str, after: str) -> N
 
 @pytest.mark.parametrize("kind", SCOPES)
 @pytest.mark.parametrize("closed", [False, True])
-def test_26_6_join_with_count_zero_completes_at_once(kind: Any, closed: bool) -> None:
+def test_join_with_count_zero_completes_at_once(kind: Any, closed: bool) -> None:
     """[exec.scope.simple.counting] spec gap: open/closed with count 0 (all associations released) →
     joined, inline.
 
@@ -215,7 +214,7 @@ def test_26_6_join_with_count_zero_completes_at_once(kind: Any, closed: bool) ->
 
 @pytest.mark.parametrize("kind", SCOPES)
 @pytest.mark.parametrize("state", ["open", "closed"])
-def test_26_6_table_last_disassociate_outside_joining_keeps_state(kind: Any, state: str) -> None:
+def test_last_disassociate_outside_joining_keeps_state(kind: Any, state: str) -> None:
     """Column "last disassociate": open stays open, closed stays closed
     ([exec.scope.simple.counting])."""
     scope, _ = make(kind, state)
@@ -227,9 +226,7 @@ def test_26_6_table_last_disassociate_outside_joining_keeps_state(kind: Any, sta
 
 @pytest.mark.parametrize("kind", SCOPES)
 @pytest.mark.parametrize("state", ["open-and-joining", "closed-and-joining"])
-def test_26_6_table_last_disassociate_while_joining_completes_all_joins(
-    kind: Any, state: str
-) -> None:
+def test_last_disassociate_while_joining_completes_all_joins(kind: Any, state: str) -> None:
     """Column "last disassociate" while joining: → joined, every registered join completes."""
     scope, joins = make(kind, state)
     joins.append(start_join(scope))
@@ -242,7 +239,7 @@ def test_26_6_table_last_disassociate_while_joining_completes_all_joins(
 
 @pytest.mark.parametrize("kind", SCOPES)
 @pytest.mark.parametrize("state", ["unused", "unused-and-closed", "joined"])
-def test_26_6_table_disassociate_without_association_raises(kind: Any, state: str) -> None:
+def test_disassociate_without_association_raises(kind: Any, state: str) -> None:
     """Column "last disassociate" is n/a where the count is 0: underflow raises
     ([exec.scope.simple.counting])."""
     scope, _ = make(kind, state)
@@ -253,7 +250,7 @@ def test_26_6_table_disassociate_without_association_raises(kind: Any, state: st
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_26_4_disassociate_not_last_does_not_complete_join(kind: Any) -> None:
+def test_disassociate_not_last_does_not_complete_join(kind: Any) -> None:
     scope = kind()
     tok = scope.get_token()
     assert tok.try_associate() and tok.try_associate()
@@ -264,11 +261,11 @@ def test_26_4_disassociate_not_last_does_not_complete_join(kind: Any) -> None:
     assert r.value == ()
 
 
-# --------------------------------------------------------------------------- 26.2 joining
+# --------------------------------------------------------------------------- joining
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_26_2_open_and_joining_accepts_new_associations(kind: Any) -> None:
+def test_open_and_joining_accepts_new_associations(kind: Any) -> None:
     """Work may spawn more work while a join waits (open-and-joining, [exec.scope.simple.counting],
     docs/scopes.md "The nursery face: `async with`")."""
     scope = kind()
@@ -282,11 +279,11 @@ def test_26_2_open_and_joining_accepts_new_associations(kind: Any) -> None:
     assert r.value == ()
 
 
-# --------------------------------------------------------------------------- 26.7/26.8 join
+# --------------------------------------------------------------------------- join
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_26_7_join_returns_a_new_sender_each_time_and_is_lazy(kind: Any) -> None:
+def test_join_returns_a_new_sender_each_time_and_is_lazy(kind: Any) -> None:
     scope = kind()
     j1, j2 = scope.join(), scope.join()
     assert j1 is not j2
@@ -302,7 +299,7 @@ def test_26_7_join_returns_a_new_sender_each_time_and_is_lazy(kind: Any) -> None
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_26_8_join_completes_through_the_receivers_scheduler(kind: Any) -> None:
+def test_join_completes_through_the_receivers_scheduler(kind: Any) -> None:
     """A registered join starts schedule(get_scheduler(env)): set_value arrives on that
     scheduler, not on the thread of the last disassociate ([exec.counting.scopes.general])."""
     scope = kind()
@@ -323,7 +320,7 @@ def test_26_8_join_completes_through_the_receivers_scheduler(kind: Any) -> None:
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_26_8_several_joins_complete_together(kind: Any) -> None:
+def test_several_joins_complete_together(kind: Any) -> None:
     scope = kind()
     tok = scope.get_token()
     assert tok.try_associate()
@@ -336,7 +333,7 @@ def test_26_8_several_joins_complete_together(kind: Any) -> None:
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_26_8_join_needs_a_scheduler(kind: Any) -> None:
+def test_join_needs_a_scheduler(kind: Any) -> None:
     scope = kind()
     r = RecordingReceiver()
     with pytest.raises(TypeError, match="get_scheduler"):
@@ -345,7 +342,7 @@ def test_26_8_join_needs_a_scheduler(kind: Any) -> None:
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_26_8_join_forwards_scheduler_stop_and_error(kind: Any) -> None:
+def test_join_forwards_scheduler_stop_and_error(kind: Any) -> None:
     """The schedule op sees the full receiver env (its stop token): a stopped or failing
     final schedule completes the join stopped / with the error. No stop callback while waiting
     (a join is not interruptible)."""
@@ -372,7 +369,7 @@ def test_26_8_join_forwards_scheduler_stop_and_error(kind: Any) -> None:
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_26_8_join_started_twice_raises(kind: Any) -> None:
+def test_join_started_twice_raises(kind: Any) -> None:
     scope = kind()
     r = join_rcvr()
     op = r.run(scope.join())
@@ -391,11 +388,11 @@ def test_join_signatures(kind: Any) -> None:
     assert sigs.error_types  # the ExceptionGroup of errors of spawned work
 
 
-# --------------------------------------------------------------------------- 26.10
+# --------------------------------------------------------------------------- max_associations
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_26_10_max_associations_overridable_in_a_subclass(kind: Any) -> None:
+def test_max_associations_overridable_in_a_subclass(kind: Any) -> None:
     class Small(kind):  # type: ignore[misc, valid-type]
         max_associations = 2
 
@@ -422,10 +419,10 @@ def test_26_10_max_associations_overridable_in_a_subclass(kind: Any) -> None:
     assert kind.max_associations > 2**40  # the default is effectively unbounded
 
 
-# --------------------------------------------------------------------------- 26.13-26.15
+# -------------------------------------------------------------------- tokens, request_stop, copying
 
 
-def test_26_13_simple_token_wrap_is_identity_and_forwards() -> None:
+def test_simple_token_wrap_is_identity_and_forwards() -> None:
     scope = sx.simple_counting_scope()
     tok = scope.get_token()
     s = sx.just(1)
@@ -437,7 +434,7 @@ def test_26_13_simple_token_wrap_is_identity_and_forwards() -> None:
     finish(scope)
 
 
-def test_26_14_counting_token_wrap_sees_the_scope_stop_token() -> None:
+def test_counting_token_wrap_sees_the_scope_stop_token() -> None:
     scope = sx.counting_scope()
     tok = scope.get_token()
     assert isinstance(tok, sx.counting_scope.token)
@@ -450,7 +447,7 @@ def test_26_14_counting_token_wrap_sees_the_scope_stop_token() -> None:
     sx.sync_wait(scope.join())
 
 
-def test_26_14_request_stop_stops_associated_work_and_keeps_state() -> None:
+def test_request_stop_stops_associated_work_and_keeps_state() -> None:
     scope = sx.counting_scope()
     tok = scope.get_token()
     sch = ManualScheduler()
@@ -475,7 +472,7 @@ def test_26_14_request_stop_stops_associated_work_and_keeps_state() -> None:
     assert sx.sync_wait(scope.join()) == ()
 
 
-def test_26_14_request_stop_is_thread_safe() -> None:
+def test_request_stop_is_thread_safe() -> None:
     scope = sx.counting_scope()
     tok = scope.get_token()
     sch = ManualScheduler()
@@ -491,7 +488,7 @@ def test_26_14_request_stop_is_thread_safe() -> None:
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_26_15_scopes_are_not_copyable(kind: Any) -> None:
+def test_scopes_are_not_copyable(kind: Any) -> None:
     scope = kind()
     with pytest.raises(TypeError, match="cannot be copied"):
         copy.copy(scope)
@@ -502,7 +499,7 @@ def test_26_15_scopes_are_not_copyable(kind: Any) -> None:
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_25_1_tokens_copy_and_compare(kind: Any) -> None:
+def test_scope_tokens_copy_and_compare(kind: Any) -> None:
     scope = kind()
     t1, t2 = scope.get_token(), scope.get_token()
     assert t1 == t2 and hash(t1) == hash(t2)
@@ -510,12 +507,12 @@ def test_25_1_tokens_copy_and_compare(kind: Any) -> None:
     assert t1 != kind().get_token()
 
 
-# --------------------------------------------------------------------------- 26.9
+# --------------------------------------------------------------------------- dropping a scope
 
 
 @pytest.mark.parametrize("kind", SCOPES)
 @pytest.mark.parametrize("state", ["open", "closed", "open-and-joining", "closed-and-joining"])
-def test_26_9_dropping_an_unjoined_scope_warns(kind: Any, state: str) -> None:
+def test_dropping_an_unjoined_scope_warns(kind: Any, state: str) -> None:
     scope, joins = make(kind, state)
     del joins
     with pytest.warns(ResourceWarning, match=f"state '{state}'"):
@@ -525,7 +522,7 @@ def test_26_9_dropping_an_unjoined_scope_warns(kind: Any, state: str) -> None:
 
 @pytest.mark.parametrize("kind", SCOPES)
 @pytest.mark.parametrize("state", ["unused", "unused-and-closed", "joined"])
-def test_26_9_dropping_a_scope_in_a_final_state_is_quiet(kind: Any, state: str) -> None:
+def test_dropping_a_scope_in_a_final_state_is_quiet(kind: Any, state: str) -> None:
     scope, _ = make(kind, state)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -537,7 +534,7 @@ def test_26_9_dropping_a_scope_in_a_final_state_is_quiet(kind: Any, state: str) 
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_design_2_6_bare_join_completes_with_exception_group(kind: Any) -> None:
+def test_join_of_a_scope_with_unhandled_errors_raises_an_exception_group(kind: Any) -> None:
     scope = kind()
     tok = scope.get_token()
 
@@ -555,7 +552,7 @@ def test_design_2_6_bare_join_completes_with_exception_group(kind: Any) -> None:
     assert len(scope.unhandled_errors) == 2
 
 
-def test_design_2_6_error_requests_stop_only_for_counting_scope() -> None:
+def test_spawned_error_requests_stop_only_for_counting_scope() -> None:
     for kind, expect in ((sx.counting_scope, "stopped"), (sx.simple_counting_scope, "ran")):
         scope = kind()
         tok = scope.get_token()
@@ -574,11 +571,11 @@ def test_design_2_6_error_requests_stop_only_for_counting_scope() -> None:
             sx.sync_wait(scope.join())
 
 
-# --------------------------------------------------------------------------- 26.11 threads
+# --------------------------------------------------------------------------- threads
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_26_11_four_threads_spawn_2000_each_exact_count(kind: Any) -> None:
+def test_four_threads_spawning_2000_each_keep_an_exact_count(kind: Any) -> None:
     """4 threads each spawn 2,000 senders that complete on their own thread; the final count
     is exact and join completes ([exec.scope.simple.counting])."""
     scope = kind()
@@ -608,7 +605,7 @@ def test_26_11_four_threads_spawn_2000_each_exact_count(kind: Any) -> None:
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_26_11_completions_on_other_threads_while_joining(kind: Any) -> None:
+def test_completions_on_other_threads_while_joining(kind: Any) -> None:
     """Work completes on worker threads while the join waits (associations cross threads)."""
     scope = kind()
     tok = scope.get_token()
@@ -633,7 +630,7 @@ def test_26_11_completions_on_other_threads_while_joining(kind: Any) -> None:
     assert r.value == ()
 
 
-def test_26_11_close_races_with_spawning_threads() -> None:
+def test_close_races_with_spawning_threads() -> None:
     """try_associate and close are totally ordered: every spawn that ran was admitted before
     the close, none after; the count ends at zero and join completes."""
     scope = sx.simple_counting_scope()
@@ -739,7 +736,7 @@ def test_recursive_spawning_across_threads_and_join() -> None:
 
 
 class Model:
-    """The 26.6 table as a pure function of (state, count)."""
+    """The state table (docs/scopes.md "The state machine") as a pure function of (state, count)."""
 
     def __init__(self) -> None:
         self.state = "unused"
@@ -789,7 +786,9 @@ OPS = st.sampled_from(["spawn", "associate", "complete", "close", "join", "reque
 
 @settings(deadline=None, max_examples=150)
 @given(kind=st.sampled_from(SCOPES), ops=st.lists(OPS, max_size=40), limit=st.integers(1, 6))
-def test_26_model_random_sequences(kind: Any, ops: list[str], limit: int) -> None:
+def test_random_scope_operation_sequences_agree_with_the_model(
+    kind: Any, ops: list[str], limit: int
+) -> None:
     """Random spawn/associate/complete/close/join/request_stop sequences agree with the model
     of the state machine (state, count, which joins completed, what ran)."""
 
@@ -864,7 +863,7 @@ def test_26_model_random_sequences(kind: Any, ops: list[str], limit: int) -> Non
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_25_2_wrap_keeps_the_completion_signatures(kind: Any) -> None:
+def test_token_wrap_keeps_the_completion_signatures(kind: Any) -> None:
     tok = kind().get_token()
     for s in (sx.just(1, "a"), sx.just_error(KeyError()), sx.just_stopped()):
         for e in (None, sx.env()):

@@ -1,4 +1,4 @@
-"""``spawn`` ([exec.spawn]) and the scope-token protocol (25)."""
+"""``spawn`` ([exec.spawn]) and the scope-token protocol ([exec.scope.concepts])."""
 
 from __future__ import annotations
 
@@ -73,11 +73,11 @@ class _GateOp:
         self.rcvr.set_value()
 
 
-# --------------------------------------------------------------------------- 29.1
+# --------------------------------------------------------------------------- arguments
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_29_1_returns_none_and_checks_arguments(kind: Any) -> None:
+def test_spawn_returns_none_and_checks_arguments(kind: Any) -> None:
     scope = kind()
     tok = scope.get_token()
     assert sx.spawn(sx.just(), tok) is None
@@ -93,7 +93,7 @@ def test_29_1_returns_none_and_checks_arguments(kind: Any) -> None:
     assert sx.sync_wait(scope.join()) == ()
 
 
-# --------------------------------------------------------------------------- 29.2
+# --------------------------------------------------------------------------- allocator
 
 
 class _Alloc:
@@ -102,7 +102,7 @@ class _Alloc:
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_29_2_allocator_from_env(kind: Any) -> None:
+def test_spawn_allocator_from_env(kind: Any) -> None:
     scope = kind()
     a = _Alloc()
     seen: list[Any] = []
@@ -137,7 +137,7 @@ class _WithAllocAttr(sx.Sender[None]):
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_29_2_allocator_from_the_senders_attributes(kind: Any) -> None:
+def test_spawn_allocator_from_the_senders_attributes(kind: Any) -> None:
     """No allocator in env: the wrapped sender's attributes give it, and senv gets it."""
     scope = kind()
     a, b = _Alloc(), _Alloc()
@@ -150,7 +150,7 @@ def test_29_2_allocator_from_the_senders_attributes(kind: Any) -> None:
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_29_2_no_allocator_anywhere(kind: Any) -> None:
+def test_spawn_without_any_allocator_fails_at_connect(kind: Any) -> None:
     """Neither env nor attributes have one: senv is env, so reading it fails at connect
     (and the failed spawn holds no association, [exec.spawn])."""
     scope = kind()
@@ -160,11 +160,11 @@ def test_29_2_no_allocator_anywhere(kind: Any) -> None:
     assert sx.sync_wait(scope.join()) == ()
 
 
-# --------------------------------------------------------------------------- 29.3
+# -------------------------------------------------------------------------- value datums and errors
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_29_3_value_datums_proven_by_metadata_raise(kind: Any) -> None:
+def test_spawn_of_value_datums_proven_by_metadata_raises(kind: Any) -> None:
     scope = kind()
     with pytest.raises(TypeError, match="value datums"):
         sx.spawn(sx.just(1), scope.get_token())
@@ -173,7 +173,7 @@ def test_29_3_value_datums_proven_by_metadata_raise(kind: Any) -> None:
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_29_3_value_datums_at_run_time_are_reported_not_dropped(kind: Any) -> None:
+def test_value_datums_at_run_time_are_reported_not_dropped(kind: Any) -> None:
     """[exec.spawn]: without metadata (then's result is unknown) the datums are found at run
     time; the scope reports the same TypeError a build-time check raises (never dropped
     silently), and names what to use instead."""
@@ -188,7 +188,7 @@ def test_29_3_value_datums_at_run_time_are_reported_not_dropped(kind: Any) -> No
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_29_3_error_completion_is_recorded_by_the_scope(kind: Any) -> None:
+def test_error_completion_is_recorded_by_the_scope(kind: Any) -> None:
     """docs/scopes.md "What happens when things fail": an error of spawned work is kept by the
     scope, never lost."""
     scope = kind()
@@ -200,14 +200,14 @@ def test_29_3_error_completion_is_recorded_by_the_scope(kind: Any) -> None:
     assert ei.value.exceptions == (err,)
 
 
-def test_29_3_user_token_gets_errors_through_record_error() -> None:
+def test_user_token_gets_errors_through_record_error() -> None:
     tok = CountingToken()
     sx.spawn(sx.just_error("e"), tok)
     assert tok.errors == ["e"]
     assert tok.associated == 0
 
 
-def test_29_3_user_token_without_record_error_terminates() -> None:
+def test_user_token_without_record_error_terminates() -> None:
     class Bare:
         def __init__(self) -> None:
             self.n = 0
@@ -231,11 +231,11 @@ def test_29_3_user_token_without_record_error_terminates() -> None:
     assert tok.n == 0
 
 
-# --------------------------------------------------------------------------- 29.4
+# --------------------------------------------------------------------------- order of effects
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_29_4_starts_synchronously_before_returning(kind: Any) -> None:
+def test_spawn_starts_synchronously_before_returning(kind: Any) -> None:
     scope = kind()
     side: list[int] = []
     sx.spawn(sx.then(sx.just(), lambda: side.append(1)), scope.get_token())
@@ -243,7 +243,7 @@ def test_29_4_starts_synchronously_before_returning(kind: Any) -> None:
     sx.sync_wait(scope.join())
 
 
-def test_29_4_order_of_effects_with_a_user_token() -> None:
+def test_spawn_order_of_effects_with_a_user_token() -> None:
     """wrap, connect, then try_associate, then start, then (at completion) disassociate."""
     log: list[str] = []
     tok = CountingToken()
@@ -266,7 +266,7 @@ def test_29_4_order_of_effects_with_a_user_token() -> None:
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_29_4_closed_scope_drops_silently(kind: Any) -> None:
+def test_closed_scope_drops_silently(kind: Any) -> None:
     scope = kind()
     scope.close()
     log: list[str] = []
@@ -280,7 +280,7 @@ def test_29_4_closed_scope_drops_silently(kind: Any) -> None:
     assert sx.sync_wait(scope.join()) == ()
 
 
-def test_29_4_user_token_refusing_drops_silently() -> None:
+def test_user_token_refusing_drops_silently() -> None:
     tok = CountingToken(admit=False)
     ran: list[int] = []
     sx.spawn(sx.just() | sx.then(lambda: ran.append(1)), tok)
@@ -288,7 +288,7 @@ def test_29_4_user_token_refusing_drops_silently() -> None:
     assert "disassociate" not in tok.calls
 
 
-# --------------------------------------------------------------------------- 29.5
+# --------------------------------------------------------------------------- connect failure
 
 
 class _ConnectRaises(sx.Sender[None]):
@@ -297,7 +297,7 @@ class _ConnectRaises(sx.Sender[None]):
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_29_5_connect_exception_propagates_and_no_association_is_held(kind: Any) -> None:
+def test_connect_exception_propagates_and_no_association_is_held(kind: Any) -> None:
     scope = kind()
     with pytest.raises(OSError, match="cannot connect"):
         sx.spawn(_ConnectRaises(), scope.get_token())
@@ -309,11 +309,11 @@ def test_29_5_connect_exception_propagates_and_no_association_is_held(kind: Any)
     assert tok.associated == 0 and "try_associate" not in tok.calls
 
 
-# --------------------------------------------------------------------------- 29.6
+# --------------------------------------------------------------------------- join
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_29_6_join_completes_only_after_the_spawned_work(kind: Any) -> None:
+def test_join_completes_only_after_the_spawned_work(kind: Any) -> None:
     scope = kind()
     log: list[str] = []
     gate = _Gate(log)
@@ -325,10 +325,10 @@ def test_29_6_join_completes_only_after_the_spawned_work(kind: Any) -> None:
     assert r.value == ()
 
 
-# --------------------------------------------------------------------------- 29.7
+# -------------------------------------------------------------------------- environment of the work
 
 
-def test_29_7_simple_scope_work_sees_never_stop_token_and_no_scheduler() -> None:
+def test_simple_scope_work_sees_never_stop_token_and_no_scheduler() -> None:
     scope = sx.simple_counting_scope()
     toks: list[Any] = []
     sx.spawn(sx.read_env(sx.get_stop_token) | sx.then(toks.append), scope.get_token())
@@ -338,7 +338,7 @@ def test_29_7_simple_scope_work_sees_never_stop_token_and_no_scheduler() -> None
     sx.sync_wait(scope.join())
 
 
-def test_29_7_counting_scope_work_sees_the_scope_token() -> None:
+def test_counting_scope_work_sees_the_scope_token() -> None:
     scope = sx.counting_scope()
     toks: list[Any] = []
     sx.spawn(sx.read_env(sx.get_stop_token) | sx.then(toks.append), scope.get_token())
@@ -349,7 +349,7 @@ def test_29_7_counting_scope_work_sees_the_scope_token() -> None:
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_29_7_env_supplies_scheduler_and_stop_token(kind: Any) -> None:
+def test_env_supplies_scheduler_and_stop_token(kind: Any) -> None:
     scope = kind()
     src = sx.inplace_stop_source()
     sch = sx.inline_scheduler()
@@ -365,7 +365,7 @@ def test_29_7_env_supplies_scheduler_and_stop_token(kind: Any) -> None:
     sx.sync_wait(scope.join())
 
 
-def test_29_7_counting_scope_combines_env_token_and_scope_token() -> None:
+def test_counting_scope_combines_env_token_and_scope_token() -> None:
     scope = sx.counting_scope()
     src = sx.inplace_stop_source()
     toks: list[Any] = []
@@ -384,10 +384,10 @@ def test_29_7_counting_scope_combines_env_token_and_scope_token() -> None:
     sx.sync_wait(scope.join())
 
 
-# --------------------------------------------------------------------------- 25.3
+# --------------------------------------------------------------------------- user scope tokens
 
 
-def test_25_3_user_token_with_spawn_runs_and_releases() -> None:
+def test_user_token_with_spawn_runs_and_releases() -> None:
     tok = CountingToken()
     ran: list[int] = []
     sch = ManualScheduler()
@@ -398,7 +398,7 @@ def test_25_3_user_token_with_spawn_runs_and_releases() -> None:
     assert tok.calls == ["wrap", "try_associate", "disassociate"]
 
 
-def test_25_3_wrap_is_what_runs() -> None:
+def test_token_wrap_decides_what_runs() -> None:
     """The token's wrap decides what runs (here: it replaces the sender)."""
 
     class Replacing(CountingToken):

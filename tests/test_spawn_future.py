@@ -62,11 +62,11 @@ class CountingToken:
         self.errors.append(err)
 
 
-# --------------------------------------------------------------------------- 30.1 / 30.2
+# --------------------------------------------------------------------------- arguments, eager start
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_30_1_argument_checks(kind: Any) -> None:
+def test_spawn_future_argument_checks(kind: Any) -> None:
     tok = kind().get_token()
     with pytest.raises(TypeError, match="needs a sender"):
         sx.spawn_future(42, tok)  # type: ignore[arg-type]
@@ -77,7 +77,7 @@ def test_30_1_argument_checks(kind: Any) -> None:
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_30_2_eager_start_and_inline_delivery(kind: Any) -> None:
+def test_eager_start_and_inline_delivery(kind: Any) -> None:
     """The work runs before spawn_future returns; consuming later delivers inline
     ([exec.spawn.future])."""
     scope = kind()
@@ -96,7 +96,7 @@ def test_30_2_eager_start_and_inline_delivery(kind: Any) -> None:
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_30_2_not_associated_completes_stopped_and_never_runs(kind: Any) -> None:
+def test_not_associated_completes_stopped_and_never_runs(kind: Any) -> None:
     scope = kind()
     scope.close()
     ran: list[int] = []
@@ -106,10 +106,10 @@ def test_30_2_not_associated_completes_stopped_and_never_runs(kind: Any) -> None
     assert scope.count == 0
 
 
-# --------------------------------------------------------------------------- 30.3
+# -------------------------------------------------------------------------- environment of the work
 
 
-def test_30_3_work_sees_future_source_and_scope_token() -> None:
+def test_work_sees_future_source_and_scope_token() -> None:
     scope = sx.counting_scope()
     sch = ManualScheduler()
     toks: list[Any] = []
@@ -128,7 +128,7 @@ def test_30_3_work_sees_future_source_and_scope_token() -> None:
     assert join_now(scope).value == ()
 
 
-def test_30_3_simple_scope_work_sees_only_the_future_source() -> None:
+def test_simple_scope_work_sees_only_the_future_source() -> None:
     scope = sx.simple_counting_scope()
     toks: list[Any] = []
     fut = sx.spawn_future(sx.read_env(sx.get_stop_token) | sx.then(toks.append), scope.get_token())
@@ -139,7 +139,7 @@ def test_30_3_simple_scope_work_sees_only_the_future_source() -> None:
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_30_3_no_scheduler_unless_env_gives_one(kind: Any) -> None:
+def test_no_scheduler_unless_env_gives_one(kind: Any) -> None:
     scope = kind()
     with pytest.raises(TypeError, match="get_scheduler"):
         sx.spawn_future(sx.read_env(sx.get_scheduler), scope.get_token())
@@ -152,7 +152,7 @@ def test_30_3_no_scheduler_unless_env_gives_one(kind: Any) -> None:
     assert join_now(scope).value == ()
 
 
-# --------------------------------------------------------------------------- 30.4 / 30.5
+# --------------------------------------------------------------------------- results, consuming
 
 
 @pytest.mark.parametrize("kind", SCOPES)
@@ -165,7 +165,7 @@ def test_30_3_no_scheduler_unless_env_gives_one(kind: Any) -> None:
         (sx.just_stopped(), ("stopped",)),
     ],
 )
-def test_30_4_each_result_kind_is_stored_and_delivered(kind: Any, sndr: Any, outcome: Any) -> None:
+def test_each_result_kind_is_stored_and_delivered(kind: Any, sndr: Any, outcome: Any) -> None:
     scope = kind()
     fut = sx.spawn_future(sndr, scope.get_token())
     r = RecordingReceiver()
@@ -179,7 +179,7 @@ def test_30_4_each_result_kind_is_stored_and_delivered(kind: Any, sndr: Any, out
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_30_5_consume_before_complete_delivers_on_the_completing_thread(kind: Any) -> None:
+def test_consume_before_complete_delivers_on_the_completing_thread(kind: Any) -> None:
     scope = kind()
     sch = ManualScheduler()
     fut = sx.spawn_future(sx.schedule(sch) | sx.then(lambda: 7), scope.get_token())
@@ -197,7 +197,7 @@ def test_30_5_consume_before_complete_delivers_on_the_completing_thread(kind: An
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_30_5_single_shot(kind: Any) -> None:
+def test_future_is_single_shot(kind: Any) -> None:
     scope = kind()
     fut = sx.spawn_future(sx.just(1), scope.get_token())
     r = RecordingReceiver()
@@ -211,12 +211,12 @@ def test_30_5_single_shot(kind: Any) -> None:
     assert join_now(scope).value == ()
 
 
-# --------------------------------------------------------------------------- 30.6 abandon
+# --------------------------------------------------------------------------- abandon
 
 
 @pytest.mark.parametrize("kind", SCOPES)
 @pytest.mark.parametrize("how", ["drop", "close", "drop_op", "close_op"])
-def test_30_6_abandon_requests_stop_and_scope_still_waits(kind: Any, how: str) -> None:
+def test_abandon_requests_stop_and_scope_still_waits(kind: Any, how: str) -> None:
     scope = kind()
     sch = ManualScheduler()
     toks: list[Any] = []
@@ -252,7 +252,7 @@ def test_30_6_abandon_requests_stop_and_scope_still_waits(kind: Any, how: str) -
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_30_6_complete_releases_at_once_then_abandon_is_a_no_op(kind: Any) -> None:
+def test_complete_releases_at_once_then_abandon_is_a_no_op(kind: Any) -> None:
     """[exec.spawn.future] as revised for Python: the association is released when the work
     completes, not when the future is consumed or dropped."""
     scope = kind()
@@ -264,7 +264,7 @@ def test_30_6_complete_releases_at_once_then_abandon_is_a_no_op(kind: Any) -> No
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_design_2_6_unconsumed_error_is_recorded(kind: Any) -> None:
+def test_unconsumed_error_of_a_future_is_recorded(kind: Any) -> None:
     scope = kind()
     trig = Trigger()
     f1 = sx.spawn_future(sx.just_error(ValueError("first")), scope.get_token())
@@ -278,11 +278,11 @@ def test_design_2_6_unconsumed_error_is_recorded(kind: Any) -> None:
         sx.sync_wait(scope.join())
 
 
-# --------------------------------------------------------------------------- 30.7 order
+# --------------------------------------------------------------------------- order
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_30_7_every_interleaving(kind: Any) -> None:
+def test_complete_consume_abandon_in_every_order(kind: Any) -> None:
     """complete/consume/abandon in each order, with the observable effects of each."""
     # complete before consume: inline (covered above); consume before complete: on completion
     # (above); abandon before complete: stop request then destroy at completion; complete
@@ -308,7 +308,7 @@ def test_30_7_every_interleaving(kind: Any) -> None:
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_30_7_complete_races_consume_across_threads(kind: Any) -> None:
+def test_complete_races_consume_across_threads(kind: Any) -> None:
     """Many futures whose work completes on another thread while the consumer connects and
     starts: every consumer gets its own value exactly once, and everything is released."""
     scope = kind()
@@ -336,7 +336,7 @@ def test_30_7_complete_races_consume_across_threads(kind: Any) -> None:
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_design_2_7_consumer_stop_completes_stopped_at_once(kind: Any) -> None:
+def test_consumer_stop_completes_stopped_at_once(kind: Any) -> None:
     scope = kind()
     sch = ManualScheduler()
     toks: list[Any] = []
@@ -354,7 +354,7 @@ def test_design_2_7_consumer_stop_completes_stopped_at_once(kind: Any) -> None:
     assert not r.done
     r.request_stop()
     assert r.stopped  # at once, before the work completes
-    assert r.live_callbacks_at_completion == 0  # deregistered first (2.13)
+    assert r.live_callbacks_at_completion == 0  # deregistered first ([exec.recv.concepts])
     assert toks[0].stop_requested()  # the work got a stop request (abandon)
     assert scope.count == 1  # still tracked by the scope
     j = join_now(scope)
@@ -365,7 +365,7 @@ def test_design_2_7_consumer_stop_completes_stopped_at_once(kind: Any) -> None:
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_design_2_7_consumer_already_stopped(kind: Any) -> None:
+def test_consumer_already_stopped_completes_stopped(kind: Any) -> None:
     scope = kind()
     sch = ManualScheduler()
     fut = sx.spawn_future(sx.schedule(sch), scope.get_token())
@@ -379,7 +379,7 @@ def test_design_2_7_consumer_already_stopped(kind: Any) -> None:
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_design_2_7_consumer_stop_after_completion_keeps_the_value(kind: Any) -> None:
+def test_consumer_stop_after_completion_keeps_the_value(kind: Any) -> None:
     scope = kind()
     sch = ManualScheduler()
     fut = sx.spawn_future(sx.schedule(sch) | sx.then(lambda: 3), scope.get_token())
@@ -392,7 +392,7 @@ def test_design_2_7_consumer_stop_after_completion_keeps_the_value(kind: Any) ->
     assert join_now(scope).value == ()
 
 
-def test_design_2_7_consumer_stop_races_completion_across_threads() -> None:
+def test_consumer_stop_races_completion_across_threads() -> None:
     """The consumer's stop and the work's completion race on two threads: the consumer is
     completed exactly once (value or stopped), no callback is left, all is released."""
     scope = sx.counting_scope()
@@ -420,7 +420,7 @@ def test_design_2_7_consumer_stop_races_completion_across_threads() -> None:
     assert join_now(scope).value == ()
 
 
-def test_design_2_7_consumer_error_of_abandoned_work_is_recorded() -> None:
+def test_error_of_work_abandoned_by_a_stopped_consumer_is_recorded() -> None:
     scope = sx.simple_counting_scope()
     trig = Trigger()
     fut = sx.spawn_future(trig, scope.get_token())
@@ -434,11 +434,11 @@ def test_design_2_7_consumer_error_of_abandoned_work_is_recorded() -> None:
         sx.sync_wait(scope.join())
 
 
-# --------------------------------------------------------------------------- 30.10, 25.3
+# -------------------------------------------------------------------- signatures, user scope tokens
 
 
 @pytest.mark.parametrize("kind", SCOPES)
-def test_30_10_signatures_are_the_works_plus_stopped(kind: Any) -> None:
+def test_future_signatures_are_the_works_plus_stopped(kind: Any) -> None:
     scope = kind()
     fut = sx.spawn_future(sx.just(1), scope.get_token())
     sigs = sx.get_completion_signatures(fut)
@@ -447,7 +447,7 @@ def test_30_10_signatures_are_the_works_plus_stopped(kind: Any) -> None:
     assert join_now(scope).value == ()
 
 
-def test_25_3_user_token_with_spawn_future() -> None:
+def test_user_token_with_spawn_future() -> None:
     tok = CountingToken()
     fut = sx.spawn_future(sx.just(2), tok)
     assert tok.associated == 0  # released when the work completed
@@ -460,7 +460,7 @@ def test_25_3_user_token_with_spawn_future() -> None:
     assert tok.errors == ["e"] and tok.associated == 0
 
 
-def test_25_3_user_token_wrap_is_used_by_spawn_future() -> None:
+def test_user_token_wrap_is_used_by_spawn_future() -> None:
     class Wrapping(CountingToken):
         def wrap(self, sndr: Any) -> Any:
             return sndr | sx.then(lambda x: x * 10)

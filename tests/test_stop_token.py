@@ -67,10 +67,10 @@ def join(*threads: threading.Thread) -> None:
         assert not t.is_alive(), "thread did not finish"
 
 
-# ----------------------------------------------------------------------------- 5.1 / 5.11
+# ----------------------------------------------------------------------------- request_stop
 
 
-def test_5_1_request_stop_true_only_once() -> None:
+def test_request_stop_true_only_once() -> None:
     """[stoptoken.concepts]: request_stop returns True only for the call that made the request."""
     src = inplace_stop_source()
     tok = src.get_token()
@@ -116,17 +116,17 @@ def _concurrent_request_round(n_callbacks: int) -> None:
 
 @pytest.mark.parametrize("n_callbacks", [0, 1, 50])
 @pytest.mark.usefixtures("tiny_switch_interval")
-def test_5_11_concurrent_request_stop_exactly_one_true(n_callbacks: int) -> None:
+def test_concurrent_request_stop_exactly_one_true(n_callbacks: int) -> None:
     """[stoptoken.concepts]: with 8 concurrent request_stop calls exactly one returns True;
     callbacks run once."""
     for _ in range(20):
         _concurrent_request_round(n_callbacks)
 
 
-# ----------------------------------------------------------------------------- 5.2
+# ----------------------------------------------------------------------------- where callbacks run
 
 
-def test_5_2_callbacks_run_on_requesting_thread_before_return() -> None:
+def test_callbacks_run_on_requesting_thread_before_return() -> None:
     """[stoptoken.concepts]: every callback runs synchronously inside request_stop, on the
     requesting thread."""
     src = inplace_stop_source()
@@ -154,8 +154,8 @@ def test_5_2_callbacks_run_on_requesting_thread_before_return() -> None:
         cb.close()
 
 
-def test_5_2_callback_registered_inside_a_callback_runs_immediately() -> None:
-    """[stoptoken.concepts]/5.3: a callback registered while callbacks run (stop already requested)
+def test_callback_registered_inside_a_callback_runs_immediately() -> None:
+    """[stoptoken.concepts]: a callback registered while callbacks run (stop already requested)
     runs at once."""
     src = inplace_stop_source()
     tok = src.get_token()
@@ -171,8 +171,8 @@ def test_5_2_callback_registered_inside_a_callback_runs_immediately() -> None:
     assert log == ["outer", "inner", "outer-end"]
 
 
-def test_5_2_request_stop_from_callback_returns_false() -> None:
-    """[stoptoken.concepts]/5.2: a nested request_stop from inside a callback returns False, nothing
+def test_request_stop_from_callback_returns_false() -> None:
+    """[stoptoken.concepts]: a nested request_stop from inside a callback returns False, nothing
     reruns."""
     src = inplace_stop_source()
     nested: list[bool] = []
@@ -188,10 +188,10 @@ def test_5_2_request_stop_from_callback_returns_false() -> None:
     assert runs == [1]
 
 
-# ----------------------------------------------------------------------------- 5.3
+# ----------------------------------------------------------------------------- registering
 
 
-def test_5_3_already_stopped_runs_in_constructor_on_constructing_thread() -> None:
+def test_already_stopped_runs_in_constructor_on_constructing_thread() -> None:
     """[stoptoken.concepts]: constructing on a stopped token invokes fn immediately, in the
     constructor."""
     src = inplace_stop_source()
@@ -216,9 +216,9 @@ def test_5_3_already_stopped_runs_in_constructor_on_constructing_thread() -> Non
     assert other == [t.ident, -1]
 
 
-def test_5_3_not_stop_possible_registers_nothing() -> None:
-    """[stoptoken.concepts]/5.9: a token without source registers nothing and never invokes the
-    callback."""
+def test_not_stop_possible_registers_nothing() -> None:
+    """[stoptoken.concepts], [stoptoken.inplace]: a token without source registers nothing and never
+    invokes the callback."""
     tok = inplace_stop_token()
     runs: list[int] = []
     cb = inplace_stop_callback(tok, lambda: runs.append(1))
@@ -230,7 +230,7 @@ def test_5_3_not_stop_possible_registers_nothing() -> None:
     assert runs == []
 
 
-def test_5_3_registered_callback_runs_on_request_not_before() -> None:
+def test_registered_callback_runs_on_request_not_before() -> None:
     """[stoptoken.concepts]: on a live token the callback is registered and runs only at
     request_stop."""
     src = inplace_stop_source()
@@ -244,10 +244,10 @@ def test_5_3_registered_callback_runs_on_request_not_before() -> None:
     assert runs == [1]
 
 
-# ----------------------------------------------------------------------------- 5.4
+# ----------------------------------------------------------------------------- close
 
 
-def test_5_4_close_prevents_invocation() -> None:
+def test_callback_close_prevents_invocation() -> None:
     """[stoptoken.concepts]: after close() returns the callback is never invoked; close() is
     idempotent."""
     src = inplace_stop_source()
@@ -265,7 +265,7 @@ def test_5_4_close_prevents_invocation() -> None:
     assert runs == ["b"]
 
 
-def test_5_4_close_from_other_thread_waits_for_running_callback() -> None:
+def test_close_from_other_thread_waits_for_running_callback() -> None:
     """[stoptoken.concepts]: close() on another thread blocks until the executing callback has
     returned."""
     src = inplace_stop_source()
@@ -300,7 +300,7 @@ def test_5_4_close_from_other_thread_waits_for_running_callback() -> None:
     assert events == ["callback-start", "callback-end", "close-returned"]
 
 
-def test_5_4_close_from_inside_callback_does_not_deadlock() -> None:
+def test_close_from_inside_callback_does_not_deadlock() -> None:
     """[stoptoken.concepts]: close() from inside the callback itself (same thread) returns at
     once."""
     src = inplace_stop_source()
@@ -319,7 +319,7 @@ def test_5_4_close_from_inside_callback_does_not_deadlock() -> None:
     holder[0].close()
 
 
-def test_5_4_callback_closing_a_sibling_prevents_it() -> None:
+def test_callback_closing_a_sibling_prevents_it() -> None:
     """[stoptoken.concepts]: a callback that closes a not-yet-run sibling means the sibling never
     runs."""
     src = inplace_stop_source()
@@ -369,8 +369,8 @@ def _close_vs_request_round() -> None:
 
 
 @pytest.mark.usefixtures("tiny_switch_interval")
-def test_5_4_close_racing_request_stop_never_runs_after_close() -> None:
-    """[stoptoken.concepts]/5.6: racing close() against request_stop: a callback never starts after
+def test_close_racing_request_stop_never_runs_after_close() -> None:
+    """[stoptoken.concepts]: racing close() against request_stop: a callback never starts after
     close."""
     for _ in range(200):
         _close_vs_request_round()
@@ -411,17 +411,17 @@ def _register_vs_request_round() -> bool:
 
 
 @pytest.mark.usefixtures("tiny_switch_interval")
-def test_5_6_registration_racing_request_stop_runs_exactly_once() -> None:
-    """[stoptoken.concepts]/5.6: every registration racing a request runs exactly once (none is
+def test_registration_racing_request_stop_runs_exactly_once() -> None:
+    """[stoptoken.concepts]: every registration racing a request runs exactly once (none is
     lost)."""
     both_paths = [_register_vs_request_round() for _ in range(50)]
     assert any(both_paths), "the race never interleaved registration with the request"
 
 
-# ----------------------------------------------------------------------------- 5.5
+# ----------------------------------------------------------------------------- raising callbacks
 
 
-def test_5_5_raising_callback_calls_terminate_and_others_still_run(
+def test_raising_callback_calls_terminate_and_others_still_run(
     terminate_calls: list[tuple[str, BaseException | None]],
 ) -> None:
     """[stoptoken.concepts]/docs/senders.md "What happens when things fail": a raising callback
@@ -447,10 +447,10 @@ def test_5_5_raising_callback_calls_terminate_and_others_still_run(
         cb.close()
 
 
-def test_5_5_raising_callback_in_constructor_calls_terminate(
+def test_raising_callback_in_constructor_calls_terminate(
     terminate_calls: list[tuple[str, BaseException | None]],
 ) -> None:
-    """[stoptoken.concepts]/5.5: a callback run in the constructor that raises calls terminate, not
+    """[stoptoken.concepts]: a callback run in the constructor that raises calls terminate, not
     the caller."""
     src = inplace_stop_source()
     src.request_stop()
@@ -463,7 +463,7 @@ def test_5_5_raising_callback_in_constructor_calls_terminate(
     assert terminate_calls == [("stop callback raised", boom)]
 
 
-def test_5_5_raising_terminate_handler_still_runs_others() -> None:
+def test_raising_terminate_handler_still_runs_others() -> None:
     """[stoptoken.concepts]: a terminate handler that raises: remaining callbacks run, then it
     propagates."""
 
@@ -492,10 +492,10 @@ def test_5_5_raising_terminate_handler_still_runs_others() -> None:
         _errors.set_terminate_handler(previous)
 
 
-# ----------------------------------------------------------------------------- 5.7 / 5.8
+# ----------------------------------------------------------------- never_stop_token, is_unstoppable
 
 
-def test_5_7_never_stop_token() -> None:
+def test_never_stop_token_never_stops_and_all_are_equal() -> None:
     """[stoptoken.never]: never_stop_token never stops, cannot stop, callbacks are no-ops, all
     equal."""
     a, b = never_stop_token(), never_stop_token()
@@ -517,7 +517,7 @@ def test_5_7_never_stop_token() -> None:
     assert runs == []
 
 
-def test_5_8_is_unstoppable() -> None:
+def test_is_unstoppable_is_a_static_property_of_the_token_type() -> None:
     """[stoptoken.concepts]: is_unstoppable is a static property of the token type; never calls
     stop_possible."""
 
@@ -539,10 +539,10 @@ def test_5_8_is_unstoppable() -> None:
     assert not is_unstoppable(inplace_stop_token())
 
 
-# ----------------------------------------------------------------------------- 5.9 / 5.10
+# ---------------------------------------------------------------- inplace tokens, stop_callback_for
 
 
-def test_5_9_default_token_and_token_identity() -> None:
+def test_default_inplace_token_and_token_identity() -> None:
     """[stoptoken.inplace], [stopsource.inplace]: default token has no source; tokens of one source
     are equal; stop_possible True."""
     t = inplace_stop_token()
@@ -570,9 +570,9 @@ def test_5_9_default_token_and_token_identity() -> None:
     [copy.copy, copy.deepcopy, pickle.dumps],
     ids=["copy", "deepcopy", "pickle"],
 )
-def test_5_9_5_10_source_and_callback_not_copyable(op: Callable[[Any], Any]) -> None:
-    """[stoptoken.inplace], [stopsource.inplace]/5.10: inplace_stop_source and inplace_stop_callback
-    are not copyable or movable."""
+def test_inplace_stop_source_and_callback_not_copyable(op: Callable[[Any], Any]) -> None:
+    """[stoptoken.inplace], [stopsource.inplace], [stopcallback.inplace]: inplace_stop_source and
+    inplace_stop_callback are not copyable or movable."""
     src = inplace_stop_source()
     with pytest.raises(TypeError, match="not copyable"):
         op(src)
@@ -582,7 +582,7 @@ def test_5_9_5_10_source_and_callback_not_copyable(op: Callable[[Any], Any]) -> 
     cb.close()
 
 
-def test_5_10_stop_callback_for_dispatch() -> None:
+def test_stop_callback_for_dispatches_on_callback_type() -> None:
     """[stopcallback.inplace]: stop_callback_for uses Token.callback_type (stop_callback_for_t)."""
     src = inplace_stop_source()
     runs: list[str] = []
@@ -629,9 +629,9 @@ def test_5_10_stop_callback_for_dispatch() -> None:
     assert runs == ["mine", "inplace"]
 
 
-def test_5_10_stop_callback_for_token_without_callback_type() -> None:
-    """[stopcallback.inplace]/5.3: no callback_type: no-op if it cannot stop, else TypeError naming
-    the type."""
+def test_stop_callback_for_token_without_callback_type() -> None:
+    """[stopcallback.inplace], [stoptoken.concepts]: no callback_type: no-op if it cannot stop, else
+    TypeError naming the type."""
 
     class CannotStop:
         def stop_requested(self) -> bool:
@@ -657,7 +657,7 @@ def test_5_10_stop_callback_for_token_without_callback_type() -> None:
         stop_callback_for(object(), lambda: None)
 
 
-def test_5_10_inplace_stop_callback_rejects_other_tokens() -> None:
+def test_inplace_stop_callback_rejects_other_tokens() -> None:
     """[stopcallback.inplace]: inplace_stop_callback needs an inplace_stop_token."""
     with pytest.raises(TypeError, match="inplace_stop_token"):
         inplace_stop_callback(never_stop_token(), lambda: None)  # type: ignore[arg-type]
@@ -678,8 +678,8 @@ _ops = st.lists(
 
 @settings(deadline=None, max_examples=300)
 @given(_ops)
-def test_5_2_5_3_5_4_property_model(ops: list[tuple[str, int]]) -> None:
-    """[stoptoken.concepts]/5.3/5.4 model: what ran is exactly what was registered-and-open at the
+def test_stop_callbacks_agree_with_the_model(ops: list[tuple[str, int]]) -> None:
+    """[stoptoken.concepts] model: what ran is exactly what was registered-and-open at the
     request, plus what was registered after it (run at once); nothing runs twice or after close."""
     src = inplace_stop_source()
     tok = src.get_token()
@@ -702,7 +702,7 @@ def test_5_2_5_3_5_4_property_model(ops: list[tuple[str, int]]) -> None:
             live[slot] = (n, cb)
             if requested:
                 expected.append(n)
-                assert ran[before:] == [n], "5.3: runs at once in the constructor"
+                assert ran[before:] == [n], "runs at once in the constructor"
             else:
                 model_live.add(n)
                 assert len(ran) == before

@@ -11,19 +11,19 @@ from structexec._stop_when import stop_when
 from structexec.testing import ManualScheduler, RecordingReceiver
 
 
-def test_28_1_unstoppable_token_gives_the_sender_itself() -> None:
+def test_stop_when_with_an_unstoppable_token_gives_the_sender_itself() -> None:
     s = sx.just(1)
     assert stop_when(s, sx.never_stop_token()) is s
 
 
-def test_28_2_unstoppable_receiver_token_gives_t() -> None:
+def test_stop_when_with_an_unstoppable_receiver_token_uses_the_given_token() -> None:
     src = sx.inplace_stop_source()
     r = RecordingReceiver(env=sx.env())  # no stop token: never_stop_token
     r.run(stop_when(sx.read_env(sx.get_stop_token), src.get_token()))
     assert r.value == (src.get_token(),)
 
 
-def test_28_3_combined_token_queries() -> None:
+def test_combined_stop_token_queries() -> None:
     src = sx.inplace_stop_source()
     r = RecordingReceiver()
     r.run(stop_when(sx.read_env(sx.get_stop_token), src.get_token()))
@@ -43,7 +43,7 @@ def test_28_3_combined_token_queries() -> None:
     assert not combined_stop_token(never_src, never_src).stop_possible()
 
 
-def test_28_3_callback_fires_once_from_either_token() -> None:
+def test_callback_fires_once_from_either_token() -> None:
     a, b = sx.inplace_stop_source(), sx.inplace_stop_source()
     tok = combined_stop_token(a.get_token(), b.get_token())
     fired: list[int] = []
@@ -59,7 +59,7 @@ def test_28_3_callback_fires_once_from_either_token() -> None:
     cb2.close()
 
 
-def test_28_3_callback_deregistered_from_both_tokens() -> None:
+def test_callback_deregistered_from_both_tokens() -> None:
     a, b = sx.inplace_stop_source(), sx.inplace_stop_source()
     tok = combined_stop_token(a.get_token(), b.get_token())
     fired: list[int] = []
@@ -72,7 +72,7 @@ def test_28_3_callback_deregistered_from_both_tokens() -> None:
     assert fired == []
 
 
-def test_28_3_concurrent_requests_fire_once() -> None:
+def test_concurrent_requests_fire_once() -> None:
     for _ in range(200):
         a, b = sx.inplace_stop_source(), sx.inplace_stop_source()
         tok = combined_stop_token(a.get_token(), b.get_token())
@@ -93,7 +93,7 @@ def test_28_3_concurrent_requests_fire_once() -> None:
         assert fired == [1]
 
 
-def test_28_3_work_stops_on_scope_stop_and_on_consumer_stop() -> None:
+def test_work_stops_on_scope_stop_and_on_consumer_stop() -> None:
     """counting_scope-wrapped work stops on request_stop() and on the consumer's request."""
     for who in ("scope", "consumer"):
         scope = sx.counting_scope()
@@ -107,12 +107,12 @@ def test_28_3_work_stops_on_scope_stop_and_on_consumer_stop() -> None:
             r.request_stop()
         assert r.stopped, who
         assert sch.pending == 0
-        assert r.live_callbacks_at_completion == 0  # [exec.stop.when] / 2.13
+        assert r.live_callbacks_at_completion == 0  # [exec.stop.when], [exec.recv.concepts]
         assert len(scope._source._callbacks) == 0
         assert sx.sync_wait(scope.join()) == ()
 
 
-def test_28_4_callbacks_deregistered_before_completion_on_value() -> None:
+def test_callbacks_deregistered_before_completion_on_value() -> None:
     scope = sx.counting_scope()
     sch = ManualScheduler(stop_eagerly=True)
     r = RecordingReceiver()
@@ -125,7 +125,7 @@ def test_28_4_callbacks_deregistered_before_completion_on_value() -> None:
     assert sx.sync_wait(scope.join()) == ()
 
 
-def test_28_4_when_all_under_counting_scope_leaves_no_callback() -> None:
+def test_when_all_under_counting_scope_leaves_no_callback() -> None:
     scope = sx.counting_scope()
     sch = ManualScheduler(stop_eagerly=True)
     fut = sx.spawn_future(sx.when_all(sx.schedule(sch), sx.schedule(sch)), scope.get_token())
@@ -184,7 +184,7 @@ class _FlagCallback:
 _FlagToken.callback_type = _FlagCallback  # type: ignore[attr-defined]
 
 
-def test_28_3_with_a_user_defined_receiver_token() -> None:
+def test_combined_token_with_a_user_defined_receiver_token() -> None:
     """The receiver's token may be any stoppable token type: the combination still fires once
     and deregisters from both sides."""
     user = _FlagToken()

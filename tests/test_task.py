@@ -40,7 +40,7 @@ lt = pytest.fixture(loop_thread, name="lt")
 # =========================================================================== P3552R1 examples
 
 
-def test_E1_hello_world(capsys: pytest.CaptureFixture[str]) -> None:
+def test_hello_world_task(capsys: pytest.CaptureFixture[str]) -> None:
     @sx.task
     async def main() -> int:
         print("Hello, world!")
@@ -50,7 +50,7 @@ def test_E1_hello_world(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out == "Hello, world!\n"
 
 
-def test_E2_nested_tasks_24_19() -> None:
+def test_nested_tasks() -> None:
     @sx.task
     async def inner() -> int:
         return 42
@@ -63,7 +63,7 @@ def test_E2_nested_tasks_24_19() -> None:
     assert sx.sync_wait(outer()) == ()
 
 
-def test_E3_tasks_in_containers_are_single_use_24_5() -> None:
+def test_tasks_in_containers_are_single_use() -> None:
     ran: list[int] = []
 
     @sx.task
@@ -79,7 +79,7 @@ def test_E3_tasks_in_containers_are_single_use_24_5() -> None:
         sx.connect(cont[0], RecordingReceiver())
 
 
-def test_E4_environment_with_one_customisation_keeps_the_other_defaults_24_4() -> None:
+def test_environment_with_one_customisation_keeps_the_other_defaults() -> None:
     class AllocatorAware:
         allocator_type = dict
 
@@ -107,7 +107,7 @@ def _raise_in_task(env: Any) -> Any:
     return t()
 
 
-def test_E5_allocator_arg_convention_24_12() -> None:
+def test_allocator_arg_convention() -> None:
     class AllocatorAware:
         allocator_type = list
 
@@ -124,7 +124,7 @@ def test_E5_allocator_arg_convention_24_12() -> None:
         fun(17, sx.allocator_arg)
 
 
-def test_E6_allocator_visible_through_the_task_env_default_environment() -> None:
+def test_allocator_visible_through_the_task_env_default_environment() -> None:
     resource = object()
 
     @sx.task
@@ -136,7 +136,7 @@ def test_E6_allocator_visible_through_the_task_env_default_environment() -> None
     assert repr(default) == "allocator()"
 
 
-def test_E7_environment_with_a_custom_query_24_21(capsys: pytest.CaptureFixture[str]) -> None:
+def test_environment_with_a_custom_query(capsys: pytest.CaptureFixture[str]) -> None:
     class Context:
         def __init__(self, env: Any) -> None:
             self.value = get_value(env)
@@ -165,7 +165,7 @@ def test_E7_environment_with_a_custom_query_24_21(capsys: pytest.CaptureFixture[
         sx.sync_wait(sx.write_env(plain(), sx.prop(get_value, 42)))
 
 
-def test_E7_env_type_builds_own_env_first_24_8() -> None:
+def test_env_type_builds_own_env_first() -> None:
     built: list[Any] = []
 
     class Ctx:
@@ -201,7 +201,7 @@ def test_E7_env_type_builds_own_env_first_24_8() -> None:
     assert sx.sync_wait(u()) == ("default-constructed",)
 
 
-def test_E7_non_forwarding_environment_queries_are_not_exposed() -> None:
+def test_non_forwarding_environment_queries_are_not_exposed() -> None:
     class Local(sx.Query):
         forwarding = False
 
@@ -219,7 +219,7 @@ def test_E7_non_forwarding_environment_queries_are_not_exposed() -> None:
         sx.sync_wait(t())
 
 
-def test_E8_just_stopped_cancels_the_task_24_16() -> None:
+def test_just_stopped_cancels_the_task() -> None:
     after: list[str] = []
 
     @sx.task
@@ -231,7 +231,7 @@ def test_E8_just_stopped_cancels_the_task_24_16() -> None:
     assert after == []
 
 
-def test_E9_with_error_completes_without_raising_24_14() -> None:
+def test_with_error_completes_without_raising() -> None:
     class IntErrors:
         error_types = sx.completion_signatures(sx.set_error_t(int))
 
@@ -267,7 +267,7 @@ def _with_error_task(env: Any, e: Any) -> Any:
     return t()
 
 
-def test_E9_with_error_of_an_exception_and_return_sugar() -> None:
+def test_with_error_of_an_exception_and_return_sugar() -> None:
     err = ValueError("v")
 
     @sx.task
@@ -283,7 +283,7 @@ def test_E9_with_error_of_an_exception_and_return_sugar() -> None:
     assert r2.error is err
 
 
-def test_E9_with_error_type_mismatch_raises_type_error_at_the_await_24_14() -> None:
+def test_with_error_type_mismatch_raises_type_error_at_the_await() -> None:
     class IntErrors:
         error_types = (sx.set_error_t(int),)
 
@@ -318,7 +318,7 @@ def test_E9_with_error_type_mismatch_raises_type_error_at_the_await_24_14() -> N
         sx.sync_wait(v())
 
 
-def test_E9_with_error_outside_a_task_raises() -> None:
+def test_with_error_outside_a_task_raises() -> None:
     async def plain() -> None:
         await sx.with_error(1)
 
@@ -329,7 +329,7 @@ def test_E9_with_error_outside_a_task_raises() -> None:
         sx.with_error(None)
 
 
-def test_24_15_undeclared_exception_calls_terminate() -> None:
+def test_undeclared_exception_calls_terminate() -> None:
     class MyErr(Exception):
         pass
 
@@ -356,7 +356,7 @@ def test_24_15_undeclared_exception_calls_terminate() -> None:
     assert isinstance(r.error, ValueError)
 
 
-def test_E11_million_await_loop_scaled_inline_scheduler_24_22() -> None:
+def test_await_loop_of_inline_senders_does_not_recurse() -> None:
     @sx.task
     async def t() -> int:
         s = 0
@@ -368,7 +368,7 @@ def test_E11_million_await_loop_scaled_inline_scheduler_24_22() -> None:
     assert sx.sync_wait(sx.write_env(t(), env)) == (sum(range(100_000)),)
 
 
-def test_E11_await_loop_under_sync_wait_default_scheduler_24_22() -> None:
+def test_await_loop_under_sync_wait_default_scheduler() -> None:
     @sx.task
     async def t() -> int:
         s = 0
@@ -379,7 +379,7 @@ def test_E11_await_loop_under_sync_wait_default_scheduler_24_22() -> None:
     assert sx.sync_wait(t()) == (sum(range(100_000)),)
 
 
-def test_E11_await_loop_with_inline_scheduler_type_24_22() -> None:
+def test_await_loop_with_inline_scheduler_type() -> None:
     class Inline:
         scheduler_type = sx.inline_scheduler
 
@@ -396,7 +396,7 @@ def test_E11_await_loop_with_inline_scheduler_type_24_22() -> None:
     assert r.value == (sum(range(100_000)),)
 
 
-def test_24_22_deep_chain_of_nested_tasks_does_not_recurse() -> None:
+def test_deep_chain_of_nested_tasks_does_not_recurse() -> None:
     @sx.task
     async def depth(n: int) -> int:
         if n == 0:
@@ -408,7 +408,7 @@ def test_24_22_deep_chain_of_nested_tasks_does_not_recurse() -> None:
     assert sx.sync_wait(depth(5_000)) == (5_000,)
 
 
-def test_E12_sender_with_two_value_signatures_is_not_awaitable_20_2() -> None:
+def test_sender_with_two_value_signatures_is_not_awaitable() -> None:
     class AsyncPop(sx.Sender[Any]):
         """queue.async_pop(): set_value(v) or set_value() when closed."""
 
@@ -437,7 +437,7 @@ def test_E12_sender_with_two_value_signatures_is_not_awaitable_20_2() -> None:
     assert got[1:] == [(5,), ()]
 
 
-def test_E13_spawn_without_scheduler_fails_at_connect_with_advice_24_9() -> None:
+def test_spawn_of_a_task_without_scheduler_fails_at_connect_with_advice() -> None:
     scope = sx.simple_counting_scope()
 
     @sx.task
@@ -462,7 +462,7 @@ def test_E13_spawn_without_scheduler_fails_at_connect_with_advice_24_9() -> None
     sx.sync_wait(scope.join())
 
 
-def test_E14_starts_on_a_nested_task_replaces_change_coroutine_scheduler(
+def test_starts_on_a_nested_task_replaces_change_coroutine_scheduler(
     lt: LoopThread,
 ) -> None:
     where: list[str] = []
@@ -488,7 +488,7 @@ def test_E14_starts_on_a_nested_task_replaces_change_coroutine_scheduler(
 # =========================================================================== object semantics
 
 
-def test_24_7_lazy_nothing_runs_before_start() -> None:
+def test_task_is_lazy_nothing_runs_before_start() -> None:
     ran: list[str] = []
 
     @sx.task
@@ -507,7 +507,7 @@ def test_24_7_lazy_nothing_runs_before_start() -> None:
         op.start()
 
 
-def test_24_6_dropping_an_unstarted_task_runs_nothing_and_does_not_warn() -> None:
+def test_dropping_an_unstarted_task_runs_nothing_and_does_not_warn() -> None:
     ran: list[str] = []
 
     @sx.task
@@ -522,7 +522,7 @@ def test_24_6_dropping_an_unstarted_task_runs_nothing_and_does_not_warn() -> Non
     assert ran == []
 
 
-def test_24_5_second_connect_raises_and_failed_connect_keeps_the_task() -> None:
+def test_second_connect_raises_and_failed_connect_keeps_the_task() -> None:
     @sx.task
     async def t() -> int:
         return 1
@@ -537,7 +537,7 @@ def test_24_5_second_connect_raises_and_failed_connect_keeps_the_task() -> None:
         sx.connect(x, on(sx.inline_scheduler()))
 
 
-def test_24_decorator_rejects_non_coroutine_functions_and_bad_environments() -> None:
+def test_decorator_rejects_non_coroutine_functions_and_bad_environments() -> None:
     with pytest.raises(TypeError, match="async def"):
         sx.task(lambda: 1)
     with pytest.raises(TypeError, match="class"):
@@ -561,7 +561,7 @@ async def _coro_fn() -> None:
     pass
 
 
-def test_24_3_completion_signatures() -> None:
+def test_task_completion_signatures() -> None:
     class MyErr(Exception):
         pass
 
@@ -598,7 +598,7 @@ def test_24_3_completion_signatures() -> None:
         assert r.events[0][0] == "value"
 
 
-def test_24_task_is_a_sender_with_tag_and_works_with_adaptors() -> None:
+def test_task_is_a_sender_with_tag_and_works_with_adaptors() -> None:
     @sx.task
     async def t(x: int) -> int:
         return x
@@ -613,7 +613,7 @@ def test_24_task_is_a_sender_with_tag_and_works_with_adaptors() -> None:
     assert r.value == (1,)
 
 
-def test_24_values_returns_several_datums() -> None:
+def test_task_returning_values_sends_several_datums() -> None:
     @sx.task
     async def t() -> Any:
         return sx.values(1, 2)
@@ -624,7 +624,7 @@ def test_24_values_returns_several_datums() -> None:
 # =========================================================================== errors
 
 
-def test_24_19_awaited_error_is_raised_with_its_traceback() -> None:
+def test_awaited_error_is_raised_with_its_traceback() -> None:
     def fail() -> None:
         raise KeyError("deep")
 
@@ -641,7 +641,7 @@ def test_24_19_awaited_error_is_raised_with_its_traceback() -> None:
     assert sx.sync_wait(t()) == ("caught",)
 
 
-def test_24_19_non_exception_error_is_raised_as_error_value() -> None:
+def test_non_exception_error_is_raised_as_error_value() -> None:
     @sx.task
     async def t() -> Any:
         try:
@@ -653,7 +653,7 @@ def test_24_19_non_exception_error_is_raised_as_error_value() -> None:
     assert sx.sync_wait(t()) == ("plain",)
 
 
-def test_24_15_escaping_exception_is_set_error() -> None:
+def test_escaping_exception_is_set_error() -> None:
     err = OSError("io")
 
     @sx.task
@@ -666,7 +666,7 @@ def test_24_15_escaping_exception_is_set_error() -> None:
     assert r.error is err
 
 
-def test_24_connect_error_of_an_awaited_sender_is_raised_at_the_await() -> None:
+def test_connect_error_of_an_awaited_sender_is_raised_at_the_await() -> None:
     class Local(sx.Query):
         forwarding = False
 
@@ -698,7 +698,7 @@ class AsyncCM:
         self.log.append(f"exit {exc[0].__name__ if exc[0] else None}")
 
 
-def test_2_4_stopped_unwinds_finally_and_async_with_but_not_except_exception() -> None:
+def test_stopped_unwinds_finally_and_async_with_but_not_except_exception() -> None:
     log: list[str] = []
 
     @sx.task
@@ -729,7 +729,7 @@ def test_2_4_stopped_unwinds_finally_and_async_with_but_not_except_exception() -
     ]
 
 
-def test_2_4_stopped_propagates_through_nested_tasks() -> None:
+def test_stopped_propagates_through_nested_tasks() -> None:
     log: list[str] = []
 
     @sx.task
@@ -751,7 +751,7 @@ def test_2_4_stopped_propagates_through_nested_tasks() -> None:
     assert log == ["inner finally", "outer finally"]
 
 
-def test_2_4_swallowing_stopped_is_reported_as_an_error() -> None:
+def test_swallowing_stopped_is_reported_as_an_error() -> None:
     @sx.task
     async def t() -> int:
         try:
@@ -764,7 +764,7 @@ def test_2_4_swallowing_stopped_is_reported_as_an_error() -> None:
         sx.sync_wait(t())
 
 
-def test_2_4_exception_raised_while_unwinding_replaces_the_stop() -> None:
+def test_exception_raised_while_unwinding_replaces_the_stop() -> None:
     @sx.task
     async def t() -> None:
         try:
@@ -780,7 +780,7 @@ def test_2_4_exception_raised_while_unwinding_replaces_the_stop() -> None:
 # ([exec.task])
 
 
-def test_24_10_never_stop_token_receiver_gives_an_unstoppable_task_token() -> None:
+def test_never_stop_token_receiver_gives_an_unstoppable_task_token() -> None:
     @sx.task
     async def t() -> Any:
         return await sx.read_env(sx.get_stop_token)
@@ -790,7 +790,7 @@ def test_24_10_never_stop_token_receiver_gives_an_unstoppable_task_token() -> No
     assert tok.stop_requested() is False
 
 
-def test_24_10_task_token_mirrors_the_receivers_and_callbacks_fire() -> None:
+def test_task_token_mirrors_the_receivers_and_callbacks_fire() -> None:
     m = ManualScheduler()
     fired: list[int] = []
     tokens: list[Any] = []
@@ -820,7 +820,7 @@ def test_24_10_task_token_mirrors_the_receivers_and_callbacks_fire() -> None:
     assert r.live_callbacks_at_completion == 0
 
 
-def test_24_10_custom_stop_source_type_is_linked() -> None:
+def test_custom_stop_source_type_is_linked() -> None:
     class MySource(sx.inplace_stop_source):
         made: list[MySource] = []
 
@@ -930,7 +930,7 @@ def test_stdexec_stopped_inline_does_not_deadlock() -> None:
 # =========================================================================== env ([exec.task])
 
 
-def test_24_21_get_env_answers_scheduler_stop_token_allocator() -> None:
+def test_get_env_answers_scheduler_stop_token_allocator() -> None:
     m = ManualScheduler()
     got: dict[str, Any] = {}
 
@@ -949,7 +949,7 @@ def test_24_21_get_env_answers_scheduler_stop_token_allocator() -> None:
     assert repr(got["alloc"]) == "allocator()"
 
 
-def test_24_9_scheduler_type_custom_class() -> None:
+def test_task_scheduler_type_custom_class() -> None:
     m = ManualScheduler()
 
     class Env:
@@ -964,7 +964,7 @@ def test_24_9_scheduler_type_custom_class() -> None:
     assert r.value == (m,)  # isinstance(sch, scheduler_type): used as it is
 
 
-def test_24_when_all_of_tasks_one_stops() -> None:
+def test_when_all_of_tasks_one_stops() -> None:
     @sx.task
     async def ok() -> int:
         return 1
@@ -1016,7 +1016,7 @@ def _model(steps: list[Any]) -> tuple[str, int]:
 
 @settings(max_examples=40, deadline=None)
 @given(steps=_steps, on_trio=st.booleans())
-def test_24_property_task_driver_matches_a_model(steps: list[Any], on_trio: bool) -> None:
+def test_property_task_driver_matches_a_model(steps: list[Any], on_trio: bool) -> None:
     """Random bodies of awaits (inline values, caught errors, hops to another thread, nested
     tasks, stops, with_error) give the model's outcome, every finally runs once, and the
     body is always back on its scheduler's thread after an await, under sync_wait and on

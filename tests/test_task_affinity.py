@@ -26,9 +26,7 @@ lt2 = pytest.fixture(loop_thread, name="lt2")
 # --------------------------------------------------------------------------- sync_wait (run_loop)
 
 
-def test_24_17_sync_wait_task_resumes_on_the_waiting_thread(
-    lt: LoopThread, lt2: LoopThread
-) -> None:
+def test_sync_wait_task_resumes_on_the_waiting_thread(lt: LoopThread, lt2: LoopThread) -> None:
     main = threading.get_ident()
     where: list[tuple[str, int]] = []
 
@@ -52,7 +50,7 @@ def test_24_17_sync_wait_task_resumes_on_the_waiting_thread(
     ]
 
 
-def test_24_17_errors_are_also_raised_on_the_tasks_scheduler(lt: LoopThread) -> None:
+def test_errors_are_also_raised_on_the_tasks_scheduler(lt: LoopThread) -> None:
     main = threading.get_ident()
     where: list[int] = []
 
@@ -74,7 +72,7 @@ def test_24_17_errors_are_also_raised_on_the_tasks_scheduler(lt: LoopThread) -> 
 # ------------------------------------------------------------------- ManualScheduler as SCHED
 
 
-def test_24_17_resume_happens_in_an_item_of_the_tasks_scheduler(lt: LoopThread) -> None:
+def test_resume_happens_in_an_item_of_the_tasks_scheduler(lt: LoopThread) -> None:
     home = ManualScheduler("home")
     where: list[tuple[int, ManualScheduler | None]] = []
 
@@ -95,7 +93,7 @@ def test_24_17_resume_happens_in_an_item_of_the_tasks_scheduler(lt: LoopThread) 
     assert r.scheduler is home
 
 
-def test_24_24_senders_that_complete_inline_are_not_rescheduled() -> None:
+def test_senders_that_complete_inline_are_not_rescheduled() -> None:
     home = ManualScheduler("home")
 
     @sx.task
@@ -121,7 +119,7 @@ def test_24_24_senders_that_complete_inline_are_not_rescheduled() -> None:
     assert home.started == 0  # not a single hop
 
 
-def test_24_24_sender_completing_on_the_tasks_scheduler_is_not_rescheduled() -> None:
+def test_sender_completing_on_the_tasks_scheduler_is_not_rescheduled() -> None:
     home = ManualScheduler("home")
 
     @sx.task
@@ -137,7 +135,7 @@ def test_24_24_sender_completing_on_the_tasks_scheduler_is_not_rescheduled() -> 
     assert home.started == 2  # the two awaited schedules, no extra hop
 
 
-def test_21_9_hop_back_is_unstoppable_and_unwinding_happens_on_the_scheduler(
+def test_hop_back_is_unstoppable_and_unwinding_happens_on_the_scheduler(
     lt: LoopThread,
 ) -> None:
     home = ManualScheduler("home")
@@ -170,7 +168,7 @@ def test_21_9_hop_back_is_unstoppable_and_unwinding_happens_on_the_scheduler(
     assert r.live_callbacks_at_completion == 0
 
 
-def test_24_nested_task_on_another_scheduler_is_not_inlined(lt: LoopThread) -> None:
+def test_nested_task_on_another_scheduler_is_not_inlined(lt: LoopThread) -> None:
     home = ManualScheduler("home")
     where: list[Any] = []
 
@@ -196,7 +194,7 @@ def test_24_nested_task_on_another_scheduler_is_not_inlined(lt: LoopThread) -> N
 # --------------------------------------------------------------------------- inline_scheduler
 
 
-def test_24_23_inline_scheduler_type_turns_affinity_off(lt: LoopThread) -> None:
+def test_inline_scheduler_type_turns_affinity_off(lt: LoopThread) -> None:
     class NoAffinity:
         scheduler_type = sx.inline_scheduler
 
@@ -215,7 +213,7 @@ def test_24_23_inline_scheduler_type_turns_affinity_off(lt: LoopThread) -> None:
 # ----------------------------------------------------------------- change_coroutine_scheduler
 
 
-def test_24_20_change_coroutine_scheduler_is_deprecated_and_moves_the_task(
+def test_change_coroutine_scheduler_is_deprecated_and_moves_the_task(
     lt: LoopThread,
 ) -> None:
     main = threading.get_ident()
@@ -244,7 +242,7 @@ def test_24_20_change_coroutine_scheduler_is_deprecated_and_moves_the_task(
     assert main != lt.ident
 
 
-def test_24_20_change_coroutine_scheduler_rejects_fallible_and_cross_kind() -> None:
+def test_change_coroutine_scheduler_rejects_fallible_and_cross_kind() -> None:
     caught: list[str] = []
 
     @sx.task
@@ -262,7 +260,7 @@ def test_24_20_change_coroutine_scheduler_rejects_fallible_and_cross_kind() -> N
         sx.change_coroutine_scheduler(42)
 
 
-async def test_24_20_change_coroutine_scheduler_from_trio_to_another_kind_raises() -> None:
+async def test_change_coroutine_scheduler_from_trio_to_another_kind_raises() -> None:
     loop = sx.run_loop()
     caught: list[str] = []
 

@@ -37,7 +37,7 @@ class UndeclaredSched:
         return S()
 
 
-def test_23_1_wraps_any_infallible_scheduler_and_copies_share() -> None:
+def test_task_scheduler_wraps_any_infallible_scheduler_and_copies_share() -> None:
     rl = sx.run_loop().get_scheduler()
     ts = sx.task_scheduler(rl)
     assert ts.wrapped is rl
@@ -51,7 +51,7 @@ def test_23_1_wraps_any_infallible_scheduler_and_copies_share() -> None:
     assert sx.is_scheduler(ts)
 
 
-def test_23_8_fallible_or_undeclared_scheduler_is_rejected() -> None:
+def test_fallible_or_undeclared_scheduler_is_rejected() -> None:
     with pytest.raises(TypeError, match="infallible"):
         sx.task_scheduler(FallibleSched())
     with pytest.raises(TypeError, match="does not declare completion signatures"):
@@ -64,12 +64,12 @@ def test_23_8_fallible_or_undeclared_scheduler_is_rejected() -> None:
     assert sx.task_scheduler(ManualScheduler()).wrapped is not None
 
 
-def test_23_7_allocator_argument_is_accepted_and_ignored() -> None:
+def test_allocator_argument_is_accepted_and_ignored() -> None:
     rl = sx.run_loop().get_scheduler()
     assert sx.task_scheduler(rl, object()).wrapped is rl
 
 
-def test_23_2_schedule_completes_through_the_wrapped_scheduler() -> None:
+def test_schedule_completes_through_the_wrapped_scheduler() -> None:
     m = ManualScheduler()
     ts = sx.task_scheduler(m)
     r = RecordingReceiver()
@@ -86,7 +86,7 @@ def test_23_2_schedule_completes_through_the_wrapped_scheduler() -> None:
     assert r2.stopped
 
 
-def test_23_2_schedule_under_sync_wait_runs_on_the_loop_thread() -> None:
+def test_schedule_under_sync_wait_runs_on_the_loop_thread() -> None:
     seen: list[int] = []
 
     def body(sch: Any) -> Any:
@@ -98,7 +98,7 @@ def test_23_2_schedule_under_sync_wait_runs_on_the_loop_thread() -> None:
     assert seen == [threading.get_ident()]
 
 
-def test_23_3_completion_scheduler_of_schedule_sender_is_the_task_scheduler() -> None:
+def test_completion_scheduler_of_schedule_sender_is_the_task_scheduler() -> None:
     ts = sx.task_scheduler(sx.run_loop().get_scheduler())
     attrs = sx.get_env(ts.schedule())
     assert sx.get_completion_scheduler[sx.set_value_t](attrs) == ts
@@ -107,7 +107,7 @@ def test_23_3_completion_scheduler_of_schedule_sender_is_the_task_scheduler() ->
         sx.get_completion_scheduler[sx.set_error_t](attrs)
 
 
-def test_23_8_completion_signatures_are_infallible() -> None:
+def test_completion_signatures_are_infallible() -> None:
     ts = sx.task_scheduler(sx.run_loop().get_scheduler())
     s = ts.schedule()
     never = sx.prop(sx.get_stop_token, sx.never_stop_token())
@@ -120,7 +120,7 @@ def test_23_8_completion_signatures_are_infallible() -> None:
     assert sx.task_scheduler(ts).wrapped is ts.wrapped
 
 
-def test_23_6_equality_matrix() -> None:
+def test_task_scheduler_equality_matrix() -> None:
     loop1, loop2 = sx.run_loop(), sx.run_loop()
     rl1, rl1b, rl2 = loop1.get_scheduler(), loop1.get_scheduler(), loop2.get_scheduler()
     ts1, ts1b, ts2 = sx.task_scheduler(rl1), sx.task_scheduler(rl1b), sx.task_scheduler(rl2)
@@ -141,7 +141,7 @@ def test_23_6_equality_matrix() -> None:
     assert len({ts1, ts1b, rl1}) == 1
 
 
-def test_23_6_equality_is_symmetric_with_a_scheduler_that_defers() -> None:
+def test_equality_is_symmetric_with_a_scheduler_that_defers() -> None:
     """[py] ``sch == ts``: a scheduler whose ``__eq__`` returns NotImplemented for unknown
     types lets Python ask the task_scheduler ([exec.task.scheduler])."""
     m1, m2 = ManualScheduler(), ManualScheduler()  # identity equality: object.__eq__ defers
@@ -152,20 +152,20 @@ def test_23_6_equality_is_symmetric_with_a_scheduler_that_defers() -> None:
     assert not (m2 == t1)  # noqa: SIM201
 
 
-def test_23_6_equality_is_symmetric_for_library_schedulers() -> None:
+def test_equality_is_symmetric_for_library_schedulers() -> None:
     rl = sx.run_loop().get_scheduler()
     assert sx.inline_scheduler() == sx.task_scheduler(sx.inline_scheduler())
     assert rl == sx.task_scheduler(rl)
 
 
-async def test_23_6_equality_is_symmetric_for_the_trio_scheduler() -> None:
+async def test_equality_is_symmetric_for_the_trio_scheduler() -> None:
     sch = sx.trio_scheduler()
     ts = sx.task_scheduler(sch)
     assert ts == sch
     assert hash(ts) == hash(sch)
 
 
-def test_23_queries_are_forwarded_to_the_wrapped_scheduler() -> None:
+def test_queries_are_forwarded_to_the_wrapped_scheduler() -> None:
     ts = sx.task_scheduler(sx.inline_scheduler())
     assert sx.get_forward_progress_guarantee(ts) == sx.get_forward_progress_guarantee(
         sx.inline_scheduler()
@@ -173,6 +173,6 @@ def test_23_queries_are_forwarded_to_the_wrapped_scheduler() -> None:
     assert "inline_scheduler" in repr(ts)
 
 
-async def test_23_6_trio_scheduler_equality_is_symmetric() -> None:
+async def test_trio_scheduler_equality_is_symmetric() -> None:
     sch = sx.trio_scheduler()
     assert sch == sx.task_scheduler(sch)

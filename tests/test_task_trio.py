@@ -31,7 +31,7 @@ def on_trio() -> RecordingReceiver:
 # --------------------------------------------------------------------------- basics
 
 
-async def test_24_await_a_task_from_trio_runs_it_in_the_awaiting_trio_task() -> None:
+async def test_await_a_task_from_trio_runs_it_in_the_awaiting_trio_task() -> None:
     caller = trio.lowlevel.current_task()
     seen: dict[str, Any] = {}
 
@@ -51,7 +51,7 @@ async def test_24_await_a_task_from_trio_runs_it_in_the_awaiting_trio_task() -> 
     assert seen["token"].stop_possible()  # trio cancellation of the caller stops it
 
 
-async def test_24_started_as_an_operation_the_body_gets_its_own_named_trio_task() -> None:
+async def test_started_as_an_operation_the_body_gets_its_own_named_trio_task() -> None:
     caller = trio.lowlevel.current_task()
     seen: list[Any] = []
 
@@ -72,7 +72,7 @@ async def test_24_started_as_an_operation_the_body_gets_its_own_named_trio_task(
     assert seen[0].name.endswith("work")  # the hosting trio task is named after the function
 
 
-async def test_24_18_trio_primitives_work_inside_a_task(
+async def test_trio_primitives_work_inside_a_task(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     log: list[Any] = []
@@ -108,7 +108,7 @@ async def _drain(recv: trio.MemoryReceiveChannel[int], got: list[int]) -> None:
             got.append(x)
 
 
-def test_24_18_trio_primitives_off_the_trio_scheduler_raise_a_clear_error() -> None:
+def test_trio_primitives_off_the_trio_scheduler_raise_a_clear_error() -> None:
     @sx.task
     async def t() -> None:
         await trio.sleep(0)
@@ -118,7 +118,7 @@ def test_24_18_trio_primitives_off_the_trio_scheduler_raise_a_clear_error() -> N
     assert "starts_on(sx.trio_scheduler()" in str(ei.value)
 
 
-def test_24_18_foreign_yields_off_trio_raise_a_clear_error() -> None:
+def test_foreign_yields_off_trio_raise_a_clear_error() -> None:
     class Foreign:
         def __await__(self) -> Any:
             yield "something that is not a structexec sender"
@@ -137,7 +137,7 @@ def test_24_18_foreign_yields_off_trio_raise_a_clear_error() -> None:
     assert "trio primitive" in caught[0] and "it yielded" in caught[0]
 
 
-async def test_24_22_hundred_thousand_awaits_on_trio() -> None:
+async def test_hundred_thousand_awaits_on_trio() -> None:
     @sx.task
     async def t() -> int:
         s = 0
@@ -148,7 +148,7 @@ async def test_24_22_hundred_thousand_awaits_on_trio() -> None:
     assert await t() == sum(range(100_000))
 
 
-async def test_24_22b_nested_tasks_share_the_trio_task_and_primitives_work_in_them(
+async def test_nested_tasks_share_the_trio_task_and_primitives_work_in_them(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     tasks: list[Any] = []
@@ -170,7 +170,7 @@ async def test_24_22b_nested_tasks_share_the_trio_task_and_primitives_work_in_th
     assert trio.lowlevel.current_statistics().tasks_living == living
 
 
-async def test_24_error_propagates_to_the_awaiting_trio_code() -> None:
+async def test_error_propagates_to_the_awaiting_trio_code() -> None:
     @sx.task
     async def t() -> None:
         await trio.lowlevel.checkpoint()
@@ -180,7 +180,7 @@ async def test_24_error_propagates_to_the_awaiting_trio_code() -> None:
         await t()
 
 
-async def test_24_16_stopped_task_raises_stopped_in_plain_trio_code() -> None:
+async def test_stopped_task_raises_stopped_in_plain_trio_code() -> None:
     @sx.task
     async def t() -> None:
         await sx.just_stopped()
@@ -189,7 +189,7 @@ async def test_24_16_stopped_task_raises_stopped_in_plain_trio_code() -> None:
         await t()
 
 
-async def test_24_schedule_on_the_trio_scheduler_inside_a_task() -> None:
+async def test_schedule_on_the_trio_scheduler_inside_a_task() -> None:
     @sx.task
     async def t() -> int:
         await sx.schedule(sx.trio_scheduler())
@@ -202,7 +202,7 @@ async def test_24_schedule_on_the_trio_scheduler_inside_a_task() -> None:
 # --------------------------------------------------------------------------- affinity on trio
 
 
-async def test_24_17_after_awaiting_a_sender_from_another_thread_the_task_is_on_trio(
+async def test_after_awaiting_a_sender_from_another_thread_the_task_is_on_trio(
     lt: LoopThread,
 ) -> None:
     trio_thread = threading.get_ident()
@@ -230,7 +230,7 @@ async def test_24_17_after_awaiting_a_sender_from_another_thread_the_task_is_on_
     ]
 
 
-async def test_24_17_task_started_from_another_thread_runs_on_the_trio_thread() -> None:
+async def test_task_started_from_another_thread_runs_on_the_trio_thread() -> None:
     trio_thread = threading.get_ident()
     sch = sx.trio_scheduler()
     seen: list[int] = []
@@ -248,7 +248,7 @@ async def test_24_17_task_started_from_another_thread_runs_on_the_trio_thread() 
     assert seen == [trio_thread]
 
 
-async def test_E14_starts_on_another_scheduler_from_a_trio_task(lt: LoopThread) -> None:
+async def test_starts_on_another_scheduler_from_a_trio_task(lt: LoopThread) -> None:
     trio_thread = threading.get_ident()
     where: list[int] = []
 
@@ -270,7 +270,7 @@ async def test_E14_starts_on_another_scheduler_from_a_trio_task(lt: LoopThread) 
 # --------------------------------------------------------------------------- stop <-> cancel
 
 
-async def test_2_5_stop_request_cancels_trio_primitives_in_the_task(
+async def test_stop_request_cancels_trio_primitives_in_the_task(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     log: list[str] = []
@@ -297,7 +297,7 @@ async def test_2_5_stop_request_cancels_trio_primitives_in_the_task(
     assert trio.current_time() < 5
 
 
-async def test_2_5_stop_request_while_awaiting_a_sender_unwinds_the_task(
+async def test_stop_request_while_awaiting_a_sender_unwinds_the_task(
     lt: LoopThread,
 ) -> None:
     log: list[str] = []
@@ -330,7 +330,7 @@ async def test_2_5_stop_request_while_awaiting_a_sender_unwinds_the_task(
     assert log == ["finally on trio: True"]
 
 
-async def test_2_5_trio_cancellation_of_the_awaiting_task_stops_the_task(
+async def test_trio_cancellation_of_the_awaiting_task_stops_the_task(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     log: list[str] = []
@@ -351,7 +351,7 @@ async def test_2_5_trio_cancellation_of_the_awaiting_task_stops_the_task(
     assert trio.current_time() == 3
 
 
-async def test_2_4_stopped_unwinding_may_await_trio_primitives_when_shielded(
+async def test_stopped_unwinding_may_await_trio_primitives_when_shielded(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     log: list[str] = []
@@ -449,7 +449,7 @@ async def test_task_without_scheduler_in_a_scope_env_fails_at_connect_with_advic
     await scope.join()
 
 
-async def test_2_5_trio_cancellation_while_awaiting_a_sender_stops_the_awaited_work(
+async def test_trio_cancellation_while_awaiting_a_sender_stops_the_awaited_work(
     lt: LoopThread,
 ) -> None:
     """The awaiting trio task is cancelled while the task waits for work on another thread:
@@ -491,7 +491,7 @@ async def _cancel_when(event: threading.Event, cs: trio.CancelScope) -> None:
     cs.cancel()
 
 
-async def test_2_5_an_already_cancelled_caller_stops_the_task_at_its_first_await() -> None:
+async def test_an_already_cancelled_caller_stops_the_task_at_its_first_await() -> None:
     """Awaiting a task in a cancelled scope: the body starts, its first parking await sees the
     stop request (the trio scheduler honours it), the body unwinds, trio.Cancelled."""
     log: list[str] = []
@@ -519,7 +519,7 @@ class get_value_t(sx.Query):
 get_value = get_value_t()
 
 
-async def test_24_21_trio_tasks_started_in_a_task_body_see_the_tasks_environment() -> None:
+async def test_trio_tasks_started_in_a_task_body_see_the_tasks_environment() -> None:
     """A nursery child started inside the body awaits senders with the task's environment."""
 
     class Ctx:

@@ -19,7 +19,7 @@ from structexec.testing import (
 pytest_plugins = ["pytester"]
 
 
-def test_recording_receiver_fixture_req_2_2(recording_receiver: RecordingReceiver) -> None:
+def test_recording_receiver_fixture(recording_receiver: RecordingReceiver) -> None:
     assert isinstance(recording_receiver, RecordingReceiver)
     recording_receiver.run(sx.just(1))
     assert recording_receiver.value == (1,)
@@ -32,7 +32,7 @@ def test_make_receiver_fixture(make_receiver: object) -> None:
     assert sx.get_scheduler(b.get_env()) == sx.inline_scheduler()
 
 
-def test_manual_scheduler_fixture_req_2_16(manual_scheduler: ManualScheduler) -> None:
+def test_manual_scheduler_fixture(manual_scheduler: ManualScheduler) -> None:
     rec = RecordingReceiver()
     rec.run(sx.schedule(manual_scheduler))
     assert manual_scheduler.pending == 1
@@ -40,7 +40,7 @@ def test_manual_scheduler_fixture_req_2_16(manual_scheduler: ManualScheduler) ->
     assert rec.value == () and rec.scheduler is manual_scheduler
 
 
-def test_thread_scheduler_fixture_req_12_1(thread_scheduler: ThreadScheduler) -> None:
+def test_thread_scheduler_fixture(thread_scheduler: ThreadScheduler) -> None:
     rec = RecordingReceiver()
     seen: list[int] = []
     rec.run(sx.schedule(thread_scheduler) | sx.then(lambda: seen.append(threading.get_ident())))
@@ -68,7 +68,7 @@ def test_thread_scheduler_honours_stop() -> None:
         RecordingReceiver().run(sx.schedule(sch))
 
 
-def test_terminate_calls_fixture_req_5_5(terminate_calls: TerminateRecorder) -> None:
+def test_terminate_calls_fixture(terminate_calls: TerminateRecorder) -> None:
     src = sx.inplace_stop_source()
     cb = sx.inplace_stop_callback(src.get_token(), lambda: 1 / 0)
     src.request_stop()

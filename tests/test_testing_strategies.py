@@ -53,7 +53,7 @@ def _run(tree: Tree, stops: StopSchedule | None = None, choices: tuple[int, ...]
 # --------------------------------------------------------------------------- the model
 
 
-def test_fn_results_follow_dq_2_1() -> None:
+def test_fn_results_follow_the_value_convention() -> None:
     """None is no datum, values(...) several, a tuple one datum; raising is an error."""
     e = TreeError("e")
     assert sxst.apply_fn(Fn.none(), (1,)) == value()
@@ -91,7 +91,7 @@ def test_tree_error_compares_by_identity() -> None:
         (StoppedAsOptional(Just((5,))), {value(5)}),
         # [exec.stopped.err]: stopped_as_error
         (StoppedAsError(JustStopped(), E4 := TreeError("e4")), {error(E4)}),
-        # [exec.then]/13.3: upon_error / upon_stopped recover; [exec.then] others pass through
+        # [exec.then]: upon_error / upon_stopped recover; [exec.then] others pass through
         (Then(JustError(TreeError("x")), Fn.none(), "upon_error"), {value()}),
         (Then(JustStopped(), Fn.none(), "then"), {STOPPED}),
         # 14: let_value with the datums prepended
@@ -109,7 +109,7 @@ def test_model_matches_spec_examples_and_library(root: sxst.Node, expected: set[
     assert _run(tree) in expected
 
 
-def test_model_when_all_inline_error_before_pending_child_req_16_6() -> None:
+def test_model_when_all_inline_error_before_pending_child() -> None:
     """An inline error during start comes first: the pending hop later sees stop."""
     e2 = TreeError("e2")
     tree = Tree(WhenAll((Hop(JustError(TreeError("e1")), 0), JustError(e2))))
@@ -118,7 +118,7 @@ def test_model_when_all_inline_error_before_pending_child_req_16_6() -> None:
         assert _run(tree, None, order) == error(e2)
 
 
-def test_model_when_all_pending_children_any_order_req_16_6() -> None:
+def test_model_when_all_pending_children_any_order() -> None:
     """Two failing hops: either error may be first, depending on the interleaving."""
     e1, e2 = TreeError("e1"), TreeError("e2")
     tree = Tree(WhenAll((Hop(JustError(e1), 0), Hop(JustError(e2), 1))))
@@ -127,7 +127,7 @@ def test_model_when_all_pending_children_any_order_req_16_6() -> None:
     assert _run(tree, None, (1,)) == error(e2)
 
 
-def test_model_stop_modes_req_12_12_req_16_5() -> None:
+def test_model_stop_modes() -> None:
     hop = Tree(Hop(Just((1,)), 0))
     assert hop.model(BEFORE_START) == {STOPPED}  # the scheduling op sees the stop
     anytime = StopSchedule((StopEvent(2, ("root", 0)),))
@@ -209,7 +209,7 @@ def test_run_tree_needs_trio_for_trio_trees() -> None:
         sxst.run_tree(Tree(sxst.TrioHop(Just(())), trio=True))
 
 
-async def test_run_tree_trio_hop_completes_on_trio_req_2_16() -> None:
+async def test_run_tree_trio_hop_completes_on_trio() -> None:
     r = await sxst.run_tree_trio(Tree(sxst.TrioHop(Just((1,))), trio=True))
     r.check()
     assert r.outcome == value(1)
@@ -297,7 +297,7 @@ def test_finds_stopped_as_error_that_recovers(monkeypatch: pytest.MonkeyPatch) -
     assert "stopped_as_error" in msg
 
 
-def test_finds_a_hop_that_ignores_stop_req_12_12(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_finds_a_hop_that_ignores_stop(monkeypatch: pytest.MonkeyPatch) -> None:
     real = sx.continues_on
 
     def deaf(s: Any, sch: Any) -> Any:
@@ -311,7 +311,7 @@ def test_finds_a_hop_that_ignores_stop_req_12_12(monkeypatch: pytest.MonkeyPatch
     assert "continues_on" in msg and "StopEvent" in msg
 
 
-def test_finds_a_double_completion_in_a_user_adaptor_req_2_2() -> None:
+def test_finds_a_double_completion_in_a_user_adaptor() -> None:
     """A user adaptor that completes stopped from its stop callback, without waiting for the
     child (the docs/testing.md example), is found and shrunk to a one-node tree."""
 
@@ -410,7 +410,7 @@ def test_a_double_completion_caught_by_a_library_operation_is_reported_as_one() 
     assert "tree:  sx.when_all(sx.just_error(TreeError('e0')), quick(sx.just())" in msg
 
 
-def test_finds_a_leaked_stop_callback_req_2_13() -> None:
+def test_finds_a_leaked_stop_callback() -> None:
     """A user adaptor that never deregisters its stop callback."""
 
     class Op:

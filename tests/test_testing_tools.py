@@ -20,7 +20,7 @@ from structexec.testing import (
 # --------------------------------------------------------------------------- RecordingReceiver
 
 
-def test_rec_records_value_thread_and_outcome_req_2_2() -> None:
+def test_rec_records_value_thread_and_outcome() -> None:
     rec = RecordingReceiver()
     op = rec.run(sx.just(1, "a"))
     assert op is rec.op
@@ -37,7 +37,7 @@ def test_rec_records_value_thread_and_outcome_req_2_2() -> None:
     assert not rec.violations
 
 
-def test_rec_error_and_stopped_req_2_2() -> None:
+def test_rec_error_and_stopped() -> None:
     e = ValueError("x")
     rec = RecordingReceiver()
     rec.run(sx.just_error(e))
@@ -61,7 +61,7 @@ def test_rec_not_completed_accessors_fail() -> None:
         rec.wait(timeout=0.01)
 
 
-def test_rec_second_completion_is_violation_req_2_2() -> None:
+def test_rec_second_completion_is_violation() -> None:
     rec = RecordingReceiver()
     rec.started = True
     rec.set_value(1)
@@ -76,7 +76,7 @@ def test_rec_second_completion_is_violation_req_2_2() -> None:
         rec.check()
 
 
-def test_rec_completion_before_start_is_violation_req_2_3() -> None:
+def test_rec_completion_before_start_is_violation() -> None:
     class EagerSender:
         def connect(self, rcvr: object) -> object:
             rcvr.set_value()  # type: ignore[attr-defined]
@@ -88,7 +88,7 @@ def test_rec_completion_before_start_is_violation_req_2_3() -> None:
     assert rec.violations
 
 
-def test_rec_connect_then_start_separately_req_2_3() -> None:
+def test_rec_connect_then_start_separately() -> None:
     rec = RecordingReceiver()
     op = rec.connect(sx.just(5))
     assert not rec.done
@@ -100,7 +100,7 @@ def test_rec_connect_then_start_separately_req_2_3() -> None:
         RecordingReceiver().start()
 
 
-def test_rec_env_default_has_own_stop_token_req_2_13() -> None:
+def test_rec_env_default_has_own_stop_token() -> None:
     rec = RecordingReceiver()
     tok = sx.get_stop_token(rec.get_env())
     assert tok == rec.stop_source.get_token()
@@ -121,7 +121,7 @@ def test_rec_env_given_and_extra_env() -> None:
     assert sx.get_stop_token(rec2.get_env()) == rec2.stop_source.get_token()
 
 
-def test_rec_detects_live_stop_callback_at_completion_req_2_13() -> None:
+def test_rec_detects_live_stop_callback_at_completion() -> None:
     class LeakyOp:
         def __init__(self, rcvr: RecordingReceiver) -> None:
             self.rcvr = rcvr
@@ -143,7 +143,7 @@ def test_rec_detects_live_stop_callback_at_completion_req_2_13() -> None:
         _ = rec.value
 
 
-def test_rec_wait_for_other_thread_req_2_2() -> None:
+def test_rec_wait_for_other_thread() -> None:
     rec = RecordingReceiver()
     rec.started = True
     t = threading.Thread(target=rec.set_value, args=(7,))
@@ -176,7 +176,7 @@ async def test_rec_wait_trio_from_other_thread() -> None:
 # --------------------------------------------------------------------------- ManualScheduler
 
 
-def test_manual_queues_until_run_req_2_16() -> None:
+def test_manual_queues_until_run() -> None:
     sch = ManualScheduler("m")
     rec = RecordingReceiver()
     rec.run(sx.schedule(sch) | sx.then(lambda: ManualScheduler.current()))
@@ -234,7 +234,7 @@ def test_manual_drain_limit() -> None:
     assert rec.stopped
 
 
-def test_manual_honours_stop_when_run_req_18_6() -> None:
+def test_manual_honours_stop_when_run() -> None:
     sch = ManualScheduler()
     rec = RecordingReceiver()
     rec.run(sx.schedule(sch))
@@ -320,7 +320,7 @@ def test_manual_completion_signatures_p3941_infallible() -> None:
     )
 
 
-def test_manual_attrs_envs_equality_req_2_16() -> None:
+def test_manual_attrs_envs_equality() -> None:
     sch = ManualScheduler()
     other = ManualScheduler()
     assert sch == sch and sch != other
@@ -430,7 +430,7 @@ def test_record_terminate_restores_handler() -> None:
     assert len(inner) == 0
 
 
-async def test_no_leaks_detects_unjoined_scope_req_26_9() -> None:
+async def test_no_leaks_detects_unjoined_scope() -> None:
     sch = ManualScheduler()
     with pytest.raises(AssertionError, match=r"counting scope leak.*'open'"):
         async with no_leaks():
@@ -444,7 +444,7 @@ async def test_no_leaks_detects_unjoined_scope_req_26_9() -> None:
     assert rec.value == ()
 
 
-async def test_no_leaks_detects_scope_dropped_unjoined_req_26_9() -> None:
+async def test_no_leaks_detects_scope_dropped_unjoined() -> None:
     """A scope that becomes garbage in a reference cycle, opened but never joined: the
     collection at exit reports it ([exec.scope.simple.counting])."""
     import warnings

@@ -78,7 +78,7 @@ class ManualOp:
 # -------------------------------------------------------- values (docs/trio.md "Awaiting a sender")
 
 
-async def test_20_3_values_convention() -> None:
+async def test_await_values_convention() -> None:
     assert await sx.just() is None
     assert await sx.just(1) == 1
     assert await sx.just(1, 2) == (1, 2)
@@ -105,7 +105,7 @@ async def test_100000_awaits_of_inline_senders() -> None:
 # --------------------------------------------------------------------------- errors
 
 
-async def test_2_2_exception_raised_as_is_with_traceback() -> None:
+async def test_exception_raised_as_is_with_traceback() -> None:
     exc = ValueError("boom")
 
     def f() -> None:
@@ -118,7 +118,7 @@ async def test_2_2_exception_raised_as_is_with_traceback() -> None:
     assert "f" in names  # the original frames are kept
 
 
-async def test_2_2_non_exception_error_is_wrapped_in_error_value() -> None:
+async def test_non_exception_error_is_wrapped_in_error_value() -> None:
     with pytest.raises(sx.ErrorValue) as info:
         await sx.just_error(42)
     assert info.value.error == 42
@@ -132,7 +132,7 @@ async def test_connect_time_type_error_propagates() -> None:
 # --------------------------------------------------------------------------- stopped
 
 
-async def test_2_4_stopped_not_from_trio_raises_sx_stopped() -> None:
+async def test_stopped_not_from_trio_raises_sx_stopped() -> None:
     caught: list[str] = []
     with pytest.raises(sx.Stopped):
         try:
@@ -143,7 +143,7 @@ async def test_2_4_stopped_not_from_trio_raises_sx_stopped() -> None:
     assert issubclass(sx.Stopped, BaseException) and not issubclass(sx.Stopped, Exception)
 
 
-async def test_2_4_stopped_from_elsewhere_while_parked_raises_sx_stopped() -> None:
+async def test_stopped_from_elsewhere_while_parked_raises_sx_stopped() -> None:
     m = Manual()
     async with trio.open_nursery() as n:
 
@@ -160,7 +160,7 @@ async def test_2_4_stopped_from_elsewhere_while_parked_raises_sx_stopped() -> No
 # (docs/trio.md "Awaiting a sender")
 
 
-async def test_32_1_env_provides_trio_scheduler_and_stop_token() -> None:
+async def test_env_provides_trio_scheduler_and_stop_token() -> None:
     sch = await sx.read_env(sx.get_scheduler)
     assert sch is sx.trio_scheduler()
     tok = await sx.read_env(sx.get_stop_token)
@@ -169,7 +169,7 @@ async def test_32_1_env_provides_trio_scheduler_and_stop_token() -> None:
         await sx.read_env(sx.get_allocator)
 
 
-async def test_32_1_stop_token_fires_when_trio_cancellation_hits(
+async def test_stop_token_fires_when_trio_cancellation_hits(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     m = Manual()
@@ -180,7 +180,7 @@ async def test_32_1_stop_token_fires_when_trio_cancellation_hits(
     assert m.events == ["start", "stop requested", "complete stopped"]
 
 
-async def test_32_1_token_obtained_after_cancellation_is_already_stopped(
+async def test_token_obtained_after_cancellation_is_already_stopped(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """A token created lazily after the trio cancellation hit is stopped at once."""
@@ -210,10 +210,10 @@ async def test_32_1_token_obtained_after_cancellation_is_already_stopped(
     assert toks[0].stop_requested()
 
 
-# --------------------------------------------------------------------------- 32.2
+# --------------------------------------------------------------------------- trio cancellation
 
 
-async def test_32_2_cancelled_task_waits_shielded_until_the_op_completes(
+async def test_cancelled_task_waits_shielded_until_the_op_completes(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     m = Manual(on_stop="record")
@@ -240,7 +240,7 @@ async def test_32_2_cancelled_task_waits_shielded_until_the_op_completes(
     assert trio.current_time() >= 5
 
 
-async def test_32_2_value_despite_cancellation_is_returned(
+async def test_value_despite_cancellation_is_returned(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     m = Manual(on_stop="value")
@@ -253,7 +253,7 @@ async def test_32_2_value_despite_cancellation_is_returned(
     assert cs.cancelled_caught
 
 
-async def test_32_2_error_despite_cancellation_is_raised(
+async def test_error_despite_cancellation_is_raised(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     m = Manual(on_stop="record")
@@ -269,7 +269,7 @@ async def test_32_2_error_despite_cancellation_is_raised(
             await m
 
 
-async def test_32_2_cancelled_comes_from_the_cancelled_scope() -> None:
+async def test_cancelled_comes_from_the_cancelled_scope() -> None:
     m = Manual()
     with trio.CancelScope() as outer:
         with trio.CancelScope() as inner:
@@ -279,7 +279,7 @@ async def test_32_2_cancelled_comes_from_the_cancelled_scope() -> None:
     assert outer.cancelled_caught and not inner.cancelled_caught
 
 
-async def test_32_2_already_cancelled_before_await() -> None:
+async def test_already_cancelled_before_await() -> None:
     m = Manual()
     with trio.CancelScope() as cs:
         cs.cancel()
@@ -288,7 +288,7 @@ async def test_32_2_already_cancelled_before_await() -> None:
     assert m.events == ["start", "stop requested", "complete stopped"]
 
 
-async def test_32_2_shielded_scope_does_not_request_stop() -> None:
+async def test_shielded_scope_does_not_request_stop() -> None:
     m = Manual()
     with trio.CancelScope() as outer:
         outer.cancel()

@@ -225,7 +225,7 @@ def check(world: World) -> None:
     suppress_health_check=[HealthCheck.too_slow],
 )
 @given(tree=trees)
-def test_32_random_cancel_scope_nests_complete_exactly_once_and_leak_nothing(
+def test_random_cancel_scope_nests_complete_exactly_once_and_leak_nothing(
     tree: tuple[Any, ...],
 ) -> None:
     world = World()

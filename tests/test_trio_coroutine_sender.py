@@ -47,7 +47,7 @@ async def settle(n: int = 10) -> None:
 # ([exec.connect])
 
 
-async def test_20_9_value_none_values_and_error() -> None:
+async def test_coroutine_sender_value_none_values_and_error() -> None:
     async def val() -> int:
         await trio.lowlevel.checkpoint()
         return 5
@@ -73,7 +73,7 @@ async def test_20_9_value_none_values_and_error() -> None:
     assert isinstance(recs[3].error, KeyError)
 
 
-async def test_20_9_completion_happens_after_the_coroutine_finished() -> None:
+async def test_completion_happens_after_the_coroutine_finished() -> None:
     order: list[str] = []
 
     async def body() -> str:
@@ -110,7 +110,7 @@ async def test_runs_in_its_own_trio_task_on_the_trio_thread() -> None:
     assert ident == threading.get_ident()
 
 
-async def test_20_9_awaited_sender_that_stops_completes_stopped_and_runs_finally() -> None:
+async def test_awaited_sender_that_stops_completes_stopped_and_runs_finally() -> None:
     order: list[str] = []
 
     async def body() -> None:
@@ -154,7 +154,7 @@ def test_never_started_op_closes_its_coroutine_quietly() -> None:
     gc.collect()
 
 
-async def test_20_9_generic_awaitables_are_senders() -> None:
+async def test_generic_awaitables_are_senders() -> None:
     class Aw:
         def __await__(self) -> Generator[Any, None, int]:
             yield from trio.lowlevel.checkpoint().__await__()  # noqa: ASYNC105
@@ -171,7 +171,7 @@ async def test_20_9_generic_awaitables_are_senders() -> None:
 # ([exec.as.awaitable], [exec.connect])
 
 
-async def test_20_9_awaited_senders_see_the_receivers_forwarding_env() -> None:
+async def test_awaited_senders_see_the_receivers_forwarding_env() -> None:
     seen: dict[str, Any] = {}
 
     async def body() -> None:
@@ -209,7 +209,7 @@ async def test_awaited_senders_get_the_receivers_scheduler_first() -> None:
 # (docs/trio.md "Coroutines are senders; a stop request cancels them")
 
 
-async def test_32_3_stop_request_cancels_the_hosted_task_and_completes_stopped(
+async def test_stop_request_cancels_the_hosted_task_and_completes_stopped(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     order: list[str] = []
@@ -235,7 +235,7 @@ async def test_32_3_stop_request_cancels_the_hosted_task_and_completes_stopped(
     assert rec.live_callbacks_at_completion == 0
 
 
-async def test_32_3_stop_requested_from_another_thread(
+async def test_stop_requested_from_another_thread(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     async def body() -> None:
@@ -259,7 +259,7 @@ async def test_32_3_stop_requested_from_another_thread(
     assert rec.thread == threading.get_ident()
 
 
-async def test_32_3_stop_before_start_cancels_at_first_checkpoint() -> None:
+async def test_stop_before_start_cancels_at_first_checkpoint() -> None:
     ran: list[str] = []
 
     async def body() -> None:
@@ -275,7 +275,7 @@ async def test_32_3_stop_before_start_cancels_at_first_checkpoint() -> None:
     assert ran == ["started"]
 
 
-async def test_32_3_coroutine_that_ignores_cancel_completes_with_its_value(
+async def test_coroutine_that_ignores_cancel_completes_with_its_value(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     async def body() -> str:
@@ -293,7 +293,7 @@ async def test_32_3_coroutine_that_ignores_cancel_completes_with_its_value(
     assert rec.value == ("swallowed",)
 
 
-async def test_32_4_hosted_task_is_shielded_from_ambient_cancellation(
+async def test_hosted_task_is_shielded_from_ambient_cancellation(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     async def body() -> str:
@@ -453,7 +453,7 @@ async def test_keyboard_interrupt_in_hosted_coroutine_completes_stopped() -> Non
 
 
 @pytest.mark.parametrize("from_thread", [False, True])
-async def test_20_9_token_read_inside_hosted_coroutine_fires_on_the_hosts_stop(
+async def test_token_read_inside_hosted_coroutine_fires_on_the_hosts_stop(
     from_thread: bool, autojump_clock: Any
 ) -> None:
     """A coroutine run as a sender reads its stop token once (``await

@@ -21,7 +21,7 @@ from structexec._coroutine_driver import CoroutineDriver
 from structexec.testing import RecordingReceiver
 
 
-def test_20_9_sync_wait_of_a_coroutine_values_convention() -> None:
+def test_sync_wait_of_a_coroutine_values_convention() -> None:
     async def one() -> int:
         return await sx.just(20) + 1
 
@@ -48,7 +48,7 @@ def test_runs_on_the_calling_thread() -> None:
     assert sx.sync_wait(body()) == (threading.get_ident(),)
 
 
-def test_2_9_100000_inline_awaits_use_constant_stack() -> None:
+def test_a_hundred_thousand_inline_awaits_use_constant_stack() -> None:
     async def body() -> int:
         total = 0
         for i in range(100_000):
@@ -88,7 +88,7 @@ def test_nested_coroutines_and_run_loop_hops() -> None:
     assert set(threads) == {worker.ident}
 
 
-def test_2_2_error_thrown_into_the_coroutine_as_is() -> None:
+def test_error_thrown_into_the_coroutine_as_is() -> None:
     exc = ValueError("v")
     seen: list[BaseException] = []
 
@@ -117,7 +117,7 @@ def test_escaping_exception_completes_set_error() -> None:
         sx.sync_wait(body())
 
 
-def test_2_4_stopped_unwinds_runs_finally_that_awaits_and_completes_stopped() -> None:
+def test_stopped_unwinds_runs_finally_that_awaits_and_completes_stopped() -> None:
     order: list[str] = []
 
     async def body() -> None:
@@ -135,7 +135,7 @@ def test_2_4_stopped_unwinds_runs_finally_that_awaits_and_completes_stopped() ->
     assert order == ["finally", "awaited 1"]
 
 
-def test_2_4_swallowing_the_stop_is_an_error() -> None:
+def test_swallowing_the_stop_is_an_error() -> None:
     async def body() -> str:
         try:
             await sx.just_stopped()
@@ -147,7 +147,7 @@ def test_2_4_swallowing_the_stop_is_an_error() -> None:
         sx.sync_wait(body())
 
 
-def test_2_9_trio_primitives_raise_a_clear_error() -> None:
+def test_trio_primitives_under_sync_wait_raise_a_clear_error() -> None:
     async def body() -> None:
         await trio.sleep(0)
 
@@ -170,7 +170,7 @@ class ForwardingQ(sx.Query):
     forwarding = True
 
 
-def test_20_9_env_of_awaited_senders_is_the_receivers() -> None:
+def test_env_of_awaited_senders_is_the_receivers() -> None:
     fwd_q = ForwardingQ()
 
     async def body() -> Any:
@@ -308,7 +308,7 @@ def test_generic_awaitable_under_sync_wait() -> None:
     assert sx.sync_wait(Aw()) == (6,)
 
 
-def test_19_8_sync_wait_works_from_trio_to_thread() -> None:
+def test_sync_wait_works_from_trio_to_thread() -> None:
     async def body() -> int:
         return await sx.just(1) + 1
 

@@ -23,12 +23,12 @@ async def settle(n: int = 5) -> None:
 # --------------------------------------------------------------------------- identity
 
 
-def test_32_6_outside_trio_raises_runtime_error() -> None:
+def test_trio_scheduler_outside_trio_raises_runtime_error() -> None:
     with pytest.raises(RuntimeError, match=r"trio\.run"):
         sx.trio_scheduler()
 
 
-async def test_32_6_equal_within_a_run_and_hashable() -> None:
+async def test_trio_schedulers_are_equal_within_a_run_and_hashable() -> None:
     a = sx.trio_scheduler()
     b = sx.trio_scheduler()
     assert a == b and a is b
@@ -38,7 +38,7 @@ async def test_32_6_equal_within_a_run_and_hashable() -> None:
     assert a != sx.run_loop().get_scheduler()
 
 
-def test_32_6_schedulers_of_different_runs_differ() -> None:
+def test_trio_schedulers_of_different_runs_differ() -> None:
     async def get() -> object:
         return sx.trio_scheduler()
 
@@ -48,7 +48,7 @@ def test_32_6_schedulers_of_different_runs_differ() -> None:
     assert "finished" in repr(a)
 
 
-async def test_4_8_forward_progress_is_weakly_parallel() -> None:
+async def test_forward_progress_is_weakly_parallel() -> None:
     sch = sx.trio_scheduler()
     assert sx.get_forward_progress_guarantee(sch) is sx.forward_progress_guarantee.weakly_parallel
 
@@ -61,7 +61,7 @@ async def test_scheduler_is_not_awaitable() -> None:
 # --------------------------------------------------------------------------- attributes
 
 
-async def test_6_1_completion_scheduler_attributes() -> None:
+async def test_trio_schedule_completion_scheduler_attributes() -> None:
     sch = sx.trio_scheduler()
     attrs = sx.get_env(sx.schedule(sch))
     assert sx.get_completion_scheduler[sx.set_value_t](attrs) is sch
@@ -86,7 +86,7 @@ async def test_p3941_infallible_completion_signatures() -> None:
 # --------------------------------------------------------------------------- completion
 
 
-async def test_32_6_never_completes_inline_and_completes_on_trio_thread() -> None:
+async def test_never_completes_inline_and_completes_on_trio_thread() -> None:
     rec = RecordingReceiver()
     rec.run(sx.schedule(sx.trio_scheduler()))
     assert not rec.done  # start only queued it
@@ -96,7 +96,7 @@ async def test_32_6_never_completes_inline_and_completes_on_trio_thread() -> Non
     assert rec.thread == threading.get_ident()
 
 
-async def test_32_6_fifo_order_of_starts() -> None:
+async def test_fifo_order_of_starts() -> None:
     sch = sx.trio_scheduler()
     order: list[int] = []
     recs = []
@@ -111,7 +111,7 @@ async def test_32_6_fifo_order_of_starts() -> None:
     assert order == list(range(50))
 
 
-async def test_32_6_fifo_order_from_another_thread() -> None:
+async def test_fifo_order_from_another_thread() -> None:
     sch = sx.trio_scheduler()
     order: list[int] = []
     recs = [RecordingReceiver() for _ in range(30)]
@@ -128,7 +128,7 @@ async def test_32_6_fifo_order_from_another_thread() -> None:
     assert {rec.thread for rec in recs} == {threading.get_ident()}
 
 
-async def test_32_6_started_from_a_plain_thread_completes_on_trio_thread() -> None:
+async def test_started_from_a_plain_thread_completes_on_trio_thread() -> None:
     sch = sx.trio_scheduler()
     trio_thread = threading.get_ident()
     rec = RecordingReceiver()
@@ -147,7 +147,7 @@ async def test_32_6_started_from_a_plain_thread_completes_on_trio_thread() -> No
     assert rec.thread == trio_thread
 
 
-async def test_18_6_stop_requested_before_it_runs_completes_stopped() -> None:
+async def test_stop_requested_before_it_runs_completes_stopped() -> None:
     rec = RecordingReceiver()
     rec.run(sx.schedule(sx.trio_scheduler()))
     rec.request_stop()
@@ -170,7 +170,7 @@ async def test_unstoppable_token_always_set_value() -> None:
     assert rec.value == ()
 
 
-async def test_2_1_started_twice_raises() -> None:
+async def test_started_twice_raises() -> None:
     rec = RecordingReceiver()
     op = rec.run(sx.schedule(sx.trio_scheduler()))
     with pytest.raises(RuntimeError, match="started twice"):
@@ -243,7 +243,7 @@ async def test_await_schedule_then_general_path() -> None:
     assert got == tid
 
 
-async def test_32_2_general_path_in_cancelled_scope_stop_then_value() -> None:
+async def test_general_path_in_cancelled_scope_stop_then_value() -> None:
     """The trio cancellation requests stop; the op completes stopped; upon_stopped turns that into a
     value, which the await returns (docs/trio.md "trio cancellation becomes a stop request");
     Cancelled comes at the next checkpoint."""

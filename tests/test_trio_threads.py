@@ -48,10 +48,10 @@ def mark(steps: list[tuple[str, int]], name: str) -> Any:
     return f
 
 
-# --------------------------------------------------------------------------- item 5
+# -------------------------------------------------------------------- hops between trio and threads
 
 
-async def test_12_starts_on_run_loop_thread_then_back_on_trio() -> None:
+async def test_starts_on_run_loop_thread_then_back_on_trio() -> None:
     trio_thread = here()
     steps: list[tuple[str, int]] = []
     with loop_thread("A") as (a, ta):
@@ -61,7 +61,7 @@ async def test_12_starts_on_run_loop_thread_then_back_on_trio() -> None:
     assert steps == [("on A", ta.ident), ("after await", trio_thread)]
 
 
-async def test_12_continues_on_trio_from_a_run_loop_thread() -> None:
+async def test_continues_on_trio_from_a_run_loop_thread() -> None:
     trio_thread = here()
     sch = sx.trio_scheduler()
     steps: list[tuple[str, int]] = []
@@ -75,7 +75,7 @@ async def test_12_continues_on_trio_from_a_run_loop_thread() -> None:
     assert steps == [("A", ta.ident), ("trio", trio_thread)]
 
 
-async def test_12_hops_trio_a_trio_b_trio() -> None:
+async def test_hops_trio_a_trio_b_trio() -> None:
     """Four hops, each checked: trio -> A -> trio -> B -> trio."""
     trio_thread = here()
     sch = sx.trio_scheduler()
@@ -103,7 +103,7 @@ async def test_12_hops_trio_a_trio_b_trio() -> None:
     ]
 
 
-async def test_12_14_on_runs_there_and_comes_back_to_the_trio_scheduler() -> None:
+async def test_on_runs_there_and_comes_back_to_the_trio_scheduler() -> None:
     """on(A, s) started by a plain thread whose receiver names the trio scheduler: the work
     runs on A and the completion comes back to the trio thread ([exec.on])."""
     trio_thread = here()
@@ -124,7 +124,7 @@ async def test_12_14_on_runs_there_and_comes_back_to_the_trio_scheduler() -> Non
     assert rec.thread == trio_thread
 
 
-async def test_12_14_on_from_trio_task_returns_to_trio() -> None:
+async def test_on_from_trio_task_returns_to_trio() -> None:
     trio_thread = here()
     steps: list[tuple[str, int]] = []
     with loop_thread("A") as (a, ta):
@@ -133,7 +133,7 @@ async def test_12_14_on_from_trio_task_returns_to_trio() -> None:
     assert steps == [("A", ta.ident), ("after on", trio_thread)]
 
 
-async def test_12_16_on_closure_form_runs_the_closure_on_trio() -> None:
+async def test_on_closure_form_runs_the_closure_on_trio() -> None:
     """sndr | on(trio, closure): sndr on A, closure on trio, then back to A ([exec.on])."""
     trio_thread = here()
     sch = sx.trio_scheduler()
@@ -265,15 +265,15 @@ async def test_cancel_while_the_work_is_on_another_thread(
     assert [s for s, _ in steps] == ["released", "await raised"]
 
 
-# --------------------------------------------------------------------------- item 6
+# --------------------------------------------------------------------------- sync_wait and trio
 
 
-async def test_19_8_sync_wait_refuses_on_the_trio_thread() -> None:
+async def test_sync_wait_refuses_on_the_trio_thread() -> None:
     with pytest.raises(RuntimeError, match="running trio"):
         sx.sync_wait(sx.just(1))
 
 
-async def test_19_8_sync_wait_refuses_in_a_system_task_and_callbacks() -> None:
+async def test_sync_wait_refuses_in_a_system_task_and_callbacks() -> None:
     errors: list[BaseException] = []
 
     def cb() -> None:
@@ -287,12 +287,12 @@ async def test_19_8_sync_wait_refuses_in_a_system_task_and_callbacks() -> None:
     assert len(errors) == 1
 
 
-async def test_32_9_sync_wait_works_from_to_thread() -> None:
+async def test_sync_wait_works_from_to_thread() -> None:
     res = await trio.to_thread.run_sync(lambda: sx.sync_wait(sx.just(1, 2)))
     assert res == (1, 2)
 
 
-def test_19_8_sync_wait_works_after_trio_run_returned() -> None:
+def test_sync_wait_works_after_trio_run_returned() -> None:
     async def main() -> None:
         await sx.just()
 

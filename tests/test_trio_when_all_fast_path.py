@@ -5,8 +5,8 @@ stop, stopped, waits for all), docs/trio.md "Awaiting a sender",
 docs/trio.md "trio cancellation becomes a stop request",
 docs/trio.md "Coroutines are senders; a stop request cancels them",
 docs/scopes.md "The nursery face: `async with`" (trio cancellation <-> stop request);
-docs/trio.md "Awaiting a sender" (values convention), 2.2 (errors as they are, BaseException never
-an error), 2.4 (Cancelled vs Stopped), 2.5.
+docs/trio.md "Awaiting a sender" (values convention), docs/trio.md "What happens when things fail"
+(errors as they are, BaseException never an error; Cancelled vs Stopped).
 
 ``structexec._await`` runs the coroutine children of an awaited ``when_all`` as tasks of a
 nursery of the awaiting task (module docstring there). Every scenario here runs through both
@@ -304,7 +304,7 @@ def shielded(i: int, delay: float, v: Any = None) -> Maker:
         ([7], 7),
     ],
 )
-async def test_16_3_values_in_argument_order(
+async def test_values_in_argument_order(
     outs: list[Any], expected: Any, autojump_clock: trio.testing.MockClock
 ) -> None:
     # Children finish in reverse argument order: the result is still in argument order.
@@ -322,7 +322,7 @@ async def test_16_3_values_in_argument_order(
 # ([exec.when.all])
 
 
-async def test_16_6_first_error_wins_cancels_siblings_and_is_raised_as_is(
+async def test_first_error_wins_cancels_siblings_and_is_raised_as_is(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     out = await both([forever(0), fail(1, delay=1), fail(2, delay=2), ret(3, 5, delay=3)])
@@ -336,7 +336,7 @@ async def test_16_6_first_error_wins_cancels_siblings_and_is_raised_as_is(
     ]
 
 
-async def test_16_6_error_identity_and_traceback_kept(
+async def test_error_identity_and_traceback_kept(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     async def boom(raised: list[BaseException]) -> None:
@@ -366,7 +366,7 @@ def _frames(tb: Any) -> Iterator[Any]:
         tb = tb.tb_next
 
 
-async def test_16_6_errors_are_never_exception_groups(
+async def test_errors_are_never_exception_groups(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     # Two errors in the same instant: one of them (trio picks the order) is raised, alone.
@@ -383,7 +383,7 @@ async def test_16_6_errors_are_never_exception_groups(
             assert any(info.value is e for e in errs)
 
 
-async def test_16_8_error_after_stopped_child_wins(autojump_clock: trio.testing.MockClock) -> None:
+async def test_error_after_stopped_child_wins(autojump_clock: trio.testing.MockClock) -> None:
     # Child 0 ends stopped at t=1; child 1 is cancelled by that stop and raises: error wins.
     out = await both([stopped(0, delay=1), catch_cancel(1, raise_it=True, cleanup=2)])
     assert out.result == ("error", "ValueError", "late1")
@@ -451,7 +451,7 @@ async def test_cancelled_inside_a_childs_group_is_removed_like_a_cancel_scope_do
 # ------------------------------------------------------------------------ stopped ([exec.when.all])
 
 
-async def test_16_7_stopped_child_stops_siblings_and_raises_stopped(
+async def test_stopped_child_stops_siblings_and_raises_stopped(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     out = await both([forever(0), stopped(1, delay=1), ret(2, 3, delay=2)])
@@ -476,7 +476,7 @@ async def test_stopped_child_and_a_later_trio_cancellation_gives_cancelled(
 # --------------------------------------------------------------------------- trio cancellation
 
 
-async def test_32_2_cancellation_stops_children_waits_for_all_then_cancelled(
+async def test_cancellation_stops_children_waits_for_all_then_cancelled(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     out = await both([forever(0), catch_cancel(1, cleanup=2), ret(2, 1, delay=5)], cancel_at=1)
@@ -490,7 +490,7 @@ async def test_32_2_cancellation_stops_children_waits_for_all_then_cancelled(
     ]
 
 
-async def test_32_2_values_despite_cancellation_are_returned_then_cancelled_at_checkpoint(
+async def test_values_despite_cancellation_are_returned_then_cancelled_at_checkpoint(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     out = await both([catch_cancel(0, v="a", cleanup=1), catch_cancel(1, v="b")], cancel_at=1)

@@ -27,7 +27,9 @@ domains = pytest.fixture(domains_off_and_on, params=DOMAIN_MODES, name="domains"
 @pytest.mark.parametrize(
     ("vals", "expected"), [((), ()), ((1,), (1,)), ((1, "a", None), (1, "a", None))]
 )
-def test_17_1_values_become_one_tuple(vals: tuple[Any, ...], expected: tuple[Any, ...]) -> None:
+def test_into_variant_values_become_one_tuple(
+    vals: tuple[Any, ...], expected: tuple[Any, ...]
+) -> None:
     """[exec.into.variant]/: ``set_value(*a)`` becomes ``set_value(tuple(a))``, exactly one
     datum."""
     rec = RecordingReceiver()
@@ -35,7 +37,7 @@ def test_17_1_values_become_one_tuple(vals: tuple[Any, ...], expected: tuple[Any
     assert rec.value == (expected,)
 
 
-def test_17_1_errors_and_stopped_forwarded() -> None:
+def test_into_variant_forwards_errors_and_stopped() -> None:
     """[exec.into.variant]: errors (the same object) and stopped pass through."""
     e = KeyError("k")
     rec = RecordingReceiver()
@@ -46,7 +48,7 @@ def test_17_1_errors_and_stopped_forwarded() -> None:
     assert rec2.stopped
 
 
-def test_17_1_multi_signature_child() -> None:
+def test_into_variant_of_a_multi_signature_child_has_one_signature() -> None:
     """[exec.into.variant]: a child with several value signatures gets a single one."""
     s = sx.into_variant(TwoValueSigs("x", "y"))
     assert sx.sync_wait(s) == (("x", "y"),)
@@ -55,7 +57,7 @@ def test_17_1_multi_signature_child() -> None:
     assert cs == sx.completion_signatures(sx.set_error_t(KeyError))
 
 
-def test_7_7_into_variant_pipe_forms_compose() -> None:
+def test_into_variant_pipe_forms_compose() -> None:
     """[exec.adapt.obj]: ``s | into_variant``, ``s | into_variant()``, ``into_variant | then(f)``
     and ``then(f) | into_variant`` all work; the adaptor object is a closure, not a sender."""
     assert sx.sync_wait(sx.just(1, 2) | sx.into_variant) == ((1, 2),)
@@ -71,7 +73,7 @@ def test_7_7_into_variant_pipe_forms_compose() -> None:
         sx.into_variant(sx.just(), sx.just())
 
 
-def test_17_structure_and_laziness() -> None:
+def test_variant_and_stopped_adaptors_structure_and_laziness() -> None:
     """[exec.adapt.general], [exec.snd.concepts]: nothing runs before start; tag/children;
     attributes forwarded ([exec.adapt.general])."""
     calls: list[int] = []
@@ -94,7 +96,7 @@ def test_17_structure_and_laziness() -> None:
 # --------------------------------------------------------------------------- stopped_as_optional
 
 
-def test_17_3_value_and_stopped(domains: str) -> None:
+def test_stopped_as_optional_value_and_stopped(domains: str) -> None:
     """[exec.stopped.opt]: ``sync_wait(stopped_as_optional(just(5))) == (5,)``; stopped →
     ``(None,)`` for a child whose value type is int (``when_all(just(1), just_stopped())``)."""
     assert sx.sync_wait(sx.stopped_as_optional(sx.just(5))) == (5,)
@@ -103,7 +105,9 @@ def test_17_3_value_and_stopped(domains: str) -> None:
     )
 
 
-def test_17_3_several_datums_become_a_tuple_and_errors_forwarded(domains: str) -> None:
+def test_stopped_as_optional_several_datums_become_a_tuple_and_errors_forwarded(
+    domains: str,
+) -> None:
     """[exec.stopped.opt]: several datums → one tuple; errors forwarded; it never completes
     stopped."""
     assert sx.sync_wait(sx.just(1, "a") | sx.stopped_as_optional) == ((1, "a"),)
@@ -124,7 +128,7 @@ def test_17_3_several_datums_become_a_tuple_and_errors_forwarded(domains: str) -
     [sx.just(), sx.just_stopped(), TwoValueSigs(1), sx.just_error(KeyError())],
     ids=["void", "just_stopped", "two-value-sigs", "no-value"],
 )
-def test_17_4_ill_formed_children_raise_at_connect(child: Any, domains: str) -> None:
+def test_stopped_as_optional_ill_formed_children_raise_at_connect(child: Any, domains: str) -> None:
     """[exec.stopped.opt]: a child whose declared value type is void, missing, or not single raises
     TypeError at connect (never set_error); construction itself is fine (laziness)."""
     s = sx.stopped_as_optional(child)
@@ -134,14 +138,14 @@ def test_17_4_ill_formed_children_raise_at_connect(child: Any, domains: str) -> 
     assert not rec.done
 
 
-def test_17_4_unknown_signatures_are_permissive() -> None:
+def test_stopped_as_optional_unknown_signatures_are_permissive() -> None:
     """[exec.stopped.opt]/docs/senders-adaptors.md: a child with unknown signatures is accepted; a
     void value at run time is forwarded as ``set_value()``."""
     assert sx.sync_wait(sx.then(sx.just(), lambda: None) | sx.stopped_as_optional) == ()
     assert sx.sync_wait(sx.then(sx.just(), lambda: 2) | sx.stopped_as_optional) == (2,)
 
 
-def test_17_4_signatures() -> None:
+def test_stopped_as_optional_signatures() -> None:
     """[exec.stopped.opt] (meta): one value signature, the child's errors, no stopped."""
     s = sx.stopped_as_optional(sx.when_all(sx.just(1), sx.just_error(KeyError())))
     assert sx.get_completion_signatures(s) == sx.completion_signatures(
@@ -163,8 +167,8 @@ class Spy(sx.default_domain):
         return super().transform_sender(sndr, env)
 
 
-def test_17_5_lowers_to_let_stopped_at_connect() -> None:
-    """[exec.stopped.opt]/9.11: at connect, ``stopped_as_optional`` becomes
+def test_stopped_as_optional_lowers_to_let_stopped_at_connect() -> None:
+    """[exec.stopped.opt], [exec.snd.transform]: at connect, ``stopped_as_optional`` becomes
     ``let_stopped(then(child, make-optional), lambda: just(None))``."""
     spy = Spy()
     rec = RecordingReceiver(extra_env=sx.prop(sx.get_domain, spy))
@@ -174,7 +178,7 @@ def test_17_5_lowers_to_let_stopped_at_connect() -> None:
     assert sx.then in spy.seen and sx.just in spy.seen
 
 
-def test_17_5_lowered_value_none_is_one_datum() -> None:
+def test_lowered_value_none_is_one_datum() -> None:
     """[exec.stopped.opt]/docs/trio.md "Awaiting a sender": through the ``then`` lowering, a child
     value ``None`` still sends one datum (``values``), like the direct path."""
     spy = Spy()
@@ -186,7 +190,7 @@ def test_17_5_lowered_value_none_is_one_datum() -> None:
 # --------------------------------------------------------------------------- stopped_as_error
 
 
-def test_17_6_stopped_becomes_error(domains: str) -> None:
+def test_stopped_as_error_turns_stopped_into_the_error(domains: str) -> None:
     """[exec.stopped.err]: ``set_stopped()`` → ``set_error(err)``; values and errors forwarded."""
     err = TimeoutError("cancelled")
     rec = RecordingReceiver()
@@ -201,7 +205,7 @@ def test_17_6_stopped_becomes_error(domains: str) -> None:
         sx.sync_wait(sx.just_stopped() | sx.stopped_as_error(err))
 
 
-def test_17_6_non_exception_error_datum() -> None:
+def test_stopped_as_error_accepts_a_non_exception_error_datum() -> None:
     """[exec.stopped.err]/docs/senders.md "What happens when things fail": any non-None object is an
     error datum; sync_wait wraps it."""
     with pytest.raises(sx.ErrorValue) as info:
@@ -209,8 +213,8 @@ def test_17_6_non_exception_error_datum() -> None:
     assert info.value.error == 42
 
 
-def test_17_6_bad_arguments() -> None:
-    """[exec.stopped.err]/1.2: ``None`` is not an error datum; a sender in place of ``err`` is
+def test_stopped_as_error_bad_arguments() -> None:
+    """[exec.stopped.err]: ``None`` is not an error datum; a sender in place of ``err`` is
     rejected."""
     with pytest.raises(TypeError, match="None"):
         sx.stopped_as_error(sx.just(), None)
@@ -222,9 +226,9 @@ def test_17_6_bad_arguments() -> None:
         sx.stopped_as_error(42, KeyError())
 
 
-def test_17_6_lowering_and_signatures() -> None:
-    """[exec.stopped.err]/9.11: lowers to ``let_stopped(s, lambda: just_error(err))`` at connect;
-    the signatures replace stopped by ``set_error_t(type(err))``."""
+def test_stopped_as_error_lowering_and_signatures() -> None:
+    """[exec.stopped.err], [exec.snd.transform]: lowers to ``let_stopped(s, lambda:
+    just_error(err))`` at connect; the signatures replace stopped by ``set_error_t(type(err))``."""
     spy = Spy()
     err = TimeoutError()
     rec = RecordingReceiver(extra_env=sx.prop(sx.get_domain, spy))

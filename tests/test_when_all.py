@@ -1,6 +1,6 @@
-"""``when_all`` and ``when_all_with_variant``:  ([exec.when.all]), with 2.2 (exactly once), 2.13 (no
-stop callback left registered at completion), [exec.adapt.general], [exec.snd.concepts],
-[exec.snd.transform]."""
+"""``when_all`` and ``when_all_with_variant``:  ([exec.when.all]), with [exec.async.ops] (exactly
+once), [exec.recv.concepts] (no stop callback left registered at completion), [exec.adapt.general],
+[exec.snd.concepts], [exec.snd.transform]."""
 
 from __future__ import annotations
 
@@ -23,10 +23,10 @@ def raise_(e: BaseException) -> Any:
     raise e
 
 
-# --------------------------------------------------------------------------- 16.1-16.3
+# --------------------------------------------------------------------------- arguments, values
 
 
-def test_16_1_zero_senders_and_non_senders_raise() -> None:
+def test_when_all_of_zero_senders_or_non_senders_raises() -> None:
     """[exec.when.all]: ``when_all()`` and a non-sender argument raise TypeError at call."""
     for algo in (sx.when_all, sx.when_all_with_variant):
         with pytest.raises(TypeError, match="at least one sender"):
@@ -37,7 +37,7 @@ def test_16_1_zero_senders_and_non_senders_raise() -> None:
             algo(sx.then(lambda: 1))  # a closure is not a sender ([exec.adapt.obj])
 
 
-def test_16_2_child_with_two_value_signatures_raises_at_connect() -> None:
+def test_child_with_two_value_signatures_raises_at_connect() -> None:
     """[exec.when.all]: a child with >=2 value signatures raises at connect (not at construction);
     ``when_all_with_variant`` accepts it."""
     s = sx.when_all(sx.just(), TwoValueSigs())
@@ -48,13 +48,13 @@ def test_16_2_child_with_two_value_signatures_raises_at_connect() -> None:
     assert sx.sync_wait(sx.when_all_with_variant(sx.just(), TwoValueSigs())) == ((), (1,))
 
 
-def test_16_3_values_concatenated_in_argument_order() -> None:
+def test_values_concatenated_in_argument_order() -> None:
     """[exec.when.all]: ``sync_wait(when_all(just(1), just(2, 3), just())) == (1, 2, 3)``."""
     assert sx.sync_wait(sx.when_all(sx.just(1), sx.just(2, 3), sx.just())) == (1, 2, 3)
     assert sx.sync_wait(sx.when_all(sx.just("only"))) == ("only",)
 
 
-def test_16_3_order_independent_of_completion_order() -> None:
+def test_order_independent_of_completion_order() -> None:
     """[exec.when.all]: the result order is the argument order even when children complete in
     reverse."""
     ms = ManualScheduler()
@@ -74,10 +74,10 @@ def test_16_3_order_independent_of_completion_order() -> None:
     assert rec.scheduler is ms and rec.live_callbacks_at_completion == 0
 
 
-# --------------------------------------------------------------------------- 16.4-16.5
+# -------------------------------------------------------------------- children's environment, start
 
 
-def test_16_4_children_env_has_own_stop_token_and_forwarded_queries() -> None:
+def test_children_env_has_own_stop_token_and_forwarded_queries() -> None:
     """[exec.when.all]: the children see when_all's own stop token; other forwarding queries come
     from the receiver env; non-forwarding ones are hidden."""
     a = ManualScheduler("A")
@@ -97,14 +97,14 @@ def test_16_4_children_env_has_own_stop_token_and_forwarded_queries() -> None:
         RecordingReceiver(sx.prop(q, 1)).connect(sx.when_all(sx.read_env(q)))
 
 
-def test_16_5_children_started_in_argument_order() -> None:
+def test_children_started_in_argument_order() -> None:
     """[exec.when.all] step 3: the children are started in argument order."""
     order: list[int] = []
     sx.sync_wait(sx.when_all(*(sx.then(sx.just(), lambda i=i: order.append(i)) for i in range(5))))
     assert order == [0, 1, 2, 3, 4]
 
 
-def test_16_5_outer_stop_before_start_starts_no_child() -> None:
+def test_outer_stop_before_start_starts_no_child() -> None:
     """[exec.when.all]: an outer source stopped before start means no child side effects and
     ``set_stopped``; the callback is deregistered ([exec.recv.concepts])."""
     ms = ManualScheduler()
@@ -116,7 +116,7 @@ def test_16_5_outer_stop_before_start_starts_no_child() -> None:
     assert rec.live_callbacks_at_completion == 0
 
 
-def test_16_5_stop_before_start_releases_the_unstarted_children_at_once() -> None:
+def test_stop_before_start_releases_the_unstarted_children_at_once() -> None:
     """[exec.when.all] with docs/senders.md "Writing your own sender": the children's operations,
     never started, are released when ``when_all`` completes ``set_stopped``, without the garbage
     collector (an operation and its child receiver form a cycle), so what they hold (a scope
@@ -148,10 +148,10 @@ def test_16_5_stop_before_start_releases_the_unstarted_children_at_once() -> Non
         gc.enable()
 
 
-# --------------------------------------------------------------------------- 16.6-16.8
+# --------------------------------------------------------------------------- errors and stopped
 
 
-def test_16_6_first_error_requests_stop_and_wins() -> None:
+def test_first_error_requests_stop_and_wins() -> None:
     """[exec.when.all]: the first error requests stop on the internal source (the pending sibling
     sees it) and is the result; a later error is ignored."""
     ms = ManualScheduler()
@@ -170,9 +170,10 @@ def test_16_6_first_error_requests_stop_and_wins() -> None:
     assert rec.error is e1 and rec.live_callbacks_at_completion == 0
 
 
-def test_16_6_stop_request_runs_on_the_erroring_thread() -> None:
-    """[exec.when.all]/5.2: the stop request runs synchronously on the thread that delivered the
-    error; a sibling that reacts to stop at once completes there, and so does when_all."""
+def test_stop_request_runs_on_the_erroring_thread() -> None:
+    """[exec.when.all], [stoptoken.concepts]: the stop request runs synchronously on the thread that
+    delivered the error; a sibling that reacts to stop at once completes there, and so does
+    when_all."""
     worker = ManualScheduler("worker")
     eager = ManualScheduler("eager", stop_eagerly=True)
     boom = RuntimeError("boom")
@@ -192,8 +193,8 @@ def test_16_6_stop_request_runs_on_the_erroring_thread() -> None:
 
 
 @pytest.mark.parametrize("order", ["stopped-first", "error-first"])
-def test_16_8_error_beats_stopped(order: str) -> None:
-    """[exec.when.all]/16.8: ``when_all(just_stopped(), just_error(e))`` gives ``set_error(e)``, and
+def test_error_beats_stopped(order: str) -> None:
+    """[exec.when.all]: ``when_all(just_stopped(), just_error(e))`` gives ``set_error(e)``, and
     so does the reverse order."""
     e = ValueError("e")
     kids = [sx.just_stopped(), sx.just_error(e)]
@@ -204,7 +205,7 @@ def test_16_8_error_beats_stopped(order: str) -> None:
     assert rec.error is e and rec.live_callbacks_at_completion == 0
 
 
-def test_16_7_stopped_child_requests_stop_and_result_is_stopped() -> None:
+def test_stopped_child_requests_stop_and_result_is_stopped() -> None:
     """[exec.when.all]: a stopped child stops the siblings; the result is stopped."""
     ms = ManualScheduler()
     rec = RecordingReceiver()
@@ -214,10 +215,10 @@ def test_16_7_stopped_child_requests_stop_and_result_is_stopped() -> None:
     assert rec.stopped
 
 
-# --------------------------------------------------------------------------- 16.9-16.11
+# ------------------------------------------------------------------- waiting, outer stop, callbacks
 
 
-def test_16_9_waits_for_all_children() -> None:
+def test_when_all_waits_for_all_children() -> None:
     """[exec.when.all]: a child that finishes late on a ManualScheduler delays the completion until
     ``drain()``, even after an error."""
     ms = ManualScheduler()
@@ -229,7 +230,7 @@ def test_16_9_waits_for_all_children() -> None:
     assert rec.error is e and rec.scheduler is ms
 
 
-def test_16_10_outer_stop_only_propagates() -> None:
+def test_outer_stop_reaches_children_and_values_still_win() -> None:
     """[exec.when.all]: an outer stop request reaches the children's token; if every child still
     completes with a value, the result is the values."""
     ms = ManualScheduler()
@@ -249,9 +250,9 @@ def test_16_10_outer_stop_only_propagates() -> None:
 
 
 @pytest.mark.parametrize("path", ["value", "error", "stopped", "outer-stop", "outer-stop-before"])
-def test_2_13_no_live_stop_callbacks_at_completion(path: str) -> None:
-    """2.13/16.11: every stop callback registered on the receiver's token is removed before
-    the completion, on every path."""
+def test_no_live_stop_callbacks_at_completion(path: str) -> None:
+    """[exec.when.all], [exec.recv.concepts]: every stop callback registered on the receiver's token
+    is removed before the completion, on every path."""
     ms = ManualScheduler()
     kids: list[Any] = [sx.schedule(ms) | sx.then(lambda: 1)]
     if path == "error":
@@ -281,9 +282,9 @@ def test_2_13_no_live_stop_callbacks_at_completion(path: str) -> None:
 # --------------------------------------------------------------------------- threads
 
 
-def test_16_concurrent_children_on_threads_complete_exactly_once() -> None:
-    """16 + 2.2: children completing at the same time on different threads give exactly one
-    completion with all values in argument order (repeated to shake out races)."""
+def test_concurrent_children_on_threads_complete_exactly_once() -> None:
+    """[exec.when.all], [exec.async.ops]: children completing at the same time on different threads
+    give exactly one completion with all values in argument order (repeated to shake out races)."""
     n = 6
     for _ in range(60):
         scheds = [ManualScheduler(str(i)) for i in range(n)]
@@ -306,7 +307,7 @@ def test_16_concurrent_children_on_threads_complete_exactly_once() -> None:
         assert rec.value == tuple(range(n)) and rec.completions == 1
 
 
-def test_16_concurrent_errors_and_stops_complete_exactly_once() -> None:
+def test_concurrent_errors_and_stops_complete_exactly_once() -> None:
     """[exec.when.all] under races: with errors, stops and values arriving concurrently the result
     is one of the errors, exactly once."""
     n = 6
@@ -337,11 +338,11 @@ def test_16_concurrent_errors_and_stops_complete_exactly_once() -> None:
         assert rec.live_callbacks_at_completion == 0
 
 
-# --------------------------------------------------------------------------- 16.12-16.13
+# ---------------------------------------------------------------- attributes, when_all_with_variant
 
 
-def test_16_12_attributes_empty_or_common_domain() -> None:
-    """[exec.when.all]/3.11: attributes are ``env()``; with a common custom domain,
+def test_when_all_attributes_empty_or_common_domain() -> None:
+    """[exec.when.all]: attributes are ``env()``; with a common custom domain,
     ``get_domain``."""
     attrs = sx.get_env(sx.when_all(sx.schedule(ManualScheduler()), sx.just()))
     with pytest.raises(sx.QueryError):
@@ -365,8 +366,8 @@ def test_16_12_attributes_empty_or_common_domain() -> None:
     assert isinstance(sx.get_domain(sx.get_env(s)), MyDomain)
 
 
-def test_16_13_when_all_with_variant_values_and_lowering() -> None:
-    """[exec.when.all]/9.11: each child contributes one tuple; the lowering to
+def test_when_all_with_variant_values_and_lowering() -> None:
+    """[exec.when.all], [exec.snd.transform]: each child contributes one tuple; the lowering to
     ``when_all(into_variant(...))`` happens at connect, visible to a domain."""
     assert sx.sync_wait(sx.when_all_with_variant(sx.just(1), sx.just(2, 3), sx.just())) == (
         (1,),
@@ -391,7 +392,7 @@ def test_16_13_when_all_with_variant_values_and_lowering() -> None:
 # --------------------------------------------------------------------------- misc
 
 
-def test_7_4_when_all_is_lazy_and_7_9_structure() -> None:
+def test_when_all_is_lazy_and_exposes_its_structure() -> None:
     """[exec.adapt.general]: nothing runs at construction or connect; [exec.snd.concepts]:
     tag/data/children."""
     calls: list[int] = []
@@ -407,8 +408,8 @@ def test_7_4_when_all_is_lazy_and_7_9_structure() -> None:
         op.start()
 
 
-def test_16_completion_signatures() -> None:
-    """16 (meta): concatenated value types, union of errors, stopped unless unstoppable."""
+def test_when_all_completion_signatures() -> None:
+    """[exec.when.all]: concatenated value types, union of errors, stopped unless unstoppable."""
     s = sx.when_all(sx.just(1), sx.just("a", 2.0), sx.just_error(KeyError()))
     cs = sx.get_completion_signatures(s)
     assert cs is not None
@@ -419,16 +420,16 @@ def test_16_completion_signatures() -> None:
     assert sx.get_completion_signatures(sx.when_all(sx.just(), sx.then(sx.just(), print))) is None
 
 
-def test_2_15_when_all_is_multi_shot() -> None:
-    """2.15: a when_all of multi-shot children can be connected repeatedly."""
+def test_when_all_is_multi_shot() -> None:
+    """A when_all of multi-shot children can be connected repeatedly."""
     s = sx.when_all(sx.just(1), sx.just(2))
     assert [sx.sync_wait(s) for _ in range(3)] == [(1, 2)] * 3
 
 
-async def test_16_coroutine_children_under_trio() -> None:
-    """16 + docs/trio.md "Coroutines are senders; a stop request cancels them": coroutine objects
-    are senders and can be children; awaiting when_all in a trio task gives the tuple of datums
-    (docs/trio.md "Awaiting a sender")."""
+async def test_when_all_of_coroutine_children_under_trio() -> None:
+    """[exec.when.all], docs/trio.md "Coroutines are senders; a stop request cancels them":
+    coroutine objects are senders and can be children; awaiting when_all in a trio task gives the
+    tuple of datums (docs/trio.md "Awaiting a sender")."""
 
     async def slow(v: int) -> int:
         await trio.sleep(0)

@@ -24,16 +24,16 @@ Q = NonFwd()
 F = Fwd()
 
 
-# --------------------------------------------------------------------------- 11.1
+# -------------------------------------------------------------------------- the written environment
 
 
-def test_11_1_written_query_is_read() -> None:
+def test_written_query_is_read() -> None:
     """[exec.write.env]: ``sync_wait(write_env(read_env(q), prop(q, 7))) == (7,)``, q
     non-forwarding."""
     assert sx.sync_wait(sx.write_env(sx.read_env(Q), sx.prop(Q, 7))) == (7,)
 
 
-def test_11_1_written_query_overrides_outer_scheduler() -> None:
+def test_written_query_overrides_outer_scheduler() -> None:
     """[exec.write.env]: an outer ``get_scheduler`` is overridden by the written one."""
     mine = sx.inline_scheduler()
     outer = sx.sync_wait(sx.read_env(sx.get_scheduler))
@@ -42,8 +42,8 @@ def test_11_1_written_query_overrides_outer_scheduler() -> None:
     assert got == (mine,)
 
 
-def test_11_1_outer_non_forwarding_query_is_hidden_and_forwarding_one_visible() -> None:
-    """[exec.write.env]/3.10: the receiver's non-forwarding queries do not reach the child;
+def test_outer_non_forwarding_query_is_hidden_and_forwarding_one_visible() -> None:
+    """[exec.write.env]: the receiver's non-forwarding queries do not reach the child;
     forwarding queries do; the written env is joined in front."""
     outer = sx.env(sx.prop(Q, "outer-q"), sx.prop(F, "outer-f"))
     rec = RecordingReceiver(outer)
@@ -57,7 +57,7 @@ def test_11_1_outer_non_forwarding_query_is_hidden_and_forwarding_one_visible() 
     assert rec.value == ("written",)
 
 
-def test_11_1_nested_write_env_inner_wins_and_outer_written_nonfwd_hidden() -> None:
+def test_nested_write_env_inner_wins_and_outer_written_nonfwd_hidden() -> None:
     """[exec.write.env]: nested writes join inner-first; a non-forwarding query written by an outer
     ``write_env`` is forwarded through the inner adaptor only if forwarding
     ([exec.adapt.general])."""
@@ -68,7 +68,7 @@ def test_11_1_nested_write_env_inner_wins_and_outer_written_nonfwd_hidden() -> N
         sx.sync_wait(s2)
 
 
-# --------------------------------------------------------------------------- 11.2
+# -------------------------------------------------------------------------- completions, signatures
 
 
 @pytest.mark.parametrize(
@@ -79,7 +79,9 @@ def test_11_1_nested_write_env_inner_wins_and_outer_written_nonfwd_hidden() -> N
         (sx.just_stopped(), ("stopped",)),
     ],
 )
-def test_11_2_completions_forwarded_unchanged(child: Any, expected: tuple[Any, ...]) -> None:
+def test_write_env_and_unstoppable_forward_completions_unchanged(
+    child: Any, expected: tuple[Any, ...]
+) -> None:
     """[exec.write.env]: value, error and stopped pass through ``write_env`` and ``unstoppable`` as
     is."""
     for s in (sx.write_env(child, sx.prop(Q, 1)), sx.unstoppable(child)):
@@ -93,7 +95,7 @@ def test_11_2_completions_forwarded_unchanged(child: Any, expected: tuple[Any, .
             assert out == expected
 
 
-def test_11_2_signatures_use_joined_env() -> None:
+def test_write_env_signatures_use_joined_env() -> None:
     """[exec.write.env]: completion signatures are the child's in the joined environment (meta)."""
     s = sx.write_env(sx.read_env(Q), sx.prop(Q, 7))
     cs = sx.get_completion_signatures(s)
@@ -107,10 +109,10 @@ def test_11_2_signatures_use_joined_env() -> None:
     )
 
 
-# --------------------------------------------------------------------------- 11.3, 7.x
+# ---------------------------------------------------------------- closure form, laziness, structure
 
 
-def test_11_3_closure_form_and_bad_arguments() -> None:
+def test_write_env_closure_form_and_bad_arguments() -> None:
     """[exec.write.env] (optional closure form), docs/senders-adaptors.md: ``s | write_env(env)``;
     TypeError for bad input."""
     assert sx.sync_wait(sx.read_env(Q) | sx.write_env(sx.prop(Q, 3))) == (3,)
@@ -124,7 +126,7 @@ def test_11_3_closure_form_and_bad_arguments() -> None:
         sx.write_env(sx.just(), sx.prop(Q, 1), 3)
 
 
-def test_7_4_write_env_is_lazy() -> None:
+def test_write_env_is_lazy() -> None:
     """[exec.adapt.general]: nothing runs at construction or connect."""
     calls: list[int] = []
     s = sx.write_env(sx.then(sx.just(), lambda: calls.append(1)), sx.prop(Q, 1))
@@ -135,7 +137,7 @@ def test_7_4_write_env_is_lazy() -> None:
     assert calls == [1] and rec.value == ()
 
 
-def test_7_9_tag_data_children_and_attributes() -> None:
+def test_write_env_tag_data_children_and_attributes() -> None:
     """[exec.snd.concepts], [exec.adapt.general]: tag/data/children; attributes are FWD-ENV of the
     child's."""
     e = sx.prop(Q, 1)
@@ -148,10 +150,10 @@ def test_7_9_tag_data_children_and_attributes() -> None:
     assert sx.get_stop_token(u.data) == sx.never_stop_token()
 
 
-# --------------------------------------------------------------------------- 11.4
+# --------------------------------------------------------------------------- unstoppable
 
 
-def test_11_4_unstoppable_child_sees_never_stop_token() -> None:
+def test_unstoppable_child_sees_never_stop_token() -> None:
     """[exec.unstoppable]: inside, ``read_env(get_stop_token)`` is a ``never_stop_token``."""
     rec = RecordingReceiver()
     rec.run(sx.unstoppable(sx.read_env(sx.get_stop_token)))
@@ -160,7 +162,7 @@ def test_11_4_unstoppable_child_sees_never_stop_token() -> None:
     assert sx.sync_wait(sx.just() | sx.unstoppable | sx.then(lambda: 5)) == (5,)
 
 
-def test_11_4_outer_stop_never_reaches_child() -> None:
+def test_outer_stop_never_reaches_an_unstoppable_child() -> None:
     """[exec.unstoppable]: a stop request on the outer token does not reach the child (control: it
     does without ``unstoppable``)."""
     ms = ManualScheduler()
@@ -176,7 +178,7 @@ def test_11_4_outer_stop_never_reaches_child() -> None:
     assert sx.get_stop_token(ms.envs[1]) == sx.never_stop_token()
 
 
-def test_11_5_completes_inline_marker() -> None:
+def test_write_env_and_unstoppable_completes_inline_marker() -> None:
     """[exec.write.env]: write_env/unstoppable of a sender that completes where it started are
     marked so (affine_on does not reschedule them); of a scheduling sender they are not."""
     assert sx.write_env(sx.just(), sx.prop(Q, 1))._sx_completes_inline is True
