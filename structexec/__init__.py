@@ -38,6 +38,10 @@ from . import _let
 from ._let import *
 
 __all__ += _let.__all__
+from . import _tags
+from ._tags import *
+
+__all__ += _tags.__all__
 from . import _protocol
 from ._protocol import *
 

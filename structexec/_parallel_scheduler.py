@@ -34,15 +34,7 @@ from ._env import (
     query_or,
 )
 from ._errors import terminate
-from ._protocol import (
-    Algorithm,
-    Sender,
-    completed_twice,
-    set_error_t,
-    set_stopped_t,
-    set_value_t,
-    twice_started,
-)
+from ._protocol import Algorithm, Sender, completed_twice, twice_started
 from ._stop_token import inplace_stop_source, inplace_stop_token, is_unstoppable, stop_callback_for
 from ._sysctxrepl import (
     CHUNKED,
@@ -55,6 +47,7 @@ from ._sysctxrepl import (
     query_parallel_scheduler_backend,
     receiver_proxy,
 )
+from ._tags import set_error_t, set_stopped_t, set_value_t
 
 __all__ = ["get_parallel_scheduler", "parallel_scheduler"]
 

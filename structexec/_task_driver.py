@@ -43,8 +43,9 @@ from ._errors import ErrorValue, Stopped, terminate
 from ._infallible import UNSTOPPABLE_ENV
 from ._inline_scheduler import inline_scheduler
 from ._just import just, just_error, just_stopped
-from ._protocol import completed_twice, set_value_t
+from ._protocol import completed_twice
 from ._read_env import read_env
+from ._tags import set_value_t
 from ._task_environment import (
     change_coroutine_scheduler,
     resolve_scheduler,
