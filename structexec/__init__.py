@@ -160,5 +160,7 @@ from . import _sysctxrepl
 from ._sysctxrepl import *
 
 __all__ += _sysctxrepl.__all__
+# installs the default parallel scheduler backend (the thread pool) into _sysctxrepl
+from . import _default_backend
 
 __version__ = "0.1.0"

@@ -17,6 +17,7 @@ from typing import Any
 
 from . import _bulk as _bulk_mod
 from ._adaptor_util import close_op
+from ._backend_error import BackendError
 from ._completion_signatures import completion_signatures, get_completion_signatures
 from ._domain import connect, default_domain
 from ._env import (
@@ -40,7 +41,6 @@ from ._sysctxrepl import (
     CHUNKED,
     NO_STORAGE,
     PER_INDEX,
-    BackendError,
     RemoteBulkWork,
     _copy_back_indices,
     bulk_item_receiver_proxy,
