@@ -38,6 +38,10 @@ from . import _let
 from ._let import *
 
 __all__ += _let.__all__
+from . import _tags
+from ._tags import *
+
+__all__ += _tags.__all__
 from . import _protocol
 from ._protocol import *
 
@@ -156,5 +160,7 @@ from . import _sysctxrepl
 from ._sysctxrepl import *
 
 __all__ += _sysctxrepl.__all__
+# installs the default parallel scheduler backend (the thread pool) into _sysctxrepl
+from . import _default_backend
 
 __version__ = "0.1.0"

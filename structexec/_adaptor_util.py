@@ -41,9 +41,9 @@ from ._protocol import (
     completed_twice,
     is_scheduler,
     is_sender,
-    set_value_t,
     twice_started,
 )
+from ._tags import set_value_t
 
 _DEFAULT = default_domain()
 

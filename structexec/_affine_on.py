@@ -39,16 +39,8 @@ from ._env import (
     sched_attrs,
 )
 from ._infallible import UNSTOPPABLE_ENV, check_infallible
-from ._protocol import (
-    Algorithm,
-    Closure,
-    Sender,
-    is_scheduler,
-    is_sender,
-    set_error_t,
-    set_stopped_t,
-    set_value_t,
-)
+from ._protocol import Algorithm, Closure, Sender, is_scheduler, is_sender
+from ._tags import set_error_t, set_stopped_t, set_value_t
 from ._write_env import write_env
 
 __all__ = ["affine_on"]

@@ -38,7 +38,8 @@ from ._completion_signatures import get_completion_signatures
 from ._domain import connect_unchecked as connect
 from ._env import _MISSING, EMPTY_ENV, fwd_env, get_await_completion_adaptor, get_env, query_or
 from ._errors import ErrorValue, terminate
-from ._protocol import completed_twice, set_value_t
+from ._protocol import completed_twice
+from ._tags import set_value_t
 
 __all__ = ["as_awaitable", "sender_awaitable", "with_awaitable_senders"]
 

@@ -16,16 +16,9 @@ from ._adaptor_util import close_op
 from ._completion_signatures import completion_signatures, get_completion_signatures
 from ._domain import connect, get_domain_early, may_transform, transform_sender
 from ._env import EMPTY_ENV, get_env
-from ._protocol import (
-    Algorithm,
-    Closure,
-    Sender,
-    completed_twice,
-    is_sender,
-    set_stopped_t,
-    twice_started,
-)
+from ._protocol import Algorithm, Closure, Sender, completed_twice, is_sender, twice_started
 from ._scope_token import check_scope_token, is_scope_token
+from ._tags import set_stopped_t
 
 __all__ = ["associate"]
 

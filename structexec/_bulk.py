@@ -32,7 +32,8 @@ from ._adaptor_util import ChildOp, UnarySender, check_sender, early_child, is_a
 from ._completion_signatures import completion_signatures, get_completion_signatures
 from ._domain import connect_unchecked as connect
 from ._env import fwd_env
-from ._protocol import Algorithm, Closure, Sender, completed_twice, set_error_t, set_value_t
+from ._protocol import Algorithm, Closure, Sender, completed_twice
+from ._tags import set_error_t, set_value_t
 
 __all__ = [
     "bulk",

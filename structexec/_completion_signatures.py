@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ._protocol import _Signature, set_error_t, set_stopped_t, set_value_t
+from ._tags import _Signature, set_error_t, set_stopped_t, set_value_t
 
 __all__ = ["completion_signatures", "dependent_sender_error", "get_completion_signatures"]
 

@@ -28,7 +28,7 @@ from ._env import (
     get_scheduler,
     query_or,
 )
-from ._protocol import set_error_t, set_stopped_t, set_value_t
+from ._tags import set_error_t, set_stopped_t, set_value_t
 
 _CoroutineType = types.CoroutineType
 

@@ -15,6 +15,7 @@ import enum
 from typing import Any, ClassVar, Generic, TypeVar
 
 from ._stop_token import never_stop_token
+from ._tags import set_error_t, set_stopped_t, set_value_t
 
 __all__ = [
     "Query",
@@ -394,8 +395,6 @@ class _CompletionSchedulerFactory:
     def __getitem__(self, tag: Any) -> get_completion_scheduler_t:
         q = self._cache.get(tag)
         if q is None:
-            from ._protocol import set_error_t, set_stopped_t, set_value_t
-
             if tag not in (set_value_t, set_error_t, set_stopped_t):
                 raise TypeError(
                     "get_completion_scheduler[...] takes sx.set_value_t, sx.set_error_t or "
@@ -460,8 +459,6 @@ class _SchedAttrs(TryEnv):
 
     def _sx_try(self, q: Any, default: Any) -> Any:
         if type(q) is get_completion_scheduler_t:
-            from ._protocol import set_error_t
-
             return default if q.tag is set_error_t else self._sch
         if q is get_domain:
             return query_or(self._sch, get_domain, default)

@@ -16,8 +16,9 @@ from typing import Any
 
 from ._completion_signatures import completion_signatures, get_completion_signatures
 from ._env import get_stop_token, prop
-from ._protocol import is_scheduler, set_value_t
+from ._protocol import is_scheduler
 from ._stop_token import never_stop_token
+from ._tags import set_value_t
 
 #: The environment the check asks the schedule sender about: an unstoppable stop token.
 UNSTOPPABLE_ENV: Any = prop(get_stop_token, never_stop_token())

@@ -6,7 +6,8 @@ from typing import Any
 
 from ._completion_signatures import completion_signatures
 from ._env import TryEnv, get_completion_scheduler
-from ._protocol import Sender, set_value_t, twice_started
+from ._protocol import Sender, twice_started
+from ._tags import set_value_t
 
 __all__ = ["inline_scheduler"]
 

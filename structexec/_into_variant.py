@@ -12,7 +12,8 @@ from ._adaptor_util import InlineAsChild, UnaryAdaptor, UnarySender, early_child
 from ._completion_signatures import completion_signatures, get_completion_signatures
 from ._domain import connect_unchecked as connect
 from ._env import fwd_env, get_env
-from ._protocol import Sender, set_value_t
+from ._protocol import Sender
+from ._tags import set_value_t
 
 __all__ = ["into_variant"]
 

@@ -5,14 +5,8 @@ from __future__ import annotations
 from typing import Any, NoReturn, TypeVar, overload
 
 from ._completion_signatures import completion_signatures
-from ._protocol import (
-    Algorithm,
-    Sender,
-    set_error_t,
-    set_stopped_t,
-    set_value_t,
-    twice_started,
-)
+from ._protocol import Algorithm, Sender, twice_started
+from ._tags import set_error_t, set_stopped_t, set_value_t
 
 __all__ = ["just", "just_error", "just_stopped"]
 

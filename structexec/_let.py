@@ -28,15 +28,8 @@ from ._env import (
     query_or,
     sched_env,
 )
-from ._protocol import (
-    Closure,
-    Sender,
-    completed_twice,
-    is_sender,
-    set_error_t,
-    set_stopped_t,
-    set_value_t,
-)
+from ._protocol import Closure, Sender, completed_twice, is_sender
+from ._tags import set_error_t, set_stopped_t, set_value_t
 from ._trampoline import trampoline_start
 
 __all__ = ["let_error", "let_stopped", "let_value"]

@@ -44,8 +44,9 @@ from ._env import (
     query_or,
     sched_env,
 )
-from ._protocol import Algorithm, Closure, Sender, is_sender, set_value_t
+from ._protocol import Algorithm, Closure, Sender, is_sender
 from ._starts_on import starts_on
+from ._tags import set_value_t
 from ._write_env import write_env
 
 __all__ = ["on"]

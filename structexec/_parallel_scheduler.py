@@ -17,6 +17,7 @@ from typing import Any
 
 from . import _bulk as _bulk_mod
 from ._adaptor_util import close_op
+from ._backend_error import BackendError
 from ._completion_signatures import completion_signatures, get_completion_signatures
 from ._domain import connect, default_domain
 from ._env import (
@@ -34,27 +35,19 @@ from ._env import (
     query_or,
 )
 from ._errors import terminate
-from ._protocol import (
-    Algorithm,
-    Sender,
-    completed_twice,
-    set_error_t,
-    set_stopped_t,
-    set_value_t,
-    twice_started,
-)
+from ._protocol import Algorithm, Sender, completed_twice, twice_started
 from ._stop_token import inplace_stop_source, inplace_stop_token, is_unstoppable, stop_callback_for
 from ._sysctxrepl import (
     CHUNKED,
     NO_STORAGE,
     PER_INDEX,
-    BackendError,
     RemoteBulkWork,
     _copy_back_indices,
     bulk_item_receiver_proxy,
     query_parallel_scheduler_backend,
     receiver_proxy,
 )
+from ._tags import set_error_t, set_stopped_t, set_value_t
 
 __all__ = ["get_parallel_scheduler", "parallel_scheduler"]
 

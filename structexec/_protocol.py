@@ -1,4 +1,4 @@
-"""The sender/receiver protocol: completion tags and functions, ``start``, base classes, pipes.
+"""The sender/receiver protocol: completion functions, ``start``, base classes, pipes.
 
 [exec.async.ops], [exec.opstate], [exec.recv], [exec.set.value], [exec.set.error],
 [exec.set.stopped], [exec.snd.concepts], [exec.adapt.obj] ([exec.async.ops]).
@@ -7,7 +7,7 @@ A *sender* is any object with ``connect(rcvr)`` (or an awaitable, [exec.snd.conc
 *receiver* is any object with ``set_value(*vals)``, ``set_error(err)`` and ``set_stopped()``
 (and optionally ``get_env()``); an *operation state* is any object with ``start()``. The base
 classes below are conveniences: ``Sender`` adds ``await`` support and typing, ``Closure`` adds
-the pipe operator.
+the pipe operator. The completion tags (``set_value_t``, ...) are in ``_tags.py``.
 """
 
 from __future__ import annotations
@@ -19,6 +19,12 @@ from typing import Any, ClassVar, Generic, TypeVar
 from . import _hooks
 from ._env import EMPTY_ENV
 
+# The completion tags live in _tags.py; re-exported here for _counting_scope.py, which still
+# imports them from this module.
+from ._tags import set_error_t as set_error_t
+from ._tags import set_stopped_t as set_stopped_t
+from ._tags import set_value_t as set_value_t
+
 __all__ = [
     "Closure",
     "OperationState",
@@ -27,69 +33,14 @@ __all__ = [
     "is_scheduler",
     "is_sender",
     "set_error",
-    "set_error_t",
     "set_stopped",
-    "set_stopped_t",
     "set_value",
-    "set_value_t",
     "start",
     "values",
 ]
 
 T_co = TypeVar("T_co", covariant=True)
 R = TypeVar("R")
-
-
-# --------------------------------------------------------------------------- completion tags
-
-
-class _Signature:
-    __slots__ = ("args",)
-    args: tuple[Any, ...]
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other.args == self.args  # type: ignore[attr-defined,unused-ignore]
-
-    def __hash__(self) -> int:
-        return hash((type(self), self.args))
-
-    def __repr__(self) -> str:
-        names = ", ".join(getattr(a, "__name__", repr(a)) for a in self.args)
-        return f"{type(self).__name__}({names})"
-
-
-class set_value_t(_Signature):
-    """Tag of the value channel; ``set_value_t(int, str)`` is a completion signature.
-
-    [exec.cmplsig]. Used as ``get_completion_scheduler[set_value_t]``.
-    """
-
-    __slots__ = ()
-
-    def __init__(self, *types: Any) -> None:
-        self.args = types
-
-
-class set_error_t(_Signature):
-    """Tag of the error channel; ``set_error_t(E)`` takes exactly one type ([exec.cmplsig])."""
-
-    __slots__ = ()
-
-    def __init__(self, *types: Any) -> None:
-        if len(types) != 1:
-            raise TypeError(f"set_error_t(E) takes exactly one error type, got {len(types)}")
-        self.args = types
-
-
-class set_stopped_t(_Signature):
-    """Tag of the stopped channel; ``set_stopped_t()`` takes no types ([exec.cmplsig])."""
-
-    __slots__ = ()
-
-    def __init__(self, *types: Any) -> None:
-        if types:
-            raise TypeError("set_stopped_t() takes no types")
-        self.args = ()
 
 
 def set_value(rcvr: Any, *vals: Any) -> None:

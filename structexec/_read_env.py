@@ -6,7 +6,8 @@ from typing import Any
 
 from ._completion_signatures import completion_signatures, dependent_sender_error
 from ._env import QueryError, get_env
-from ._protocol import Algorithm, Sender, set_error_t, set_value_t, twice_started
+from ._protocol import Algorithm, Sender, twice_started
+from ._tags import set_error_t, set_value_t
 
 __all__ = ["read_env", "schedule"]
 

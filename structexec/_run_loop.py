@@ -21,8 +21,9 @@ from typing import Any
 from ._completion_signatures import completion_signatures
 from ._env import Query, get_env, get_stop_token, query_or, sched_attrs
 from ._errors import terminate
-from ._protocol import Sender, set_stopped_t, set_value_t, twice_started
+from ._protocol import Sender, twice_started
 from ._stop_token import is_unstoppable
+from ._tags import set_stopped_t, set_value_t
 
 __all__ = ["run_loop"]
 

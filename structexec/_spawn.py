@@ -31,10 +31,11 @@ from ._env import (
 )
 from ._env import env as _joined_env
 from ._errors import ErrorValue, terminate
-from ._protocol import Algorithm, Sender, completed_twice, is_sender, set_value_t
+from ._protocol import Algorithm, Sender, completed_twice, is_sender
 from ._run_loop import raised_sink
 from ._scope_token import ACCEPTS, JOINING, OPEN, UNUSED, check_scope_token
 from ._stop_when import StopTokenEnv, child_token
+from ._tags import set_value_t
 from ._trampoline import _t as _tramp
 from ._trampoline import drain as _drain_queue
 from ._trampoline import trampoline_start

@@ -34,7 +34,7 @@ from ._env import (
     get_stop_token,
     query_or,
 )
-from ._protocol import Algorithm, Sender, set_stopped_t, twice_started
+from ._protocol import Algorithm, Sender, twice_started
 from ._run_loop import raised_sink
 from ._spawn import FAST_TOKENS, check_args, spawned_env, with_scope_env
 from ._stop_token import (
@@ -44,6 +44,7 @@ from ._stop_token import (
     stop_callback_for,
 )
 from ._stop_when import stop_when
+from ._tags import set_stopped_t
 from ._trampoline import trampoline_start
 
 __all__ = ["spawn_future"]

@@ -28,15 +28,8 @@ from ._domain import connect_unchecked as connect
 from ._env import fwd_env, get_env
 from ._just import just, just_error
 from ._let import let_stopped
-from ._protocol import (
-    Closure,
-    Sender,
-    is_sender,
-    set_error_t,
-    set_stopped_t,
-    set_value_t,
-    values,
-)
+from ._protocol import Closure, Sender, is_sender, values
+from ._tags import set_error_t, set_stopped_t, set_value_t
 from ._then import then
 
 __all__ = ["stopped_as_error", "stopped_as_optional"]

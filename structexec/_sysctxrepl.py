@@ -49,16 +49,6 @@ __all__ = [
 ]
 
 
-class BackendError(RuntimeError):
-    """A parallel scheduler backend failed (it raised, lost a worker, or lost its cluster).
-
-    The operation that hit the failure completes with ``set_error(BackendError(...))`` whose
-    message says what happened and whose ``__cause__`` is the underlying exception, if any.
-    Derives from ``RuntimeError``, as [exec.bulk] allows for errors of the implementation
-    ([exec.bulk]). Re-exported as ``structexec.backends.BackendError``.
-    """
-
-
 #: The ``span<byte>`` argument of every backend call: empty, writable, shared.
 NO_STORAGE = memoryview(bytearray(0))
 
@@ -378,10 +368,30 @@ _factory: Callable[[], Any] | None = None
 _backend: Any = None
 
 
-def _default_factory() -> Any:
-    from .backends._thread_pool import default_thread_pool
+def _no_default_backend() -> Any:
+    raise RuntimeError(
+        "no default parallel scheduler backend is installed: import structexec (the package), "
+        "not only its private modules"
+    )
 
-    return default_thread_pool()
+
+#: The factory that :func:`query_parallel_scheduler_backend` calls while no other is installed
+#: ([exec.sysctxrepl.query]). This module does not know the backends that implement its interface;
+#: ``_default_backend.py``, imported by the package, installs the factory of the process-wide
+#: thread pool here with :func:`install_default_backend_factory`.
+_default_factory: Callable[[], Any] = _no_default_backend
+
+
+def install_default_backend_factory(factory: Callable[[], Any]) -> None:
+    """Make ``factory`` the default backend factory ([exec.sysctxrepl.query]).
+
+    It is called by the next :func:`query_parallel_scheduler_backend` when no factory was installed
+    with :func:`set_parallel_scheduler_backend` (or after ``set_parallel_scheduler_backend(None)``).
+    A backend already obtained is kept.
+    """
+    global _default_factory
+    with _lock:
+        _default_factory = factory
 
 
 def query_parallel_scheduler_backend() -> Any:

@@ -2,9 +2,9 @@
 
 [exec.task], [task.promise], docs/task.md 'How "stopped" unwinds a task',
 docs/task.md "What a task is". A :class:`Driver` runs the body of a started task (its *root frame*,
-a ``_TaskOp`` of ``_task.py``) and of every task that body awaits on the same scheduler (*child
-frames*, pushed on ``frames``): a nested await is a new frame on the same loop, not a new operation,
-trio task or stack frame.
+a :class:`TaskFrame`: ``_TaskOp`` of ``_task.py``) and of every task that body awaits on the same
+scheduler (*child frames*, pushed on ``frames``): a nested await is a new frame on the same loop,
+not a new operation, trio task or stack frame.
 
 While it steps a body the driver is ``_hooks.driver_state.driver``, so ``await sndr``
 (``Sender.__await__``) calls :meth:`Driver.await_sender`, which yields the sender to the loop.
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import trio
 import trio.lowlevel as tl
@@ -43,9 +43,11 @@ from ._errors import ErrorValue, Stopped, terminate
 from ._infallible import UNSTOPPABLE_ENV
 from ._inline_scheduler import inline_scheduler
 from ._just import just, just_error, just_stopped
-from ._protocol import completed_twice, set_value_t
+from ._protocol import completed_twice
 from ._read_env import read_env
+from ._tags import set_value_t
 from ._task_environment import (
+    Config,
     change_coroutine_scheduler,
     resolve_scheduler,
     trio_run_of,
@@ -53,9 +55,6 @@ from ._task_environment import (
 )
 from ._trampoline import trampoline_start
 from ._trio_bridge import RunState, run_finished_error
-
-if TYPE_CHECKING:
-    from ._task import _TaskOp
 
 __all__: list[str] = []
 
@@ -74,8 +73,54 @@ _SUSPEND: Any = object()
 _DONE: Any = object()
 # What Driver.await_sender yields to the loop.
 _AWAIT: Any = object()
-# _TaskOp.unwinding
+# TaskFrame.unwinding
 UNWIND_NONE, _UNWIND_STOP, _UNWIND_ERROR = 0, 1, 2
+
+
+
+class TaskFrame(Protocol):
+    """What the driver uses of a frame: a task's operation state and promise ([task.state],
+    [task.promise]).
+
+    ``_task.py`` implements it (``_TaskOp``) and imports this module; the driver knows frames only
+    through this protocol, so it never imports ``_task.py``. A frame is also the environment of
+    the senders its body awaits (the promise's ``get_env``, [exec.task]): the driver passes it
+    wherever an environment is expected.
+    """
+
+    #: The body: a coroutine, stepped with ``send``/``throw``; ``None`` once it has finished.
+    coro: Any
+    #: What the task's Environment configured ([exec.task]): ``name``, ``exc_types`` (the
+    #: ``error_types``), ``inline`` (``scheduler_type`` is ``inline_scheduler``),
+    #: ``check_with_error``.
+    cfg: Config
+    #: ``SCHED`` ([exec.task]); ``change_coroutine_scheduler`` replaces it.
+    sched: Any
+    #: The task's own stop source, or ``None`` when it uses its receiver's token ([exec.task]).
+    source: Any
+    #: The driver running this frame; the root frame's is cleared when it completes.
+    driver: Any
+    #: ``UNWIND_NONE``, or why the body is being unwound: a stop, or ``with_error``.
+    unwinding: int
+    #: The error of ``await sx.with_error(e)`` while the body unwinds for it ([task.promise]).
+    exit_error: Any
+
+    def query(self, q: Any, *args: Any) -> Any:
+        """The promise's environment ([exec.task]): ``get_scheduler``, ``get_stop_token``, ..."""
+
+    def hand_over(self, exc: BaseException) -> bool:
+        """Give ``exc`` (not an error datum) to the consumer waiting for the task; ``False`` if
+        none took it."""
+
+    def child_frame(self, sndr: Any, drv: Driver) -> TaskFrame | None:
+        """The frame that runs the awaited task ``sndr`` on ``drv``'s loop, or ``None`` when it
+        runs on another scheduler ([exec.task])."""
+
+    def _unlink(self) -> None:
+        """Deregister the link from the receiver's stop token to the task's own stop source."""
+
+    def _complete_root(self, kind: int, data: Any) -> None:
+        """Complete the task's receiver: ``SEND`` a value, ``THROW`` an error, else stopped."""
 
 
 class _ErrorExit(BaseException):
@@ -132,9 +177,9 @@ class Driver:
     #: How ``with_error`` and ``change_coroutine_scheduler`` recognise a task body's driver.
     is_task_driver = True
 
-    def __init__(self, root: _TaskOp, run: RunState | None) -> None:
+    def __init__(self, root: TaskFrame, run: RunState | None) -> None:
         self.top = root
-        self.frames: list[_TaskOp] = [root]
+        self.frames: list[TaskFrame] = [root]
         self.run = run
         self.mode = LOOP
         self.kind = PENDING
@@ -417,7 +462,7 @@ class Driver:
                 d = ErrorValue(d)
             kind, data = k, d
 
-    def _returned(self, fr: _TaskOp, v: Any) -> tuple[int, Any]:
+    def _returned(self, fr: TaskFrame, v: Any) -> tuple[int, Any]:
         u = fr.unwinding
         if u == _UNWIND_STOP:
             return THROW, RuntimeError(swallowed_stop_message(f"the task {fr.cfg.name}"))
@@ -432,14 +477,14 @@ class Driver:
 
     # -- frames -----------------------------------------------------------------------------
 
-    def _pop(self, fr: _TaskOp) -> None:
+    def _pop(self, fr: TaskFrame) -> None:
         fr._unlink()
         fr.coro = None
         frames = self.frames
         frames.pop()
         self.top = frames[-1]
 
-    def _finish_root(self, fr: _TaskOp, kind: int, data: Any) -> None:
+    def _finish_root(self, fr: TaskFrame, kind: int, data: Any) -> None:
         fr.coro = None
         fr.driver = None  # no reference cycle left behind
         self.sndr = self.data = None
@@ -447,7 +492,7 @@ class Driver:
 
     # -- change_coroutine_scheduler (deprecated) ----------------------------------------------
 
-    def _change_scheduler(self, fr: _TaskOp, sch: Any) -> tuple[int, Any]:
+    def _change_scheduler(self, fr: TaskFrame, sch: Any) -> tuple[int, Any]:
         try:
             cfg = fr.cfg
             new = inline_scheduler() if cfg.inline else resolve_scheduler(cfg, sched_env(sch))
@@ -504,7 +549,7 @@ def _check_awaitable(sndr: Any, env: Any) -> None:
 _TRIO_NO_CTX = ("must be called from async context",)
 
 
-def _off_trio_message(fr: _TaskOp, detail: str) -> str:
+def _off_trio_message(fr: TaskFrame, detail: str) -> str:
     return (
         f"the task {fr.cfg.name} awaited a trio primitive (trio.sleep, a channel, a nursery, a "
         f"cancel scope, ...) or another non-structexec awaitable, but it runs on {fr.sched!r}, "
@@ -514,7 +559,7 @@ def _off_trio_message(fr: _TaskOp, detail: str) -> str:
     )
 
 
-def _trio_off_loop_error(fr: _TaskOp, e: RuntimeError) -> RuntimeError:
+def _trio_off_loop_error(fr: TaskFrame, e: RuntimeError) -> RuntimeError:
     """Replace trio's terse error by one that says why and what to do (issue: clear error)."""
     err = RuntimeError(_off_trio_message(fr, f"trio said: {e.args[0]!r}"))
     err.__cause__ = e
@@ -522,7 +567,7 @@ def _trio_off_loop_error(fr: _TaskOp, e: RuntimeError) -> RuntimeError:
     return err
 
 
-def _foreign_message(fr: _TaskOp, y: Any) -> str:
+def _foreign_message(fr: TaskFrame, y: Any) -> str:
     return _off_trio_message(fr, f"it yielded {y!r}")
 
 

@@ -19,8 +19,8 @@ from . import _hooks
 from ._completion_signatures import completion_signatures
 from ._env import _MISSING, get_scheduler, query_or
 from ._inline_scheduler import inline_scheduler
-from ._protocol import set_error_t, set_stopped_t, set_value_t
 from ._stop_token import inplace_stop_source
+from ._tags import set_error_t, set_stopped_t, set_value_t
 from ._task_scheduler import task_scheduler
 from ._trio_bridge import RunState
 from ._trio_scheduler import _TrioScheduler

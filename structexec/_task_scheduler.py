@@ -12,8 +12,9 @@ from ._completion_signatures import completion_signatures
 from ._domain import connect_unchecked as connect
 from ._env import QueryError, TryEnv, get_completion_scheduler, get_env, get_stop_token, query_or
 from ._infallible import check_infallible
-from ._protocol import Sender, set_error_t, set_stopped_t, set_value_t
+from ._protocol import Sender
 from ._stop_token import is_unstoppable
+from ._tags import set_error_t, set_stopped_t, set_value_t
 
 __all__ = ["task_scheduler"]
 

@@ -36,9 +36,10 @@ from ._env import (
     get_forward_progress_guarantee,
     get_stop_token,
 )
-from ._protocol import Sender, set_stopped_t, set_value_t, twice_started
+from ._protocol import Sender, twice_started
 from ._run_loop import deliver_raised, sink_of
 from ._stop_token import is_unstoppable
+from ._tags import set_stopped_t, set_value_t
 from ._trio_bridge import RunState, current_run
 
 __all__ = ["trio_scheduler"]

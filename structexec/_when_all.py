@@ -42,17 +42,10 @@ from ._env import EMPTY_ENV, fwd_env, get_domain, get_env, get_stop_token, prop,
 from ._errors import ErrorValue
 from ._into_variant import into_variant
 from ._just import just, just_error, just_stopped
-from ._protocol import (
-    Algorithm,
-    Sender,
-    completed_twice,
-    is_sender,
-    set_stopped_t,
-    set_value_t,
-    twice_started,
-)
+from ._protocol import Algorithm, Sender, completed_twice, is_sender, twice_started
 from ._read_env import read_env
 from ._stop_token import inplace_stop_source, is_unstoppable, never_stop_token, stop_callback_for
+from ._tags import set_stopped_t, set_value_t
 
 __all__ = ["when_all", "when_all_with_variant"]
 

@@ -11,10 +11,11 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
+from .._backend_error import BackendError
 from .._env import get_stop_token
 from .._errors import terminate
 from .._run_loop import deliver_raised, raised_sink
-from .._sysctxrepl import BackendError, parallel_scheduler_backend
+from .._sysctxrepl import parallel_scheduler_backend
 
 __all__ = ["ThreadPoolBackend", "default_thread_pool"]
 

@@ -24,9 +24,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import structexec as sx
-
+from .._counting_scope import counting_scope, simple_counting_scope
+from .._env import QueryError, get_completion_scheduler, get_env, get_scheduler, prop
 from .._errors import set_terminate_handler
+from .._stop_token import inplace_stop_source
+from .._tags import set_value_t
+from .._trio_scheduler import trio_scheduler
 from ._leaks import TerminateRecorder
 from ._manual import ManualScheduler
 from ._receiver import RecordingReceiver
@@ -280,11 +283,11 @@ class _World(World):
         self.tree = tree
         self.schedulers = [ManualScheduler(f"sch[{i}]") for i in range(max(1, tree.schedulers))]
         self.main = ManualScheduler("main")
-        self.points = [sx.inplace_stop_source() for _ in range(tree.points)]
+        self.points = [inplace_stop_source() for _ in range(tree.points)]
         self.scopes: list[Any] = []
         self.tokens = []
         for kind in tree.scopes:
-            scope = sx.counting_scope() if kind == "counting" else sx.simple_counting_scope()
+            scope = counting_scope() if kind == "counting" else simple_counting_scope()
             self.scopes.append(scope)
             tok = scope.get_token()
             self.tokens.append(CountingToken(tok) if tree.counted_tokens else tok)
@@ -293,7 +296,7 @@ class _World(World):
         self.spawn_log = []
         self.spawned = []
         self.futures = []
-        self.spawn_env = sx.prop(sx.get_scheduler, self.main)
+        self.spawn_env = prop(get_scheduler, self.main)
         self.in_flight = 0
         self.tree_has_parallel_hop = tree.parallel
         self.lock = threading.Lock()
@@ -593,7 +596,7 @@ class _Run:
         self.stops = stops if stops is not None else StopSchedule()
         self.inter = interleaving if interleaving is not None else Interleaving()
         self.w = _World(tree, trio_scheduler)
-        self.rec = RecordingReceiver(extra_env=sx.prop(sx.get_scheduler, self.w.main))
+        self.rec = RecordingReceiver(extra_env=prop(get_scheduler, self.w.main))
         self.plan = tree.plan(self.stops)
         self.result = RunResult(
             tree=tree,
@@ -617,7 +620,7 @@ class _Run:
         sndr = self.tree.root.build(self.w)
         if _attrs_reliable(self.tree.root):
             self.result.declared_value_scheduler = _query(
-                sx.get_env(sndr), sx.get_completion_scheduler[sx.set_value_t]
+                get_env(sndr), get_completion_scheduler[set_value_t]
             )
         self.fire_due()  # at == 0
         self.rec.connect(sndr)
@@ -646,7 +649,7 @@ class _Run:
         # Join without closing first: spawned work may still spawn
         # (docs/scopes.md "The nursery face: `async with`").
         for scope in self.w.scopes:
-            j = RecordingReceiver(extra_env=sx.prop(sx.get_scheduler, self.w.main))
+            j = RecordingReceiver(extra_env=prop(get_scheduler, self.w.main))
             self.result.joins.append(j)
             j.run(scope.join())
 
@@ -723,7 +726,7 @@ def _attrs_reliable(n: Node) -> bool:
 def _query(attrs: Any, q: Any) -> Any:
     try:
         return q(attrs)
-    except (sx.QueryError, TypeError):
+    except (QueryError, TypeError):
         return None
 
 
@@ -852,8 +855,7 @@ async def run_tree_trio(
 
 
 def _trio_scheduler() -> Any:
-    f = getattr(sx, "trio_scheduler", None)
-    return f() if f is not None else None
+    return trio_scheduler()
 
 
 async def _drive_trio(run: _Run, done: Any, what: str, timeout: float) -> None:

@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._counting_scope import counting_scope, simple_counting_scope
 from .._errors import set_terminate_handler
 
 __all__ = [
@@ -98,15 +99,7 @@ _GOOD_SCOPE_STATES = ("unused", "unused-and-closed", "joined")
 
 def live_scopes() -> list[Any]:
     """Every ``counting_scope`` and ``simple_counting_scope`` object that is still alive."""
-    import structexec as sx
-
-    kinds = tuple(
-        k
-        for k in (getattr(sx, "counting_scope", None), getattr(sx, "simple_counting_scope", None))
-        if isinstance(k, type)
-    )
-    if not kinds:
-        return []
+    kinds = (counting_scope, simple_counting_scope)
     return [o for o in gc.get_objects() if isinstance(o, kinds)]
 
 

@@ -19,8 +19,9 @@ from .._env import (
     get_forward_progress_guarantee,
     get_stop_token,
 )
-from .._protocol import Sender, set_error_t, set_stopped_t, set_value_t, twice_started
+from .._protocol import Sender, twice_started
 from .._stop_token import is_unstoppable, stop_callback_for
+from .._tags import set_error_t, set_stopped_t, set_value_t
 
 __all__ = ["ManualScheduler"]
 

@@ -18,8 +18,9 @@ from .._env import (
     get_stop_token,
 )
 from .._errors import terminate
-from .._protocol import Sender, set_stopped_t, set_value_t, twice_started
+from .._protocol import Sender, twice_started
 from .._stop_token import is_unstoppable
+from .._tags import set_stopped_t, set_value_t
 from ._manual import _current
 
 __all__ = ["ThreadScheduler"]
