@@ -47,7 +47,7 @@ from ._domain import connect
 from ._env import _MISSING, EMPTY_ENV, get_env, get_scheduler, prop, query_or
 from ._env import env as _env_cls
 from ._errors import Stopped
-from ._protocol import Sender, set_error_t, set_value_t, twice_started
+from ._protocol import Sender, twice_started
 from ._read_env import schedule
 from ._scope_token import (
     ACCEPTS,
@@ -71,6 +71,7 @@ from ._spawn import (
 from ._spawn_future import spawn_future
 from ._stop_token import inplace_stop_callback, inplace_stop_source
 from ._stop_when import StopTokenEnv, stop_when
+from ._tags import set_error_t, set_value_t
 from ._trampoline import trampoline_start
 from ._trio_bridge import host_env
 from ._trio_scheduler import trio_scheduler

@@ -19,12 +19,6 @@ from typing import Any, ClassVar, Generic, TypeVar
 from . import _hooks
 from ._env import EMPTY_ENV
 
-# The completion tags live in _tags.py; re-exported here for _counting_scope.py, which still
-# imports them from this module.
-from ._tags import set_error_t as set_error_t
-from ._tags import set_stopped_t as set_stopped_t
-from ._tags import set_value_t as set_value_t
-
 __all__ = [
     "Closure",
     "OperationState",
