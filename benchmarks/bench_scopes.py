@@ -5,6 +5,8 @@ Every row measures structexec and its baseline in the same call:
 * spawning a plain sender into a ``counting_scope`` vs ``nursery.start_soon(async_noop)``
   (both including the work running to completion and the block's exit);
 * ``scope.start_soon(async_noop)`` vs ``nursery.start_soon(async_noop)``;
+* an empty ``async with sx.counting_scope()`` vs an empty ``async with trio.open_nursery()``,
+  and ten nested scopes (one child each) vs ten nested nurseries;
 * ``spawn_future`` + awaiting the result vs anyio's ``start_soon`` + awaiting its
   ``TaskHandle`` (anyio >= 4.14, trio backend);
 * ``request_stop()`` with 5,000 hosted sleeping tasks vs ``nursery.cancel_scope.cancel()``
@@ -140,6 +142,58 @@ def start_soon(b: Bench) -> Pair:
     n = b.n(20_000)
     s, base = _abba(lambda: scope_start_soon_cost(n), lambda: trio_start_soon_cost(n))
     return _per_second(s), _per_second(base)
+
+
+# --------------------------------------------------------------------------- open and close
+
+
+async def _empty_scope() -> None:
+    async with sx.counting_scope():
+        pass
+
+
+async def _empty_nursery() -> None:
+    async with trio.open_nursery():
+        pass
+
+
+@row(
+    metric="empty `async with counting_scope()` vs empty `async with open_nursery()`",
+    unit="us/op",
+    better="lower",
+    target=2.0,
+)
+def open_close(b: Bench) -> Pair:
+    n = b.n(20_000)
+    return _abba(lambda: timeit_trio(_empty_scope, n), lambda: timeit_trio(_empty_nursery, n))
+
+
+def _nested(opener: Callable[[], Any], depth: int) -> Callable[[], Any]:
+    async def nest() -> None:
+        async def level(d: int) -> None:
+            if d:
+                async with opener() as s:
+                    s.start_soon(_anoop)
+                    await level(d - 1)
+
+        await level(depth)
+
+    return nest
+
+
+@row(
+    metric="10 nested scopes, each with one start_soon child, vs nested nurseries, per level",
+    unit="us/op",
+    better="lower",
+    target=2.0,
+)
+def nested(b: Bench) -> Pair:
+    n = b.n(2_000)
+    s, base = _abba(
+        lambda: timeit_trio(_nested(sx.counting_scope, 10), n),
+        lambda: timeit_trio(_nested(trio.open_nursery, 10), n),
+    )
+    return (None if s is None else s / 10), (None if base is None else base / 10)
 
 
 # --------------------------------------------------------------------------- spawn_future
