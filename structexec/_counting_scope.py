@@ -5,7 +5,7 @@ docs/scopes.md explains the Python decisions (errors, futures, Ctrl-C, nursery p
 
 A scope counts the work associated with it (by ``spawn``, ``spawn_future``, ``associate`` or,
 used as a nursery, ``start_soon``/``start``) and ``join()`` completes once that count is
-zero. The scope moves through seven states (26):
+zero. The scope moves through seven states ([exec.counting.scopes.general]):
 
 .. code-block:: text
 
@@ -176,7 +176,8 @@ class _CountingToken(_Token):
     """``counting_scope::token`` ([exec.scope.counting]).
 
     ``wrap(sndr)`` is ``stop-when(sndr, scope's stop token)``: the wrapped sender sees
-    ``request_stop()`` of the scope as well as its own receiver's stop requests (28).
+    ``request_stop()`` of the scope as well as its own receiver's stop requests
+    ([exec.stop.when]).
     """
 
     __slots__ = ()
@@ -667,7 +668,8 @@ class _ScopeBase:
     # -- public members
 
     def get_token(self) -> Any:
-        """The scope's token: give it to ``spawn``, ``spawn_future`` and ``associate`` (26)."""
+        """The scope's token: give it to ``spawn``, ``spawn_future`` and ``associate``
+        ([exec.scope.concepts])."""
         return self._token_type(self)
 
     def close(self) -> None:
@@ -745,7 +747,7 @@ class _ScopeBase:
     # -- spawning conveniences
 
     def spawn(self, sndr: Any, env: Any = EMPTY_ENV) -> None:
-        """``sx.spawn(sndr, self.get_token(), env)`` (29).
+        """``sx.spawn(sndr, self.get_token(), env)`` ([exec.spawn]).
 
         Inside ``async with`` the work's environment also provides the trio scheduler
         (``get_scheduler``) and names the scope's nursery, so a coroutine object given
@@ -763,8 +765,9 @@ class _ScopeBase:
         spawn_into(sndr, self, e)
 
     def spawn_future(self, sndr: Any, env: Any = EMPTY_ENV) -> Sender[Any]:
-        """``sx.spawn_future(sndr, self.get_token(), env)`` (30), with the same environment
-        additions as :meth:`spawn`. ``await scope.spawn_future(x)`` gives ``x``'s result."""
+        """``sx.spawn_future(sndr, self.get_token(), env)`` ([exec.spawn.future]), with the
+        same environment additions as :meth:`spawn`. ``await scope.spawn_future(x)`` gives
+        ``x``'s result."""
         e = self._spawn_env if env is EMPTY_ENV else _env_cls(env, self._spawn_env)
         return spawn_future(sndr, self._token_type(self), e)
 
@@ -1292,7 +1295,7 @@ class counting_scope(_ScopeBase):
 
     * ``token.wrap(s)`` is ``stop-when(s, t)`` with ``t`` the token of the scope's
       ``inplace_stop_source``: associated work sees the scope's stop requests and its own
-      receiver's (28).
+      receiver's ([exec.stop.when]).
     * ``request_stop()``: requests stop on that source; thread-safe; it does not change the
       state: an open scope still accepts work, which starts with its token already stopped.
     * As a nursery (``async with sx.counting_scope() as scope:``), like a trio nursery: a trio
@@ -1352,9 +1355,10 @@ class counting_scope(_ScopeBase):
         self._source.request_stop()
 
     def _stopping(self) -> bool:
-        # A hosted task of a counting_scope is cancelled only by a stop of the scope: its
-        # request_stop(), an error, its cancel_scope or an enclosing cancellation (which the
-        # host turns into request_stop()). Either way the task ends stopped.
+        # A hosted task of a counting_scope is cancelled by a stop of the scope (its
+        # request_stop(), an error), by its cancel_scope or by an enclosing cancellation
+        # (which the body or the exit then turns into request_stop()). Either way the task
+        # ends stopped.
         return True
 
     # The hosted tasks live in a nursery the opener's task opens (so the task tree is

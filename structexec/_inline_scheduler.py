@@ -54,7 +54,8 @@ class _InlineSender(Sender[None]):
 
 
 class inline_scheduler:
-    """A scheduler whose ``schedule()`` completes ``set_value()`` inside ``start`` (22).
+    """A scheduler whose ``schedule()`` completes ``set_value()`` inside ``start``
+    ([exec.inline.scheduler]).
 
     All instances compare equal. It is infallible (its sender declares exactly
     ``set_value_t()``), so it can be a ``task``'s ``scheduler_type`` to turn affinity off.

@@ -10,9 +10,9 @@ sender, and how ``spawn_future`` adds its own stop source.
 * otherwise the child's token is a :class:`combined_stop_token` of ``t`` and ``rt``
   ([exec.stop.when]): ``stop_requested()`` and ``stop_possible()`` are the ``or`` of the two, and a
   callback registered on it runs when either stops, at most once. ``stop_when`` registers no
-  callback of its own, so nothing of its own is left registered when the child completes (28.4,
-  2.13); the child deregisters what it registered on the combined token, which deregisters it from
-  both underlying tokens.
+  callback of its own, so nothing of its own is left registered when the child completes
+  ([exec.stop.when]); the child deregisters what it registered on the combined token, which
+  deregisters it from both underlying tokens.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A per-thread trampoline that keeps deep synchronous chains off the Python stack.
 
 P3552R1 4.10 warns that a loop of senders that complete inline grows the stack with every
-iteration; Python's recursion limit makes that urgent (issue: 100,000 ``let_value``
+iteration; Python's recursion limit makes that urgent (for example, 100,000 ``let_value``
 iterations under ``sync_wait``). Algorithms that start a new operation from inside a
 completion (``let_*``, ``starts_on``, the ``task`` driver, ...) call :func:`trampoline_start`
 instead of ``op.start()``. Past a small nesting depth the start is queued and run by the

@@ -4,7 +4,7 @@ Registered under the ``pytest11`` entry point ``structexec``, so installing stru
 the fixtures available in every test suite; without the entry point, load it with
 ``pytest_plugins = ["structexec.testing.plugin"]`` in a top-level ``conftest.py``.
 
-Fixtures ( test vocabulary):
+Fixtures (the test vocabulary):
 
 * ``recording_receiver``: a fresh :class:`~structexec.testing.RecordingReceiver`; the test
   fails at teardown if it recorded a contract violation, even one the code under test
