@@ -20,6 +20,7 @@ EXPECTED = {
     "let_value.py": "countdown(100_000): liftoff",
     "run_loop.py": "sync_wait -> (42,)",
     "failures.py": "2. reported by the block: ValueError('nobody awaited me')",
+    "nursery_dropin.py": "3. child's parent is the opener: True",
 }
 
 
