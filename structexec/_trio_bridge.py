@@ -111,6 +111,14 @@ class RunState:
                 while q:
                     self.push_threadsafe(q.popleft(), direct=True)
 
+    def schedule(self, op: Any) -> None:
+        """Queue a ready operation from any thread: :meth:`push` on the live run's trio thread,
+        else :meth:`push_threadsafe` (docs/trio.md "The trio scheduler")."""
+        if _get_ident() == self.thread and not self.finished:
+            self.push(op)
+        else:
+            self.push_threadsafe(op)
+
     def push_threadsafe(self, op: Any, *, direct: bool = False) -> None:
         """Queue a ready operation from any thread (docs/trio.md "The trio scheduler")."""
         if not hand_to_run(self, _execute if direct else self.push, op):
