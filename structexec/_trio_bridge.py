@@ -46,7 +46,7 @@ from typing import Any
 import trio
 import trio.lowlevel as tl
 
-from ._env import _MISSING, Query, QueryError, get_scheduler, query_or
+from ._env import Query, TryEnv, get_scheduler, query_or
 from ._errors import terminate
 from ._stop_token import stop_callback_for
 
@@ -267,8 +267,9 @@ class _trio_run_t(Query):
 trio_run = _trio_run_t()
 
 
-class _HostEnv:
+class _HostEnv(TryEnv):
     __slots__ = ("_nursery", "_run")
+    _unsupported = "host_env does not support {q!r}"
 
     def __init__(self, nursery: Any, run: RunState) -> None:
         self._nursery = nursery
@@ -280,12 +281,6 @@ class _HostEnv:
         if q is trio_run:
             return self._run
         return default
-
-    def query(self, q: Any, *args: Any) -> Any:
-        r = self._sx_try(q, _MISSING)
-        if r is _MISSING:
-            raise QueryError(f"host_env does not support {q!r}")
-        return r
 
     def __repr__(self) -> str:
         return f"host_env({self._nursery!r})"

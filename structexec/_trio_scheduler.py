@@ -26,7 +26,7 @@ from typing import Any, NoReturn
 
 from . import _trio_bridge
 from ._env import (
-    QueryError,
+    TryEnv,
     forward_progress_guarantee,
     get_env,
     get_forward_progress_guarantee,
@@ -75,11 +75,18 @@ class _TrioScheduleSender(ScheduleSender):
         return "schedule(trio_scheduler())"
 
 
-class _TrioScheduler:
-    """The scheduler of one trio run; see :func:`trio_scheduler`."""
+class _TrioScheduler(TryEnv):
+    """The scheduler of one trio run; see :func:`trio_scheduler`.
+
+    Queries (``query``, through ``_sx_try``): ``get_forward_progress_guarantee`` is
+    ``weakly_parallel``. One thread runs every trio task cooperatively: an agent that blocks
+    (without awaiting) blocks all the others, so trio tasks are not concurrent agents; they do
+    make progress once started as long as nothing blocks.
+    """
 
     __slots__ = ("_run",)
     _sx_trio_scheduler = True
+    _unsupported = "trio_scheduler() does not support {q!r}"
 
     def __init__(self, run: RunState) -> None:
         self._run = run
@@ -88,15 +95,6 @@ class _TrioScheduler:
         """A sender that completes on the trio thread of this run, never inline
         (docs/trio.md "The trio scheduler")."""
         return _TrioScheduleSender(self)
-
-    def query(self, q: Any, *args: Any) -> Any:
-        if q is get_forward_progress_guarantee:
-            # One thread runs every trio task cooperatively: an agent that blocks (without
-            # awaiting) blocks all the others, so trio tasks are not concurrent agents; they
-            # do make progress once started as long as nothing blocks (weakly parallel is the
-            # guarantee of a cooperative single-threaded executor).
-            return forward_progress_guarantee.weakly_parallel
-        raise QueryError(f"trio_scheduler() does not support {q!r}")
 
     def _sx_try(self, q: Any, default: Any) -> Any:
         if q is get_forward_progress_guarantee:
