@@ -120,6 +120,7 @@ from ._stop_token import (
 from ._trio_bridge import (
     RunState,
     current_run,
+    hand_to_run,
     hosted_env,
     in_trio_run,
     run_finished_error,
@@ -276,6 +277,8 @@ class _AwaitRcvr:
                 return  # a late completion of abandoned work (_take_raised)
             raise completed_twice(self, how)
         run = self._run
+        # Not call_in_run (_trio_bridge): the await hot path, and the trio thread does other
+        # work here (no lock) than another thread (lock, then wake only a parked task).
         if _get_ident() == run.thread and not run.finished:
             # On the trio thread the awaiting task is either inside start() or parked.
             self._result = data
@@ -288,11 +291,8 @@ class _AwaitRcvr:
             self._result = data
             self._kind = kind
             parked = self._parked
-        if parked:
-            try:
-                run.token.run_sync_soon(self._wake)
-            except trio.RunFinishedError:
-                raise run_finished_error("complete an awaited sender") from None
+        if parked and not hand_to_run(run, self._wake):
+            raise run_finished_error("complete an awaited sender")
 
     def _wake(self) -> None:
         if self._parked:

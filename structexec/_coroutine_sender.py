@@ -65,7 +65,9 @@ from ._run_loop import sink_of
 from ._stop_token import stop_callback_for
 from ._trio_bridge import (
     RunState,
+    call_in_run,
     current_run,
+    hand_to_run,
     hosted_env,
     in_trio_run,
     run_finished_error,
@@ -145,14 +147,7 @@ class TrioHostedOp:
         tl.spawn_system_task(self._main, name=name, context=contextvars.copy_context())
 
     def _on_stop(self) -> None:
-        run = self._run
-        if _get_ident() == run.thread and not run.finished:
-            self._scope.cancel()
-            return
-        try:
-            run.token.run_sync_soon(self._scope.cancel)
-        except trio.RunFinishedError:
-            pass
+        call_in_run(self._run, self._scope.cancel)  # False: the run has ended, nothing to cancel
 
     async def _main(self) -> None:
         hosted_env.set(self._env)
@@ -293,13 +288,11 @@ class _AwaitableOp(TrioHostedOp):
         if run is not None:
             # Another thread, but the environment names a live trio run: start it there.
             self._run = run
-            try:
-                run.token.run_sync_soon(self._host, e)
-            except trio.RunFinishedError:
+            if not hand_to_run(run, self._host, e):
                 aw = self._aw
                 self._aw = self._rcvr = None
                 _close(aw)
-                raise run_finished_error("start a coroutine sender on its trio run") from None
+                raise run_finished_error("start a coroutine sender on its trio run")
             return
         aw = self._aw
         self._aw = self._rcvr = None  # the driver holds them from now on

@@ -23,6 +23,7 @@ from ._domain import connect, default_domain
 from ._env import (
     _MISSING,
     QueryError,
+    TryEnv,
     forward_progress_guarantee,
     fwd_env,
     get_completion_scheduler,
@@ -180,8 +181,9 @@ class _ScheduleOp(receiver_proxy):
         return f"<parallel_scheduler schedule operation on {self._backend!r}>"
 
 
-class _ScheduleAttrs:
+class _ScheduleAttrs(TryEnv):
     __slots__ = ("_sch",)
+    _unsupported = "the parallel scheduler's sender does not support {q!r}"
 
     def __init__(self, sch: parallel_scheduler) -> None:
         self._sch = sch
@@ -192,12 +194,6 @@ class _ScheduleAttrs:
         if q is get_domain:
             return _DOMAIN
         return default
-
-    def query(self, q: Any, *args: Any) -> Any:
-        r = self._sx_try(q, _MISSING)
-        if r is _MISSING:
-            raise QueryError(f"the parallel scheduler's sender does not support {q!r}")
-        return r
 
 
 class _ScheduleSender(Sender[None]):
@@ -537,8 +533,9 @@ class _BulkChildReceiver:
         return fwd_env(get_env(self._op._rcvr))
 
 
-class _ParBulkAttrs:
+class _ParBulkAttrs(TryEnv):
     __slots__ = ("_child", "_sch")
+    _unsupported = "the parallel bulk sender does not support {q!r}"
 
     def __init__(self, sch: parallel_scheduler, child: Any) -> None:
         self._sch = sch
@@ -550,12 +547,6 @@ class _ParBulkAttrs:
         if type(q) is get_completion_scheduler_t:
             return default
         return query_or(fwd_env(get_env(self._child)), q, default)
-
-    def query(self, q: Any, *args: Any) -> Any:
-        r = self._sx_try(q, _MISSING)
-        if r is _MISSING:
-            raise QueryError(f"the parallel bulk sender does not support {q!r}")
-        return r
 
 
 class parallel_bulk_t(Algorithm):

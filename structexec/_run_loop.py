@@ -18,12 +18,9 @@ import threading
 from collections import deque
 from typing import Any
 
-from ._completion_signatures import completion_signatures
-from ._env import Query, get_env, get_stop_token, query_or, sched_attrs
+from ._env import Query, query_or, sched_attrs
 from ._errors import terminate
-from ._protocol import Sender, twice_started
-from ._stop_token import is_unstoppable
-from ._tags import set_stopped_t, set_value_t
+from ._schedule_sender import ScheduleOp, ScheduleSender
 
 __all__ = ["run_loop"]
 
@@ -118,47 +115,18 @@ def deliver_raised(sink: Any, exc: BaseException, where: str) -> bool:
     return False
 
 
-class _RunLoopOp:
-    __slots__ = ("_loop", "_rcvr", "_started")
-
-    def __init__(self, loop: run_loop, rcvr: Any) -> None:
-        self._loop = loop
-        self._rcvr = rcvr
-        self._started = False
-
-    def start(self) -> None:
-        if self._started:
-            raise twice_started(self)
-        self._started = True
-        self._loop._push(self)
-
-    def _execute(self) -> None:
-        rcvr = self._rcvr
-        if get_stop_token(get_env(rcvr)).stop_requested():
-            rcvr.set_stopped()
-        else:
-            rcvr.set_value()
+class _RunLoopOp(ScheduleOp):
+    __slots__ = ()
 
 
-class _RunLoopSender(Sender[None]):
-    __slots__ = ("_sch",)
-
-    def __init__(self, sch: _RunLoopScheduler) -> None:
-        self._sch = sch
+class _RunLoopSender(ScheduleSender):
+    __slots__ = ()
+    #: ``SCHED-ATTRS(sch)``: completions on value and stopped happen on the loop
+    #: ([exec.run.loop.types]).
+    _attrs_type = sched_attrs
 
     def connect(self, rcvr: Any) -> _RunLoopOp:
-        return _RunLoopOp(self._sch._loop, rcvr)
-
-    def get_env(self) -> Any:
-        """``SCHED-ATTRS(sch)``: completions on value and stopped happen on the loop
-        ([exec.run.loop.types])."""
-        return sched_attrs(self._sch)
-
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures:
-        # P3941R1: infallible; stopped only where a stop request can arrive ([exec.run.loop]).
-        if env is not None and is_unstoppable(get_stop_token(env)):
-            return completion_signatures(set_value_t())
-        return completion_signatures(set_value_t(), set_stopped_t())
+        return _RunLoopOp(self._sch._loop._push, rcvr)
 
 
 class _RunLoopScheduler:

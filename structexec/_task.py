@@ -34,11 +34,9 @@ from __future__ import annotations
 
 import functools
 import inspect
-import threading
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any, Protocol, TypeVar, overload
 
-import trio
 import trio.lowlevel as tl
 from typing_extensions import ParamSpec
 
@@ -91,6 +89,7 @@ from ._task_environment import (
 from ._task_scheduler import task_scheduler
 from ._trio_bridge import (
     RunState,
+    call_in_run,
     current_run,
     hosted_env,
     in_trio_run,
@@ -102,7 +101,6 @@ __all__ = ["allocator_arg", "change_coroutine_scheduler", "task", "with_error"]
 P = ParamSpec("P")
 T = TypeVar("T")
 
-_get_ident = threading.get_ident
 _driver_state = _hooks.driver_state
 _checkpoint = tl.checkpoint
 _NEVER = never_stop_token()
@@ -389,15 +387,10 @@ class _TaskOp:
         main = _host_main(drv)
         main.__qualname__ = self.cfg.name  # type: ignore[attr-defined]  # names the trio task
         hosted = TrioHostedOp(main, sink, run, fwd_env(self), nursery)
-        if _get_ident() == run.thread and not run.finished:
-            hosted.start()
-        else:
-            try:
-                run.token.run_sync_soon(hosted.start)
-            except trio.RunFinishedError:
-                main.close()
-                drv.abandon()
-                self._complete_root(STOP, None)
+        if not call_in_run(run, hosted.start):
+            main.close()
+            drv.abandon()
+            self._complete_root(STOP, None)
 
     def hand_over(self, exc: BaseException) -> bool:
         """Give ``exc`` (a ``KeyboardInterrupt``, ``SystemExit``, ... that escaped the body) to

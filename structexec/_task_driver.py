@@ -25,7 +25,6 @@ hosting trio task, ``__await__``), where foreign yields (trio primitives) pass t
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Generator
 from typing import Any, Protocol
 
@@ -54,11 +53,10 @@ from ._task_environment import (
     with_error,
 )
 from ._trampoline import trampoline_start
-from ._trio_bridge import RunState, run_finished_error
+from ._trio_bridge import RunState, call_in_run, run_finished_error
 
 __all__: list[str] = []
 
-_get_ident = threading.get_ident
 _driver_state = _hooks.driver_state
 _reschedule = tl.reschedule
 _wait_task_rescheduled = tl.wait_task_rescheduled
@@ -234,13 +232,8 @@ class Driver:
         if self.mode == TRIO:
             run = self.run
             assert run is not None
-            if _get_ident() == run.thread and not run.finished:
-                _reschedule(self.task)
-                return
-            try:
-                run.token.run_sync_soon(self._wake)
-            except trio.RunFinishedError:
-                raise run_finished_error("resume a task after an await") from None
+            if not call_in_run(run, self._wake):
+                raise run_finished_error("resume a task after an await")
             return
         if self.hop:
             # Back onto SCHED's agent; the hop cannot be stopped (P3941R1 3.2, [exec.task]).

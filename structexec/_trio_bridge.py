@@ -13,6 +13,9 @@ Internal API for other modules of the library:
   :class:`RunState` of the run on this thread if one was created (hot paths use it instead of
   ``current_run()``; fall back to ``current_run()`` when it gives ``None``).
 * :func:`in_trio_run` -- is this thread inside ``trio.run``? (cheap)
+* :func:`call_in_run` -- ``call_in_run(run, fn, *args)``: ``fn(*args)`` now on the trio thread
+  of ``run``, else handed to that run with ``TrioToken.run_sync_soon``; ``False`` when the run
+  has finished. :func:`hand_to_run` is its second half (always ``run_sync_soon``).
 * :func:`run_of_env` -- the live run an environment names (``host_env`` or a trio
   ``get_scheduler``), else ``None``.
 * :data:`trio_host_nursery` -- a private *forwarding* query. A counting scope that owns a trio
@@ -43,7 +46,7 @@ from typing import Any
 import trio
 import trio.lowlevel as tl
 
-from ._env import _MISSING, Query, QueryError, get_scheduler, query_or
+from ._env import Query, TryEnv, get_scheduler, query_or
 from ._errors import terminate
 from ._stop_token import stop_callback_for
 
@@ -108,13 +111,19 @@ class RunState:
                 while q:
                     self.push_threadsafe(q.popleft(), direct=True)
 
+    def schedule(self, op: Any) -> None:
+        """Queue a ready operation from any thread: :meth:`push` on the live run's trio thread,
+        else :meth:`push_threadsafe` (docs/trio.md "The trio scheduler")."""
+        if _get_ident() == self.thread and not self.finished:
+            self.push(op)
+        else:
+            self.push_threadsafe(op)
+
     def push_threadsafe(self, op: Any, *, direct: bool = False) -> None:
         """Queue a ready operation from any thread (docs/trio.md "The trio scheduler")."""
-        try:
-            self.token.run_sync_soon(_execute if direct else self.push, op)
-        except trio.RunFinishedError:
+        if not hand_to_run(self, _execute if direct else self.push, op):
             self.finished = True
-            raise run_finished_error("schedule an operation on the trio scheduler") from None
+            raise run_finished_error("schedule an operation on the trio scheduler")
 
     async def _drain(self) -> None:
         # Runs the queued operations in FIFO order. Between rounds it yields (uncancellable:
@@ -203,6 +212,27 @@ def current_run() -> RunState:
     return st
 
 
+def hand_to_run(run: RunState, fn: Callable[..., object], *args: Any) -> bool:
+    """Queue ``fn(*args)`` to the trio thread of ``run`` (``TrioToken.run_sync_soon``; callable
+    from any thread). ``False``, and ``fn`` is never called, when the run has finished
+    (``trio.RunFinishedError``)."""
+    try:
+        run.token.run_sync_soon(fn, *args)
+    except trio.RunFinishedError:
+        return False
+    return True
+
+
+def call_in_run(run: RunState, fn: Callable[..., object], *args: Any) -> bool:
+    """``fn(*args)`` now when called on the trio thread of ``run`` while it is live, else
+    queued to that thread (:func:`hand_to_run`). ``False``, and ``fn`` is never called, when the
+    run has finished; what ``fn`` raises when called now propagates."""
+    if _get_ident() == run.thread and not run.finished:
+        fn(*args)
+        return True
+    return hand_to_run(run, fn, *args)
+
+
 def run_finished_error(what: str) -> RuntimeError:
     return RuntimeError(
         f"cannot {what}: the trio run it belongs to has finished (trio.run returned). "
@@ -237,8 +267,9 @@ class _trio_run_t(Query):
 trio_run = _trio_run_t()
 
 
-class _HostEnv:
+class _HostEnv(TryEnv):
     __slots__ = ("_nursery", "_run")
+    _unsupported = "host_env does not support {q!r}"
 
     def __init__(self, nursery: Any, run: RunState) -> None:
         self._nursery = nursery
@@ -250,12 +281,6 @@ class _HostEnv:
         if q is trio_run:
             return self._run
         return default
-
-    def query(self, q: Any, *args: Any) -> Any:
-        r = self._sx_try(q, _MISSING)
-        if r is _MISSING:
-            raise QueryError(f"host_env does not support {q!r}")
-        return r
 
     def __repr__(self) -> str:
         return f"host_env({self._nursery!r})"
@@ -294,14 +319,7 @@ class _ScopeCanceller:
         self._run = run
 
     def __call__(self) -> None:
-        run = self._run
-        if _get_ident() == run.thread and not run.finished:
-            self._scope.cancel()
-            return
-        try:
-            run.token.run_sync_soon(self._scope.cancel)
-        except trio.RunFinishedError:
-            pass  # nothing left to cancel
+        call_in_run(self._run, self._scope.cancel)  # False: the run has ended, nothing to cancel
 
 
 def cancel_scope_on_stop(token: Any, scope: Any, run: RunState | None = None) -> Any:

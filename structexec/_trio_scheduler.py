@@ -22,58 +22,26 @@ woken trio tasks resume is trio's (randomised) order anyway.
 
 from __future__ import annotations
 
-import threading
 from typing import Any, NoReturn
 
 from . import _trio_bridge
-from ._completion_signatures import completion_signatures
 from ._env import (
-    _MISSING,
-    QueryError,
+    TryEnv,
     forward_progress_guarantee,
-    get_completion_scheduler,
     get_env,
     get_forward_progress_guarantee,
-    get_stop_token,
 )
-from ._protocol import Sender, twice_started
+from ._protocol import Sender
 from ._run_loop import deliver_raised, sink_of
-from ._stop_token import is_unstoppable
-from ._tags import set_stopped_t, set_value_t
+from ._schedule_sender import ScheduleAttrs, ScheduleOp, ScheduleSender
 from ._trio_bridge import RunState, current_run
 
 __all__ = ["trio_scheduler"]
 
-_get_ident = threading.get_ident
-_VALUE_Q = get_completion_scheduler[set_value_t]
-_STOPPED_Q = get_completion_scheduler[set_stopped_t]
 
-
-class _TrioScheduleOp:
-    __slots__ = ("_rcvr", "_run", "_started")
-
-    def __init__(self, run: RunState, rcvr: Any) -> None:
-        self._run = run
-        self._rcvr = rcvr
-        self._started = False
-
-    def start(self) -> None:
-        if self._started:
-            raise twice_started(self)
-        self._started = True
-        run = self._run
-        if _get_ident() == run.thread and not run.finished:
-            run.push(self)
-        else:
-            run.push_threadsafe(self)
-
-    def _execute(self) -> None:
-        # Called by the drainer (or the run_sync_soon entry queue) on the trio thread.
-        rcvr = self._rcvr
-        if get_stop_token(get_env(rcvr)).stop_requested():
-            rcvr.set_stopped()
-        else:
-            rcvr.set_value()
+class _TrioScheduleOp(ScheduleOp):
+    # _execute is called by the drainer (or the run_sync_soon entry queue) on the trio thread.
+    __slots__ = ()
 
     def _raised(self, exc: BaseException) -> None:
         # The completion raised a BaseException (KeyboardInterrupt, SystemExit: user code
@@ -89,53 +57,36 @@ class _TrioScheduleOp:
         deliver_raised(sink, exc, "a completion on the trio scheduler")
 
 
-class _TrioScheduleAttrs:
-    __slots__ = ("_sch",)
-
-    def __init__(self, sch: _TrioScheduler) -> None:
-        self._sch = sch
-
-    def _sx_try(self, q: Any, default: Any) -> Any:
-        if q is _VALUE_Q or q is _STOPPED_Q:
-            return self._sch
-        return default
-
-    def query(self, q: Any, *args: Any) -> Any:
-        r = self._sx_try(q, _MISSING)
-        if r is _MISSING:
-            raise QueryError(f"the trio scheduler's sender does not support {q!r}")
-        return r
+class _TrioScheduleAttrs(ScheduleAttrs):
+    __slots__ = ()
+    _unsupported = "the trio scheduler's sender does not support {q!r}"
 
 
-class _TrioScheduleSender(Sender[None]):
+class _TrioScheduleSender(ScheduleSender):
     """``trio_scheduler().schedule()``: completes on the trio thread, never inline."""
 
-    __slots__ = ("_sch",)
-
-    def __init__(self, sch: _TrioScheduler) -> None:
-        self._sch = sch
+    __slots__ = ()
+    _attrs_type = _TrioScheduleAttrs
 
     def connect(self, rcvr: Any) -> _TrioScheduleOp:
-        return _TrioScheduleOp(self._sch._run, rcvr)
-
-    def get_env(self) -> Any:
-        return _TrioScheduleAttrs(self._sch)
-
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures:
-        # Infallible (P3941R1): with an unstoppable token only set_value_t().
-        if env is not None and is_unstoppable(get_stop_token(env)):
-            return completion_signatures(set_value_t())
-        return completion_signatures(set_value_t(), set_stopped_t())
+        return _TrioScheduleOp(self._sch._run.schedule, rcvr)
 
     def __repr__(self) -> str:
         return "schedule(trio_scheduler())"
 
 
-class _TrioScheduler:
-    """The scheduler of one trio run; see :func:`trio_scheduler`."""
+class _TrioScheduler(TryEnv):
+    """The scheduler of one trio run; see :func:`trio_scheduler`.
+
+    Queries (``query``, through ``_sx_try``): ``get_forward_progress_guarantee`` is
+    ``weakly_parallel``. One thread runs every trio task cooperatively: an agent that blocks
+    (without awaiting) blocks all the others, so trio tasks are not concurrent agents; they do
+    make progress once started as long as nothing blocks.
+    """
 
     __slots__ = ("_run",)
     _sx_trio_scheduler = True
+    _unsupported = "trio_scheduler() does not support {q!r}"
 
     def __init__(self, run: RunState) -> None:
         self._run = run
@@ -144,15 +95,6 @@ class _TrioScheduler:
         """A sender that completes on the trio thread of this run, never inline
         (docs/trio.md "The trio scheduler")."""
         return _TrioScheduleSender(self)
-
-    def query(self, q: Any, *args: Any) -> Any:
-        if q is get_forward_progress_guarantee:
-            # One thread runs every trio task cooperatively: an agent that blocks (without
-            # awaiting) blocks all the others, so trio tasks are not concurrent agents; they
-            # do make progress once started as long as nothing blocks (weakly parallel is the
-            # guarantee of a cooperative single-threaded executor).
-            return forward_progress_guarantee.weakly_parallel
-        raise QueryError(f"trio_scheduler() does not support {q!r}")
 
     def _sx_try(self, q: Any, default: Any) -> Any:
         if q is get_forward_progress_guarantee:

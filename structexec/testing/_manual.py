@@ -11,7 +11,6 @@ from typing import Any
 
 from .._completion_signatures import completion_signatures
 from .._env import (
-    _MISSING,
     QueryError,
     forward_progress_guarantee,
     get_completion_scheduler,
@@ -19,9 +18,10 @@ from .._env import (
     get_forward_progress_guarantee,
     get_stop_token,
 )
-from .._protocol import Sender, twice_started
-from .._stop_token import is_unstoppable, stop_callback_for
-from .._tags import set_error_t, set_stopped_t, set_value_t
+from .._protocol import Sender
+from .._schedule_sender import ScheduleAttrs, ScheduleOp, ScheduleSender
+from .._stop_token import stop_callback_for
+from .._tags import set_error_t
 
 __all__ = ["ManualScheduler"]
 
@@ -33,31 +33,20 @@ class _Current(threading.local):
 _current = _Current()
 
 _IDLE, _QUEUED, _RUNNING, _DONE = 0, 1, 2, 3
+_ERROR_Q = get_completion_scheduler[set_error_t]
 
 
-class _ManualOp:
-    """The operation of ``sch.schedule()``: queued by ``start``, completed by ``run_one``."""
+class _ManualOp(ScheduleOp):
+    """The operation of ``sch.schedule()``: queued by ``start`` (``ManualScheduler._enqueue``),
+    completed by ``run_one``."""
 
-    __slots__ = ("_cb", "_rcvr", "_sch", "_state")
+    __slots__ = ("_cb", "_sch", "_state")
 
     def __init__(self, sch: ManualScheduler, rcvr: Any) -> None:
+        super().__init__(sch._enqueue, rcvr)
         self._sch = sch
-        self._rcvr = rcvr
         self._state = _IDLE
         self._cb: Any = None
-
-    def start(self) -> None:
-        if self._state != _IDLE:
-            raise twice_started(self)
-        sch = self._sch
-        with sch._lock:
-            self._state = _QUEUED
-            sch._queue.append(self)
-            sch.started += 1
-        if sch._stop_eagerly:
-            tok = get_stop_token(get_env(self._rcvr))
-            if tok.stop_possible():
-                self._cb = stop_callback_for(tok, self._on_stop)
 
     def _on_stop(self) -> None:
         # Runs on the thread that requested stop (or inside start if it already had).
@@ -93,33 +82,18 @@ class _ManualOp:
             _current.sch = prev
 
 
-class _ManualAttrs:
-    __slots__ = ("_sch",)
-
-    def __init__(self, sch: ManualScheduler) -> None:
-        self._sch = sch
+class _ManualAttrs(ScheduleAttrs):
+    __slots__ = ()
 
     def _sx_try(self, q: Any, default: Any) -> Any:
-        if (
-            q is get_completion_scheduler[set_value_t]
-            or q is get_completion_scheduler[set_stopped_t]
-            or (q is get_completion_scheduler[set_error_t] and not self._sch.infallible)
-        ):
-            return self._sch
-        return default
-
-    def query(self, q: Any, *args: Any) -> Any:
-        r = self._sx_try(q, _MISSING)
-        if r is _MISSING:
-            raise QueryError(f"the schedule sender of {self._sch!r} does not support {q!r}")
-        return r
+        if q is _ERROR_Q and not self._sch.infallible:
+            return self._sch  # a fallible scheduler also completes set_error on its agent
+        return ScheduleAttrs._sx_try(self, q, default)
 
 
-class _ManualSender(Sender[None]):
-    __slots__ = ("_sch",)
-
-    def __init__(self, sch: ManualScheduler) -> None:
-        self._sch = sch
+class _ManualSender(ScheduleSender):
+    __slots__ = ()
+    _attrs_type = _ManualAttrs
 
     def connect(self, rcvr: Any) -> _ManualOp:
         sch = self._sch
@@ -128,16 +102,11 @@ class _ManualSender(Sender[None]):
             sch.envs.append(e)
         return _ManualOp(sch, rcvr)
 
-    def get_env(self) -> Any:
-        return _ManualAttrs(self._sch)
-
     def get_completion_signatures(self, env: Any = None) -> completion_signatures:
-        sigs: list[Any] = [set_value_t()]
-        if env is None or not is_unstoppable(get_stop_token(env)):
-            sigs.append(set_stopped_t())
-        if not self._sch.infallible:
-            sigs.append(set_error_t(Exception))
-        return completion_signatures(*sigs)
+        sigs = ScheduleSender.get_completion_signatures(self, env)
+        if self._sch.infallible:
+            return sigs
+        return completion_signatures(*sigs, set_error_t(Exception))
 
     def __repr__(self) -> str:
         return f"schedule({self._sch!r})"
@@ -209,6 +178,18 @@ class ManualScheduler:
         if q is get_forward_progress_guarantee:
             return forward_progress_guarantee.weakly_parallel
         raise QueryError(f"{self!r} does not support {q!r}")
+
+    def _enqueue(self, op: _ManualOp) -> None:
+        # ScheduleOp.start: queue a started operation; with stop_eagerly, a stop request takes
+        # it out of the queue again (_ManualOp._on_stop).
+        with self._lock:
+            op._state = _QUEUED
+            self._queue.append(op)
+            self.started += 1
+        if self._stop_eagerly:
+            tok = get_stop_token(get_env(op._rcvr))
+            if tok.stop_possible():
+                op._cb = stop_callback_for(tok, op._on_stop)
 
     @property
     def pending(self) -> int:

@@ -7,84 +7,24 @@ from collections import deque
 from types import TracebackType
 from typing import Any
 
-from .._completion_signatures import completion_signatures
-from .._env import (
-    _MISSING,
-    QueryError,
-    forward_progress_guarantee,
-    get_completion_scheduler,
-    get_env,
-    get_forward_progress_guarantee,
-    get_stop_token,
-)
+from .._env import QueryError, forward_progress_guarantee, get_forward_progress_guarantee
 from .._errors import terminate
-from .._protocol import Sender, twice_started
-from .._stop_token import is_unstoppable
-from .._tags import set_stopped_t, set_value_t
+from .._protocol import Sender
+from .._schedule_sender import ScheduleOp, ScheduleSender
 from ._manual import _current
 
 __all__ = ["ThreadScheduler"]
 
 
-class _ThreadOp:
-    __slots__ = ("_rcvr", "_sch", "_started")
-
-    def __init__(self, sch: ThreadScheduler, rcvr: Any) -> None:
-        self._sch = sch
-        self._rcvr = rcvr
-        self._started = False
-
-    def start(self) -> None:
-        if self._started:
-            raise twice_started(self)
-        self._started = True
-        self._sch._push(self)
-
-    def _run(self) -> None:
-        rcvr = self._rcvr
-        if get_stop_token(get_env(rcvr)).stop_requested():
-            rcvr.set_stopped()
-        else:
-            rcvr.set_value()
+class _ThreadOp(ScheduleOp):
+    __slots__ = ()
 
 
-class _ThreadAttrs:
-    __slots__ = ("_sch",)
-
-    def __init__(self, sch: ThreadScheduler) -> None:
-        self._sch = sch
-
-    def _sx_try(self, q: Any, default: Any) -> Any:
-        if (
-            q is get_completion_scheduler[set_value_t]
-            or q is get_completion_scheduler[set_stopped_t]
-        ):
-            return self._sch
-        return default
-
-    def query(self, q: Any, *args: Any) -> Any:
-        r = self._sx_try(q, _MISSING)
-        if r is _MISSING:
-            raise QueryError(f"the schedule sender of {self._sch!r} does not support {q!r}")
-        return r
-
-
-class _ThreadSender(Sender[None]):
-    __slots__ = ("_sch",)
-
-    def __init__(self, sch: ThreadScheduler) -> None:
-        self._sch = sch
+class _ThreadSender(ScheduleSender):
+    __slots__ = ()
 
     def connect(self, rcvr: Any) -> _ThreadOp:
-        return _ThreadOp(self._sch, rcvr)
-
-    def get_env(self) -> Any:
-        return _ThreadAttrs(self._sch)
-
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures:
-        if env is not None and is_unstoppable(get_stop_token(env)):
-            return completion_signatures(set_value_t())
-        return completion_signatures(set_value_t(), set_stopped_t())
+        return _ThreadOp(self._sch._push, rcvr)
 
 
 class ThreadScheduler:
@@ -141,7 +81,7 @@ class ThreadScheduler:
                     cond.wait()
                 op = self._queue.popleft()
             try:
-                op._run()
+                op._execute()
             except BaseException as exc:
                 # A completion raised (a receiver that broke [exec.set.value]'s "must not
                 # raise", typically an operation completed a second time): report it as the
