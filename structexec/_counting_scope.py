@@ -73,7 +73,7 @@ from ._stop_token import inplace_stop_callback, inplace_stop_source
 from ._stop_when import StopTokenEnv, stop_when
 from ._tags import set_error_t, set_value_t
 from ._trampoline import trampoline_start
-from ._trio_bridge import host_env
+from ._trio_bridge import RunState, call_in_run, current_run, host_env
 from ._trio_scheduler import trio_scheduler
 
 enable_ki_protection = trio.lowlevel.enable_ki_protection
@@ -497,12 +497,11 @@ class _ScopeBase:
         "_parent_task",
         "_pending",
         "_reason",
+        "_run",
         "_spawn_env",
         "_state",
         "_stop_cb",
         "_strict",
-        "_trio_thread",
-        "_trio_token",
     )
 
     #: The most associations the scope holds at once ([exec.counting.scopes]); a subclass
@@ -530,8 +529,7 @@ class _ScopeBase:
         self._nursery: Any = None
         self._spawn_env: Any = EMPTY_ENV
         self._stop_cb: Any = None
-        self._trio_token: Any = None
-        self._trio_thread = 0
+        self._run: RunState | None = None  # the trio run that entered `async with`
 
     # -- the exposition-only members ([exec.counting.scopes]), atomic under self._lock
 
@@ -816,7 +814,8 @@ class _ScopeBase:
             )
         except BaseException:
             self._disassociate()
-            if threading.get_ident() != self._trio_thread:
+            run = self._run
+            if run is None or threading.get_ident() != run.thread:
                 raise RuntimeError(
                     "scope.start_soon() must be called on the trio thread that entered the "
                     "scope; from another thread use scope.spawn(async_fn(*args)) or "
@@ -960,13 +959,9 @@ class _ScopeBase:
 
     def _in_trio(self, fn: Callable[[], object]) -> None:
         """``fn()`` now on the trio thread that entered the scope, else queued to it."""
-        if threading.get_ident() == self._trio_thread:
-            fn()
-            return
-        try:
-            self._trio_token.run_sync_soon(fn)
-        except trio.RunFinishedError:
-            pass
+        run = self._run
+        if run is not None:
+            call_in_run(run, fn)
 
     def __enter__(self) -> None:
         raise RuntimeError(
@@ -988,8 +983,7 @@ class _ScopeBase:
                 "work; create a new scope"
             )
         self._entered = True
-        self._trio_token = trio.lowlevel.current_trio_token()
-        self._trio_thread = threading.get_ident()
+        self._run = current_run()
         self._parent_task = trio.lowlevel.current_task()
         cs = trio.CancelScope()
         cs.__enter__()
