@@ -7,6 +7,11 @@ re-exported here; each private module lists its public names in ``__all__``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .backends import ThreadPoolBackend
+
 __all__: list[str] = []
 
 # -- core protocol, environments, stop tokens, factories, basic adaptors, contexts
@@ -160,7 +165,19 @@ from . import _sysctxrepl
 from ._sysctxrepl import *
 
 __all__ += _sysctxrepl.__all__
-# installs the default parallel scheduler backend (the thread pool) into _sysctxrepl
-from . import _default_backend
+# -- wiring. The parallel scheduler's interface ([exec.sysctxrepl]) knows no implementation;
+#    the package installs the default one here, at the top of the layers: the process-wide
+#    thread pool of structexec.backends, imported by the first query that needs it (importing
+#    structexec does not import the backends).
+def _default_parallel_backend() -> ThreadPoolBackend:
+    """The process-wide :class:`~structexec.backends.ThreadPoolBackend` (``os.cpu_count()``
+    threads), created by the first call ([exec.sysctxrepl.query])."""
+    from .backends._thread_pool import default_thread_pool
+
+    return default_thread_pool()
+
+
+_sysctxrepl.install_default_backend_factory(_default_parallel_backend)
+
 
 __version__ = "0.1.0"

@@ -377,7 +377,7 @@ def _no_default_backend() -> Any:
 
 #: The factory that :func:`query_parallel_scheduler_backend` calls while no other is installed
 #: ([exec.sysctxrepl.query]). This module does not know the backends that implement its interface;
-#: ``_default_backend.py``, imported by the package, installs the factory of the process-wide
+#: The package facade (structexec/__init__.py) installs the factory of the process-wide
 #: thread pool here with :func:`install_default_backend_factory`.
 _default_factory: Callable[[], Any] = _no_default_backend
 
