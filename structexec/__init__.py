@@ -2,174 +2,210 @@
 
 Senders, receivers, schedulers, stop tokens, counting scopes, ``task`` and the parallel scheduler,
 on top of trio. ``import structexec as sx``; docs/index.md introduces the API. Every public name is
-re-exported here; each private module lists its public names in ``__all__``.
+re-exported here, explicitly, from the layered private subpackages (docs/internals.md "The
+layers"); each private module lists its public names in ``__all__``.
 """
 
-from __future__ import annotations
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
+if _TYPE_CHECKING:
     from .backends import ThreadPoolBackend
 
-__all__: list[str] = []
+# -- the core: protocol, tags, environments and queries, domains, stop tokens, errors
+from ._core._completion_signatures import (
+    completion_signatures as completion_signatures,
+    dependent_sender_error as dependent_sender_error,
+    get_completion_signatures as get_completion_signatures,
+)
+from ._core._domain import (
+    apply_sender as apply_sender,
+    connect as connect,
+    default_domain as default_domain,
+    transform_env as transform_env,
+    transform_sender as transform_sender,
+)
+from ._core._env import (
+    Query as Query,
+    QueryError as QueryError,
+    env as env,
+    forward_progress_guarantee as forward_progress_guarantee,
+    forwarding_query as forwarding_query,
+    get_allocator as get_allocator,
+    get_await_completion_adaptor as get_await_completion_adaptor,
+    get_completion_scheduler as get_completion_scheduler,
+    get_delegation_scheduler as get_delegation_scheduler,
+    get_domain as get_domain,
+    get_env as get_env,
+    get_forward_progress_guarantee as get_forward_progress_guarantee,
+    get_scheduler as get_scheduler,
+    get_stop_token as get_stop_token,
+    prop as prop,
+)
+from ._core._errors import (
+    ErrorValue as ErrorValue,
+    Stopped as Stopped,
+    set_terminate_handler as set_terminate_handler,
+)
+from ._core._tags import (
+    set_error_t as set_error_t,
+    set_stopped_t as set_stopped_t,
+    set_value_t as set_value_t,
+)
+from ._core._protocol import (
+    Closure as Closure,
+    OperationState as OperationState,
+    Receiver as Receiver,
+    Sender as Sender,
+    is_scheduler as is_scheduler,
+    is_sender as is_sender,
+    set_error as set_error,
+    set_stopped as set_stopped,
+    set_value as set_value,
+    start as start,
+    values as values,
+)
+from ._core._stop_token import (
+    inplace_stop_source as inplace_stop_source,
+    inplace_stop_token as inplace_stop_token,
+    inplace_stop_callback as inplace_stop_callback,
+    never_stop_token as never_stop_token,
+    stop_callback_for as stop_callback_for,
+    is_unstoppable as is_unstoppable,
+    combined_stop_token as combined_stop_token,
+    StopCallback as StopCallback,
+)
 
-# -- core protocol, environments, stop tokens, factories, basic adaptors, contexts
-from . import _completion_signatures
-from ._completion_signatures import *
+# -- sender factories and adaptors, one [exec.X] section per module
+from ._algorithms._just import (
+    just as just,
+    just_error as just_error,
+    just_stopped as just_stopped,
+)
+from ._algorithms._let import (
+    let_error as let_error,
+    let_stopped as let_stopped,
+    let_value as let_value,
+)
+from ._algorithms._read_env import (
+    read_env as read_env,
+    schedule as schedule,
+)
+from ._algorithms._then import (
+    then as then,
+    upon_error as upon_error,
+    upon_stopped as upon_stopped,
+)
+from ._algorithms._when_all import (
+    when_all as when_all,
+    when_all_with_variant as when_all_with_variant,
+)
+from ._algorithms._into_variant import (
+    into_variant as into_variant,
+)
+from ._algorithms._stopped_as import (
+    stopped_as_error as stopped_as_error,
+    stopped_as_optional as stopped_as_optional,
+)
+from ._algorithms._bulk import (
+    bulk as bulk,
+    bulk_chunked as bulk_chunked,
+    bulk_unchunked as bulk_unchunked,
+    execution_policy as execution_policy,
+    par as par,
+    par_unseq as par_unseq,
+    seq as seq,
+    unseq as unseq,
+)
+from ._algorithms._starts_on import (
+    starts_on as starts_on,
+)
+from ._algorithms._continues_on import (
+    continues_on as continues_on,
+    schedule_from as schedule_from,
+)
+from ._algorithms._on import (
+    on as on,
+)
+from ._algorithms._write_env import (
+    unstoppable as unstoppable,
+    write_env as write_env,
+)
+from ._algorithms._affine_on import (
+    affine_on as affine_on,
+)
 
-__all__ += _completion_signatures.__all__
-from . import _domain
-from ._domain import *
+# -- schedulers and consumers without trio: inline_scheduler, run_loop, sync_wait
+from ._schedulers._inline_scheduler import (
+    inline_scheduler as inline_scheduler,
+)
+from ._schedulers._run_loop import (
+    run_loop as run_loop,
+)
+from ._schedulers._sync_wait import (
+    sync_wait as sync_wait,
+    sync_wait_with_variant as sync_wait_with_variant,
+)
 
-__all__ += _domain.__all__
-from . import _env
-from ._env import *
+# -- the trio bridge: awaiting senders, the trio scheduler
+from ._trio._trio_scheduler import (
+    trio_scheduler as trio_scheduler,
+)
+from ._trio import _await  # fills the late-bound hooks of _core._hooks
+from ._trio import _coroutine_sender  # fills the late-bound hooks of _core._hooks
 
-__all__ += _env.__all__
-from . import _errors
-from ._errors import *
+# -- coroutines: task, its scheduler and environment, as_awaitable
+from ._coro._as_awaitable import (
+    as_awaitable as as_awaitable,
+    sender_awaitable as sender_awaitable,
+    with_awaitable_senders as with_awaitable_senders,
+)
+from ._coro._task_scheduler import (
+    task_scheduler as task_scheduler,
+)
+from ._coro._task import (
+    allocator_arg as allocator_arg,
+    change_coroutine_scheduler as change_coroutine_scheduler,
+    task as task,
+    with_error as with_error,
+)
 
-__all__ += _errors.__all__
-from . import _inline_scheduler
-from ._inline_scheduler import *
+# -- async scopes: counting scopes, spawn, spawn_future, associate
+from ._scopes._counting_scope import (
+    counting_scope as counting_scope,
+    simple_counting_scope as simple_counting_scope,
+)
+from ._scopes._associate import (
+    associate as associate,
+)
+from ._scopes._spawn import (
+    spawn as spawn,
+)
+from ._scopes._spawn_future import (
+    spawn_future as spawn_future,
+)
 
-__all__ += _inline_scheduler.__all__
-from . import _just
-from ._just import *
+# -- the parallel scheduler and its replaceability API
+from ._parallel._parallel_scheduler import (
+    get_parallel_scheduler as get_parallel_scheduler,
+    parallel_scheduler as parallel_scheduler,
+)
+from ._parallel._sysctxrepl import (
+    system_context_replaceability as system_context_replaceability,
+    query_parallel_scheduler_backend as query_parallel_scheduler_backend,
+    set_parallel_scheduler_backend as set_parallel_scheduler_backend,
+)
 
-__all__ += _just.__all__
-from . import _let
-from ._let import *
 
-__all__ += _let.__all__
-from . import _tags
-from ._tags import *
-
-__all__ += _tags.__all__
-from . import _protocol
-from ._protocol import *
-
-__all__ += _protocol.__all__
-from . import _read_env
-from ._read_env import *
-
-__all__ += _read_env.__all__
-from . import _run_loop
-from ._run_loop import *
-
-__all__ += _run_loop.__all__
-from . import _stop_token
-from ._stop_token import *
-
-__all__ += _stop_token.__all__
-from . import _sync_wait
-from ._sync_wait import *
-
-__all__ += _sync_wait.__all__
-from . import _then
-from ._then import *
-
-__all__ += _then.__all__
-
-# -- more sender adaptors
-from . import _when_all
-from ._when_all import *
-
-__all__ += _when_all.__all__
-from . import _into_variant
-from ._into_variant import *
-
-__all__ += _into_variant.__all__
-from . import _stopped_as
-from ._stopped_as import *
-
-__all__ += _stopped_as.__all__
-from . import _bulk
-from ._bulk import *
-
-__all__ += _bulk.__all__
-from . import _starts_on
-from ._starts_on import *
-
-__all__ += _starts_on.__all__
-from . import _continues_on
-from ._continues_on import *
-
-__all__ += _continues_on.__all__
-from . import _on
-from ._on import *
-
-__all__ += _on.__all__
-from . import _write_env
-from ._write_env import *
-
-__all__ += _write_env.__all__
-
-# -- the trio bridge
-from . import _trio_scheduler
-from ._trio_scheduler import *
-
-__all__ += _trio_scheduler.__all__
-from . import _await
-from ._await import *
-
-__all__ += _await.__all__
-from . import _coroutine_sender
-from ._coroutine_sender import *
-
-__all__ += _coroutine_sender.__all__
-
-# -- counting scopes
-from . import _counting_scope
-from ._counting_scope import *
-
-__all__ += _counting_scope.__all__
-from . import _associate
-from ._associate import *
-
-__all__ += _associate.__all__
-from . import _spawn
-from ._spawn import *
-
-__all__ += _spawn.__all__
-from . import _spawn_future
-from ._spawn_future import *
-
-__all__ += _spawn_future.__all__
-
-# -- coroutines and task
-from . import _as_awaitable
-from ._as_awaitable import *
-
-__all__ += _as_awaitable.__all__
-from . import _task_scheduler
-from ._task_scheduler import *
-
-__all__ += _task_scheduler.__all__
-from . import _affine_on
-from ._affine_on import *
-
-__all__ += _affine_on.__all__
-from . import _task
-from ._task import *
-
-__all__ += _task.__all__
-
-# -- parallel scheduler
-from . import _parallel_scheduler
-from ._parallel_scheduler import *
-
-__all__ += _parallel_scheduler.__all__
-from . import _sysctxrepl
-from ._sysctxrepl import *
-
-__all__ += _sysctxrepl.__all__
 # -- wiring. The parallel scheduler's interface ([exec.sysctxrepl]) knows no implementation;
 #    the package installs the default one here, at the top of the layers: the process-wide
 #    thread pool of structexec.backends, imported by the first query that needs it (importing
 #    structexec does not import the backends).
-def _default_parallel_backend() -> ThreadPoolBackend:
+from ._parallel._sysctxrepl import (
+    install_default_backend_factory as _install_default_backend_factory,
+)
+
+
+def _default_parallel_backend() -> "ThreadPoolBackend":
     """The process-wide :class:`~structexec.backends.ThreadPoolBackend` (``os.cpu_count()``
     threads), created by the first call ([exec.sysctxrepl.query])."""
     from .backends._thread_pool import default_thread_pool
@@ -177,7 +213,112 @@ def _default_parallel_backend() -> ThreadPoolBackend:
     return default_thread_pool()
 
 
-_sysctxrepl.install_default_backend_factory(_default_parallel_backend)
+_install_default_backend_factory(_default_parallel_backend)
 
+
+__all__ = [
+    "completion_signatures",
+    "dependent_sender_error",
+    "get_completion_signatures",
+    "apply_sender",
+    "connect",
+    "default_domain",
+    "transform_env",
+    "transform_sender",
+    "Query",
+    "QueryError",
+    "env",
+    "forward_progress_guarantee",
+    "forwarding_query",
+    "get_allocator",
+    "get_await_completion_adaptor",
+    "get_completion_scheduler",
+    "get_delegation_scheduler",
+    "get_domain",
+    "get_env",
+    "get_forward_progress_guarantee",
+    "get_scheduler",
+    "get_stop_token",
+    "prop",
+    "ErrorValue",
+    "Stopped",
+    "set_terminate_handler",
+    "set_error_t",
+    "set_stopped_t",
+    "set_value_t",
+    "Closure",
+    "OperationState",
+    "Receiver",
+    "Sender",
+    "is_scheduler",
+    "is_sender",
+    "set_error",
+    "set_stopped",
+    "set_value",
+    "start",
+    "values",
+    "inplace_stop_source",
+    "inplace_stop_token",
+    "inplace_stop_callback",
+    "never_stop_token",
+    "stop_callback_for",
+    "is_unstoppable",
+    "combined_stop_token",
+    "StopCallback",
+    "just",
+    "just_error",
+    "just_stopped",
+    "let_error",
+    "let_stopped",
+    "let_value",
+    "read_env",
+    "schedule",
+    "then",
+    "upon_error",
+    "upon_stopped",
+    "when_all",
+    "when_all_with_variant",
+    "into_variant",
+    "stopped_as_error",
+    "stopped_as_optional",
+    "bulk",
+    "bulk_chunked",
+    "bulk_unchunked",
+    "execution_policy",
+    "par",
+    "par_unseq",
+    "seq",
+    "unseq",
+    "starts_on",
+    "continues_on",
+    "schedule_from",
+    "on",
+    "unstoppable",
+    "write_env",
+    "affine_on",
+    "inline_scheduler",
+    "run_loop",
+    "sync_wait",
+    "sync_wait_with_variant",
+    "trio_scheduler",
+    "as_awaitable",
+    "sender_awaitable",
+    "with_awaitable_senders",
+    "task_scheduler",
+    "allocator_arg",
+    "change_coroutine_scheduler",
+    "task",
+    "with_error",
+    "counting_scope",
+    "simple_counting_scope",
+    "associate",
+    "spawn",
+    "spawn_future",
+    "get_parallel_scheduler",
+    "parallel_scheduler",
+    "system_context_replaceability",
+    "query_parallel_scheduler_backend",
+    "set_parallel_scheduler_backend",
+]
 
 __version__ = "0.1.0"

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import structexec as sx
-from structexec import _domain
+from structexec._core import _domain
 from structexec.testing import ManualScheduler, RecordingReceiver
 
 #: Seconds to wait for a helper thread to finish.

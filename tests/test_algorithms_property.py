@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import structexec as sx
-from structexec import _domain
+from structexec._core import _domain
 from structexec.testing import RecordingReceiver
 
 N_ERRS = 6

@@ -4,7 +4,7 @@
 
 The tests build a minimal coroutine type the way a user would: a promise derived from
 ``sx.with_awaitable_senders`` and a driver loop that follows the protocol documented in
-``structexec._as_awaitable`` (step the coroutine with ``promise.step``; call
+``structexec._coro._as_awaitable`` (step the coroutine with ``promise.step``; call
 ``await_suspend(resume)`` on what it yields; loop instead of recursing on inline resumes).
 """
 

@@ -14,7 +14,7 @@ import pytest
 from _helpers import DOMAIN_MODES, domains_off_and_on, restore_domain_dispatch
 
 import structexec as sx
-from structexec._bulk import chunk_loop
+from structexec._algorithms._bulk import chunk_loop
 from structexec.testing import ManualScheduler, RecordingReceiver
 
 _restore_domain_dispatch = pytest.fixture(restore_domain_dispatch, autouse=True)

@@ -19,7 +19,9 @@ from typing import Any
 import pytest
 
 import structexec as sx
-from structexec._stop_when import stop_when  # exposition-only in [exec.stop.when]: private
+from structexec._algorithms._stop_when import (
+    stop_when,  # exposition-only in [exec.stop.when]: private
+)
 from structexec.testing import ManualScheduler, RecordingReceiver
 
 

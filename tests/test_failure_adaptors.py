@@ -27,7 +27,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import structexec as sx
-from structexec import _await
+from structexec._trio import _await
 from structexec.testing import ManualScheduler, RecordingReceiver, TerminateRecorder
 
 # --------------------------------------------------------------------------- helpers

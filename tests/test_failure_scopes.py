@@ -379,7 +379,7 @@ def test_trampolined_starts_after_a_raising_one_still_run() -> None:
     """A start queued on the per-thread trampoline behind one that raises is still started
     (nothing is stranded on the queue, where it would wait for an unrelated later start);
     the first exception is raised once the queue is empty."""
-    from structexec._trampoline import MAX_DEPTH, trampoline_start
+    from structexec._core._trampoline import MAX_DEPTH, trampoline_start
 
     started: list[str] = []
 

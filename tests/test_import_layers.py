@@ -1,4 +1,5 @@
-"""The modules of the structexec package form layers: no import cycle, nothing imports the facade.
+"""The modules of the structexec package form layers: no import cycle, imports only go down the
+layers, the core never imports trio, nothing imports the facade (docs/internals.md "The layers").
 
 Each module is parsed with :mod:`ast` (nothing is imported), and every import of another
 structexec module becomes an edge of the module graph:
@@ -233,18 +234,19 @@ def _describe(cycle: list[Edge]) -> str:
 
 def test_the_parser_sees_the_package() -> None:
     # A guard for the tests below: they pass vacuously if the walk finds no module or no edge.
-    assert f"{PACKAGE}._protocol" in MODULES
+    assert f"{PACKAGE}._core._protocol" in MODULES
     assert f"{PACKAGE}.backends" in MODULES
     edges = import_edges()
-    assert Edge(f"{PACKAGE}", f"{PACKAGE}._protocol", 0) not in edges
-    assert any(e.importer == PACKAGE and e.imported == f"{PACKAGE}._protocol" for e in edges)
+    assert Edge(f"{PACKAGE}", f"{PACKAGE}._core._protocol", 0) not in edges
+    assert any(e.importer == PACKAGE and e.imported == f"{PACKAGE}._core._protocol" for e in edges)
     assert any(e.importer == f"{PACKAGE}.backends" for e in edges)
 
 
 def test_cycle_finder_finds_cycles() -> None:
     a, b, c = (f"{PACKAGE}._{n}" for n in "abc")
-    fake = [Edge(a, b, 1), Edge(b, c, 2), Edge(c, a, 3), Edge(a, f"{PACKAGE}._protocol", 4)]
-    graph: dict[str, dict[str, Edge]] = {a: {}, b: {}, c: {}, f"{PACKAGE}._protocol": {}}
+    p = f"{PACKAGE}._core._protocol"
+    fake = [Edge(a, b, 1), Edge(b, c, 2), Edge(c, a, 3), Edge(a, p, 4)]
+    graph: dict[str, dict[str, Edge]] = {a: {}, b: {}, c: {}, p: {}}
     for edge in fake:
         graph[edge.importer][edge.imported] = edge
     assert strongly_connected_components(graph) == [sorted([a, b, c])]
@@ -291,50 +293,67 @@ def _all_imports(module: str) -> set[str]:
 def test_task_driver_knows_frames_only_by_protocol() -> None:
     # The driver steps task frames through the TaskFrame protocol it declares; _task.py
     # implements it and imports the driver. Not even a type-checking import goes back.
-    assert f"{PACKAGE}._task_driver" in _all_imports(f"{PACKAGE}._task")
-    assert f"{PACKAGE}._task" not in _all_imports(f"{PACKAGE}._task_driver")
+    assert f"{PACKAGE}._coro._task_driver" in _all_imports(f"{PACKAGE}._coro._task")
+    assert f"{PACKAGE}._coro._task" not in _all_imports(f"{PACKAGE}._coro._task_driver")
 
 
 def test_sysctxrepl_does_not_know_its_backends() -> None:
     # [exec.sysctxrepl]: the interface module neither defines nor imports an implementation;
-    # _default_backend.py installs the default one's factory.
-    imported = _all_imports(f"{PACKAGE}._sysctxrepl")
+    # the package facade installs the default one's factory.
+    imported = _all_imports(f"{PACKAGE}._parallel._sysctxrepl")
     assert not {m for m in imported if m.startswith(f"{PACKAGE}.backends")}, imported
-    assert f"{PACKAGE}._default_backend" not in imported
 
 
 @pytest.mark.parametrize(
     ("source", "importer", "expected"),
     [
-        ("from ._env import env", "structexec._then", ["structexec._env"]),
-        ("from . import _env", "structexec._then", ["structexec._env"]),
-        ("from .. import _env", "structexec.backends._common", ["structexec._env"]),
-        ("from . import _common", "structexec.backends", ["structexec.backends._common"]),
-        ("from .backends import BackendError", "structexec._sysctxrepl", ["structexec.backends"]),
+        ("from ._env import env", "structexec._core._protocol", ["structexec._core._env"]),
+        ("from . import _env", "structexec._core._protocol", ["structexec._core._env"]),
         (
-            "from .backends._common import BackendError",
-            "structexec._sysctxrepl",
+            "from .._core._env import env",
+            "structexec._algorithms._then",
+            ["structexec._core", "structexec._core._env"],
+        ),
+        (
+            "from .._core import _env",
+            "structexec._algorithms._then",
+            ["structexec._core", "structexec._core._env"],
+        ),
+        (
+            "from .._core import _env",
+            "structexec.backends._common",
+            ["structexec._core", "structexec._core._env"],
+        ),
+        ("from . import _common", "structexec.backends", ["structexec.backends._common"]),
+        (
+            "from ..backends import BackendError",
+            "structexec._parallel._sysctxrepl",
+            ["structexec.backends"],
+        ),
+        (
+            "from ..backends._common import BackendError",
+            "structexec._parallel._sysctxrepl",
             ["structexec.backends", "structexec.backends._common"],
         ),
         ("from ._common import BackendError", "structexec.backends._thread_pool",
          ["structexec.backends._common"]),
-        ("import structexec.backends", "structexec._sysctxrepl", ["structexec.backends"]),
-        ("from structexec import BackendError", "structexec._sysctxrepl", ["structexec"]),
-        ("import trio", "structexec._then", []),
+        ("import structexec.backends", "structexec._parallel._sysctxrepl", ["structexec.backends"]),
+        ("from structexec import BackendError", "structexec._parallel._sysctxrepl", ["structexec"]),
+        ("import trio", "structexec._algorithms._then", []),
         (
             "def f():\n    from ._task import _TaskOp\n",
-            "structexec._task_driver",
-            ["structexec._task"],
+            "structexec._coro._task_driver",
+            ["structexec._coro._task"],
         ),
         (
             "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ._task import _TaskOp\n",
-            "structexec._task_driver",
+            "structexec._coro._task_driver",
             [],
         ),
         (
             "import typing\nif typing.TYPE_CHECKING:\n    pass\nelse:\n    from ._task import T\n",
-            "structexec._task_driver",
-            ["structexec._task"],
+            "structexec._coro._task_driver",
+            ["structexec._coro._task"],
         ),
     ],
 )
@@ -344,3 +363,66 @@ def test_edges_of_one_module(source: str, importer: str, expected: list[str]) ->
         for target in _targets(importer, node):
             found.update(t for t in _with_parent_packages(importer, target) if t != importer)
     assert sorted(found) == expected
+
+
+#: The layers, bottom first (docs/internals.md "The layers"). A module may import modules of
+#: its own layer and of lower ones; layers of the same rank do not import each other.
+LAYERS = {
+    "_core": 0,
+    "_algorithms": 1,
+    "_schedulers": 2,
+    "_trio": 3,
+    "_parallel": 3,
+    "_coro": 4,
+    "_scopes": 5,
+    "backends": 6,
+    "testing": 7,
+}
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def test_every_private_module_is_in_a_layer() -> None:
+    # Nothing private is left flat in structexec/ (the facade and the subpackages only).
+    flat = [m for m in MODULES if m.count(".") == 1 and _layer(m) not in LAYERS]
+    assert not flat, f"modules outside the layered subpackages: {flat}"
+
+
+def test_imports_only_go_down_the_layers() -> None:
+    upward = []
+    for edge in import_edges():
+        if edge.importer == PACKAGE:
+            continue  # the facade re-exports everything
+        mine, theirs = _layer(edge.importer), _layer(edge.imported)
+        if theirs == "" or mine == theirs:
+            continue
+        if LAYERS[theirs] >= LAYERS[mine] and edge.importer not in FACADE_CLIENTS:
+            upward.append(str(edge))
+    assert not upward, "imports that go up (or across) the layers:\n" + "\n".join(upward)
+
+
+def test_the_core_never_imports_trio() -> None:
+    offenders = []
+    for name, path in MODULES.items():
+        if _layer(name) != "_core":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                mods = [node.module or ""]
+            else:
+                continue
+            if any(m == "trio" or m.startswith("trio.") for m in mods):
+                offenders.append(f"{name} (line {node.lineno})")
+    assert not offenders, f"_core modules importing trio: {offenders}"
+
+
+def test_layer_checks_catch_an_upward_import() -> None:
+    # A guard: the rule above is not vacuous.
+    assert LAYERS[_layer("structexec._scopes._spawn")] > LAYERS[_layer("structexec._core._env")]
+    assert _layer("structexec._core._env") == "_core"

@@ -17,7 +17,7 @@ from _helpers import LoopThread, loop_thread, restore_domain_dispatch
 from _helpers import here as where
 
 import structexec as sx
-from structexec._domain import get_domain_late
+from structexec._core._domain import get_domain_late
 from structexec.testing import ManualScheduler, RecordingReceiver
 
 _restore_domain_dispatch = pytest.fixture(restore_domain_dispatch, autouse=True)

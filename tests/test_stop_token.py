@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from structexec import _errors
-from structexec._stop_token import (
+from structexec._core import _errors
+from structexec._core._stop_token import (
     StopCallback,
     inplace_stop_callback,
     inplace_stop_source,

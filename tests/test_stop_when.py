@@ -6,8 +6,8 @@ import threading
 from typing import Any
 
 import structexec as sx
-from structexec._stop_token import combined_stop_token
-from structexec._stop_when import stop_when
+from structexec._algorithms._stop_when import stop_when
+from structexec._core._stop_token import combined_stop_token
 from structexec.testing import ManualScheduler, RecordingReceiver
 
 

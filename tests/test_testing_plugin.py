@@ -124,7 +124,7 @@ def test_plugin_fixtures_fail_tests_that_break_the_contract(pytester: pytest.Pyt
             trio.lowlevel.spawn_system_task(trio.sleep_forever)
 
         async def test_terminate_in_trio(no_trio_leaks):
-            from structexec._errors import terminate
+            from structexec._core._errors import terminate
             terminate("boom", None)
 
         async def test_unjoined_scope(no_trio_leaks, manual_scheduler):

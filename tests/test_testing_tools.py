@@ -401,7 +401,7 @@ async def test_no_leaks_detects_task_leak() -> None:
 async def test_no_leaks_detects_terminate_call() -> None:
     with pytest.raises(AssertionError, match=r"contract violation.*cb raised"):
         async with no_leaks():
-            from structexec._errors import terminate
+            from structexec._core._errors import terminate
 
             terminate("cb raised", ValueError())
 
@@ -416,7 +416,7 @@ async def test_no_leaks_detects_pending_deadline() -> None:
 
 
 def test_record_terminate_restores_handler() -> None:
-    from structexec._errors import terminate
+    from structexec._core._errors import terminate
 
     with record_terminate() as calls:
         terminate("x", None)

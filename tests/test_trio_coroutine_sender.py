@@ -19,7 +19,7 @@ import trio
 import trio.testing
 
 import structexec as sx
-from structexec._trio_bridge import host_env, trio_host_nursery
+from structexec._trio._trio_bridge import host_env, trio_host_nursery
 from structexec.testing import RecordingReceiver, no_leaks
 
 if sys.version_info < (3, 11):

@@ -17,7 +17,7 @@ import pytest
 import trio
 
 import structexec as sx
-from structexec._coroutine_driver import CoroutineDriver
+from structexec._core._coroutine_driver import CoroutineDriver
 from structexec.testing import RecordingReceiver
 
 
@@ -285,8 +285,7 @@ def test_driver_rejects_non_coroutines() -> None:
 
 
 def test_driver_state_is_restored_and_nested_drivers_work() -> None:
-    from structexec import _hooks
-
+    from structexec._core import _hooks
     async def inner() -> int:
         return await sx.just(2)
 

@@ -8,7 +8,7 @@ docs/scopes.md "The nursery face: `async with`" (trio cancellation <-> stop requ
 docs/trio.md "Awaiting a sender" (values convention), docs/trio.md "What happens when things fail"
 (errors as they are, BaseException never an error; Cancelled vs Stopped).
 
-``structexec._await`` runs the coroutine children of an awaited ``when_all`` as tasks of a
+``structexec._trio._await`` runs the coroutine children of an awaited ``when_all`` as tasks of a
 nursery of the awaiting task (module docstring there). Every scenario here runs through both
 paths -- the fast path and the general path (``FAST_WHEN_ALL = False``: hosted system tasks,
 each in its own shielded cancel scope, behind the generic when_all operation) -- and asserts
@@ -60,8 +60,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import structexec as sx
-from structexec import _await as aw
-from structexec import _domain
+from structexec._core import _domain
+from structexec._trio import _await as aw
 from structexec.testing import no_leaks
 from structexec.testing import strategies as sxst
 

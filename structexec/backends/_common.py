@@ -6,7 +6,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from .._backend_error import BackendError
+from .._parallel._backend_error import BackendError
 
 __all__ = [
     "BackendError",

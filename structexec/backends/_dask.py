@@ -17,8 +17,8 @@ from functools import partial
 from types import TracebackType
 from typing import Any
 
-from .._env import get_stop_token
-from .._sysctxrepl import parallel_scheduler_backend
+from .._core._env import get_stop_token
+from .._parallel._sysctxrepl import parallel_scheduler_backend
 from ._common import (
     ClusterError,
     UnpicklableWorkError,

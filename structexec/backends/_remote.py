@@ -14,9 +14,9 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from .._backend_error import BackendError
-from .._errors import terminate
-from .._stop_token import inplace_stop_callback
+from .._core._errors import terminate
+from .._core._stop_token import inplace_stop_callback
+from .._parallel._backend_error import BackendError
 from ._thread_pool import default_thread_pool
 
 __all__ = ["RemoteJob", "complete_soon"]

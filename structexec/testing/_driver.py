@@ -24,12 +24,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._counting_scope import counting_scope, simple_counting_scope
-from .._env import QueryError, get_completion_scheduler, get_env, get_scheduler, prop
-from .._errors import set_terminate_handler
-from .._stop_token import inplace_stop_source
-from .._tags import set_value_t
-from .._trio_scheduler import trio_scheduler
+from .._core._env import QueryError, get_completion_scheduler, get_env, get_scheduler, prop
+from .._core._errors import set_terminate_handler
+from .._core._stop_token import inplace_stop_source
+from .._core._tags import set_value_t
+from .._scopes._counting_scope import counting_scope, simple_counting_scope
+from .._trio._trio_scheduler import trio_scheduler
 from ._leaks import TerminateRecorder
 from ._manual import ManualScheduler
 from ._receiver import RecordingReceiver

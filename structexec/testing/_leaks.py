@@ -15,8 +15,8 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._counting_scope import counting_scope, simple_counting_scope
-from .._errors import set_terminate_handler
+from .._core._errors import set_terminate_handler
+from .._scopes._counting_scope import counting_scope, simple_counting_scope
 
 __all__ = [
     "LeakReport",

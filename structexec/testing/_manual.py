@@ -9,8 +9,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from .._completion_signatures import completion_signatures
-from .._env import (
+from .._core._completion_signatures import completion_signatures
+from .._core._env import (
     QueryError,
     forward_progress_guarantee,
     get_completion_scheduler,
@@ -18,10 +18,10 @@ from .._env import (
     get_forward_progress_guarantee,
     get_stop_token,
 )
-from .._protocol import Sender
-from .._schedule_sender import ScheduleAttrs, ScheduleOp, ScheduleSender
-from .._stop_token import stop_callback_for
-from .._tags import set_error_t
+from .._core._protocol import Sender
+from .._core._schedule_sender import ScheduleAttrs, ScheduleOp, ScheduleSender
+from .._core._stop_token import stop_callback_for
+from .._core._tags import set_error_t
 
 __all__ = ["ManualScheduler"]
 

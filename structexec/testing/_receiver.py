@@ -9,10 +9,10 @@ import threading
 from collections.abc import Generator
 from typing import Any
 
-from .._domain import connect as _connect
-from .._env import env as _env
-from .._env import get_stop_token, prop
-from .._stop_token import inplace_stop_source
+from .._core._domain import connect as _connect
+from .._core._env import env as _env
+from .._core._env import get_stop_token, prop
+from .._core._stop_token import inplace_stop_source
 from ._manual import ManualScheduler
 
 __all__ = ["RecordingReceiver"]

@@ -30,8 +30,8 @@ from typing import Any, ClassVar
 
 import structexec as sx
 
-from .._adaptor_util import close_op
-from .._protocol import values
+from .._core._adaptor_util import close_op
+from .._core._protocol import values
 
 __all__ = [
     "Adaptor",

@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from .._errors import set_terminate_handler
+from .._core._errors import set_terminate_handler
 from ._leaks import (
     LeakReport,
     TerminateRecorder,

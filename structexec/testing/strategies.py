@@ -41,7 +41,7 @@ from hypothesis import strategies as st
 
 import structexec as sx
 
-from .. import _hooks
+from .._core import _hooks
 from ._driver import (
     CountingToken,
     Interleaving,

@@ -1,0 +1,144 @@
+"""``starts_on(sch, sndr)`` ([exec.starts.on]).
+
+Start ``sndr`` on an agent of ``sch``; the completion is not transferred back ([exec.starts.on]).
+The child's receiver environment is ``JOIN-ENV(SCHED-ENV(sch), FWD-ENV(env))``, so it sees
+``get_scheduler == sch`` and ``sch``'s domain ([exec.starts.on]).
+
+The draft lowers ``starts_on`` to ``let_value(schedule(sch), lambda: sndr)`` at ``connect``. This
+module implements that lowering directly, with the same observable behaviour ([exec.starts.on]):
+``schedule(sch)`` runs with the receiver's stop token; its error or stopped completion is the result
+and ``sndr`` is never started; otherwise ``sndr`` is started, through the trampoline, on the
+scheduler's agent. One difference is deliberate: ``sndr`` is *connected* when the ``starts_on``
+sender is connected (connecting runs no user code), so what C++ rejects at compile time (an
+unsupported ``read_env`` query, ``on`` without a scheduler, ...) raises ``TypeError`` from
+``connect`` rather than arriving as ``set_error`` (docs/senders-adaptors.md). For the same reason
+``starts_on`` has no default ``transform_sender``; a custom domain still sees the ``starts_on``
+sender (tag ``starts_on``, ``data`` the scheduler) and may replace it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from .._core._adaptor_util import (
+    ChildOp,
+    SchedulerAdaptorSender,
+    WriteEnvReceiver,
+    check_scheduler,
+    check_sender,
+    close_op,
+    early,
+    sched_domain,
+    with_schedule_failures,
+)
+from .._core._completion_signatures import completion_signatures, get_completion_signatures
+from .._core._domain import connect_unchecked as connect
+from .._core._env import fwd_env, join_env, sched_env
+from .._core._protocol import Algorithm, Sender, completed_twice
+from .._core._trampoline import trampoline_start
+
+__all__ = ["starts_on"]
+
+T = TypeVar("T")
+
+
+class _StartsOnOp(ChildOp):
+    """The operation; it is also the receiver of ``schedule(sch)`` (its operation is ``_op``).
+
+    A failed or stopped scheduling operation is the result; the child never starts
+    ([exec.starts.on]).
+    """
+
+    __slots__ = ("_child_op",)
+
+    def __init__(self, rcvr: Any) -> None:
+        self._rcvr = rcvr
+        self._state = 0
+        self._op = None
+        self._child_op: Any = None
+
+    def set_value(self, *vals: Any) -> None:
+        if self._state == 2:
+            raise completed_twice(self, "set_value")
+        self._state = 2
+        self._op = None
+        trampoline_start(self._child_op)
+
+    # The child will never start: close its operation now
+    # (docs/senders.md "Writing your own sender"), then complete.
+
+    def _drop_child(self) -> None:
+        op, self._child_op = self._child_op, None
+        if op is not None:
+            close_op(op)
+
+    def set_error(self, err: Any) -> None:
+        if self._state != 2:
+            self._drop_child()
+        ChildOp.set_error(self, err)
+
+    def set_stopped(self) -> None:
+        if self._state != 2:
+            self._drop_child()
+        ChildOp.set_stopped(self)
+
+    def close(self) -> None:
+        """Never started: close the scheduling operation and the child's
+        (docs/senders.md "Writing your own sender")."""
+        if self._state == 0:
+            ChildOp.close(self)
+            self._drop_child()
+
+
+class _StartsOnSender(SchedulerAdaptorSender):
+    __slots__ = ()
+
+    def __init__(self, sch: Any, child: Any) -> None:
+        self._sch = sch
+        self._child = child
+
+    def connect(self, rcvr: Any) -> _StartsOnOp:
+        op = _StartsOnOp(rcvr)
+        op._op = connect(self._sch.schedule(), op)
+        # The child's receiver: env JOIN-ENV(SCHED-ENV(sch), FWD-ENV(env)) ([exec.starts.on]).
+        op._child_op = connect(self._child, WriteEnvReceiver(rcvr, sched_env(self._sch)))
+        return op
+
+    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+        """The child's signatures (in the child's environment) plus the scheduling sender's
+        error and stopped ones."""
+        senv = sched_env(self._sch)
+        cenv = senv if env is None else join_env(senv, fwd_env(env))
+        child = get_completion_signatures(self._child, cenv)
+        return with_schedule_failures(child, self._sch, None if env is None else fwd_env(env))
+
+    def __repr__(self) -> str:
+        return f"starts_on({self._sch!r}, {self._child!r})"
+
+
+class starts_on_t(Algorithm):
+    """``starts_on(sch, sndr)``: start ``sndr`` on an agent of ``sch`` ([exec.starts.on]).
+
+    [exec.starts.on]. ``sndr`` completes wherever it completes (nothing transfers it back; use
+    ``on(sch, sndr)`` for a round trip). Inside, ``read_env(get_scheduler)`` is ``sch``. If
+    ``schedule(sch)`` fails or is stopped (it sees the receiver's stop token), that is the result
+    and ``sndr`` never starts. The domain used at construction is ``sch``'s ([exec.starts.on]).
+    Raises ``TypeError`` for a non-scheduler or a non-sender; not pipeable
+   .
+    """
+
+    __slots__ = ()
+
+    def __call__(self, sch: Any, sndr: Sender[T]) -> Sender[T]:
+        check_scheduler("starts_on", "sch", sch)
+        check_sender("starts_on", "sndr", sndr)
+        r: Sender[T] = early(sched_domain(sch), _StartsOnSender(sch, sndr))
+        return r
+
+    def transform_env(self, sndr: Any, env: Any) -> Any:
+        """``JOIN-ENV(SCHED-ENV(sch), FWD-ENV(env))`` ([exec.starts.on])."""
+        return join_env(sched_env(sndr.data), fwd_env(env))
+
+
+starts_on = starts_on_t()
+_StartsOnSender.tag = starts_on

@@ -1,0 +1,455 @@
+"""``then``, ``upon_error``, ``upon_stopped`` ([exec.then]).
+
+Adjacent ``then``/``upon_*`` stages are fused at ``connect`` into one operation that runs the
+functions in a loop, so a pipeline of 10,000 stages needs neither 10,000 operation states nor
+10,000 stack frames, and each stage costs little more than the call itself.
+Fusion is not observable: each function still runs once, in order, on the agent where the
+previous stage completed, and a stage that does not match the incoming completion forwards it
+unchanged ([exec.then]).
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
+
+from .._core import _domain
+from .._core._adaptor_util import (
+    PLAIN_CALLABLES,
+    BoundClosure,
+    ChildOp,
+    FnAdaptor,
+    UnarySender,
+    async_fn_error,
+    is_async_fn,
+)
+from .._core._domain import connect_unchecked as connect
+from .._core._domain import get_domain_late, transform_sender
+from .._core._env import fwd_env, get_env
+from .._core._protocol import Closure, Sender, completed_twice, twice_started, values
+from ._just import _JustSender
+
+__all__ = ["then", "upon_error", "upon_stopped"]
+
+R = TypeVar("R")
+_VALUE, _ERROR, _STOPPED = 0, 1, 2
+_CoroutineType = types.CoroutineType
+_FunctionType = types.FunctionType
+_CO_COROUTINE = inspect.CO_COROUTINE
+_NAMES = ("then", "upon_error", "upon_stopped")
+#: The plain function that ``then(f)`` last found not to be an ``async def`` one (a one-entry
+#: cache: building ``then(f)`` in a loop then checks ``f`` once).
+_last_sync_fn: Any = None
+
+
+def returned_coroutine(kind: int, f: Any, coro: Any) -> TypeError:
+    """``f`` returned a coroutine object (``then(lambda: async_fn())``, or a callable object
+    with an ``async def __call__``): close it (it never runs, and Python would warn that it
+    was never awaited) and make the ``TypeError`` that the operation completes with."""
+    coro.close()
+    name = _NAMES[kind]
+    fname = getattr(f, "__qualname__", None) or type(f).__name__
+    let = ("let_value", "let_error", "let_stopped")[kind]
+    return TypeError(
+        f"the function given to {name}, {fname}, returned a coroutine object; {name} sends "
+        "what its function returns as a value, so the coroutine would never run (it was "
+        f"closed) ([exec.then]). Use sx.{let}(f) to run it as the next step, or await it "
+        "inside a coroutine or @sx.task"
+    )
+
+
+def _apply_fns(fns: tuple[Any, ...], vals: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Run a chain of ``then`` functions on ``vals``: each result becomes the next datums by the
+    values convention (docs/trio.md "Awaiting a sender"). An exception from a function propagates,
+    and so does the ``TypeError`` for a returned coroutine object ([exec.then]).
+
+    While the functions return one datum each (the common case), the inner loop calls the
+    next one with it directly, without a tuple per stage.
+    """
+    it = iter(fns)
+    for f in it:
+        r = f(*vals)
+        if r is None:
+            vals = ()
+            continue
+        t = type(r)
+        if t is values:
+            vals = r
+            continue
+        if t is _CoroutineType:
+            raise returned_coroutine(_VALUE, f, r)
+        for f in it:  # one datum r
+            x = f(r)
+            if x is None:
+                vals = ()
+                break
+            t = type(x)
+            if t is values:
+                vals = x
+                break
+            if t is _CoroutineType:
+                raise returned_coroutine(_VALUE, f, x)
+            r = x
+        else:
+            return (r,)
+    return vals
+
+
+class _ThenOp(ChildOp):
+    """The fused operation; it is also the receiver of the innermost child."""
+
+    __slots__ = ("_fns", "_stages")
+
+    def __init__(self, rcvr: Any, stages: tuple[tuple[int, Any], ...], fns: Any) -> None:
+        self._rcvr = rcvr
+        self._stages = stages
+        self._fns = fns  # tuple of functions when every stage is a `then`, else None
+        self._state = 0
+        self._op = None
+
+    def set_value(self, *vals: Any) -> None:
+        if self._state == 2:
+            raise completed_twice(self, "set_value")
+        self._state = 2
+        self._op = None
+        fns = self._fns
+        if fns is None:
+            self._run(_VALUE, vals)
+            return
+        try:
+            vals = _apply_fns(fns, vals)
+        except Exception as e:
+            self._rcvr.set_error(e)
+            return
+        self._rcvr.set_value(*vals)
+
+    def set_error(self, err: Any) -> None:
+        if self._state == 2:
+            raise completed_twice(self, "set_error")
+        self._state = 2
+        self._op = None
+        self._run(_ERROR, err)
+
+    def set_stopped(self) -> None:
+        if self._state == 2:
+            raise completed_twice(self, "set_stopped")
+        self._state = 2
+        self._op = None
+        self._run(_STOPPED, None)
+
+    def _run(self, kind: int, data: Any) -> None:
+        for k, f in self._stages:
+            if k != kind:
+                continue
+            try:
+                if kind == _VALUE:
+                    r = f(*data)
+                elif kind == _ERROR:
+                    r = f(data)
+                else:
+                    r = f()
+            except Exception as e:
+                kind, data = _ERROR, e
+                continue
+            if type(r) is _CoroutineType:
+                kind, data = _ERROR, returned_coroutine(kind, f, r)
+                continue
+            kind = _VALUE
+            data = () if r is None else (r if type(r) is values else (r,))
+        rcvr = self._rcvr
+        if kind == _VALUE:
+            rcvr.set_value(*data)
+        elif kind == _ERROR:
+            rcvr.set_error(data)
+        else:
+            rcvr.set_stopped()
+
+
+class _JustThenOp:
+    """``just(*vals) | then(f) | ...`` (``then`` stages only) connected as one operation.
+
+    The most common sender of all (``spawn(sx.just() | sx.then(f), token)``) then costs one object:
+    ``start`` runs the functions on the datums and completes. Not observable: the functions run once
+    each, in order, inside ``start`` ([exec.just], [exec.then]); an exception from one becomes
+    ``set_error`` ([exec.snd.expos]), one from the receiver propagates.
+    """
+
+    __slots__ = ("_fns", "_rcvr", "_started", "_vals")
+
+    def __init__(self, rcvr: Any, vals: tuple[Any, ...], fns: tuple[Any, ...]) -> None:
+        self._rcvr = rcvr
+        self._vals = vals
+        self._fns = fns
+        self._started = False
+
+    def start(self) -> None:
+        if self._started:
+            raise twice_started(self)
+        self._started = True
+        try:
+            vals = _apply_fns(self._fns, self._vals)
+        except Exception as e:
+            self._rcvr.set_error(e)
+            return
+        self._rcvr.set_value(*vals)
+
+
+class _JustThen1Op:
+    """``just(*vals) | then(f)``: :class:`_JustThenOp` with one function (no tuple, no loop)."""
+
+    __slots__ = ("_fn", "_rcvr", "_started", "_vals")
+    _fn: Callable[..., Any]
+    _rcvr: Any
+    _started: bool
+    _vals: tuple[Any, ...]
+
+    def start(self) -> None:
+        if self._started:
+            raise twice_started(self)
+        self._started = True
+        try:
+            r = self._fn(*self._vals)
+        except Exception as e:
+            self._rcvr.set_error(e)
+            return
+        if r is None:
+            self._rcvr.set_value()
+        elif type(r) is values:
+            self._rcvr.set_value(*r)
+        elif type(r) is _CoroutineType:
+            self._rcvr.set_error(returned_coroutine(_VALUE, self._fn, r))
+        else:
+            self._rcvr.set_value(r)
+
+
+_new = object.__new__
+
+
+def _value_fns(stages: Any) -> tuple[Any, ...] | None:
+    """The functions of a chain of ``then`` stages only (``_ThenOp``'s fast loop), else None."""
+    return tuple(f for _, f in stages) if all(k == _VALUE for k, _ in stages) else None
+
+
+class _ThenBase(UnarySender):
+    __slots__ = ("_flat", "_fn")
+    _kind: int = _VALUE
+
+    def __init__(self, child: Any, fn: Any) -> None:
+        self._child = child
+        self._fn = fn
+        self._flat: Any = None
+
+    def _flatten(self) -> Any:
+        flat = self._flat
+        if flat is None:
+            child = self._child
+            if not isinstance(child, _ThenBase):  # one stage: the common case
+                st = ((self._kind, self._fn),)
+                flat = self._flat = (child, st, (self._fn,) if self._kind == _VALUE else None)
+                return flat
+            stages: list[tuple[int, Any]] = []
+            s: Any = self
+            while isinstance(s, _ThenBase):
+                stages.append((s._kind, s._fn))
+                s = s._child
+            stages.reverse()
+            flat = self._flat = (s, tuple(stages), _value_fns(stages))
+        return flat
+
+    def connect(self, rcvr: Any) -> _ThenOp | _JustThenOp | _JustThen1Op:
+        if _domain._customize_all or (
+            # _FUSE_TAGS: a domain customising `just` must see the just below a then too,
+            # which the fused just|then operations below would skip.
+            _domain._domains_on and not _FUSE_TAGS.isdisjoint(_domain._customized_tags)
+        ):
+            return self._connect_with_domains(rcvr)
+        child = self._child
+        if type(child) is _JustSender and self._kind == _VALUE:  # just(...) | then(f)
+            j1 = _new(_JustThen1Op)  # the hot path: one object, no __init__ frame
+            j1._rcvr = rcvr
+            j1._vals = child._vals
+            j1._fn = self._fn
+            j1._started = False
+            return j1
+        base, stages, fns = self._flatten()
+        if fns is not None and type(base) is _JustSender:
+            jop = _new(_JustThenOp)  # no __init__ frame, no child operation
+            jop._rcvr = rcvr
+            jop._vals = base._vals
+            jop._fns = fns
+            jop._started = False
+            return jop
+        op = _ThenOp(rcvr, stages, fns)
+        op._op = connect(base, op)
+        return op
+
+    def _connect_with_domains(self, rcvr: Any) -> _ThenOp:
+        # Fuse only through children that their late domain leaves unchanged; a child that a domain
+        # transforms is connected as it is transformed ([exec.connect], [exec.snd.transform]).
+        env = fwd_env(get_env(rcvr))
+        rev: list[tuple[int, Any]] = [(self._kind, self._fn)]
+        s: Any = self._child
+        # Every then-sender of the chain has the attributes of the innermost non-then child
+        # (FWD-ENV is idempotent), hence the same late domain: compute it once.
+        chain_dom = get_domain_late(self, env)
+        while True:
+            dom = chain_dom if isinstance(s, _ThenBase) else get_domain_late(s, env)
+            t = transform_sender(dom, s, env)
+            if t is not s or not isinstance(s, _ThenBase):
+                break
+            rev.append((s._kind, s._fn))
+            s = s._child
+        rev.reverse()
+        stages = tuple(rev)
+        op = _ThenOp(rcvr, stages, _value_fns(stages))
+        try:
+            m = t.connect
+        except AttributeError:
+            op._op = connect(t, op)
+        else:
+            op._op = m(op)
+        return op
+
+    def get_env(self) -> Any:
+        # FWD-ENV(FWD-ENV(e)) is FWD-ENV(e): go straight to the innermost non-then child, so
+        # a 10,000-stage chain does not recurse 10,000 times.
+        return fwd_env(get_env(self._flatten()[0]))
+
+    @property
+    def _sx_completes_inline(self) -> bool:
+        return bool(getattr(self._flatten()[0], "_sx_completes_inline", False))
+
+    @property
+    def data(self) -> Any:
+        return self._fn
+
+    def __repr__(self) -> str:
+        return f"{self.tag!r}({self._child!r}, {getattr(self._fn, '__name__', self._fn)!r})"
+
+
+class _ThenSender(_ThenBase):
+    __slots__ = ()
+    _kind = _VALUE
+
+
+class _UponErrorSender(_ThenBase):
+    __slots__ = ()
+    _kind = _ERROR
+
+
+class _UponStoppedSender(_ThenBase):
+    __slots__ = ()
+    _kind = _STOPPED
+
+
+class _ThenClosure(BoundClosure):
+    """``then(f)`` (``upon_*(f)``) of a plain function: ``sndr | c`` builds the sender in one
+    step (``f`` was checked when the closure was made)."""
+
+    __slots__ = ()
+
+    def __ror__(self, other: Any) -> Any:
+        if isinstance(other, Sender):
+            alg: Any = self._alg
+            s = _new(alg._cls)
+            s._child = other
+            s._fn = self._x
+            s._flat = None
+            return s
+        return BoundClosure.__ror__(self, other)
+
+
+def _closure(alg: FnAdaptor, args: tuple[Any, ...]) -> Any:
+    if len(args) == 1 and type(args[0]) in PLAIN_CALLABLES:
+        if is_async_fn(args[0]):
+            raise async_fn_error(alg._name, args[0])
+        c = _new(_ThenClosure)
+        c._alg = alg
+        c._x = args[0]
+        return c
+    return alg._build(args)
+
+
+class then_t(FnAdaptor):
+    """``then(sndr, f)`` / ``sndr | then(f)``: on ``set_value(*a)``, send ``f(*a)`` ([exec.then]).
+
+    ``f`` returning ``None`` sends ``set_value()``; a tuple is one datum; ``sx.values(a, b)`` sends
+    two (docs/trio.md "Awaiting a sender"). An exception from ``f`` becomes ``set_error`` (TRY-EVAL,
+    [exec.snd.expos]). Errors and stopped pass through unchanged ([exec.then]). ``f`` runs on the
+    agent where the child completed, at most once, and never before the operation starts
+    ([exec.adapt.general], [exec.then]).
+    """
+
+    __slots__ = ()
+    _cls = _ThenSender
+    _name = "then"
+    _sync_only = True
+
+    @overload
+    def __call__(self, f: Callable[..., R], /) -> Closure[R]: ...
+    @overload
+    def __call__(self, sndr: Any, f: Callable[..., R], /) -> Sender[R]: ...
+    def __call__(self, *args: Any) -> Any:
+        global _last_sync_fn
+        if len(args) == 1:  # _closure, inlined
+            f = args[0]
+            t = type(f)
+            if f is _last_sync_fn:  # checked already (then(f) in a loop: skip the check)
+                pass
+            elif t is _FunctionType:
+                if f.__code__.co_flags & 0x80:  # inspect.CO_COROUTINE
+                    raise async_fn_error("then", f)
+                _last_sync_fn = f
+            elif t not in PLAIN_CALLABLES:
+                return self._build(args)
+            elif is_async_fn(f):
+                raise async_fn_error("then", f)
+            c = _new(_ThenClosure)
+            c._alg = self
+            c._x = f
+            return c
+        return self._build(args)
+
+
+class upon_error_t(FnAdaptor):
+    """``upon_error(sndr, f)``: on ``set_error(e)``, send ``f(e)`` as a value ([exec.then])."""
+
+    __slots__ = ()
+    _cls = _UponErrorSender
+    _name = "upon_error"
+    _sync_only = True
+
+    @overload
+    def __call__(self, f: Callable[[Any], R], /) -> Closure[Any]: ...
+    @overload
+    def __call__(self, sndr: Any, f: Callable[[Any], R], /) -> Sender[Any]: ...
+    def __call__(self, *args: Any) -> Any:
+        return _closure(self, args)
+
+
+class upon_stopped_t(FnAdaptor):
+    """``upon_stopped(sndr, f)``: on ``set_stopped()``, send ``f()`` as a value ([exec.then])."""
+
+    __slots__ = ()
+    _cls = _UponStoppedSender
+    _name = "upon_stopped"
+    _sync_only = True
+
+    @overload
+    def __call__(self, f: Callable[[], R], /) -> Closure[Any]: ...
+    @overload
+    def __call__(self, sndr: Any, f: Callable[[], R], /) -> Sender[Any]: ...
+    def __call__(self, *args: Any) -> Any:
+        return _closure(self, args)
+
+
+then = then_t()
+upon_error = upon_error_t()
+upon_stopped = upon_stopped_t()
+_THEN_TAGS = frozenset((then, upon_error, upon_stopped))
+_FUSE_TAGS = _THEN_TAGS | {_JustSender.tag}
+_ThenSender.tag = then
+_UponErrorSender.tag = upon_error
+_UponStoppedSender.tag = upon_stopped

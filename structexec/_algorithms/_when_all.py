@@ -1,0 +1,551 @@
+"""``when_all`` and ``when_all_with_variant`` ([exec.when.all]).
+
+``when_all(a, b, ...)`` starts every child and completes when all of them have completed:
+
+* all sent values: ``set_value`` with every child's datums concatenated in argument order,
+  whatever the order of completion ([exec.when.all]);
+* the first ``set_error`` requests stop on the children (on the completing thread) and is the
+  result; later errors are dropped ([exec.when.all]); an error wins over a stop even when it arrives
+  after it ([exec.when.all]);
+* a ``set_stopped`` while no error has happened requests stop and makes the result
+  ``set_stopped`` unless an error follows ([exec.when.all]).
+
+It always waits for every child ([exec.when.all]). The children's stop token is ``when_all``'s own
+``inplace_stop_source``'s; the receiver's stop token only *propagates* a request to it
+([exec.when.all]). A stop already requested at ``start`` completes ``set_stopped`` without starting
+any child ([exec.when.all]). The stop callback on the receiver's token is removed before the
+completion is delivered ([exec.when.all], [exec.recv.concepts]). Children may complete
+concurrently on different threads; the bookkeeping is done under a lock that is never held
+while calling out.
+
+This is what a trio user knows as a nursery whose tasks each fill a result slot, where the
+first failure cancels the siblings; here the "cancel" is a stop request.
+"""
+
+from __future__ import annotations
+
+import reprlib
+import sys
+import threading
+import traceback
+from typing import Any
+
+from .._core._adaptor_util import close_op, early
+from .._core._completion_signatures import (
+    completion_signatures,
+    dependent_sender_error,
+    get_completion_signatures,
+)
+from .._core._domain import connect_unchecked as connect
+from .._core._domain import default_domain, domains_active, get_domain_early
+from .._core._env import EMPTY_ENV, fwd_env, get_domain, get_env, get_stop_token, prop, query_or
+from .._core._errors import ErrorValue
+from .._core._protocol import Algorithm, Sender, completed_twice, is_sender, twice_started
+from .._core._stop_token import (
+    inplace_stop_source,
+    is_unstoppable,
+    never_stop_token,
+    stop_callback_for,
+)
+from .._core._tags import set_stopped_t, set_value_t
+from ._into_variant import into_variant
+from ._just import just, just_error, just_stopped
+from ._read_env import read_env
+
+__all__ = ["when_all", "when_all_with_variant"]
+
+_STARTED, _ERROR, _STOPPED = 0, 1, 2
+_DEFAULT = default_domain()
+_NEVER = never_stop_token()
+
+
+class _WhenAllEnv:
+    """``make-when-all-env``: our stop token, and the receiver's forwarding queries
+    ([exec.when.all])."""
+
+    __slots__ = ("_env", "_tok")
+
+    def __init__(self, tok: Any, outer: Any) -> None:
+        self._tok = tok
+        self._env = fwd_env(outer)
+
+    def _sx_try(self, q: Any, default: Any) -> Any:
+        if q is get_stop_token:
+            return self._tok
+        return query_or(self._env, q, default)
+
+    def query(self, q: Any, *args: Any) -> Any:
+        if q is get_stop_token:
+            return self._tok
+        return self._env.query(q, *args)
+
+
+class _ChildReceiver:
+    """The receiver of child ``#i``; a second completion raises, as every adaptor's does
+    ([exec.async.ops]: an operation completes exactly once)."""
+
+    __slots__ = ("_done", "_i", "_op")
+
+    def __init__(self, op: _WhenAllOp, i: int) -> None:
+        self._op = op
+        self._i = i
+        self._done = False
+
+    def get_env(self) -> _WhenAllEnv:
+        return self._op._cenv
+
+    def set_value(self, *vals: Any) -> None:
+        if self._done:
+            raise completed_twice(self, "set_value")
+        self._done = True
+        self._op._on_value(self._i, vals)
+
+    def set_error(self, err: Any) -> None:
+        if self._done:
+            raise completed_twice(self, "set_error")
+        self._done = True
+        self._op._on_error(self._i, err)
+
+    def set_stopped(self) -> None:
+        if self._done:
+            raise completed_twice(self, "set_stopped")
+        self._done = True
+        self._op._on_stopped()
+
+    def __repr__(self) -> str:
+        return f"<when_all child #{self._i} receiver>"
+
+
+class _WhenAllOp:
+    __slots__ = (
+        "_cenv",
+        "_count",
+        "_disp",
+        "_err",
+        "_lock",
+        "_more",
+        "_on_stop",
+        "_ops",
+        "_rcvr",
+        "_src",
+        "_started",
+        "_vals",
+    )
+
+    def __init__(self, rcvr: Any, n: int) -> None:
+        self._rcvr = rcvr
+        self._count = n
+        self._disp = _STARTED
+        self._err: Any = None
+        self._more: list[tuple[int, Any]] | None = None  # the errors that lost ([exec.when.all])
+        self._vals: list[tuple[Any, ...]] = [()] * n
+        self._lock = threading.Lock()
+        self._on_stop: Any = None
+        self._started = False
+        self._src = inplace_stop_source()
+        self._cenv: _WhenAllEnv
+        self._ops: list[Any]
+
+    def close(self) -> None:
+        """Drop a connected, never-started operation: close the children's operations at
+        once rather than leaving the cycle they form with this one to the garbage collector
+        (docs/senders.md "Writing your own sender")."""
+        if not self._started:
+            self._started = True
+            ops = self._ops
+            self._ops = []
+            for op in ops:
+                close_op(op)
+
+    def start(self) -> None:
+        if self._started:
+            raise twice_started(self)
+        self._started = True
+        src = self._src
+        # [exec.when.all]: forward a stop request from the receiver's token to our source ...
+        tok = query_or(get_env(self._rcvr), get_stop_token, _NEVER)
+        if tok is not _NEVER:
+            self._on_stop = stop_callback_for(tok, src.request_stop)
+            # ... and if it was already requested, complete without starting any child,
+            # releasing their operations now (they and their receivers form a cycle with
+            # this operation: only the garbage collector would free them otherwise).
+            if src.stop_requested():
+                self._on_stop.close()
+                self._on_stop = None
+                ops = self._ops
+                self._ops = []
+                for op in ops:
+                    close_op(op)
+                self._rcvr.set_stopped()
+                return
+        for op in self._ops:
+            op.start()
+
+    # -- child completions ([exec.when.all] impls-for<when_all_t>::complete)
+
+    def _on_value(self, i: int, vals: tuple[Any, ...]) -> None:
+        lock = self._lock
+        lock.acquire()
+        if self._disp == _STARTED:  # values are kept only while nothing failed ([exec.when.all])
+            self._vals[i] = vals
+        self._count = c = self._count - 1
+        lock.release()
+        if c == 0:
+            self._complete()
+
+    def _on_error(self, i: int, err: Any) -> None:
+        lock = self._lock
+        lock.acquire()
+        first = self._disp != _ERROR  # an error replaces a stop ([exec.when.all])
+        if first:
+            self._disp = _ERROR
+            self._err = err
+        else:  # kept to be reported with the error that won (never silently dropped)
+            more = self._more
+            if more is None:
+                more = self._more = []
+            more.append((i, err))
+        lock.release()
+        if first:
+            self._src.request_stop()  # synchronously, on this thread ([exec.when.all])
+        self._arrive()
+
+    def _on_stopped(self) -> None:
+        lock = self._lock
+        lock.acquire()
+        first = self._disp == _STARTED
+        if first:
+            self._disp = _STOPPED
+        lock.release()
+        if first:
+            self._src.request_stop()  # ([exec.when.all])
+        self._arrive()
+
+    def _arrive(self) -> None:
+        lock = self._lock
+        lock.acquire()
+        self._count = c = self._count - 1
+        lock.release()
+        if c == 0:
+            self._complete()
+
+    def _complete(self) -> None:
+        on_stop = self._on_stop
+        if on_stop is not None:  # deregister before completing ([exec.recv.concepts])
+            self._on_stop = None
+            on_stop.close()
+        rcvr = self._rcvr
+        disp = self._disp
+        if disp == _STARTED:
+            vs = self._vals
+            if len(vs) == 2:
+                rcvr.set_value(*vs[0], *vs[1])
+            else:
+                out: tuple[Any, ...] = ()
+                for v in vs:
+                    out += v
+                rcvr.set_value(*out)
+        elif disp == _ERROR:
+            err = self._err
+            self._err = None
+            more = self._more
+            if more is not None:
+                self._more = None
+                report_dropped_errors(err, more)
+            rcvr.set_error(err)
+        else:
+            rcvr.set_stopped()
+
+
+_short_repr = reprlib.Repr()
+_short_repr.maxstring = _short_repr.maxother = 160
+
+
+def dropped_error_note(i: int, other: Any) -> str:
+    """The note that names an error of child ``#i`` that lost to the first one."""
+    return (
+        f"when_all: child #{i} also failed, with {_short_repr.repr(other)}; only the first "
+        "error is delivered ([exec.when.all]), this one was dropped"
+    )
+
+
+def report_dropped_errors(err: Any, more: list[tuple[int, Any]]) -> None:
+    """Make the errors that lost to ``err`` visible ([exec.when.all] delivers only the first).
+
+    If ``err`` is an exception, each other error becomes a note on it (``__notes__``; a note
+    already there is not added twice, so a shared exception does not collect copies). A
+    non-exception error datum is never changed: the other errors then go to
+    ``sys.unraisablehook``, Python's channel for an exception that cannot be raised (the
+    default one prints them to stderr; pytest reports them as warnings).
+    """
+    if isinstance(err, BaseException):
+        # err.__notes__ is what BaseException.add_note (3.11+) appends to; set it directly so
+        # that Python 3.10 (where the exceptiongroup backport prints notes) works the same.
+        notes = getattr(err, "__notes__", None)
+        for i, other in more:
+            if other is err:
+                continue
+            note = dropped_error_note(i, other)
+            if notes is None:
+                notes = []
+                try:
+                    err.__notes__ = notes  # type: ignore[attr-defined,unused-ignore]
+                except Exception:  # pragma: no cover - an exception type without a __dict__
+                    return
+            if type(notes) is not list:  # pragma: no cover - someone replaced __notes__
+                return
+            if note not in notes:
+                notes.append(note)
+        return
+    for i, other in more:
+        exc = other if isinstance(other, BaseException) else ErrorValue(other)
+        msg = (
+            f"when_all: the error of child #{i} was dropped because another child's error, "
+            f"{_short_repr.repr(err)}, was delivered ([exec.when.all]); that error is not an "
+            "exception, so this one could not be attached to it as a note"
+        )
+        hook = sys.unraisablehook
+        try:
+            if hook is sys.__unraisablehook__:  # it accepts only the interpreter's own args
+                sys.stderr.write(f"{msg}:\n")
+                traceback.print_exception(type(exc), exc, exc.__traceback__)
+            else:
+                hook(_Unraisable(exc, msg))  # type: ignore[arg-type]
+        except Exception:  # pragma: no cover - a broken hook must not break the completion
+            pass
+
+
+class _Unraisable:
+    """The argument of ``sys.unraisablehook`` (the attributes it reads)."""
+
+    __slots__ = ("err_msg", "exc_traceback", "exc_type", "exc_value", "object")
+
+    def __init__(self, exc: BaseException, msg: str) -> None:
+        self.exc_type = type(exc)
+        self.exc_value = exc
+        self.exc_traceback = exc.__traceback__
+        self.err_msg = msg
+        self.object = None
+
+
+def _common_domain(children: tuple[Any, ...]) -> Any:
+    """``CD``: the children's common early domain; the default domain when there is none."""
+    doms = [get_domain_early(c) for c in children]
+    first = doms[0]
+    if all(d == first for d in doms):
+        return first
+    # Python has no common_type; take a domain that every other one derives from, if any.
+    for d in doms:
+        if all(isinstance(o, type(d)) for o in doms):
+            return d
+    return _DEFAULT
+
+
+class _WhenAllSender(Sender[Any]):
+    __slots__ = ("_attrs", "_checked", "_children")
+
+    def __init__(self, children: tuple[Any, ...]) -> None:
+        self._children = children
+        self._attrs: Any = None
+        # None: not checked yet; True: checked without an env; False: check on every connect.
+        self._checked: bool | None = None
+
+    def _check_child_sigs(self, env: Any) -> None:
+        """[exec.when.all]: a child with two or more value signatures is rejected at connect."""
+        need_env = False
+        for i, c in enumerate(self._children):
+            if type(c) in _AT_MOST_ONE_VALUE_SIG:
+                continue
+            try:
+                cs = get_completion_signatures(c, env)
+            except dependent_sender_error:
+                need_env = True
+                continue
+            if cs is not None and cs.count_of(set_value_t) >= 2:
+                sigs = ", ".join(repr(s) for s in cs if type(s) is set_value_t)
+                raise TypeError(
+                    f"when_all(): child #{i} ({c!r}) can complete with several value signatures "
+                    f"({sigs}); when_all needs at most one per child. Use "
+                    "sx.when_all_with_variant(...) or sx.into_variant(child) ([exec.when.all])"
+                )
+        if env is None:
+            self._checked = not need_env
+
+    def connect(self, rcvr: Any) -> _WhenAllOp:
+        children = self._children
+        op = _WhenAllOp(rcvr, len(children))
+        cenv = op._cenv = _WhenAllEnv(op._src.get_token(), get_env(rcvr))
+        checked = self._checked
+        if checked is None:
+            self._check_child_sigs(None)
+            checked = self._checked
+        if not checked:
+            self._check_child_sigs(cenv)
+        ops: list[Any] = []
+        try:
+            for i, c in enumerate(children):
+                ops.append(connect(c, _ChildReceiver(op, i)))
+        except BaseException:
+            # A child rejected its receiver (or a coroutine given twice): release what the
+            # children connected so far hold, at once, not when the garbage collector runs.
+            for o in ops:
+                close_op(o)
+            raise
+        op._ops = ops
+        return op
+
+    def get_env(self) -> Any:
+        """``env()``, or ``get_domain`` when the children share a non-default domain
+        ([exec.when.all])."""
+        attrs = self._attrs
+        if attrs is None:
+            attrs = EMPTY_ENV
+            if domains_active():
+                cd = _common_domain(self._children)
+                if type(cd) is not default_domain:
+                    attrs = prop(get_domain, cd)
+            self._attrs = attrs
+        return attrs
+
+    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+        """Concatenated values, the union of the errors, and stopped ([exec.when.all])."""
+        cenv = None if env is None else _WhenAllEnv(inplace_stop_source().get_token(), env)
+        # A child without a value signature contributes no datums ([exec.stopped.opt]'s
+        # example: when_all(just(1), just_stopped()) has the value signature (int)).
+        values: list[Any] = []
+        others: list[Any] = []
+        for c in self._children:
+            cs = get_completion_signatures(c, cenv)
+            if cs is None:
+                return None
+            vsigs = [s for s in cs if type(s) is set_value_t]
+            if len(vsigs) >= 2:
+                raise TypeError(
+                    f"when_all(): child {c!r} has several value signatures; when_all needs at most "
+                    "one per child. Use sx.when_all_with_variant(...) or sx.into_variant(child) "
+                    "([exec.when.all])"
+                )
+            if vsigs:
+                values.extend(vsigs[0].args)
+            others.extend(s for s in cs if type(s) is not set_value_t)
+        sigs: list[Any] = [set_value_t(*values)]
+        sigs.extend(others)
+        if env is None or not is_unstoppable(get_stop_token(env)):
+            sigs.append(set_stopped_t())  # an outer stop before start ([exec.when.all])
+        return completion_signatures(*sigs)
+
+    @property
+    def _sx_completes_inline(self) -> bool:
+        return all(getattr(c, "_sx_completes_inline", False) for c in self._children)
+
+    @property
+    def data(self) -> Any:
+        return None
+
+    @property
+    def children(self) -> tuple[Any, ...]:
+        return self._children
+
+    def __repr__(self) -> str:
+        return f"{self.tag!r}({', '.join(map(repr, self._children))})"
+
+
+class _WhenAllWithVariantSender(_WhenAllSender):
+    __slots__ = ("_lowered",)
+
+    def __init__(self, children: tuple[Any, ...]) -> None:
+        super().__init__(children)
+        self._lowered: Sender[Any] | None = None
+
+    def lower(self) -> Sender[Any]:
+        """``when_all(into_variant(c) for c in children)`` ([exec.when.all])."""
+        low = self._lowered
+        if low is None:
+            low = self._lowered = when_all(*(into_variant(c) for c in self._children))
+        return low
+
+    def connect(self, rcvr: Any) -> Any:
+        return connect(self.lower(), rcvr)
+
+    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+        return get_completion_signatures(self.lower(), env)
+
+
+def _make(cls: type[_WhenAllSender], name: str, sndrs: tuple[Any, ...]) -> Sender[Any]:
+    """Check the arguments ([exec.when.all]) and build the sender, transformed by the children's
+    common early domain when domains are in use ([exec.snd.expos])."""
+    if not sndrs:
+        raise TypeError(
+            f"{name}() needs at least one sender ([exec.when.all]); for no work at all use "
+            "sx.just()"
+        )
+    for i, s in enumerate(sndrs):
+        if not is_sender(s):
+            raise TypeError(f"{name}(): argument #{i} must be a sender, got {type(s).__name__}")
+    sndr = cls(sndrs)
+    if domains_active():
+        return early(_common_domain(sndrs), sndr)  # type: ignore[no-any-return]
+    return sndr
+
+
+class when_all_t(Algorithm):
+    """``when_all(*senders)``: run senders concurrently; complete when all have completed.
+
+    [exec.when.all]. Success sends every child's datums, concatenated in argument order:
+    ``sync_wait(when_all(just(1), just(2, 3), just()))`` is ``(1, 2, 3)``. The first error requests
+    stop on the other children and becomes the result (an error also beats an earlier stop); a
+    stopped child requests stop and makes the result stopped. ``when_all`` always waits for every
+    child before completing. Its children see ``when_all``'s own stop token, to which a stop request
+    on the receiver's token is forwarded; a request made before ``start`` completes ``set_stopped``
+    without starting any child. Attributes: empty, or ``get_domain`` if the children share a custom
+    domain ([exec.when.all]).
+
+    Coroutine objects and other awaitables are accepted as children. Raises ``TypeError`` at call
+    for no senders or a non-sender ([exec.when.all]), and at ``connect`` for a child whose declared
+    completion signatures have more than one value signature ([exec.when.all]; use
+    ``when_all_with_variant``). Children may complete on different threads.
+    """
+
+    __slots__ = ()
+
+    def __call__(self, *sndrs: Any) -> Sender[Any]:
+        return _make(_WhenAllSender, "when_all", sndrs)
+
+
+class when_all_with_variant_t(Algorithm):
+    """``when_all_with_variant(*senders)``: ``when_all(*(into_variant(s) for s in senders))``.
+
+    [exec.when.all]. Each child contributes exactly one datum, the
+    tuple of the datums it sent, so children with several possible value signatures are
+    fine: ``sync_wait(when_all_with_variant(just(1), just(2, 3)))`` is ``((1,), (2, 3))``.
+    The lowering to ``when_all(into_variant(...), ...)`` happens at ``connect``
+    (``transform_sender``), so a domain may customise ``when_all_with_variant`` itself.
+    """
+
+    __slots__ = ()
+
+    def __call__(self, *sndrs: Any) -> Sender[Any]:
+        return _make(_WhenAllWithVariantSender, "when_all_with_variant", sndrs)
+
+    def transform_sender(self, sndr: Any, env: Any = None) -> Any:
+        """The late lowering to ``when_all(into_variant(c), ...)`` ([exec.when.all],
+        [exec.snd.transform])."""
+        if env is None or not isinstance(sndr, _WhenAllWithVariantSender):
+            return sndr
+        return sndr.lower()
+
+
+when_all = when_all_t()
+# Sender types that never declare more than one value signature, so that the check of 16.2
+# costs nothing for them (it would otherwise build their signatures on every new sender).
+_AT_MOST_ONE_VALUE_SIG: set[type] = {
+    type(just()),
+    type(just_error(0)),
+    type(just_stopped()),
+    type(read_env(get_stop_token)),
+    type(into_variant(just())),
+    _WhenAllSender,
+}
+when_all_with_variant = when_all_with_variant_t()
+_WhenAllSender.tag = when_all
+_WhenAllWithVariantSender.tag = when_all_with_variant

@@ -1,0 +1,133 @@
+"""``write_env`` and ``unstoppable`` ([exec.write.env], [exec.unstoppable]).
+
+``write_env(sndr, e)`` runs ``sndr`` with the receiver environment
+``JOIN-ENV(e, FWD-ENV(get_env(rcvr)))``: the written queries win, are visible even when they are not
+forwarding queries, and the outer receiver's non-forwarding queries are hidden ([exec.write.env]).
+``unstoppable(sndr)`` is ``write_env(sndr, prop(get_stop_token, never_stop_token()))``
+([exec.unstoppable]). Both complete wherever their child completes, which ``affine_on`` relies on
+([exec.write.env]).
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar, overload
+
+from .._core._adaptor_util import (
+    BinaryAdaptor,
+    InlineAsChild,
+    UnaryAdaptor,
+    UnarySender,
+    WriteEnvReceiver,
+    early_child,
+)
+from .._core._completion_signatures import completion_signatures, dependent_sender_error
+from .._core._domain import connect_unchecked as connect
+from .._core._env import EMPTY_ENV, fwd_env, join_env
+from .._core._infallible import UNSTOPPABLE_ENV
+from .._core._protocol import Closure, Sender
+
+__all__ = ["unstoppable", "write_env"]
+
+T = TypeVar("T")
+
+
+class _WriteEnvSender(InlineAsChild, UnarySender):
+    __slots__ = ("_env",)
+
+    def __init__(self, child: Any, e: Any) -> None:
+        self._child = child
+        self._env = e
+
+    def connect(self, rcvr: Any) -> Any:
+        # The operation adds nothing to start(): the child's operation state is the result.
+        return connect(self._child, WriteEnvReceiver(rcvr, self._env))
+
+    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+        """The child's signatures in the joined environment ([exec.write.env])."""
+        m = getattr(self._child, "get_completion_signatures", None)
+        if m is None:
+            return None
+        if env is not None:
+            r: completion_signatures | None = m(join_env(self._env, fwd_env(env)))
+            return r
+        try:
+            r = m(None)
+        except dependent_sender_error as dep:
+            # The written env may be all the child needs (write_env(read_env(q), prop(q, v))).
+            try:
+                r = m(self._env)
+            except TypeError:
+                raise dep from None
+        return r
+
+    @property
+    def data(self) -> Any:
+        return self._env
+
+    def __repr__(self) -> str:
+        return f"write_env({self._child!r}, {self._env!r})"
+
+
+class write_env_t(BinaryAdaptor):
+    """``write_env(sndr, env)``: run ``sndr`` with ``env`` joined in front of the receiver's.
+
+    [exec.write.env]. The child's receiver environment is
+    ``JOIN-ENV(env, FWD-ENV(get_env(rcvr)))``:
+
+    * queries answered by ``env`` take precedence over the receiver's;
+    * they are visible to the child even if they are not forwarding queries;
+    * the receiver's own non-forwarding queries are hidden.
+
+    Completions are forwarded unchanged; the completion signatures are the child's in the joined
+    environment ([exec.write.env]). ``env`` is any object with a ``query`` method (``sx.prop``,
+    ``sx.env``). ``write_env(env)`` (no sender) returns a closure, so ``sndr | write_env(env)``
+    works too (an extension: the draft has no closure form, [exec.write.env]). Raises ``TypeError``
+    for a non-sender or a non-environment.
+    """
+
+    __slots__ = ()
+    _name = "write_env"
+    _arg = "env"
+
+    @overload
+    def __call__(self, env: Any, /) -> Closure[Any]: ...
+    @overload
+    def __call__(self, sndr: Sender[T], env: Any, /) -> Sender[T]: ...
+    def __call__(self, *args: Any) -> Any:
+        return self._build(args)
+
+    def _check_arg(self, e: Any) -> None:
+        if e is EMPTY_ENV:
+            return
+        if not callable(getattr(e, "query", None)) or isinstance(e, type):
+            raise TypeError(
+                "write_env(): env must be an environment (an object with a query() method such "
+                f"as sx.prop(q, v) or sx.env(...)), got {type(e).__name__}"
+            )
+
+    def _make(self, sndr: Any, e: Any) -> Any:
+        self._check_arg(e)
+        return early_child(sndr, _WriteEnvSender(sndr, e))
+
+
+class unstoppable_t(UnaryAdaptor):
+    """``unstoppable(sndr)``: run ``sndr`` with a ``never_stop_token`` ([exec.unstoppable]).
+
+    [exec.unstoppable]. Equivalent to ``write_env(sndr, prop(get_stop_token,
+    never_stop_token()))`` (and it is that sender: its ``tag`` is ``write_env``). Inside,
+    ``read_env(get_stop_token)`` gives ``never_stop_token()``; a stop request on the outer
+    receiver's token never reaches the child; completions are forwarded unchanged. Also usable
+    as ``sndr | unstoppable`` (an extension).
+    """
+
+    __slots__ = ()
+    _name = "unstoppable"
+
+    def _apply(self, sndr: Any) -> Sender[Any]:
+        r: Sender[Any] = early_child(sndr, _WriteEnvSender(sndr, UNSTOPPABLE_ENV))
+        return r
+
+
+write_env = write_env_t()
+unstoppable = unstoppable_t()
+_WriteEnvSender.tag = write_env

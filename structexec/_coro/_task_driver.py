@@ -1,0 +1,587 @@
+"""The task driver: one loop that steps a stack of task bodies ([task.promise]; P3552R1 4.10).
+
+[exec.task], [task.promise], docs/task.md 'How "stopped" unwinds a task',
+docs/task.md "What a task is". A :class:`Driver` runs the body of a started task (its *root frame*,
+a :class:`TaskFrame`: ``_TaskOp`` of ``_task.py``) and of every task that body awaits on the same
+scheduler (*child frames*, pushed on ``frames``): a nested await is a new frame on the same loop,
+not a new operation, trio task or stack frame.
+
+While it steps a body the driver is ``_hooks.driver_state.driver``, so ``await sndr``
+(``Sender.__await__``) calls :meth:`Driver.await_sender`, which yields the sender to the loop.
+The loop connects it with the driver as the receiver and starts it:
+
+* completed inside ``start``: the body is resumed in the same loop iteration (100,000 awaits of
+  ``just(i)`` use constant stack);
+* otherwise the loop returns, and the completion resumes it: off trio on ``SCHED``, through an
+  unstoppable ``schedule(SCHED)`` hop unless the sender is known to complete there already
+  (scheduler affinity, [exec.task], P3941R1); in a trio task by rescheduling that task.
+
+Values are sent into the body (docs/trio.md "Awaiting a sender"), errors thrown into it, and a
+stopped completion throws ``sx.Stopped`` to unwind it (docs/task.md). ``with_error``,
+``change_coroutine_scheduler`` and awaited tasks are recognised by type. Two modes: ``LOOP`` (a
+plain loop on the scheduler's agent, ``run_loop_from``) and ``TRIO`` (a generator awaited by the
+hosting trio task, ``__await__``), where foreign yields (trio primitives) pass through to trio.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any, Protocol
+
+import trio
+import trio.lowlevel as tl
+
+from .._algorithms._affine_on import completes_on
+from .._algorithms._just import just, just_error, just_stopped
+from .._algorithms._read_env import read_env
+from .._core import _hooks
+from .._core._completion_signatures import get_completion_signatures
+from .._core._coroutine_driver import swallowed_stop_message
+from .._core._domain import connect_unchecked as connect
+from .._core._domain import may_transform
+from .._core._env import _MISSING, get_scheduler, sched_env
+from .._core._errors import ErrorValue, Stopped, terminate
+from .._core._infallible import UNSTOPPABLE_ENV
+from .._core._protocol import completed_twice
+from .._core._tags import set_value_t
+from .._core._trampoline import trampoline_start
+from .._schedulers._inline_scheduler import inline_scheduler
+from .._trio._trio_bridge import RunState, call_in_run, run_finished_error
+from ._task_environment import (
+    Config,
+    change_coroutine_scheduler,
+    resolve_scheduler,
+    trio_run_of,
+    with_error,
+)
+
+__all__: list[str] = []
+
+_driver_state = _hooks.driver_state
+_reschedule = tl.reschedule
+_wait_task_rescheduled = tl.wait_task_rescheduled
+_FAILED = tl.Abort.FAILED
+
+# Completion kinds inside the driver.
+PENDING, SEND, THROW, STOP = 0, 1, 2, 3
+# Driver modes.
+LOOP, TRIO = 1, 2
+# What Driver._step returns besides a foreign yielded object.
+_SUSPEND: Any = object()
+_DONE: Any = object()
+# What Driver.await_sender yields to the loop.
+_AWAIT: Any = object()
+# TaskFrame.unwinding
+UNWIND_NONE, _UNWIND_STOP, _UNWIND_ERROR = 0, 1, 2
+
+
+
+class TaskFrame(Protocol):
+    """What the driver uses of a frame: a task's operation state and promise ([task.state],
+    [task.promise]).
+
+    ``_task.py`` implements it (``_TaskOp``) and imports this module; the driver knows frames only
+    through this protocol, so it never imports ``_task.py``. A frame is also the environment of
+    the senders its body awaits (the promise's ``get_env``, [exec.task]): the driver passes it
+    wherever an environment is expected.
+    """
+
+    #: The body: a coroutine, stepped with ``send``/``throw``; ``None`` once it has finished.
+    coro: Any
+    #: What the task's Environment configured ([exec.task]): ``name``, ``exc_types`` (the
+    #: ``error_types``), ``inline`` (``scheduler_type`` is ``inline_scheduler``),
+    #: ``check_with_error``.
+    cfg: Config
+    #: ``SCHED`` ([exec.task]); ``change_coroutine_scheduler`` replaces it.
+    sched: Any
+    #: The task's own stop source, or ``None`` when it uses its receiver's token ([exec.task]).
+    source: Any
+    #: The driver running this frame; the root frame's is cleared when it completes.
+    driver: Any
+    #: ``UNWIND_NONE``, or why the body is being unwound: a stop, or ``with_error``.
+    unwinding: int
+    #: The error of ``await sx.with_error(e)`` while the body unwinds for it ([task.promise]).
+    exit_error: Any
+
+    def query(self, q: Any, *args: Any) -> Any:
+        """The promise's environment ([exec.task]): ``get_scheduler``, ``get_stop_token``, ..."""
+
+    def hand_over(self, exc: BaseException) -> bool:
+        """Give ``exc`` (not an error datum) to the consumer waiting for the task; ``False`` if
+        none took it."""
+
+    def child_frame(self, sndr: Any, drv: Driver) -> TaskFrame | None:
+        """The frame that runs the awaited task ``sndr`` on ``drv``'s loop, or ``None`` when it
+        runs on another scheduler ([exec.task])."""
+
+    def _unlink(self) -> None:
+        """Deregister the link from the receiver's stop token to the task's own stop source."""
+
+    def _complete_root(self, kind: int, data: Any) -> None:
+        """Complete the task's receiver: ``SEND`` a value, ``THROW`` an error, else stopped."""
+
+
+class _ErrorExit(BaseException):
+    """Thrown into a task body by ``await sx.with_error(e)`` to unwind it (private)."""
+
+
+class _Hop:
+    """Receiver of the hop back onto ``SCHED`` after an await (unstoppable, P3941R1)."""
+
+    __slots__ = ("_drv",)
+
+    def __init__(self, drv: Driver) -> None:
+        self._drv = drv
+
+    def get_env(self) -> Any:
+        return UNSTOPPABLE_ENV
+
+    def set_value(self) -> None:
+        self._drv._loop()
+
+    def set_error(self, err: Any) -> None:
+        terminate(
+            "an infallible scheduler's schedule() completed with an error on a task's hop back "
+            "([exec.affine.on], P3941R1)",
+            err if isinstance(err, BaseException) else None,
+        )
+        self._drv._loop()
+
+    def set_stopped(self) -> None:
+        terminate("an infallible scheduler's schedule() completed stopped on a task's hop back")
+        self._drv._loop()
+
+
+class Driver:
+    """Steps a stack of task frames with one loop (see the module docstring).
+
+    It is the receiver of every sender awaited by its frames (one at a time); its
+    environment is the top frame's (the promise's ``get_env``, [exec.task]).
+    """
+
+    __slots__ = (
+        "cancelled",
+        "data",
+        "frames",
+        "gate",
+        "hop",
+        "kind",
+        "mode",
+        "run",
+        "sndr",
+        "task",
+        "top",
+    )
+    #: How ``with_error`` and ``change_coroutine_scheduler`` recognise a task body's driver.
+    is_task_driver = True
+
+    def __init__(self, root: TaskFrame, run: RunState | None) -> None:
+        self.top = root
+        self.frames: list[TaskFrame] = [root]
+        self.run = run
+        self.mode = LOOP
+        self.kind = PENDING
+        self.data: Any = None
+        self.sndr: Any = None
+        self.gate: Any = None
+        self.hop = False
+        self.task: Any = None
+        self.cancelled = False
+
+    # -- the coroutine side ------------------------------------------------------------------
+
+    def await_sender(self, sndr: Any) -> Generator[Any, Any, Any]:
+        """``await sndr`` in a frame's coroutine: hand it to the loop."""
+        self.sndr = sndr
+        return (yield _AWAIT)
+
+    # -- receiver of the awaited operation -----------------------------------------------------
+
+    def get_env(self) -> Any:
+        return self.top
+
+    def set_value(self, *vals: Any) -> None:
+        if self.kind:
+            raise completed_twice(self, "set_value")
+        n = len(vals)
+        self.data = vals[0] if n == 1 else (None if n == 0 else vals)
+        self.kind = SEND
+        g = self.gate
+        if g is not None and g.pop(0, _MISSING) is _MISSING:
+            self._resume()
+
+    def set_error(self, err: Any) -> None:
+        if self.kind:
+            raise completed_twice(self, "set_error")
+        self.data = err if isinstance(err, BaseException) else ErrorValue(err)
+        self.kind = THROW
+        g = self.gate
+        if g is not None and g.pop(0, _MISSING) is _MISSING:
+            self._resume()
+
+    def set_stopped(self) -> None:
+        if self.kind:
+            raise completed_twice(self, "set_stopped")
+        self.kind = STOP
+        g = self.gate
+        if g is not None and g.pop(0, _MISSING) is _MISSING:
+            self._resume()
+
+    def _resume(self) -> None:
+        """The awaited operation completed after the loop suspended: continue on SCHED."""
+        if self.mode == TRIO:
+            run = self.run
+            assert run is not None
+            if not call_in_run(run, self._wake):
+                raise run_finished_error("resume a task after an await")
+            return
+        if self.hop:
+            # Back onto SCHED's agent; the hop cannot be stopped (P3941R1 3.2, [exec.task]).
+            op = connect(self.top.sched.schedule(), _Hop(self))
+            trampoline_start(op)
+            return
+        self._loop()
+
+    def _wake(self) -> None:
+        _reschedule(self.task)
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def run_loop_from(self, kind: int, data: Any) -> None:
+        self.kind = kind
+        self.data = data
+        self._loop()
+
+    def _loop(self) -> None:
+        kind = self.kind
+        data = self.data
+        self.data = None
+        while True:
+            r = self._step(kind, data)
+            if r is _SUSPEND or r is _DONE:
+                return
+            kind, data = THROW, RuntimeError(_foreign_message(self.top, r))
+
+    def _trio_loop(self) -> Generator[Any, Any, None]:
+        self.task = tl.current_task()
+        kind, data = SEND, None
+        while True:
+            r = self._step(kind, data)
+            if r is _DONE:
+                return
+            if r is _SUSPEND:
+                yield from _wait_task_rescheduled(self._abort).__await__()
+                kind = self.kind
+                data = self.data
+                self.data = None
+                continue
+            # A trio primitive yielded to trio: pass it through, and its answer back.
+            try:
+                data = yield r
+                kind = SEND
+            except BaseException as e:
+                kind, data = THROW, e
+
+    def __await__(self) -> Generator[Any, Any, None]:
+        # The trio hosting operation awaits the driver: the body runs in that trio task.
+        r: Generator[Any, Any, None] = self._trio_loop()
+        return r
+
+    def _abort(self, raise_cancel: Any) -> Any:
+        self.cancelled = True
+        # The hosting trio task is being cancelled while an awaited sender runs: that is a stop
+        # request (the awaited operation sees the task's token); keep waiting until it completes (an
+        # operation state outlives its operation,
+        # docs/trio.md "trio cancellation becomes a stop request").
+        src = self.frames[0].source
+        if src is not None:
+            src.request_stop()
+        return _FAILED
+
+    def abandon(self) -> None:
+        for fr in self.frames:
+            c = fr.coro
+            fr.coro = None
+            if c is not None:
+                c.close()
+
+    def _step(self, kind: int, data: Any) -> Any:
+        """Run frames until the loop must wait, the root finished, or a foreign yield."""
+        ds = _driver_state
+        fr = self.top
+        coro = fr.coro
+        while True:
+            prev = ds.driver
+            ds.driver = self
+            try:
+                if kind == SEND:
+                    y = coro.send(data)
+                elif kind == THROW:
+                    y = coro.throw(data)
+                else:
+                    # Stopped: unwind the body; it is never resumed with a value (docs/task.md).
+                    fr.unwinding = _UNWIND_STOP
+                    y = coro.throw(Stopped())
+            except StopIteration as si:
+                ds.driver = prev
+                k, d = self._returned(fr, si.value)
+            except Stopped:
+                ds.driver = prev
+                k, d = STOP, None
+            except _ErrorExit:
+                ds.driver = prev
+                k, d = THROW, fr.exit_error
+            except Exception as e:
+                ds.driver = prev
+                if self.mode == LOOP and type(e) is RuntimeError and e.args == _TRIO_NO_CTX:
+                    e = _trio_off_loop_error(fr, e)
+                if not isinstance(e, fr.cfg.exc_types):
+                    terminate(
+                        f"the task {fr.cfg.name} raised {type(e).__name__}, which is not among "
+                        "its error_types ([task.promise] unhandled_exception); add it to the "
+                        "Environment's error_types or catch it in the body",
+                        e,
+                    )
+                k, d = THROW, e
+            except BaseException as e:
+                # trio.Cancelled (trio mode), KeyboardInterrupt, ...: never an error datum.
+                # The root completes stopped and the exception goes on to trio / the caller,
+                # or to the consumer that waits for the task if it takes it (raised_sink: an
+                # await in a trio task, sync_wait), which raises it where it waits; in a child
+                # frame it propagates into the parent like a plain `await`.
+                ds.driver = prev
+                if len(self.frames) == 1:
+                    if not isinstance(e, trio.Cancelled) and fr.hand_over(e):
+                        self._finish_root(fr, STOP, None)  # the consumer ignores it
+                        return _DONE
+                    self._finish_root(fr, STOP, None)
+                    raise
+                self._pop(fr)
+                fr = self.top
+                coro = fr.coro
+                kind, data = THROW, e
+                continue
+            else:
+                ds.driver = prev
+                if y is _AWAIT:
+                    sndr = self.sndr
+                    self.sndr = None
+                    ts = type(sndr)
+                    if ts is _JUST and not may_transform(_JUST.tag):
+                        # await sx.just(...): nothing to connect or start, no user code runs
+                        # in between; the values are the result (no domain can intervene).
+                        vals = sndr._vals
+                        n = len(vals)
+                        kind = SEND
+                        data = vals[0] if n == 1 else (None if n == 0 else vals)
+                        continue
+                    if ts is _TaskSender:
+                        # An awaited task on the same scheduler: a new frame on this loop.
+                        try:
+                            child = fr.child_frame(sndr, self)
+                        except Exception as e:  # consumed, or bad arguments
+                            kind, data = THROW, e
+                            continue
+                        if child is not None:
+                            self.frames.append(child)
+                            self.top = fr = child
+                            coro = fr.coro
+                            kind, data = SEND, None
+                            continue
+                    try:
+                        if ts not in _ONE_VALUE_SIG:
+                            _check_awaitable(sndr, fr)
+                        op = connect(sndr, self)
+                    except Exception as e:
+                        kind, data = THROW, e
+                        continue
+                    self.kind = PENDING
+                    self.gate = None
+                    try:
+                        op.start()
+                    except BaseException as e:
+                        # start() must not raise ([exec.opstate.start]); if it does, the
+                        # await raises it, as an await in a trio task does. A completion
+                        # that still arrives is a second one (kind is no longer PENDING).
+                        self.kind = THROW
+                        self.data = None
+                        kind, data = THROW, e
+                        continue
+                    if not self.kind:
+                        # Not completed inside start(). Decide the hop back, then arm the
+                        # gate: whichever of this thread and the completing one pops it
+                        # second continues the loop (see set_value).
+                        if self.mode == TRIO or fr.cfg.inline:
+                            self.hop = False
+                        else:
+                            self.hop = not (
+                                getattr(sndr, "_sx_affine", False) is True
+                                or completes_on(sndr, fr.sched, fr)
+                            )
+                        gate = self.gate = {0: None}
+                        # (re-read: the completion may have arrived on another thread)
+                        if self.kind == PENDING and gate.pop(0, _MISSING) is None:
+                            return _SUSPEND  # the completion resumes the loop
+                    kind = self.kind
+                    data = self.data
+                    self.data = None
+                    continue
+                ty = type(y)
+                if ty is with_error:
+                    why = fr.cfg.check_with_error(y.error)
+                    if why is not None:
+                        kind, data = THROW, TypeError(why)
+                        continue
+                    # Never resumed: unwind the body (finally blocks run, and may await),
+                    # then complete with the error ([task.promise]).
+                    fr.unwinding = _UNWIND_ERROR
+                    fr.exit_error = y.error
+                    kind, data = THROW, _ErrorExit()
+                    continue
+                if ty is change_coroutine_scheduler:
+                    kind, data = self._change_scheduler(fr, y.scheduler)
+                    if kind == PENDING:
+                        return _SUSPEND
+                    continue
+                return y
+            # The frame's body finished with (k, d).
+            if len(self.frames) == 1:
+                self._finish_root(fr, k, d)
+                return _DONE
+            self._pop(fr)
+            fr = self.top
+            coro = fr.coro
+            if k == THROW and not isinstance(d, BaseException):
+                d = ErrorValue(d)
+            kind, data = k, d
+
+    def _returned(self, fr: TaskFrame, v: Any) -> tuple[int, Any]:
+        u = fr.unwinding
+        if u == _UNWIND_STOP:
+            return THROW, RuntimeError(swallowed_stop_message(f"the task {fr.cfg.name}"))
+        if u == _UNWIND_ERROR:
+            return THROW, fr.exit_error
+        if type(v) is with_error:
+            why = fr.cfg.check_with_error(v.error)
+            if why is not None:
+                return THROW, TypeError(why)
+            return THROW, v.error
+        return SEND, v
+
+    # -- frames -----------------------------------------------------------------------------
+
+    def _pop(self, fr: TaskFrame) -> None:
+        fr._unlink()
+        fr.coro = None
+        frames = self.frames
+        frames.pop()
+        self.top = frames[-1]
+
+    def _finish_root(self, fr: TaskFrame, kind: int, data: Any) -> None:
+        fr.coro = None
+        fr.driver = None  # no reference cycle left behind
+        self.sndr = self.data = None
+        fr._complete_root(kind, data)
+
+    # -- change_coroutine_scheduler (deprecated) ----------------------------------------------
+
+    def _change_scheduler(self, fr: TaskFrame, sch: Any) -> tuple[int, Any]:
+        try:
+            cfg = fr.cfg
+            new = inline_scheduler() if cfg.inline else resolve_scheduler(cfg, sched_env(sch))
+            new_run = trio_run_of(new)
+            if (new_run is None) != (self.mode == LOOP) or (
+                new_run is not None and new_run is not self.run
+            ):
+                raise TypeError(
+                    "change_coroutine_scheduler() cannot move a task between the trio "
+                    "scheduler and a scheduler of another kind; await sx.starts_on(sch, "
+                    "nested_task()) instead (P3941R1 3.4)"
+                )
+        except Exception as e:
+            return THROW, e
+        old = fr.sched
+        fr.sched = new
+        if self.mode == TRIO or cfg.inline:
+            return SEND, old
+        # Continue on the new scheduler: an unstoppable hop.
+        self.kind = PENDING
+        self.data = old
+        self.hop = False
+        op = connect(new.schedule(), _ChangeHop(self, old))
+        trampoline_start(op)
+        return PENDING, None
+
+
+class _ChangeHop(_Hop):
+    __slots__ = ("_old",)
+
+    def __init__(self, drv: Driver, old: Any) -> None:
+        super().__init__(drv)
+        self._old = old
+
+    def set_value(self) -> None:
+        self._drv.run_loop_from(SEND, self._old)
+
+
+def _check_awaitable(sndr: Any, env: Any) -> None:
+    """A sender with several value signatures is not awaitable ([exec.as.awaitable],
+    [exec.task])."""
+    try:
+        sigs = get_completion_signatures(sndr, env)
+    except Exception:
+        return
+    if sigs is not None and sigs.count_of(set_value_t) > 1:
+        raise TypeError(
+            f"{sndr!r} has {sigs.count_of(set_value_t)} value completion signatures and cannot "
+            "be awaited: await sx.into_variant(sndr) instead ([exec.as.awaitable], P3552R1 4.4)"
+        )
+
+
+#: What trio raises when one of its primitives is awaited outside a trio task.
+_TRIO_NO_CTX = ("must be called from async context",)
+
+
+def _off_trio_message(fr: TaskFrame, detail: str) -> str:
+    return (
+        f"the task {fr.cfg.name} awaited a trio primitive (trio.sleep, a channel, a nursery, a "
+        f"cancel scope, ...) or another non-structexec awaitable, but it runs on {fr.sched!r}, "
+        "not on the trio scheduler, so it is not inside a trio task. Await the task from trio "
+        "code, spawn it into a counting_scope, or run the trio part as a nested task on the "
+        f"trio scheduler: await sx.starts_on(sx.trio_scheduler(), nested_task()) ({detail})"
+    )
+
+
+def _trio_off_loop_error(fr: TaskFrame, e: RuntimeError) -> RuntimeError:
+    """Replace trio's terse error by one that says why and what to do (issue: clear error)."""
+    err = RuntimeError(_off_trio_message(fr, f"trio said: {e.args[0]!r}"))
+    err.__cause__ = e
+    err.__traceback__ = e.__traceback__
+    return err
+
+
+def _foreign_message(fr: TaskFrame, y: Any) -> str:
+    return _off_trio_message(fr, f"it yielded {y!r}")
+
+
+_JUST = type(just(0))
+
+#: Sender types known to have at most one value signature (no per-await check needed).
+_ONE_VALUE_SIG: set[type] = {
+    type(just(0)),
+    type(just_error(0)),
+    type(just_stopped()),
+    type(read_env(get_scheduler)),
+}
+
+#: The task sender class. ``_task.py`` defines it and imports this module, so it hands the
+#: class over with :func:`bind_task_sender`; the loop recognises awaited tasks by this exact
+#: type (a fast identity check on every await).
+_TaskSender: Any = None
+
+
+def bind_task_sender(cls: type) -> None:
+    """Called once by ``_task.py`` with the task sender class (see ``_TaskSender``)."""
+    global _TaskSender
+    _TaskSender = cls
+    _ONE_VALUE_SIG.add(cls)

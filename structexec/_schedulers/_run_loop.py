@@ -1,0 +1,293 @@
+"""``run_loop``: a FIFO execution context driven by the thread that calls ``run()``.
+
+[exec.run.loop]. Thread-safe: any thread may schedule onto the loop; the
+work runs on the thread inside ``run()``, in FIFO order. An item checks its receiver's stop
+token when it runs and completes ``set_stopped()`` if stop was requested ([exec.run.loop.types]).
+
+This module also holds the private plumbing the execution contexts share for a
+``BaseException`` (``KeyboardInterrupt``, ``SystemExit``) that user code raises while an
+execution context completes work on its own agent (the trio scheduler's drainer, a thread
+pool worker): :data:`raised_sink` and :func:`deliver_raised` (see there).
+"""
+
+from __future__ import annotations
+
+import _thread
+import signal
+import threading
+from collections import deque
+from typing import Any
+
+from .._core._env import Query, query_or, sched_attrs
+from .._core._errors import terminate
+from .._core._schedule_sender import ScheduleOp, ScheduleSender
+
+__all__ = ["run_loop"]
+
+_STARTING, _RUNNING, _FINISHING, _FINISHED = "starting", "running", "finishing", "finished"
+#: A loop whose only consumer has gone (``sync_wait`` left with a ``BaseException``): it is
+#: finished, and work that other threads still schedule onto it is dropped (never run).
+_ABANDONED = "abandoned"
+
+
+# --------------------------------------------------------------------------- raised sink
+
+
+class raised_sink_t(Query):
+    """Private forwarding query: who takes a ``BaseException`` raised while completing work.
+
+    When user code (a ``then`` function, a bulk function, a task body resumed by a scheduler) raises
+    a ``BaseException`` that is not an error datum (docs/senders.md "What happens when things fail")
+    while an execution context completes work on its own agent (the trio scheduler's drainer, a
+    thread pool worker), nobody up the stack waits for the result: the exception reaches the
+    execution context, and the receivers between it and the final consumer can no longer complete.
+    The execution context then asks the environment of the receiver it was completing for
+    ``raised_sink``. A consumer that waits for the result (``await`` in a trio task, ``sync_wait``)
+    answers with a callable ``sink(exc) -> bool``: it takes the exception (returns ``True``), raises
+    it where it waits, as if the code had run there, and ignores any completion that still arrives
+    afterwards. ``False`` (or no answer) means nobody took it: :func:`deliver_raised` then uses the
+    fallback.
+    """
+
+    forwarding = True
+    __slots__ = ()
+
+
+raised_sink = raised_sink_t()
+
+
+def _sigint_delivered() -> bool:
+    try:
+        return callable(signal.getsignal(signal.SIGINT))
+    except Exception:  # pragma: no cover - no signal support
+        return False
+
+
+def _ctrl_c() -> None:
+    """Deliver SIGINT to the main thread as a Ctrl-C does (a real signal where possible, so
+    that a main thread blocked in a system call, e.g. trio waiting for I/O, wakes up)."""
+    kill = getattr(signal, "pthread_kill", None)
+    if kill is not None:
+        try:
+            kill(threading.main_thread().ident, signal.SIGINT)
+            return
+        except Exception:  # pragma: no cover - fall back to the simulated signal
+            pass
+    _thread.interrupt_main()  # pragma: no cover - no pthread_kill (Windows)
+
+
+def sink_of(env: Any) -> Any:
+    """The ``raised_sink`` of ``env`` (an environment), or ``None``; never raises."""
+    if env is None:
+        return None
+    try:
+        return query_or(env, raised_sink, None)
+    except Exception:
+        return None
+
+
+def deliver_raised(sink: Any, exc: BaseException, where: str) -> bool:
+    """Hand ``exc`` (raised by user code on an execution context's agent) to its consumer.
+
+    ``sink`` is the consumer's :data:`raised_sink` (``None`` if it has none). Returns
+    ``True`` if the sink took ``exc``. Otherwise: a ``KeyboardInterrupt`` is delivered as a
+    Ctrl-C is (SIGINT to the main thread: under ``trio.run`` on the main thread, trio raises
+    ``KeyboardInterrupt`` in the main task and out of ``trio.run``); any other
+    ``BaseException``, or a ``KeyboardInterrupt`` while SIGINT is ignored, calls the
+    terminate handler (nobody can receive it). Returns ``False`` then. Raises only what the
+    terminate handler raises.
+    """
+    if sink is not None:
+        try:
+            if sink(exc) is True:
+                return True
+        except Exception:  # a broken sink: fall back
+            pass
+    if isinstance(exc, KeyboardInterrupt) and _sigint_delivered():
+        _ctrl_c()
+        return False
+    terminate(
+        f"{type(exc).__name__} raised by {where}, and no consumer waits for that work to "
+        "receive it (a BaseException is never an error completion): catch it inside the "
+        "function, or consume the work with await or sync_wait, which re-raise it",
+        exc,
+    )
+    return False
+
+
+class _RunLoopOp(ScheduleOp):
+    __slots__ = ()
+
+
+class _RunLoopSender(ScheduleSender):
+    __slots__ = ()
+    #: ``SCHED-ATTRS(sch)``: completions on value and stopped happen on the loop
+    #: ([exec.run.loop.types]).
+    _attrs_type = sched_attrs
+
+    def connect(self, rcvr: Any) -> _RunLoopOp:
+        return _RunLoopOp(self._sch._loop._push, rcvr)
+
+
+class _RunLoopScheduler:
+    """The scheduler of a :class:`run_loop`; equal iff from the same loop
+    ([exec.run.loop.types])."""
+
+    __slots__ = ("_loop",)
+
+    def __init__(self, loop: run_loop) -> None:
+        self._loop = loop
+
+    def schedule(self) -> _RunLoopSender:
+        return _RunLoopSender(self)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is _RunLoopScheduler:
+            return other._loop is self._loop
+        return NotImplemented  # let e.g. task_scheduler answer (symmetric equality, 23)
+
+    def __hash__(self) -> int:
+        return id(self._loop)
+
+    def __repr__(self) -> str:
+        return f"<run_loop scheduler of {self._loop!r}>"
+
+
+class run_loop:
+    """A FIFO queue of work run by the thread that calls :meth:`run` ([exec.run.loop]).
+
+    * ``get_scheduler()``: a scheduler whose ``schedule()`` never completes inline; the work
+      runs inside ``run()``. Schedulers from the same loop compare equal.
+    * ``run()``: runs queued items in FIFO order, blocking while the queue is empty, until
+      ``finish()`` has been called and the queue is empty. Items queued by running items run
+      in the same ``run()``. Calling it on a finished loop raises ``RuntimeError``.
+      An item that raises (a ``KeyboardInterrupt`` or ``SystemExit`` from user code; an
+      ``Exception`` becomes an error completion), or a Ctrl-C while ``run()`` waits, leaves
+      ``run()`` with that exception and the loop usable: it is no longer running, the items
+      not yet run stay queued, and calling ``run()`` again goes on with them.
+    * ``finish()``: thread-safe; wakes ``run()``. Calling it twice raises ``RuntimeError``.
+
+    Dropping a loop that is running or still holds work is a contract violation
+    ([exec.run.loop.ctor]): the terminate handler is called.
+    """
+
+    __slots__ = ("__weakref__", "_lock", "_queue", "_sleeping", "_state", "_wake")
+
+    def __init__(self) -> None:
+        self._queue: deque[_RunLoopOp] = deque()
+        self._lock = threading.Lock()
+        # A binary semaphore, held while nobody sleeps in run(): released (once) by the
+        # thread that gives a sleeping run() something to do. Cheaper than a Condition,
+        # whose wait() allocates a lock per call.
+        self._wake = threading.Lock()
+        self._wake.acquire()
+        self._sleeping = False
+        self._state = _STARTING
+
+    def get_scheduler(self) -> _RunLoopScheduler:
+        return _RunLoopScheduler(self)
+
+    def _push(self, op: _RunLoopOp) -> None:
+        lock = self._lock
+        lock.acquire()
+        if self._state == _FINISHED:
+            lock.release()
+            raise RuntimeError(
+                "schedule() on a run_loop that has finished running: start work on a loop "
+                "before finish() lets run() return ([exec.run.loop.members])"
+            )
+        if self._state == _ABANDONED:
+            lock.release()
+            return  # its consumer has gone: the work is dropped, never run
+        self._queue.append(op)
+        if self._sleeping:
+            self._sleeping = False
+            self._wake.release()
+        lock.release()
+
+    def run(self) -> None:
+        lock = self._lock
+        queue = self._queue
+        with lock:
+            if self._state not in (_STARTING, _FINISHING):
+                raise RuntimeError(f"run_loop.run() called while the loop is {self._state}")
+            if self._state == _STARTING:
+                self._state = _RUNNING
+        while True:
+            lock.acquire()
+            if queue:
+                op = queue.popleft()
+                lock.release()
+                try:
+                    op._execute()
+                except BaseException:
+                    # The item raised (a BaseException from user code: an Exception would
+                    # have become an error completion). It propagates to the caller of
+                    # run(); the loop is left usable: call run() again to go on.
+                    self._interrupted(False)
+                    raise
+                continue
+            if self._state == _FINISHING:
+                self._state = _FINISHED
+                lock.release()
+                return
+            self._sleeping = True
+            lock.release()
+            try:
+                self._wake.acquire()  # until _push or finish releases it
+            except BaseException:
+                # A signal handler raised (Ctrl-C while run() waits for work).
+                self._interrupted(True)
+                raise
+
+    def _interrupted(self, sleeping: bool) -> None:
+        """``run()`` is left by an exception: not running any more, wake-up state restored."""
+        with self._lock:
+            if sleeping:
+                if self._sleeping:
+                    self._sleeping = False  # nobody released _wake: it is still held
+                else:
+                    self._wake.acquire()  # a waker released it meanwhile: take it back
+            if self._state == _RUNNING:
+                self._state = _STARTING
+
+    def _abandon(self) -> None:
+        """The consumer has gone (``sync_wait`` was left by a ``BaseException``).
+
+        The loop ends up finished: queued work is dropped, later ``schedule()`` operations
+        are dropped when started (never run, never raising into the starting thread), and a
+        late ``finish()`` is a no-op. Dropping the loop then terminates nothing.
+        """
+        with self._lock:
+            self._state = _ABANDONED
+            self._queue.clear()
+            if self._sleeping:  # cannot happen (the consumer is not in run()), but be exact
+                self._sleeping = False
+                self._wake.release()
+
+    def finish(self) -> None:
+        with self._lock:
+            if self._state == _ABANDONED:
+                return
+            if self._state not in (_STARTING, _RUNNING):
+                raise RuntimeError(f"run_loop.finish() called while the loop is {self._state}")
+            self._state = _FINISHING
+            if self._sleeping:
+                self._sleeping = False
+                self._wake.release()
+
+    def __del__(self) -> None:
+        try:
+            queue = self._queue
+            state = self._state
+        except AttributeError:
+            return
+        if queue or state == _RUNNING:
+            terminate(
+                f"run_loop destroyed while {state} with {len(queue)} queued items "
+                "([exec.run.loop.ctor]): call finish() and then run() until it returns before "
+                "dropping a loop"
+            )
+
+    def __repr__(self) -> str:
+        return f"<run_loop {self._state}, {len(self._queue)} queued>"
