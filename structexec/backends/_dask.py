@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import concurrent.futures
 import importlib
-import operator
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from functools import partial
-from types import TracebackType
 from typing import Any
 
 from .._core._env import get_stop_token
-from .._parallel._sysctxrepl import parallel_scheduler_backend
 from ._common import (
     ClusterError,
     UnpicklableWorkError,
@@ -26,8 +23,7 @@ from ._common import (
     pickle_work,
     run_chunk_remotely,
 )
-from ._remote import RemoteJob, complete_soon
-from ._thread_pool import default_thread_pool
+from ._remote import RemoteBackend, RemoteJob, complete_soon
 
 __all__ = ["DaskBackend"]
 
@@ -79,7 +75,7 @@ def _dask_chunk(payload: bytes, b: int, e: int, flag: str | None) -> bytes:
 # --------------------------------------------------------------------------- the backend
 
 
-class DaskBackend(parallel_scheduler_backend):
+class DaskBackend(RemoteBackend):
     """Runs bulk work on a dask.distributed cluster (``pip install structexec[dask]``).
 
     ``DaskBackend(client_or_address, *, chunks_per_thread=4)``: ``client_or_address`` is a
@@ -216,35 +212,13 @@ class DaskBackend(parallel_scheduler_backend):
         if self._owns_client:
             self._client.close()
 
-    def __enter__(self) -> DaskBackend:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def _close(self) -> None:
         self.close()
 
-    # -- parallel_scheduler_backend
-
-    def schedule(self, r: Any, s: memoryview) -> None:
-        """Complete ``r`` on the process-wide thread pool (continuations are local)."""
-        default_thread_pool().schedule(r, s)
-
-    def schedule_bulk_chunked(self, n: int, r: Any, s: memoryview) -> None:
-        """Run chunks of ``[0, n)`` as dask tasks ([exec.sysctxrepl.psb])."""
-        self._bulk(n, r)
-
-    def schedule_bulk_unchunked(self, n: int, r: Any, s: memoryview) -> None:
-        """Run every index of ``[0, n)`` as part of a dask task."""
-        self._bulk(n, r)
+    # -- parallel_scheduler_backend (schedule and the shape check: RemoteBackend)
 
     def _bulk(self, n: int, r: Any) -> None:
-        n = operator.index(n)
-        if n < 0:
-            raise ValueError(f"bulk shape must be >= 0, got {n}")
+        """Bulk work of either form: chunks of ``[0, n)`` as dask tasks."""
         self._control_submit(lambda: self._dispatch(n, r))
 
     def _dispatch(self, n: int, r: Any) -> None:

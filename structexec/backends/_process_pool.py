@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import multiprocessing
-import operator
 import os
 import pickle
 import threading
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from functools import partial
-from types import TracebackType
 from typing import Any
 
 from .._core._env import get_stop_token
-from .._parallel._sysctxrepl import parallel_scheduler_backend
 from ._common import (
     BackendError,
     UnpicklableWorkError,
@@ -22,7 +19,7 @@ from ._common import (
     pickle_work,
     run_chunk_remotely,
 )
-from ._remote import RemoteJob, complete_soon
+from ._remote import RemoteBackend, RemoteJob, complete_soon
 from ._thread_pool import default_thread_pool
 
 __all__ = ["ProcessPoolBackend"]
@@ -75,7 +72,7 @@ _STOPPED_BEFORE_START = _dumps((True, ()))
 # --------------------------------------------------------------------------- the backend
 
 
-class ProcessPoolBackend(parallel_scheduler_backend):
+class ProcessPoolBackend(RemoteBackend):
     """Runs bulk work in a pool of worker processes (``concurrent.futures``).
 
     ``ProcessPoolBackend(max_workers=None, *, mp_context=None)``: ``max_workers`` processes
@@ -187,35 +184,13 @@ class ProcessPoolBackend(parallel_scheduler_backend):
         if ex is not None:
             ex.shutdown(wait=wait, cancel_futures=True)
 
-    def __enter__(self) -> ProcessPoolBackend:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def _close(self) -> None:
         self.shutdown(wait=True)
 
-    # -- parallel_scheduler_backend
-
-    def schedule(self, r: Any, s: memoryview) -> None:
-        """Complete ``r`` on the process-wide thread pool (continuations are local)."""
-        default_thread_pool().schedule(r, s)
-
-    def schedule_bulk_chunked(self, n: int, r: Any, s: memoryview) -> None:
-        """Run chunks of ``[0, n)`` in the worker processes ([exec.sysctxrepl.psb])."""
-        self._bulk(n, r)
-
-    def schedule_bulk_unchunked(self, n: int, r: Any, s: memoryview) -> None:
-        """Run every index of ``[0, n)`` in the worker processes, in chunks."""
-        self._bulk(n, r)
+    # -- parallel_scheduler_backend (schedule and the shape check: RemoteBackend)
 
     def _bulk(self, n: int, r: Any) -> None:
-        n = operator.index(n)
-        if n < 0:
-            raise ValueError(f"bulk shape must be >= 0, got {n}")
+        """Bulk work of either form: chunks of ``[0, n)`` in the worker processes."""
         ex = self._get_executor()  # raises once shut down: the frontend reports it
         tok = r.try_query(get_stop_token)
         if tok is not None and tok.stop_requested():

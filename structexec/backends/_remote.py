@@ -9,22 +9,71 @@ downstream work never runs on (and never blocks) the engine's own callback threa
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from types import TracebackType
+from typing import Any, TypeVar
 
 from .._core._errors import terminate
 from .._core._stop_token import inplace_stop_callback
 from .._parallel._backend_error import BackendError
+from .._parallel._sysctxrepl import parallel_scheduler_backend
 from ._thread_pool import default_thread_pool
 
-__all__ = ["RemoteJob", "complete_soon"]
+__all__ = ["RemoteBackend", "RemoteJob", "complete_soon"]
 
 
 def complete_soon(fn: Callable[[], object]) -> None:
     """Run a completion on the process-wide thread pool."""
     default_thread_pool().call_soon(fn)
+
+
+_B = TypeVar("_B", bound="RemoteBackend")
+
+
+class RemoteBackend(parallel_scheduler_backend):
+    """What the backends that run bulk work in other processes share ([exec.sysctxrepl.psb]):
+    ``schedule`` stays in this process (continuations are local code: the process-wide
+    thread pool completes them), both bulk forms go to :meth:`_bulk` with a checked shape, and
+    the backend is a context manager whose exit calls :meth:`_close`."""
+
+    def schedule(self, r: Any, s: memoryview) -> None:
+        """Complete ``r`` on the process-wide thread pool (continuations are local)."""
+        default_thread_pool().schedule(r, s)
+
+    def schedule_bulk_chunked(self, n: int, r: Any, s: memoryview) -> None:
+        """Run chunks of ``[0, n)`` remotely ([exec.sysctxrepl.psb])."""
+        self._bulk(_shape(n), r)
+
+    def schedule_bulk_unchunked(self, n: int, r: Any, s: memoryview) -> None:
+        """Run every index of ``[0, n)`` remotely, as part of a chunk."""
+        self._bulk(_shape(n), r)
+
+    def _bulk(self, n: int, r: Any) -> None:
+        raise NotImplementedError  # pragma: no cover - every remote backend has its own
+
+    def _close(self) -> None:
+        raise NotImplementedError  # pragma: no cover - every remote backend has its own
+
+    def __enter__(self: _B) -> _B:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._close()
+
+
+def _shape(n: int) -> int:
+    n = operator.index(n)
+    if n < 0:
+        raise ValueError(f"bulk shape must be >= 0, got {n}")
+    return n
 
 
 class RemoteJob:
