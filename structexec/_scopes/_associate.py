@@ -26,22 +26,22 @@ __all__ = ["associate"]
 class _AssociateOp:
     """The operation; the child's receiver too (the child sees the receiver's full env)."""
 
-    __slots__ = ("_op", "_rcvr", "_state", "_token")
+    __slots__ = ("_op", "_phase", "_rcvr", "_token")
 
     def __init__(self, rcvr: Any, token: Any) -> None:
         self._rcvr = rcvr
         self._token = token  # None when unassociated
         self._op: Any = None
-        self._state = 0  # 0 connected, 1 started, 2 completed, 3 closed
+        self._phase = 0  # 0 connected, 1 started, 2 completed, 3 closed
 
     def start(self) -> None:
-        if self._state == 3:
+        if self._phase == 3:
             raise RuntimeError("start() on an associate operation that was closed (dropped)")
-        if self._state:
+        if self._phase:
             raise twice_started(self)
-        self._state = 1
+        self._phase = 1
         if self._token is None:
-            self._state = 2
+            self._phase = 2
             self._rcvr.set_stopped()  # [exec.associate]: unassociated, the sender never runs
             return
         try:
@@ -49,8 +49,8 @@ class _AssociateOp:
         except BaseException:
             # The child raised out of start (a BaseException from user code run inline) and
             # did not complete: nothing will release the association but us.
-            if self._state == 1:
-                self._state = 2
+            if self._phase == 1:
+                self._phase = 2
                 self._op = None
                 tok, self._token = self._token, None
                 tok.disassociate()
@@ -60,9 +60,9 @@ class _AssociateOp:
         return get_env(self._rcvr)
 
     def _done(self, how: str) -> Any:
-        if self._state == 2:
+        if self._phase == 2:
             raise completed_twice(self, how)
-        self._state = 2
+        self._phase = 2
         self._op = None
         tok = self._token
         self._token = None
@@ -94,8 +94,8 @@ class _AssociateOp:
 
     def close(self) -> None:
         """Drop a connected, never-started operation: release its association."""
-        if self._state == 0:
-            self._state = 3
+        if self._phase == 0:
+            self._phase = 3
             tok = self._token
             self._token = None
             op, self._op = self._op, None
@@ -105,7 +105,7 @@ class _AssociateOp:
                 tok.disassociate()
 
     def __del__(self) -> None:
-        if getattr(self, "_state", 1) == 0:
+        if getattr(self, "_phase", 1) == 0:
             self.close()
 
 
@@ -152,7 +152,7 @@ class _AssociateSender(Sender[Any]):
             op._op = connect(s, op)
         except BaseException:
             op._token = None
-            op._state = 3
+            op._phase = 3
             token.disassociate()
             raise
         return op

@@ -21,16 +21,6 @@ from typing import Any
 
 __all__: list[str] = []
 
-# The seven states of [exec.counting.scopes.general], shared by the scopes and the fast paths
-# of spawn/spawn_future (which inline the scope's try-associate/disassociate).
-UNUSED, OPEN, CLOSED, OPEN_JOINING, CLOSED_JOINING, UNUSED_CLOSED, JOINED = range(7)
-#: ``ACCEPTS[state]``: does try-associate succeed in this state (count permitting)?
-#: ([exec.scope.simple.counting])
-ACCEPTS = (True, True, False, True, False, False, False)
-#: ``JOINING[state]``: is a join waiting for the count to reach zero? ([exec.scope.simple.counting])
-JOINING = (False, False, False, True, True, False, False)
-
-
 def is_scope_token(token: object) -> bool:
     """True if ``token`` has ``try_associate``, ``disassociate`` and ``wrap``
     ([exec.scope.concepts])."""

@@ -38,15 +38,22 @@ from .._core._trampoline import _t as _tramp
 from .._core._trampoline import drain as _drain_queue
 from .._core._trampoline import trampoline_start
 from .._schedulers._run_loop import raised_sink
-from ._scope_token import ACCEPTS, JOINING, OPEN, UNUSED, check_scope_token
+from ._scope_token import check_scope_token
 
 __all__ = ["spawn"]
 
 #: Token types of the library's own scopes (filled in by ``_counting_scope``). For these,
 #: ``spawn`` and ``spawn_future`` talk to the scope directly: ``token._scope`` has
-#: ``_try_associate()``, ``_disassociate()``, ``_record_error(err)`` and ``_stop_token``
-#: (``None`` for ``simple_counting_scope``, whose ``wrap`` is the identity).
+#: ``_try_associate()``, ``_disassociate()`` (``_state.AssociationState``),
+#: ``_record_error(err)``, ``_spawn_env`` and ``_stop_token`` (``None`` for
+#: ``simple_counting_scope``, whose ``wrap`` is the identity).
 FAST_TOKENS: set[type] = set()
+
+#: The switch of the fast path of ``spawn`` (:func:`spawn_fast`; docs/internals.md §3):
+#: ``False`` sends a plain sender spawned into a library scope through the general
+#: machinery (:func:`spawn_into`), as one with an ``env``. Tests compare both paths
+#: (``tests/test_spawn_fast_path.py``).
+FAST_SPAWN = True
 
 _DONE: Any = object()
 _new = object.__new__
@@ -215,17 +222,7 @@ class _ScopeSpawnState(TryEnv):
         if self._op is _DONE:
             raise completed_twice(self, "set_value")
         self._op = _DONE  # "destroy" the state first, then disassociate ([exec.spawn])
-        scope = self._scope
-        # The scope's _disassociate, inlined for the common case (not the last one of a join).
-        lock = scope._lock
-        lock.acquire()
-        c = scope._count - 1
-        if c > 0 or not JOINING[scope._state]:
-            scope._count = c
-            lock.release()
-            return
-        lock.release()
-        scope._disassociate()
+        self._scope._disassociate()
 
     def set_stopped(self) -> None:
         if self._op is _DONE:
@@ -276,29 +273,44 @@ class _FastSpawnState(_ScopeSpawnState):
         return query_or(self._base, q, default)
 
 
-def spawn_fast(sndr: Any, scope: Any, base: Any) -> None:
-    """``spawn`` of a ``Sender`` into a library scope, ``env`` empty or the scope's own.
+def spawn_fast(sndr: Any, scope: Any) -> None:
+    """The fast path of ``spawn`` ([exec.spawn]): a ``Sender`` spawned into a library scope
+    without an ``env`` (``sx.spawn(sndr, token)`` and ``scope.spawn(sndr)``), when
+    ``FAST_SPAWN`` is on.
 
-    The body of :func:`spawn`'s fast path (kept there inline as well, it is the hot path).
+    The same effects as the general path (:func:`spawn_into`), in the same order: the state
+    is the receiver and its own environment (:class:`_FastSpawnState`, built without an
+    ``__init__`` frame), ``connect`` skips the domain lookup while no custom domain exists,
+    and the outermost ``trampoline_start`` is inlined.
     """
-    st = _FastSpawnState(scope, sndr, base)
+    st = _new(_FastSpawnState)
+    st._scope = scope
+    st._sndr = sndr
+    st._base = scope._spawn_env  # trio scheduler + host nursery inside `async with`
     sigs = sndr.get_completion_signatures(st)
     if sigs is not None:
         check_signature_set(sndr, sigs)
-    op = st._op = connect(sndr, st)
-    lock = scope._lock
-    lock.acquire()
-    s = scope._state
-    if ACCEPTS[s] and scope._count < scope.max_associations:
-        scope._count += 1
-        if s == UNUSED:
-            scope._state = OPEN
-        lock.release()
-    else:
-        lock.release()
+    # connect(sndr, st) without the domain lookup when no custom domain exists
+    op = st._op = sndr.connect(st) if not _domain._domains_on else connect(sndr, st)
+    if not scope._try_associate():
         st._op = _DONE  # dropped silently ([exec.spawn])
         return
-    start_or_release(op, st, scope._disassociate)
+    # trampoline_start(op), inlined for the outermost level
+    t = _tramp
+    if t.depth:
+        start_or_release(op, st, scope._disassociate)
+        return
+    t.depth = 1
+    try:
+        op.start()
+    except BaseException:
+        lost(st, scope._disassociate)  # e.g. KeyboardInterrupt from a then-function
+        raise
+    finally:
+        t.depth = 0
+    q = t.queue
+    if q:
+        _drain_queue(t, q)
 
 
 class _SpawnState:
@@ -395,48 +407,10 @@ class spawn_t(Algorithm):
     __slots__ = ()
 
     def __call__(self, sndr: Any, token: Any, env: Any = EMPTY_ENV) -> None:
-        if env is EMPTY_ENV and type(token) in FAST_TOKENS and isinstance(sndr, Sender):
-            # The common case, kept short: a library scope, no env, a Sender subclass. The
-            # state is the receiver and its own environment (see _FastSpawnState).
-            scope = token._scope
-            st = _new(_FastSpawnState)  # no __init__ frame: this is the hot path
-            st._scope = scope
-            st._sndr = sndr
-            st._base = scope._spawn_env  # trio scheduler + host nursery inside `async with`
-            sigs = sndr.get_completion_signatures(st)
-            if sigs is not None:
-                check_signature_set(sndr, sigs)
-            # connect(sndr, st) without the domain lookup when no custom domain exists
-            op = st._op = sndr.connect(st) if not _domain._domains_on else connect(sndr, st)
-            # The scope's _try_associate, inlined ([exec.scope.simple.counting]).
-            lock = scope._lock
-            lock.acquire()
-            s = scope._state
-            if ACCEPTS[s] and scope._count < scope.max_associations:
-                scope._count += 1
-                if s == UNUSED:
-                    scope._state = OPEN
-                lock.release()
-            else:
-                lock.release()
-                st._op = _DONE  # dropped silently ([exec.spawn])
-                return
-            # trampoline_start(op), inlined for the outermost level
-            t = _tramp
-            if t.depth:
-                start_or_release(op, st, scope._disassociate)
-                return
-            t.depth = 1
-            try:
-                op.start()
-            except BaseException:
-                lost(st, scope._disassociate)  # e.g. KeyboardInterrupt from a then-function
-                raise
-            finally:
-                t.depth = 0
-            q = t.queue
-            if q:
-                _drain_queue(t, q)
+        # The common case, the fast path: a library scope, no env, a Sender subclass.
+        fast = FAST_SPAWN and env is EMPTY_ENV and type(token) in FAST_TOKENS
+        if fast and isinstance(sndr, Sender):
+            spawn_fast(sndr, token._scope)
             return
         check_args("spawn", sndr, token, env)
         if type(token) in FAST_TOKENS:

@@ -358,28 +358,28 @@ class _FutureState:
 class _FutureOp:
     """The future's operation: ``start`` is ``consume(rcvr)`` ([exec.spawn.future])."""
 
-    __slots__ = ("_rcvr", "_state")
+    __slots__ = ("_rcvr", "_shared")
 
     def __init__(self, state: _FutureState, rcvr: Any) -> None:
-        self._state: _FutureState | None = state
+        self._shared: _FutureState | None = state
         self._rcvr = rcvr
 
     def start(self) -> None:
-        st = self._state
+        st = self._shared
         if st is None:
             raise twice_started(self)
-        self._state = None
+        self._shared = None
         st._consume(self._rcvr)
 
     def close(self) -> None:
         """Drop a connected but never-started operation: abandon the work ([exec.spawn.future])."""
-        st = self._state
+        st = self._shared
         if st is not None:
-            self._state = None
+            self._shared = None
             st._abandon()
 
     def __del__(self) -> None:
-        if getattr(self, "_state", None) is not None:
+        if getattr(self, "_shared", None) is not None:
             self.close()
 
 
@@ -387,37 +387,37 @@ class _FutureSender(Sender[Any]):
     """The sender returned by ``spawn_future``: single-shot ([exec.snd.concepts],
     [exec.spawn.future])."""
 
-    __slots__ = ("_state",)
+    __slots__ = ("_shared",)
 
     def __init__(self, state: _FutureState) -> None:
-        self._state: _FutureState | None = state
+        self._shared: _FutureState | None = state
 
     def connect(self, rcvr: Any) -> _FutureOp:
-        st = self._state
+        st = self._shared
         if st is None:
             raise RuntimeError(
                 "the sender returned by spawn_future is single-shot: it was already "
                 "connected (or closed); its result can be consumed once ([exec.spawn.future])"
             )
-        self._state = None
+        self._shared = None
         return _FutureOp(st, rcvr)
 
     def close(self) -> None:
         """Drop the future without consuming it: requests stop on the work if it is still
         running (abandon, [exec.spawn.future]); the scope keeps waiting for the work. Idempotent."""
-        st = self._state
+        st = self._shared
         if st is not None:
-            self._state = None
+            self._shared = None
             st._abandon()
 
     def __del__(self) -> None:
-        if getattr(self, "_state", None) is not None:
+        if getattr(self, "_shared", None) is not None:
             self.close()
 
     def get_completion_signatures(self, env: Any = None) -> Any:
         """The work's signatures plus ``set_stopped_t()`` ([exec.spawn.future]); ``None`` if
         unknown."""
-        st = self._state
+        st = self._shared
         if st is None:
             return None
         sigs = get_completion_signatures(st._sndr, st.get_env())
@@ -426,7 +426,7 @@ class _FutureSender(Sender[Any]):
         return sigs | completion_signatures(set_stopped_t())
 
     def __repr__(self) -> str:
-        state = "pending" if self._state is not None else "connected"
+        state = "pending" if self._shared is not None else "connected"
         return f"<spawn_future sender, {state}>"
 
 

@@ -1,0 +1,141 @@
+"""``scope.join()``: the join sender and its operation ([exec.scope.join]), and the join the
+``async with`` exit waits for in trio.
+
+Starting a join asks the scope's association state (``_state.AssociationState._start_join``)
+either to complete at once (the count is already zero) or to register the join; the last
+``disassociate`` then calls the join's ``_sx_join_complete()`` (docs/internals.md §2). A join
+reports the errors of spawned work that nobody handled (docs/scopes.md "What happens when
+things fail").
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any
+
+import trio
+
+from .._algorithms._read_env import schedule
+from .._core._completion_signatures import completion_signatures, get_completion_signatures
+from .._core._domain import connect
+from .._core._env import _MISSING, get_env, get_scheduler, query_or
+from .._core._protocol import Sender, twice_started
+from .._core._tags import set_error_t, set_value_t
+from .._core._trampoline import trampoline_start
+from ._spawn import as_exception
+from ._state import AssociationState
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found, unused-ignore]
+
+__all__: list[str] = []
+
+ERRORS_MESSAGE = "errors in work spawned into the scope"
+
+
+def error_group(errors: list[Any]) -> BaseExceptionGroup[Any]:
+    """The group a join reports for the errors of spawned work (docs/scopes.md)."""
+    return BaseExceptionGroup(ERRORS_MESSAGE, [as_exception(e) for e in errors])
+
+
+class _JoinOp:
+    """``impls-for<scope-join-t>::state``; also the receiver of the final schedule op."""
+
+    __slots__ = ("_rcvr", "_sched_op", "_scope", "_started")
+
+    def __init__(self, scope: AssociationState, rcvr: Any, sched: Any) -> None:
+        self._scope = scope
+        self._rcvr = rcvr
+        self._started = False
+        self._sched_op = connect(schedule(sched), self)
+
+    def start(self) -> None:
+        if self._started:
+            raise twice_started(self)
+        self._started = True
+        if self._scope._start_join(self):
+            self._deliver()  # complete-inline: set_value directly ([exec.scope.join])
+
+    def _sx_join_complete(self) -> None:
+        # complete(): start the schedule op, so set_value arrives on the receiver's
+        # scheduler ([exec.scope.join]). Through the trampoline: this runs inside a disassociate().
+        trampoline_start(self._sched_op)
+
+    # receiver of schedule(get_scheduler(env)): sees the full receiver env ([exec.scope.join])
+    def get_env(self) -> Any:
+        return get_env(self._rcvr)
+
+    def set_value(self, *vals: Any) -> None:
+        self._deliver()
+
+    def set_error(self, err: Any) -> None:
+        self._rcvr.set_error(err)
+
+    def set_stopped(self) -> None:
+        self._rcvr.set_stopped()
+
+    def _deliver(self) -> None:
+        errors = self._scope._errors_snapshot()
+        if errors:
+            self._rcvr.set_error(error_group(errors))
+        else:
+            self._rcvr.set_value()
+
+
+class _JoinSender(Sender[None]):
+    """The sender of ``scope.join()``: ``make-sender(scope-join-t(), scope)``
+    ([exec.scope.join])."""
+
+    __slots__ = ("_scope",)
+
+    def __init__(self, scope: AssociationState) -> None:
+        self._scope = scope
+
+    def connect(self, rcvr: Any) -> _JoinOp:
+        sch = query_or(get_env(rcvr), get_scheduler, _MISSING)
+        if sch is _MISSING:
+            raise TypeError(
+                "scope.join() completes through schedule(get_scheduler(env)), but the "
+                f"receiver's environment has no get_scheduler ({type(rcvr).__name__}); await "
+                "it from trio or a task, use sync_wait, or add one with sx.write_env "
+                "([exec.scope.join])"
+            )
+        return _JoinOp(self._scope, rcvr, sch)
+
+    def get_completion_signatures(self, env: Any = None) -> Any:
+        """``set_value_t()``, ``set_error_t(BaseExceptionGroup)`` (errors of spawned work) and
+        whatever the receiver scheduler's ``schedule()`` sender adds besides its value
+        ([exec.scope.join])."""
+        mine = completion_signatures(set_value_t(), set_error_t(BaseExceptionGroup))
+        if env is None:
+            return None
+        sch = query_or(env, get_scheduler, _MISSING)
+        if sch is _MISSING:
+            raise TypeError(
+                "scope.join() needs get_scheduler in the environment ([exec.scope.join])"
+            )
+        sigs = get_completion_signatures(schedule(sch), env)
+        if sigs is None:
+            return None
+        return mine | completion_signatures(*(s for s in sigs if type(s) is not set_value_t))
+
+    def __repr__(self) -> str:
+        return f"<join sender of {self._scope!r}>"
+
+
+class _TrioJoinWaiter:
+    """A join registered by ``__aexit__``: sets a trio Event, from whatever thread."""
+
+    __slots__ = ("_thread", "_token", "event")
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        self._token = trio.lowlevel.current_trio_token()
+        self._thread = threading.get_ident()
+
+    def _sx_join_complete(self) -> None:
+        if threading.get_ident() == self._thread:
+            self.event.set()
+        else:
+            self._token.run_sync_soon(self.event.set)
