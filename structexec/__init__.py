@@ -88,6 +88,8 @@ from ._algorithms._let import (
 )
 from ._algorithms._read_env import (
     read_env as read_env,
+)
+from ._algorithms._schedule import (
     schedule as schedule,
 )
 from ._algorithms._then import (

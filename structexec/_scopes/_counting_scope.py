@@ -42,7 +42,7 @@ from typing import Any, ClassVar
 
 import trio
 
-from .._algorithms._read_env import schedule
+from .._algorithms._schedule import schedule
 from .._algorithms._stop_when import StopTokenEnv, stop_when
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
 from .._core._domain import connect
