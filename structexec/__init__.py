@@ -129,8 +129,10 @@ from ._algorithms._on import (
     on as on,
 )
 from ._algorithms._write_env import (
-    unstoppable as unstoppable,
     write_env as write_env,
+)
+from ._algorithms._unstoppable import (
+    unstoppable as unstoppable,
 )
 from ._algorithms._affine_on import (
     affine_on as affine_on,
