@@ -17,9 +17,11 @@ from ._core._completion_signatures import (
     dependent_sender_error as dependent_sender_error,
     get_completion_signatures as get_completion_signatures,
 )
+from ._core._connect import (
+    connect as connect,
+)
 from ._core._domain import (
     apply_sender as apply_sender,
-    connect as connect,
     default_domain as default_domain,
     transform_env as transform_env,
     transform_sender as transform_sender,

@@ -25,7 +25,7 @@ from typing import Any, TypeVar, overload
 
 from .._core._adaptor_util import UnarySender
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
-from .._core._domain import connect_unchecked as connect
+from .._core._connect import connect_unchecked as connect
 from .._core._env import (
     _MISSING,
     TryEnv,

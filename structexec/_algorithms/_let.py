@@ -14,8 +14,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from .._core._adaptor_util import ChildOp, FnAdaptor, UnarySender
+from .._core._connect import connect_unchecked as connect
 from .._core._domain import completion_domain
-from .._core._domain import connect_unchecked as connect
 from .._core._env import (
     _MISSING,
     EMPTY_ENV,

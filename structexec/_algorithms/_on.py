@@ -31,7 +31,7 @@ from .._core._completion_signatures import (
     dependent_sender_error,
     get_completion_signatures,
 )
-from .._core._domain import connect_unchecked as connect
+from .._core._connect import connect_unchecked as connect
 from .._core._env import (
     _MISSING,
     EMPTY_ENV,

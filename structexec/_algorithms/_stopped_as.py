@@ -24,7 +24,7 @@ from .._core._completion_signatures import (
     dependent_sender_error,
     get_completion_signatures,
 )
-from .._core._domain import connect_unchecked as connect
+from .._core._connect import connect_unchecked as connect
 from .._core._env import fwd_env, get_env
 from .._core._protocol import Closure, Sender, is_sender, values
 from .._core._tags import set_error_t, set_stopped_t, set_value_t

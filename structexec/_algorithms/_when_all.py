@@ -36,7 +36,7 @@ from .._core._completion_signatures import (
     dependent_sender_error,
     get_completion_signatures,
 )
-from .._core._domain import connect_unchecked as connect
+from .._core._connect import connect_unchecked as connect
 from .._core._domain import default_domain, domains_active, get_domain_early
 from .._core._env import EMPTY_ENV, fwd_env, get_domain, get_env, get_stop_token, prop, query_or
 from .._core._errors import ErrorValue

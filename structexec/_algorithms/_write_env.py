@@ -19,7 +19,7 @@ from .._core._adaptor_util import (
     early_child,
 )
 from .._core._completion_signatures import completion_signatures, dependent_sender_error
-from .._core._domain import connect_unchecked as connect
+from .._core._connect import connect_unchecked as connect
 from .._core._env import EMPTY_ENV, fwd_env, join_env
 from .._core._protocol import Closure, Sender
 

@@ -35,7 +35,7 @@ from typing import Any
 
 from .._core import _hooks
 from .._core._completion_signatures import get_completion_signatures
-from .._core._domain import connect_unchecked as connect
+from .._core._connect import connect_unchecked as connect
 from .._core._env import (
     _MISSING,
     EMPTY_ENV,

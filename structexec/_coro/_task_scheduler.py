@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._core._completion_signatures import completion_signatures
-from .._core._domain import connect_unchecked as connect
+from .._core._connect import connect_unchecked as connect
 from .._core._env import (
     QueryError,
     TryEnv,

@@ -18,7 +18,8 @@ from typing import Any
 from .._algorithms import _bulk as _bulk_mod
 from .._core._adaptor_util import close_op
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
-from .._core._domain import connect, default_domain
+from .._core._connect import connect
+from .._core._domain import default_domain
 from .._core._env import (
     _MISSING,
     QueryError,

@@ -25,10 +25,10 @@ import threading
 from typing import Any
 
 from .._core import _hooks
+from .._core._connect import connect
 from .._core._domain import (
     apply_customized,
     apply_sender,
-    connect,
     default_domain,
     get_domain_early,
 )

@@ -45,7 +45,7 @@ import trio
 from .._algorithms._schedule import schedule
 from .._algorithms._stop_when import StopTokenEnv, stop_when
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
-from .._core._domain import connect
+from .._core._connect import connect
 from .._core._env import _MISSING, EMPTY_ENV, get_env, get_scheduler, prop, query_or
 from .._core._env import env as _env_cls
 from .._core._errors import Stopped

@@ -17,7 +17,7 @@ from typing import Any
 from .._algorithms._stop_when import StopTokenEnv, child_token
 from .._core import _domain
 from .._core._completion_signatures import get_completion_signatures
-from .._core._domain import connect
+from .._core._connect import connect
 from .._core._env import (
     _MISSING,
     EMPTY_ENV,

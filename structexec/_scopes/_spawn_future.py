@@ -24,7 +24,7 @@ from typing import Any
 
 from .._algorithms._stop_when import stop_when
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
-from .._core._domain import connect
+from .._core._connect import connect
 from .._core._env import (
     _MISSING,
     EMPTY_ENV,

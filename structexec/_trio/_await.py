@@ -105,8 +105,8 @@ import trio.lowlevel as tl
 
 from .._algorithms._when_all import _WhenAllSender, report_dropped_errors
 from .._core import _domain, _hooks
+from .._core._connect import connect_unchecked as connect
 from .._core._coroutine_driver import HostMark, host_mark, swallowed_stop_message
-from .._core._domain import connect_unchecked as connect
 from .._core._env import _MISSING, QueryError, get_scheduler, get_stop_token, query_or
 from .._core._errors import ErrorValue, Stopped
 from .._core._protocol import completed_twice, values
