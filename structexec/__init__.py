@@ -64,6 +64,8 @@ from ._core._protocol import (
     set_stopped as set_stopped,
     set_value as set_value,
     start as start,
+)
+from ._core._values import (
     values as values,
 )
 from ._core._stop_token import (

@@ -55,13 +55,14 @@ from .._core._env import (
     query_or,
 )
 from .._core._errors import ErrorValue, Stopped, terminate
-from .._core._protocol import Algorithm, Sender, twice_started, values
+from .._core._protocol import Algorithm, Sender, twice_started
 from .._core._stop_token import (
     inplace_stop_source,
     inplace_stop_token,
     never_stop_token,
     stop_callback_for,
 )
+from .._core._values import values
 from .._schedulers._run_loop import raised_sink, sink_of
 from .._trio._coroutine_sender import TrioHostedOp
 from .._trio._trio_bridge import (

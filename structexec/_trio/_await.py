@@ -109,13 +109,14 @@ from .._core._connect import connect_unchecked as connect
 from .._core._coroutine_driver import HostMark, host_mark, swallowed_stop_message
 from .._core._env import _MISSING, QueryError, get_scheduler, get_stop_token, query_or
 from .._core._errors import ErrorValue, Stopped
-from .._core._protocol import completed_twice, values
+from .._core._protocol import completed_twice
 from .._core._stop_token import (
     combined_stop_token,
     inplace_stop_source,
     inplace_stop_token,
     is_unstoppable,
 )
+from .._core._values import values
 from .._schedulers._run_loop import raised_sink
 from ._coroutine_sender import name_of
 from ._trio_bridge import (

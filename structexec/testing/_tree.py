@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 import structexec as sx
 
 from .._core._adaptor_util import close_op
-from .._core._protocol import values
+from .._core._values import values
 
 __all__ = [
     "Adaptor",
