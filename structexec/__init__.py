@@ -27,9 +27,13 @@ from ._core._domain import (
     transform_sender as transform_sender,
 )
 from ._core._env import (
+    env as env,
+    get_env as get_env,
+    prop as prop,
+)
+from ._core._queries import (
     Query as Query,
     QueryError as QueryError,
-    env as env,
     forward_progress_guarantee as forward_progress_guarantee,
     forwarding_query as forwarding_query,
     get_allocator as get_allocator,
@@ -37,11 +41,9 @@ from ._core._env import (
     get_completion_scheduler as get_completion_scheduler,
     get_delegation_scheduler as get_delegation_scheduler,
     get_domain as get_domain,
-    get_env as get_env,
     get_forward_progress_guarantee as get_forward_progress_guarantee,
     get_scheduler as get_scheduler,
     get_stop_token as get_stop_token,
-    prop as prop,
 )
 from ._core._errors import (
     ErrorValue as ErrorValue,

@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from .._core._completion_signatures import completion_signatures, dependent_sender_error
-from .._core._env import QueryError, get_env
+from .._core._env import get_env
 from .._core._protocol import Algorithm, Sender, twice_started
+from .._core._queries import QueryError
 from .._core._tags import set_error_t, set_value_t
 
 __all__ = ["read_env"]

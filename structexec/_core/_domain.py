@@ -15,16 +15,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ._env import (
-    _MISSING,
-    EMPTY_ENV,
-    fwd_env,
-    get_completion_scheduler,
-    get_domain,
-    get_env,
-    get_scheduler,
-    query_or,
-)
+from ._env import EMPTY_ENV, fwd_env, get_env
+from ._queries import _MISSING, get_completion_scheduler, get_domain, get_scheduler, query_or
 from ._tags import set_error_t, set_stopped_t, set_value_t
 
 __all__ = ["apply_sender", "default_domain", "transform_env", "transform_sender"]

@@ -20,23 +20,21 @@ from .._core._adaptor_util import close_op
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
 from .._core._connect import connect
 from .._core._domain import default_domain
-from .._core._env import (
+from .._core._env import TryEnv, fwd_env, get_env
+from .._core._errors import terminate
+from .._core._protocol import Algorithm, Sender, completed_twice, twice_started
+from .._core._queries import (
     _MISSING,
     QueryError,
-    TryEnv,
     forward_progress_guarantee,
-    fwd_env,
     get_completion_scheduler,
     get_completion_scheduler_t,
     get_domain,
-    get_env,
     get_forward_progress_guarantee,
     get_scheduler,
     get_stop_token,
     query_or,
 )
-from .._core._errors import terminate
-from .._core._protocol import Algorithm, Sender, completed_twice, twice_started
 from .._core._stop_token import (
     inplace_stop_source,
     inplace_stop_token,

@@ -39,7 +39,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .._core._env import _MISSING, get_stop_token
+from .._core._queries import _MISSING, get_stop_token
 from .._core._stop_token import inplace_stop_token
 
 __all__ = [

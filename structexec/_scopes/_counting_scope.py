@@ -46,10 +46,11 @@ from .._algorithms._schedule import schedule
 from .._algorithms._stop_when import StopTokenEnv, stop_when
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
 from .._core._connect import connect
-from .._core._env import _MISSING, EMPTY_ENV, get_env, get_scheduler, prop, query_or
+from .._core._env import EMPTY_ENV, get_env, prop
 from .._core._env import env as _env_cls
 from .._core._errors import Stopped
 from .._core._protocol import Sender, twice_started
+from .._core._queries import _MISSING, get_scheduler, query_or
 from .._core._stop_token import inplace_stop_callback, inplace_stop_source
 from .._core._tags import set_error_t, set_value_t
 from .._core._trampoline import trampoline_start

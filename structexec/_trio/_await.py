@@ -107,9 +107,9 @@ from .._algorithms._when_all import _WhenAllSender, report_dropped_errors
 from .._core import _domain, _hooks
 from .._core._connect import connect_unchecked as connect
 from .._core._coroutine_driver import HostMark, host_mark, swallowed_stop_message
-from .._core._env import _MISSING, QueryError, get_scheduler, get_stop_token, query_or
 from .._core._errors import ErrorValue, Stopped
 from .._core._protocol import completed_twice
+from .._core._queries import _MISSING, QueryError, get_scheduler, get_stop_token, query_or
 from .._core._stop_token import (
     combined_stop_token,
     inplace_stop_source,

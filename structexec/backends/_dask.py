@@ -17,7 +17,7 @@ from functools import partial
 from types import TracebackType
 from typing import Any
 
-from .._core._env import get_stop_token
+from .._core._queries import get_stop_token
 from .._parallel._sysctxrepl import parallel_scheduler_backend
 from ._common import (
     ClusterError,
