@@ -199,7 +199,7 @@ from ._parallel._parallel_scheduler import (
     get_parallel_scheduler as get_parallel_scheduler,
     parallel_scheduler as parallel_scheduler,
 )
-from ._parallel._sysctxrepl import (
+from ._parallel._replacement_api import (
     system_context_replaceability as system_context_replaceability,
     query_parallel_scheduler_backend as query_parallel_scheduler_backend,
     set_parallel_scheduler_backend as set_parallel_scheduler_backend,
@@ -210,7 +210,7 @@ from ._parallel._sysctxrepl import (
 #    the package installs the default one here, at the top of the layers: the process-wide
 #    thread pool of structexec.backends, imported by the first query that needs it (importing
 #    structexec does not import the backends).
-from ._parallel._sysctxrepl import (
+from ._parallel._replacement_api import (
     install_default_backend_factory as _install_default_backend_factory,
 )
 

@@ -2,7 +2,7 @@
 
 [exec.par.scheduler], [exec.bulk], docs/parallel.md; P2079R7 §4.1. The scheduler is a thin
 *frontend*: it turns ``schedule()`` operations and ``bulk*`` operations into receiver proxies
-and hands them to its *backend* (``system_context_replaceability``, ``_sysctxrepl.py``). The
+and hands them to its *backend* (``system_context_replaceability``, ``_replacement_api.py``). The
 bulk algorithms reach the backend through the domain mechanism: the scheduler answers
 ``get_domain`` with a domain whose ``transform_sender`` replaces ``bulk``, ``bulk_chunked``
 and ``bulk_unchunked`` when the parallel scheduler is the predecessor's completion scheduler
@@ -43,12 +43,9 @@ from .._core._stop_token import (
 )
 from .._core._tags import set_error_t, set_stopped_t, set_value_t
 from ._backend_error import BackendError
-from ._sysctxrepl import (
-    CHUNKED,
+from ._remote_work import CHUNKED, PER_INDEX, RemoteBulkWork, _copy_back_indices
+from ._replacement_api import (
     NO_STORAGE,
-    PER_INDEX,
-    RemoteBulkWork,
-    _copy_back_indices,
     bulk_item_receiver_proxy,
     query_parallel_scheduler_backend,
     receiver_proxy,

@@ -14,7 +14,7 @@ from types import TracebackType
 from typing import Any
 
 from .._core._queries import get_stop_token
-from .._parallel._sysctxrepl import parallel_scheduler_backend
+from .._parallel._replacement_api import parallel_scheduler_backend
 from ._common import (
     BackendError,
     UnpicklableWorkError,
