@@ -17,17 +17,23 @@ from ._core._completion_signatures import (
     dependent_sender_error as dependent_sender_error,
     get_completion_signatures as get_completion_signatures,
 )
+from ._core._connect import (
+    connect as connect,
+)
 from ._core._domain import (
     apply_sender as apply_sender,
-    connect as connect,
     default_domain as default_domain,
     transform_env as transform_env,
     transform_sender as transform_sender,
 )
 from ._core._env import (
+    env as env,
+    get_env as get_env,
+    prop as prop,
+)
+from ._core._queries import (
     Query as Query,
     QueryError as QueryError,
-    env as env,
     forward_progress_guarantee as forward_progress_guarantee,
     forwarding_query as forwarding_query,
     get_allocator as get_allocator,
@@ -35,11 +41,9 @@ from ._core._env import (
     get_completion_scheduler as get_completion_scheduler,
     get_delegation_scheduler as get_delegation_scheduler,
     get_domain as get_domain,
-    get_env as get_env,
     get_forward_progress_guarantee as get_forward_progress_guarantee,
     get_scheduler as get_scheduler,
     get_stop_token as get_stop_token,
-    prop as prop,
 )
 from ._core._errors import (
     ErrorValue as ErrorValue,
@@ -62,6 +66,8 @@ from ._core._protocol import (
     set_stopped as set_stopped,
     set_value as set_value,
     start as start,
+)
+from ._core._values import (
     values as values,
 )
 from ._core._stop_token import (
@@ -88,6 +94,8 @@ from ._algorithms._let import (
 )
 from ._algorithms._read_env import (
     read_env as read_env,
+)
+from ._algorithms._schedule import (
     schedule as schedule,
 )
 from ._algorithms._then import (
@@ -127,8 +135,10 @@ from ._algorithms._on import (
     on as on,
 )
 from ._algorithms._write_env import (
-    unstoppable as unstoppable,
     write_env as write_env,
+)
+from ._algorithms._unstoppable import (
+    unstoppable as unstoppable,
 )
 from ._algorithms._affine_on import (
     affine_on as affine_on,
@@ -189,7 +199,7 @@ from ._parallel._parallel_scheduler import (
     get_parallel_scheduler as get_parallel_scheduler,
     parallel_scheduler as parallel_scheduler,
 )
-from ._parallel._sysctxrepl import (
+from ._parallel._replacement_api import (
     system_context_replaceability as system_context_replaceability,
     query_parallel_scheduler_backend as query_parallel_scheduler_backend,
     set_parallel_scheduler_backend as set_parallel_scheduler_backend,
@@ -200,7 +210,7 @@ from ._parallel._sysctxrepl import (
 #    the package installs the default one here, at the top of the layers: the process-wide
 #    thread pool of structexec.backends, imported by the first query that needs it (importing
 #    structexec does not import the backends).
-from ._parallel._sysctxrepl import (
+from ._parallel._replacement_api import (
     install_default_backend_factory as _install_default_backend_factory,
 )
 

@@ -297,10 +297,10 @@ def test_task_driver_knows_frames_only_by_protocol() -> None:
     assert f"{PACKAGE}._coro._task" not in _all_imports(f"{PACKAGE}._coro._task_driver")
 
 
-def test_sysctxrepl_does_not_know_its_backends() -> None:
+def test_replacement_api_does_not_know_its_backends() -> None:
     # [exec.sysctxrepl]: the interface module neither defines nor imports an implementation;
     # the package facade installs the default one's factory.
-    imported = _all_imports(f"{PACKAGE}._parallel._sysctxrepl")
+    imported = _all_imports(f"{PACKAGE}._parallel._replacement_api")
     assert not {m for m in imported if m.startswith(f"{PACKAGE}.backends")}, imported
 
 
@@ -327,18 +327,26 @@ def test_sysctxrepl_does_not_know_its_backends() -> None:
         ("from . import _common", "structexec.backends", ["structexec.backends._common"]),
         (
             "from ..backends import BackendError",
-            "structexec._parallel._sysctxrepl",
+            "structexec._parallel._replacement_api",
             ["structexec.backends"],
         ),
         (
             "from ..backends._common import BackendError",
-            "structexec._parallel._sysctxrepl",
+            "structexec._parallel._replacement_api",
             ["structexec.backends", "structexec.backends._common"],
         ),
         ("from ._common import BackendError", "structexec.backends._thread_pool",
          ["structexec.backends._common"]),
-        ("import structexec.backends", "structexec._parallel._sysctxrepl", ["structexec.backends"]),
-        ("from structexec import BackendError", "structexec._parallel._sysctxrepl", ["structexec"]),
+        (
+            "import structexec.backends",
+            "structexec._parallel._replacement_api",
+            ["structexec.backends"],
+        ),
+        (
+            "from structexec import BackendError",
+            "structexec._parallel._replacement_api",
+            ["structexec"],
+        ),
         ("import trio", "structexec._algorithms._then", []),
         (
             "def f():\n    from ._task import _TaskOp\n",

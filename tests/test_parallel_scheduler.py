@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import structexec as sx
-from structexec._parallel._sysctxrepl import NO_STORAGE
+from structexec._parallel._replacement_api import NO_STORAGE
 from structexec.backends import BackendError, ThreadPoolBackend
 from structexec.testing import RecordingReceiver, record_terminate
 

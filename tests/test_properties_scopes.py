@@ -161,9 +161,9 @@ def test_model_stop_point_inside_eager_spawn_future_work() -> None:
     ([exec.spawn.future]), before the stop requests a schedule makes "at step 0", so a stop point
     inside that work may or may not be stopped when the work reaches it; the model allows both (here
     the value arrived first, from the worker thread)."""
-    from structexec.testing._tree import Fn, Just, SpawnFuture, StopPoint, Then, ThreadHop
+    from structexec.testing._tree import THREAD, Fn, Hop, Just, SpawnFuture, StopPoint, Then
 
-    work = Then(Then(StopPoint(ThreadHop(Just(())), 0), Fn.mix(0)), Fn.mix(0))
+    work = Then(Then(StopPoint(Hop(Just(()), THREAD), 0), Fn.mix(0)), Fn.mix(0))
     tree = sxst.Tree(SpawnFuture(work, 0), points=1, scopes=SCOPES, counted_tokens=False)
     stops = sxst.StopSchedule(
         (sxst.StopEvent(0, ("root", 0), True), sxst.StopEvent(0, ("point", 0), False))

@@ -206,11 +206,11 @@ def test_interleaving_choose() -> None:
 
 def test_run_tree_needs_trio_for_trio_trees() -> None:
     with pytest.raises(ValueError, match="trio"):
-        sxst.run_tree(Tree(sxst.TrioHop(Just(())), trio=True))
+        sxst.run_tree(Tree(sxst.Hop(Just(()), sxst.TRIO), trio=True))
 
 
 async def test_run_tree_trio_hop_completes_on_trio() -> None:
-    r = await sxst.run_tree_trio(Tree(sxst.TrioHop(Just((1,))), trio=True))
+    r = await sxst.run_tree_trio(Tree(sxst.Hop(Just((1,)), sxst.TRIO), trio=True))
     r.check()
     assert r.outcome == value(1)
 

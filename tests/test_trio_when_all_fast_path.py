@@ -8,9 +8,9 @@ docs/scopes.md "The nursery face: `async with`" (trio cancellation <-> stop requ
 docs/trio.md "Awaiting a sender" (values convention), docs/trio.md "What happens when things fail"
 (errors as they are, BaseException never an error; Cancelled vs Stopped).
 
-``structexec._trio._await`` runs the coroutine children of an awaited ``when_all`` as tasks of a
-nursery of the awaiting task (module docstring there). Every scenario here runs through both
-paths -- the fast path and the general path (``FAST_WHEN_ALL = False``: hosted system tasks,
+``structexec._trio._when_all_nursery`` runs the coroutine children of an awaited ``when_all`` as
+tasks of a nursery of the awaiting task (module docstring there). Every scenario here runs through
+both paths -- the fast path and the general path (``FAST_WHEN_ALL = False``: hosted system tasks,
 each in its own shielded cancel scope, behind the generic when_all operation) -- and asserts
 identical observable outcomes: the value, the exception's type and identity, Cancelled vs
 Stopped, the (virtual-clock) times and order of the children's events, that every child has
@@ -61,7 +61,7 @@ from hypothesis import strategies as st
 
 import structexec as sx
 from structexec._core import _domain
-from structexec._trio import _await as aw
+from structexec._trio import _when_all_nursery as wan
 from structexec.testing import no_leaks
 from structexec.testing import strategies as sxst
 
@@ -75,12 +75,12 @@ if sys.version_info < (3, 11):
 @contextmanager
 def fast_path(on: bool) -> Iterator[None]:
     """Select the path; pretend no custom domain exists (other test modules may create one)."""
-    old = aw.FAST_WHEN_ALL, _domain._domains_on
-    aw.FAST_WHEN_ALL, _domain._domains_on = on, False
+    old = wan.FAST_WHEN_ALL, _domain._domains_on
+    wan.FAST_WHEN_ALL, _domain._domains_on = on, False
     try:
         yield
     finally:
-        aw.FAST_WHEN_ALL, _domain._domains_on = old
+        wan.FAST_WHEN_ALL, _domain._domains_on = old
 
 
 def which_path() -> str:
@@ -866,8 +866,8 @@ async def test_private_deadline_check_agrees_with_trio_current_effective_deadlin
         public = trio.current_effective_deadline()
         assert (public not in (math.inf, -math.inf)) is expected
         status = trio.lowlevel.current_task()._cancel_status
-        assert aw._deadline_is_finite(status) is expected
-        assert aw._deadline_is_finite(object()) is expected  # the public fallback
+        assert wan._deadline_is_finite(status) is expected
+        assert wan._deadline_is_finite(object()) is expected  # the public fallback
         await trio.lowlevel.cancel_shielded_checkpoint()
 
     await check(False)
@@ -902,7 +902,7 @@ async def test_without_trios_private_cancel_status_the_outcomes_still_agree(
     class NoStatus:
         pass
 
-    monkeypatch.setattr(aw, "_current_task", NoStatus)
+    monkeypatch.setattr(wan, "_current_task", NoStatus)
     out = await both([stopped(0, delay=1), shielded(1, 3)], cancel_at=2)
     assert out.result == ("Cancelled",)
     out = await both([stopped(0, delay=1), shielded(1, 3)], cancel_at=4)

@@ -25,20 +25,11 @@ from typing import Any, TypeVar, overload
 
 from .._core._adaptor_util import UnarySender
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
-from .._core._domain import connect_unchecked as connect
-from .._core._env import (
-    _MISSING,
-    TryEnv,
-    fwd_env,
-    get_completion_scheduler,
-    get_env,
-    get_scheduler,
-    join_env,
-    query_or,
-    sched_attrs,
-)
+from .._core._connect import connect_unchecked as connect
+from .._core._env import TryEnv, fwd_env, get_env, join_env, sched_attrs
 from .._core._infallible import UNSTOPPABLE_ENV, check_infallible
 from .._core._protocol import Algorithm, Closure, Sender, is_scheduler, is_sender
+from .._core._queries import _MISSING, get_completion_scheduler, get_scheduler, query_or
 from .._core._tags import set_error_t, set_stopped_t, set_value_t
 from ._continues_on import schedule_from
 from ._write_env import write_env

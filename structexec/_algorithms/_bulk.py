@@ -30,7 +30,7 @@ from typing import Any, TypeVar, overload
 
 from .._core._adaptor_util import ChildOp, UnarySender, check_sender, early_child, is_async_fn
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
-from .._core._domain import connect_unchecked as connect
+from .._core._connect import connect_unchecked as connect
 from .._core._env import fwd_env
 from .._core._protocol import Algorithm, Closure, Sender, completed_twice
 from .._core._tags import set_error_t, set_value_t

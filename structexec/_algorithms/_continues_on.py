@@ -28,7 +28,7 @@ from .._core._adaptor_util import (
     with_schedule_failures,
 )
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
-from .._core._domain import connect_unchecked as connect
+from .._core._connect import connect_unchecked as connect
 from .._core._env import fwd_env, get_env, join_env, sched_attrs
 from .._core._protocol import Algorithm, Closure, Sender, completed_twice
 from .._core._trampoline import trampoline_start

@@ -10,7 +10,7 @@ from typing import Any
 
 from .._core._adaptor_util import InlineAsChild, UnaryAdaptor, UnarySender, early_child
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
-from .._core._domain import connect_unchecked as connect
+from .._core._connect import connect_unchecked as connect
 from .._core._env import fwd_env, get_env
 from .._core._protocol import Sender
 from .._core._tags import set_value_t

@@ -14,21 +14,11 @@ from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from .._core._adaptor_util import ChildOp, FnAdaptor, UnarySender
+from .._core._connect import connect_unchecked as connect
 from .._core._domain import completion_domain
-from .._core._domain import connect_unchecked as connect
-from .._core._env import (
-    _MISSING,
-    EMPTY_ENV,
-    fwd_env,
-    get_completion_scheduler,
-    get_domain,
-    get_env,
-    join_env,
-    prop,
-    query_or,
-    sched_env,
-)
+from .._core._env import EMPTY_ENV, fwd_env, get_env, join_env, prop, sched_env
 from .._core._protocol import Closure, Sender, completed_twice, is_sender
+from .._core._queries import _MISSING, get_completion_scheduler, get_domain, query_or
 from .._core._tags import set_error_t, set_stopped_t, set_value_t
 from .._core._trampoline import trampoline_start
 

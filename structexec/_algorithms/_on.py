@@ -31,19 +31,10 @@ from .._core._completion_signatures import (
     dependent_sender_error,
     get_completion_signatures,
 )
-from .._core._domain import connect_unchecked as connect
-from .._core._env import (
-    _MISSING,
-    EMPTY_ENV,
-    fwd_env,
-    get_completion_scheduler,
-    get_env,
-    get_scheduler,
-    join_env,
-    query_or,
-    sched_env,
-)
+from .._core._connect import connect_unchecked as connect
+from .._core._env import EMPTY_ENV, fwd_env, get_env, join_env, sched_env
 from .._core._protocol import Algorithm, Closure, Sender, is_sender
+from .._core._queries import _MISSING, get_completion_scheduler, get_scheduler, query_or
 from .._core._tags import set_value_t
 from ._continues_on import continues_on
 from ._starts_on import starts_on

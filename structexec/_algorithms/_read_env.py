@@ -1,15 +1,17 @@
-"""``read_env(q)`` and ``schedule(sch)`` ([exec.read.env], [exec.schedule])."""
+"""``read_env(q)`` ([exec.read.env]): a sender that completes with a query of the receiver's
+environment."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from .._core._completion_signatures import completion_signatures, dependent_sender_error
-from .._core._env import QueryError, get_env
+from .._core._env import get_env
 from .._core._protocol import Algorithm, Sender, twice_started
+from .._core._queries import QueryError
 from .._core._tags import set_error_t, set_value_t
 
-__all__ = ["read_env", "schedule"]
+__all__ = ["read_env"]
 
 
 class _ReadEnvOp:
@@ -86,26 +88,5 @@ class read_env_t(Algorithm):
         return _ReadEnvSender(q)
 
 
-class schedule_t(Algorithm):
-    """``schedule(sch)``: ``sch.schedule()``, a sender that completes on ``sch`` ([exec.schedule]).
-
-    Its value completion has no datums; ``get_completion_scheduler[set_value_t]`` of its
-    attributes is ``sch`` ([exec.sched]).
-    """
-
-    __slots__ = ()
-
-    def __call__(self, sch: Any) -> Sender[None]:
-        m = getattr(sch, "schedule", None)
-        if m is None or not callable(m):
-            raise TypeError(
-                f"schedule() needs a scheduler (an object with a schedule() method), "
-                f"got {type(sch).__name__}"
-            )
-        s: Sender[None] = m()
-        return s
-
-
 read_env = read_env_t()
-schedule = schedule_t()
 _ReadEnvSender.tag = read_env

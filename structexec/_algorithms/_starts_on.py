@@ -32,7 +32,7 @@ from .._core._adaptor_util import (
     with_schedule_failures,
 )
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
-from .._core._domain import connect_unchecked as connect
+from .._core._connect import connect_unchecked as connect
 from .._core._env import fwd_env, join_env, sched_env
 from .._core._protocol import Algorithm, Sender, completed_twice
 from .._core._trampoline import trampoline_start

@@ -21,9 +21,10 @@ from typing import Any
 
 from .._core._adaptor_util import close_op
 from .._core._completion_signatures import get_completion_signatures
-from .._core._domain import connect_unchecked as connect
-from .._core._env import QueryError, fwd_env, get_env, get_stop_token, query_or
+from .._core._connect import connect_unchecked as connect
+from .._core._env import fwd_env, get_env
 from .._core._protocol import Algorithm, Sender
+from .._core._queries import QueryError, get_stop_token, query_or
 from .._core._stop_token import combined_stop_token, is_unstoppable
 
 __all__: list[str] = []

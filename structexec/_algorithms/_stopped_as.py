@@ -24,10 +24,11 @@ from .._core._completion_signatures import (
     dependent_sender_error,
     get_completion_signatures,
 )
-from .._core._domain import connect_unchecked as connect
+from .._core._connect import connect_unchecked as connect
 from .._core._env import fwd_env, get_env
-from .._core._protocol import Closure, Sender, is_sender, values
+from .._core._protocol import Closure, Sender, is_sender
 from .._core._tags import set_error_t, set_stopped_t, set_value_t
+from .._core._values import values
 from ._just import just, just_error
 from ._let import let_stopped
 from ._then import then

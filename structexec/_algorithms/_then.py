@@ -25,10 +25,11 @@ from .._core._adaptor_util import (
     async_fn_error,
     is_async_fn,
 )
-from .._core._domain import connect_unchecked as connect
+from .._core._connect import connect_unchecked as connect
 from .._core._domain import get_domain_late, transform_sender
 from .._core._env import fwd_env, get_env
-from .._core._protocol import Closure, Sender, completed_twice, twice_started, values
+from .._core._protocol import Closure, Sender, completed_twice, twice_started
+from .._core._values import values
 from ._just import _JustSender
 
 __all__ = ["then", "upon_error", "upon_stopped"]

@@ -36,11 +36,12 @@ from .._core._completion_signatures import (
     dependent_sender_error,
     get_completion_signatures,
 )
-from .._core._domain import connect_unchecked as connect
+from .._core._connect import connect_unchecked as connect
 from .._core._domain import default_domain, domains_active, get_domain_early
-from .._core._env import EMPTY_ENV, fwd_env, get_domain, get_env, get_stop_token, prop, query_or
+from .._core._env import EMPTY_ENV, fwd_env, get_env, prop
 from .._core._errors import ErrorValue
 from .._core._protocol import Algorithm, Sender, completed_twice, is_sender, twice_started
+from .._core._queries import get_domain, get_stop_token, query_or
 from .._core._stop_token import (
     inplace_stop_source,
     is_unstoppable,

@@ -1,11 +1,10 @@
-"""``write_env`` and ``unstoppable`` ([exec.write.env], [exec.unstoppable]).
+"""``write_env`` ([exec.write.env]).
 
 ``write_env(sndr, e)`` runs ``sndr`` with the receiver environment
 ``JOIN-ENV(e, FWD-ENV(get_env(rcvr)))``: the written queries win, are visible even when they are not
 forwarding queries, and the outer receiver's non-forwarding queries are hidden ([exec.write.env]).
-``unstoppable(sndr)`` is ``write_env(sndr, prop(get_stop_token, never_stop_token()))``
-([exec.unstoppable]). Both complete wherever their child completes, which ``affine_on`` relies on
-([exec.write.env]).
+It completes wherever its child completes, which ``affine_on`` relies on ([exec.write.env]).
+``unstoppable`` (``_unstoppable``) builds the same sender.
 """
 
 from __future__ import annotations
@@ -15,18 +14,16 @@ from typing import Any, TypeVar, overload
 from .._core._adaptor_util import (
     BinaryAdaptor,
     InlineAsChild,
-    UnaryAdaptor,
     UnarySender,
     WriteEnvReceiver,
     early_child,
 )
 from .._core._completion_signatures import completion_signatures, dependent_sender_error
-from .._core._domain import connect_unchecked as connect
+from .._core._connect import connect_unchecked as connect
 from .._core._env import EMPTY_ENV, fwd_env, join_env
-from .._core._infallible import UNSTOPPABLE_ENV
 from .._core._protocol import Closure, Sender
 
-__all__ = ["unstoppable", "write_env"]
+__all__ = ["write_env"]
 
 T = TypeVar("T")
 
@@ -110,24 +107,5 @@ class write_env_t(BinaryAdaptor):
         return early_child(sndr, _WriteEnvSender(sndr, e))
 
 
-class unstoppable_t(UnaryAdaptor):
-    """``unstoppable(sndr)``: run ``sndr`` with a ``never_stop_token`` ([exec.unstoppable]).
-
-    [exec.unstoppable]. Equivalent to ``write_env(sndr, prop(get_stop_token,
-    never_stop_token()))`` (and it is that sender: its ``tag`` is ``write_env``). Inside,
-    ``read_env(get_stop_token)`` gives ``never_stop_token()``; a stop request on the outer
-    receiver's token never reaches the child; completions are forwarded unchanged. Also usable
-    as ``sndr | unstoppable`` (an extension).
-    """
-
-    __slots__ = ()
-    _name = "unstoppable"
-
-    def _apply(self, sndr: Any) -> Sender[Any]:
-        r: Sender[Any] = early_child(sndr, _WriteEnvSender(sndr, UNSTOPPABLE_ENV))
-        return r
-
-
 write_env = write_env_t()
-unstoppable = unstoppable_t()
 _WriteEnvSender.tag = write_env

@@ -33,7 +33,7 @@ from typing import Any
 
 from ._completion_signatures import completion_signatures, get_completion_signatures
 from ._domain import default_domain, get_domain_early, may_transform, transform_sender
-from ._env import fwd_env, get_domain, get_env, join_env, query_or
+from ._env import fwd_env, get_env, join_env
 from ._protocol import (
     Algorithm,
     Closure,
@@ -43,6 +43,7 @@ from ._protocol import (
     is_sender,
     twice_started,
 )
+from ._queries import get_domain, query_or
 from ._tags import set_value_t
 
 _DEFAULT = default_domain()

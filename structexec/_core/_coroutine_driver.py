@@ -50,10 +50,11 @@ from collections.abc import Generator
 from typing import Any
 
 from . import _hooks
-from ._domain import connect_unchecked as connect
+from ._connect import connect_unchecked as connect
 from ._env import fwd_env, get_env
 from ._errors import ErrorValue, Stopped
-from ._protocol import completed_twice, twice_started, values
+from ._protocol import completed_twice, twice_started
+from ._values import values
 
 __all__: list[str] = []
 

@@ -1,38 +1,25 @@
-"""Domains, sender transforms and ``connect`` ([exec.domain.default], [exec.snd.transform],
-[exec.snd.transform.env], [exec.snd.apply], [exec.connect]; [exec.domain.default],
-[exec.snd.transform]).
+"""Domains and sender transforms ([exec.domain.default], [exec.snd.transform],
+[exec.snd.transform.env], [exec.snd.apply]).
 
-A *domain* customises algorithms: at ``connect`` the library asks the sender's late domain to
-``transform_sender`` it ([exec.connect], [exec.snd.expos]), which is how ``parallel_scheduler``
-replaces ``bulk_chunked`` with its own implementation ([exec.par.scheduler]). Custom domains derive
-from
-:class:`default_domain` and override what they customise; everything else falls back to the
-default. The transform machinery is switched on when the first custom domain is created, so
-programs that use only the default domain pay nothing for it at ``connect``.
+A *domain* customises algorithms: at ``connect`` (``_connect``) the library asks the sender's
+late domain to ``transform_sender`` it ([exec.connect], [exec.snd.expos]), which is how
+``parallel_scheduler`` replaces ``bulk_chunked`` with its own implementation
+([exec.par.scheduler]). Custom domains derive from :class:`default_domain` and override what they
+customise; everything else falls back to the default. The transform machinery is switched on when
+the first custom domain is created (the module flags ``_domains_on``, ``_customize_all``,
+``_customized_tags``, ``_apply_customized``), so programs that use only the default domain pay
+nothing for it at ``connect``.
 """
 
 from __future__ import annotations
 
-import inspect
-import types
 from typing import Any, ClassVar
 
-from . import _hooks
-from ._env import (
-    _MISSING,
-    EMPTY_ENV,
-    fwd_env,
-    get_completion_scheduler,
-    get_domain,
-    get_env,
-    get_scheduler,
-    query_or,
-)
+from ._env import EMPTY_ENV, fwd_env, get_env
+from ._queries import _MISSING, get_completion_scheduler, get_domain, get_scheduler, query_or
 from ._tags import set_error_t, set_stopped_t, set_value_t
 
-_CoroutineType = types.CoroutineType
-
-__all__ = ["apply_sender", "connect", "default_domain", "transform_env", "transform_sender"]
+__all__ = ["apply_sender", "default_domain", "transform_env", "transform_sender"]
 
 
 _domains_on = False  # some custom domain exists
@@ -67,7 +54,7 @@ class default_domain:
     * ``apply_sender(tag, sndr, *args)``: ``tag.apply_sender(sndr, *args)``.
 
     Derive a custom domain from this class; creating the first instance of a subclass turns
-    on the domain dispatch in :func:`connect` and in the adaptors (until then ``connect`` skips
+    on the domain dispatch in ``connect`` and in the adaptors (until then ``connect`` skips
     the transform, which can only return the sender unchanged).
     """
 
@@ -199,82 +186,6 @@ def apply_sender(dom: Any, tag: Any, sndr: Any, *args: Any) -> Any:
     if f is None:
         return _DEFAULT.apply_sender(tag, sndr, *args)
     return f(tag, sndr, *args)
-
-
-def connect(sndr: Any, rcvr: Any) -> Any:
-    """Connect a sender to a receiver, giving an operation state ([exec.connect]).
-
-    The sender is first transformed by its late domain when custom domains are in use; then
-    ``sndr.connect(rcvr)`` is called, or, for a coroutine or other awaitable, the awaitable is
-    wrapped so that it runs in a trio task when started ([exec.connect]). ``connect`` runs
-    no user work: nothing completes before ``start`` ([exec.async.ops]).
-
-    ``rcvr`` must be a receiver: an object with the completion methods ``set_value(*vals)``,
-    ``set_error(err)`` and ``set_stopped()`` that the sender may call ([exec.recv.concepts]).
-    ``connect`` checks it cheaply: it must have at least one of them (checked once per
-    receiver class); anything else (``None``, a number, a sender) raises ``TypeError`` here
-    rather than an ``AttributeError`` at the completion.
-    """
-    if type(rcvr) not in _receiver_types:
-        _check_receiver(rcvr)
-    # The body of connect_unchecked, repeated: connect is a hot path, a call costs.
-    if _domains_on and (_customize_all or getattr(sndr, "tag", None) in _customized_tags):
-        e = get_env(rcvr)
-        sndr = transform_sender(get_domain_late(sndr, e), sndr, e)
-    if type(sndr) is _CoroutineType:  # common, and it has no connect: skip the exception
-        return _hooks.connect_awaitable(sndr, rcvr)
-    try:
-        m = sndr.connect
-    except AttributeError:
-        if inspect.isawaitable(sndr):
-            return _hooks.connect_awaitable(sndr, rcvr)
-        raise _not_a_sender(sndr) from None
-    return m(rcvr)
-
-
-#: Receiver classes seen by :func:`connect` whose instances have a completion method (a
-#: bounded cache: a program has a handful of receiver classes).
-_receiver_types: set[type] = set()
-
-
-def _check_receiver(rcvr: Any) -> None:
-    """The receiver check of :func:`connect` for a class not seen yet: a completion method on
-    the class (then remember the class) or on the instance, else ``TypeError``."""
-    cls = type(rcvr)
-    if hasattr(cls, "set_value") or hasattr(cls, "set_error") or hasattr(cls, "set_stopped"):
-        if len(_receiver_types) < 1024:
-            _receiver_types.add(cls)
-        return
-    if hasattr(rcvr, "set_value") or hasattr(rcvr, "set_error") or hasattr(rcvr, "set_stopped"):
-        return
-    raise TypeError(
-        f"connect(sndr, rcvr): rcvr must be a receiver, got {type(rcvr).__name__}: a receiver "
-        "has the completion methods set_value(*vals), set_error(err) and set_stopped() "
-        "([exec.recv.concepts]); derive from sx.Receiver to write one"
-    )
-
-
-def _not_a_sender(sndr: Any) -> TypeError:
-    return TypeError(
-        f"connect() needs a sender, got {type(sndr).__name__}: a sender has a connect(rcvr) "
-        "method (derive from sx.Sender) or is awaitable ([exec.snd.concepts])"
-    )
-
-
-def connect_unchecked(sndr: Any, rcvr: Any) -> Any:
-    """:func:`connect` without the receiver check, for the library's own receivers."""
-    if _domains_on and (_customize_all or getattr(sndr, "tag", None) in _customized_tags):
-        e = get_env(rcvr)
-        sndr = transform_sender(get_domain_late(sndr, e), sndr, e)
-    if type(sndr) is _CoroutineType:  # common, and it has no connect: skip the exception
-        return _hooks.connect_awaitable(sndr, rcvr)
-    try:
-        m = sndr.connect
-    except AttributeError:
-        if inspect.isawaitable(sndr):
-            return _hooks.connect_awaitable(sndr, rcvr)
-        raise _not_a_sender(sndr) from None
-    return m(rcvr)
 
 
 def may_transform(tag: Any) -> bool:

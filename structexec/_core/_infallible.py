@@ -15,8 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from ._completion_signatures import completion_signatures, get_completion_signatures
-from ._env import get_stop_token, prop
+from ._env import prop
 from ._protocol import is_scheduler
+from ._queries import get_stop_token
 from ._stop_token import never_stop_token
 from ._tags import set_value_t
 

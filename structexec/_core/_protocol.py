@@ -30,7 +30,6 @@ __all__ = [
     "set_stopped",
     "set_value",
     "start",
-    "values",
 ]
 
 T_co = TypeVar("T_co", covariant=True)
@@ -68,23 +67,6 @@ def start(op: Any) -> None:
     raise ``RuntimeError`` when started twice ([exec.async.ops]).
     """
     op.start()
-
-
-class values(tuple):  # type: ignore[type-arg]
-    """Return ``sx.values(a, b)`` from a ``then`` function to send several datums.
-
-    docs/trio.md "Awaiting a sender": a function's ``None`` means "no datum" and a returned tuple is
-    one datum; ``values(*xs)`` sends ``xs`` as separate datums, and ``values(None)`` sends one
-    ``None``.
-    """
-
-    __slots__ = ()
-
-    def __new__(cls, *xs: Any) -> values:
-        return tuple.__new__(cls, xs)
-
-    def __repr__(self) -> str:
-        return f"values{tuple.__repr__(self)}"
 
 
 # --------------------------------------------------------------------------- base classes

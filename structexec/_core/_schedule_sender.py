@@ -23,8 +23,9 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from ._completion_signatures import completion_signatures
-from ._env import TryEnv, get_completion_scheduler, get_env, get_stop_token
+from ._env import TryEnv, get_env
 from ._protocol import Sender, twice_started
+from ._queries import get_completion_scheduler, get_stop_token
 from ._stop_token import is_unstoppable
 from ._tags import set_stopped_t, set_value_t
 

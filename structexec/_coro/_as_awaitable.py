@@ -35,17 +35,11 @@ from typing import Any
 
 from .._core import _hooks
 from .._core._completion_signatures import get_completion_signatures
-from .._core._domain import connect_unchecked as connect
-from .._core._env import (
-    _MISSING,
-    EMPTY_ENV,
-    fwd_env,
-    get_await_completion_adaptor,
-    get_env,
-    query_or,
-)
+from .._core._connect import connect_unchecked as connect
+from .._core._env import EMPTY_ENV, fwd_env, get_env
 from .._core._errors import ErrorValue, terminate
 from .._core._protocol import completed_twice
+from .._core._queries import _MISSING, get_await_completion_adaptor, query_or
 from .._core._tags import set_value_t
 
 __all__ = ["as_awaitable", "sender_awaitable", "with_awaitable_senders"]

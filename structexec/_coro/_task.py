@@ -42,26 +42,25 @@ from typing_extensions import ParamSpec
 
 from .._core import _hooks
 from .._core._completion_signatures import completion_signatures
-from .._core._env import (
+from .._core._env import TryEnv, fwd_env, get_env
+from .._core._errors import ErrorValue, Stopped, terminate
+from .._core._protocol import Algorithm, Sender, twice_started
+from .._core._queries import (
     _MISSING,
     QueryError,
-    TryEnv,
     forwarding_query,
-    fwd_env,
     get_allocator,
-    get_env,
     get_scheduler,
     get_stop_token,
     query_or,
 )
-from .._core._errors import ErrorValue, Stopped, terminate
-from .._core._protocol import Algorithm, Sender, twice_started, values
 from .._core._stop_token import (
     inplace_stop_source,
     inplace_stop_token,
     never_stop_token,
     stop_callback_for,
 )
+from .._core._values import values
 from .._schedulers._run_loop import raised_sink, sink_of
 from .._trio._coroutine_sender import TrioHostedOp
 from .._trio._trio_bridge import (

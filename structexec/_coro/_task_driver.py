@@ -36,13 +36,14 @@ from .._algorithms._just import just, just_error, just_stopped
 from .._algorithms._read_env import read_env
 from .._core import _hooks
 from .._core._completion_signatures import get_completion_signatures
+from .._core._connect import connect_unchecked as connect
 from .._core._coroutine_driver import swallowed_stop_message
-from .._core._domain import connect_unchecked as connect
 from .._core._domain import may_transform
-from .._core._env import _MISSING, get_scheduler, sched_env
+from .._core._env import sched_env
 from .._core._errors import ErrorValue, Stopped, terminate
 from .._core._infallible import UNSTOPPABLE_ENV
 from .._core._protocol import completed_twice
+from .._core._queries import _MISSING, get_scheduler
 from .._core._tags import set_value_t
 from .._core._trampoline import trampoline_start
 from .._schedulers._inline_scheduler import inline_scheduler

@@ -17,7 +17,7 @@ from typing import Any, Generic, NoReturn, TypeVar
 
 from .._core import _hooks
 from .._core._completion_signatures import completion_signatures
-from .._core._env import _MISSING, get_scheduler, query_or
+from .._core._queries import _MISSING, get_scheduler, query_or
 from .._core._stop_token import inplace_stop_source
 from .._core._tags import set_error_t, set_stopped_t, set_value_t
 from .._schedulers._inline_scheduler import inline_scheduler

@@ -9,17 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from .._core._completion_signatures import completion_signatures
-from .._core._domain import connect_unchecked as connect
-from .._core._env import (
-    QueryError,
-    TryEnv,
-    get_completion_scheduler,
-    get_env,
-    get_stop_token,
-    query_or,
-)
+from .._core._connect import connect_unchecked as connect
+from .._core._env import TryEnv, get_env
 from .._core._infallible import check_infallible
 from .._core._protocol import Sender
+from .._core._queries import QueryError, get_completion_scheduler, get_stop_token, query_or
 from .._core._stop_token import is_unstoppable
 from .._core._tags import set_error_t, set_stopped_t, set_value_t
 

@@ -2,7 +2,7 @@
 
 [exec.par.scheduler], [exec.bulk], docs/parallel.md; P2079R7 §4.1. The scheduler is a thin
 *frontend*: it turns ``schedule()`` operations and ``bulk*`` operations into receiver proxies
-and hands them to its *backend* (``system_context_replaceability``, ``_sysctxrepl.py``). The
+and hands them to its *backend* (``system_context_replaceability``, ``_replacement_api.py``). The
 bulk algorithms reach the backend through the domain mechanism: the scheduler answers
 ``get_domain`` with a domain whose ``transform_sender`` replaces ``bulk``, ``bulk_chunked``
 and ``bulk_unchunked`` when the parallel scheduler is the predecessor's completion scheduler
@@ -18,24 +18,23 @@ from typing import Any
 from .._algorithms import _bulk as _bulk_mod
 from .._core._adaptor_util import close_op
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
-from .._core._domain import connect, default_domain
-from .._core._env import (
+from .._core._connect import connect
+from .._core._domain import default_domain
+from .._core._env import TryEnv, fwd_env, get_env
+from .._core._errors import terminate
+from .._core._protocol import Algorithm, Sender, completed_twice, twice_started
+from .._core._queries import (
     _MISSING,
     QueryError,
-    TryEnv,
     forward_progress_guarantee,
-    fwd_env,
     get_completion_scheduler,
     get_completion_scheduler_t,
     get_domain,
-    get_env,
     get_forward_progress_guarantee,
     get_scheduler,
     get_stop_token,
     query_or,
 )
-from .._core._errors import terminate
-from .._core._protocol import Algorithm, Sender, completed_twice, twice_started
 from .._core._stop_token import (
     inplace_stop_source,
     inplace_stop_token,
@@ -44,12 +43,9 @@ from .._core._stop_token import (
 )
 from .._core._tags import set_error_t, set_stopped_t, set_value_t
 from ._backend_error import BackendError
-from ._sysctxrepl import (
-    CHUNKED,
+from ._remote_work import CHUNKED, PER_INDEX, RemoteBulkWork, _copy_back_indices
+from ._replacement_api import (
     NO_STORAGE,
-    PER_INDEX,
-    RemoteBulkWork,
-    _copy_back_indices,
     bulk_item_receiver_proxy,
     query_parallel_scheduler_backend,
     receiver_proxy,

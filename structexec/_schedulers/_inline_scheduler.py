@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from .._core._completion_signatures import completion_signatures
-from .._core._env import TryEnv, get_completion_scheduler
+from .._core._env import TryEnv
 from .._core._protocol import Sender, twice_started
+from .._core._queries import get_completion_scheduler
 from .._core._tags import set_value_t
 
 __all__ = ["inline_scheduler"]

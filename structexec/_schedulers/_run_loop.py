@@ -18,8 +18,9 @@ import threading
 from collections import deque
 from typing import Any
 
-from .._core._env import Query, query_or, sched_attrs
+from .._core._env import sched_attrs
 from .._core._errors import terminate
+from .._core._queries import Query, query_or
 from .._core._schedule_sender import ScheduleOp, ScheduleSender
 
 __all__ = ["run_loop"]

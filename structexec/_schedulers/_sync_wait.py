@@ -25,16 +25,17 @@ import threading
 from typing import Any
 
 from .._core import _hooks
+from .._core._connect import connect
 from .._core._domain import (
     apply_customized,
     apply_sender,
-    connect,
     default_domain,
     get_domain_early,
 )
-from .._core._env import TryEnv, get_delegation_scheduler, get_scheduler
+from .._core._env import TryEnv
 from .._core._errors import ErrorValue
 from .._core._protocol import Algorithm, completed_twice, is_sender
+from .._core._queries import get_delegation_scheduler, get_scheduler
 from ._run_loop import raised_sink, run_loop
 
 __all__ = ["sync_wait", "sync_wait_with_variant"]

@@ -14,7 +14,8 @@ from typing import Any
 
 from .._core._adaptor_util import close_op
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
-from .._core._domain import connect, get_domain_early, may_transform, transform_sender
+from .._core._connect import connect
+from .._core._domain import get_domain_early, may_transform, transform_sender
 from .._core._env import EMPTY_ENV, get_env
 from .._core._protocol import Algorithm, Closure, Sender, completed_twice, is_sender, twice_started
 from .._core._tags import set_stopped_t

@@ -16,11 +16,12 @@ from typing import Any
 
 import trio
 
-from .._algorithms._read_env import schedule
+from .._algorithms._schedule import schedule
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
-from .._core._domain import connect
-from .._core._env import _MISSING, get_env, get_scheduler, query_or
+from .._core._connect import connect
+from .._core._env import get_env
 from .._core._protocol import Sender, twice_started
+from .._core._queries import _MISSING, get_scheduler, query_or
 from .._core._tags import set_error_t, set_value_t
 from .._core._trampoline import trampoline_start
 from ._spawn import as_exception

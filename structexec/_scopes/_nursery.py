@@ -28,9 +28,10 @@ from typing import Any
 import trio
 
 from .._algorithms._stop_when import StopTokenEnv
-from .._core._env import EMPTY_ENV, get_scheduler, prop
+from .._core._env import EMPTY_ENV, prop
 from .._core._env import env as _env_cls
 from .._core._errors import Stopped
+from .._core._queries import get_scheduler
 from .._core._stop_token import inplace_stop_callback, inplace_stop_source
 from .._trio._trio_bridge import RunState, call_in_run, current_run, host_env
 from .._trio._trio_scheduler import trio_scheduler

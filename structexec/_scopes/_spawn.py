@@ -17,22 +17,12 @@ from typing import Any
 from .._algorithms._stop_when import StopTokenEnv, child_token
 from .._core import _domain
 from .._core._completion_signatures import get_completion_signatures
-from .._core._domain import connect
-from .._core._env import (
-    _MISSING,
-    EMPTY_ENV,
-    TryEnv,
-    fwd_env,
-    get_allocator,
-    get_env,
-    get_stop_token,
-    join_env,
-    prop,
-    query_or,
-)
+from .._core._connect import connect
+from .._core._env import EMPTY_ENV, TryEnv, fwd_env, get_env, join_env, prop
 from .._core._env import env as _joined_env
 from .._core._errors import ErrorValue, terminate
 from .._core._protocol import Algorithm, Sender, completed_twice, is_sender
+from .._core._queries import _MISSING, get_allocator, get_stop_token, query_or
 from .._core._tags import set_value_t
 from .._core._trampoline import _t as _tramp
 from .._core._trampoline import drain as _drain_queue

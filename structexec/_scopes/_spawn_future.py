@@ -24,18 +24,10 @@ from typing import Any
 
 from .._algorithms._stop_when import stop_when
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
-from .._core._domain import connect
-from .._core._env import (
-    _MISSING,
-    EMPTY_ENV,
-    QueryError,
-    fwd_env,
-    get_allocator,
-    get_env,
-    get_stop_token,
-    query_or,
-)
+from .._core._connect import connect
+from .._core._env import EMPTY_ENV, fwd_env, get_env
 from .._core._protocol import Algorithm, Sender, twice_started
+from .._core._queries import _MISSING, QueryError, get_allocator, get_stop_token, query_or
 from .._core._stop_token import (
     combined_stop_token,
     inplace_stop_source,

@@ -58,10 +58,12 @@ import trio.lowlevel as tl
 
 from .._core import _hooks
 from .._core._coroutine_driver import CoroutineDriver, HostMark, host_mark, swallowed_stop_message
-from .._core._env import fwd_env, get_env, get_stop_token, query_or
+from .._core._env import fwd_env, get_env
 from .._core._errors import Stopped, terminate
-from .._core._protocol import twice_started, values
+from .._core._protocol import twice_started
+from .._core._queries import get_stop_token, query_or
 from .._core._stop_token import stop_callback_for
+from .._core._values import values
 from .._schedulers._run_loop import sink_of
 from ._trio_bridge import (
     RunState,

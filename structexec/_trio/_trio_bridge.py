@@ -46,8 +46,9 @@ from typing import Any
 import trio
 import trio.lowlevel as tl
 
-from .._core._env import Query, TryEnv, get_scheduler, query_or
+from .._core._env import TryEnv
 from .._core._errors import terminate
+from .._core._queries import Query, get_scheduler, query_or
 from .._core._stop_token import stop_callback_for
 
 __all__: list[str] = []

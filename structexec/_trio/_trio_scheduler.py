@@ -24,13 +24,9 @@ from __future__ import annotations
 
 from typing import Any, NoReturn
 
-from .._core._env import (
-    TryEnv,
-    forward_progress_guarantee,
-    get_env,
-    get_forward_progress_guarantee,
-)
+from .._core._env import TryEnv, get_env
 from .._core._protocol import Sender
+from .._core._queries import forward_progress_guarantee, get_forward_progress_guarantee
 from .._core._schedule_sender import ScheduleAttrs, ScheduleOp, ScheduleSender
 from .._schedulers._run_loop import deliver_raised, sink_of
 from . import _trio_bridge

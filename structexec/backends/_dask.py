@@ -15,7 +15,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from .._core._env import get_stop_token
+from .._core._queries import get_stop_token
 from ._common import (
     ClusterError,
     UnpicklableWorkError,

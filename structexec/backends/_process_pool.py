@@ -11,7 +11,7 @@ from concurrent.futures.process import BrokenProcessPool
 from functools import partial
 from typing import Any
 
-from .._core._env import get_stop_token
+from .._core._queries import get_stop_token
 from ._common import (
     BackendError,
     UnpicklableWorkError,

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from .._core._errors import terminate
 from .._core._stop_token import inplace_stop_callback
 from .._parallel._backend_error import BackendError
-from .._parallel._sysctxrepl import parallel_scheduler_backend
+from .._parallel._replacement_api import parallel_scheduler_backend
 from ._thread_pool import default_thread_pool
 
 __all__ = ["RemoteBackend", "RemoteJob", "complete_soon"]

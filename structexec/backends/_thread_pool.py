@@ -11,10 +11,10 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-from .._core._env import get_stop_token
 from .._core._errors import terminate
+from .._core._queries import get_stop_token
 from .._parallel._backend_error import BackendError
-from .._parallel._sysctxrepl import parallel_scheduler_backend
+from .._parallel._replacement_api import parallel_scheduler_backend
 from .._schedulers._run_loop import deliver_raised, raised_sink
 
 __all__ = ["ThreadPoolBackend", "default_thread_pool"]

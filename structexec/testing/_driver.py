@@ -24,8 +24,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._core._env import QueryError, get_completion_scheduler, get_env, get_scheduler, prop
+from .._core._env import get_env, prop
 from .._core._errors import set_terminate_handler
+from .._core._queries import QueryError, get_completion_scheduler, get_scheduler
 from .._core._stop_token import inplace_stop_source
 from .._core._tags import set_value_t
 from .._scopes._counting_scope import counting_scope, simple_counting_scope

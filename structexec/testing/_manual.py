@@ -10,15 +10,15 @@ import threading
 from typing import Any
 
 from .._core._completion_signatures import completion_signatures
-from .._core._env import (
+from .._core._env import get_env
+from .._core._protocol import Sender
+from .._core._queries import (
     QueryError,
     forward_progress_guarantee,
     get_completion_scheduler,
-    get_env,
     get_forward_progress_guarantee,
     get_stop_token,
 )
-from .._core._protocol import Sender
 from .._core._schedule_sender import ScheduleAttrs, ScheduleOp, ScheduleSender
 from .._core._stop_token import stop_callback_for
 from .._core._tags import set_error_t

@@ -9,9 +9,10 @@ import threading
 from collections.abc import Generator
 from typing import Any
 
-from .._core._domain import connect as _connect
+from .._core._connect import connect as _connect
 from .._core._env import env as _env
-from .._core._env import get_stop_token, prop
+from .._core._env import prop
+from .._core._queries import get_stop_token
 from .._core._stop_token import inplace_stop_source
 from ._manual import ManualScheduler
 

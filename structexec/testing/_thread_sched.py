@@ -7,9 +7,9 @@ from collections import deque
 from types import TracebackType
 from typing import Any
 
-from .._core._env import QueryError, forward_progress_guarantee, get_forward_progress_guarantee
 from .._core._errors import terminate
 from .._core._protocol import Sender
+from .._core._queries import QueryError, forward_progress_guarantee, get_forward_progress_guarantee
 from .._core._schedule_sender import ScheduleOp, ScheduleSender
 from ._manual import _current
 

@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 import structexec as sx
 
 from .._core._adaptor_util import close_op
-from .._core._protocol import values
+from .._core._values import values
 
 __all__ = [
     "Adaptor",
@@ -51,7 +51,7 @@ __all__ = [
     "JustStopped",
     "Let",
     "Node",
-    "ParallelHop",
+    "PARALLEL",
     "Plan",
     "Schedule",
     "Spawn",
@@ -62,9 +62,9 @@ __all__ = [
     "StoppedAsOptional",
     "Task",
     "Then",
-    "ThreadHop",
+    "THREAD",
     "TreeError",
-    "TrioHop",
+    "TRIO",
     "Unstoppable",
     "WhenAll",
     "apply_fn",
@@ -794,22 +794,69 @@ class Schedule(Node):
         return f"sx.schedule(sch[{self.sch}])"
 
 
+#: The targets of a :class:`Hop` other than a ``ManualScheduler`` number: a worker thread,
+#: the parallel scheduler, the trio scheduler.
+THREAD, PARALLEL, TRIO = "thread", "parallel", "trio"
+_HOP_KINDS = {THREAD: "thread_hop", PARALLEL: "parallel_hop", TRIO: "trio_hop"}
+_HOP_CODE = {
+    THREAD: "thread_sch",
+    PARALLEL: "sx.get_parallel_scheduler()",
+    TRIO: "sx.trio_scheduler()",
+}
+
+
 @dataclass(eq=False, repr=False)
 class Hop(Node):
-    """``child | sx.continues_on(sch)`` onto ``ManualScheduler`` number ``sch``
-    ([exec.continues.on], [exec.schedule.from])."""
+    """``child | sx.continues_on(target)`` ([exec.continues.on], [exec.schedule.from]).
+
+    ``sch`` is the target, and gives the node its ``kind``:
+
+    * an ``int``: ``ManualScheduler`` number ``sch`` (kind ``continues_on``);
+    * ``THREAD``: the worker-thread scheduler of the run (``thread_hop``);
+    * ``PARALLEL``: ``sx.get_parallel_scheduler()`` (``parallel_hop``). The backend may check
+      the stop token before it runs the item or not, so a stop request made before the hop
+      is modelled as "maybe" ([exec.par.scheduler], [exec.sysctxrepl]);
+    * ``TRIO``: ``sx.trio_scheduler()`` (``trio_hop``, trio runs only).
+    """
 
     child: Node
-    sch: int
-    kind: ClassVar[str] = "continues_on"
+    sch: int | str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.sch, int) and self.sch not in _HOP_KINDS:
+            raise ValueError(
+                f"Hop: sch must be a ManualScheduler number, THREAD, PARALLEL or TRIO, "
+                f"not {self.sch!r}"
+            )
+
+    @property
+    def kind(self) -> str:  # type: ignore[override]
+        sch = self.sch
+        return "continues_on" if isinstance(sch, int) else _HOP_KINDS[sch]
+
+    def _target(self, w: World) -> Any:
+        sch = self.sch
+        if isinstance(sch, int):
+            return w.schedulers[sch]
+        if sch == THREAD:
+            return w.thread_scheduler
+        if sch == TRIO:
+            return w.trio_scheduler
+        return sx.get_parallel_scheduler()
 
     def build(self, w: World) -> Any:
-        return sx.continues_on(self.child.build(w), w.schedulers[self.sch])
+        hop = sx.continues_on(self.child.build(w), self._target(w))
+        return _InFlight(hop, w) if self.sch == PARALLEL else hop
 
     def outcomes(self, mode: int, plan: Plan) -> Outcomes:
-        return _hop_outcomes(self.child.outcomes(mode, plan), mode)
+        inner = self.child.outcomes(mode, plan)
+        if self.sch == PARALLEL:
+            return inner | {STOPPED} if mode else inner
+        return _hop_outcomes(inner, mode)
 
     def timing(self, mode: int, plan: Plan) -> str:
+        if self.sch == THREAD or self.sch == PARALLEL:
+            return UNKNOWN
         t = self.child.timing(mode, plan)
         return UNKNOWN if t == UNKNOWN else ASYNC
 
@@ -817,7 +864,9 @@ class Hop(Node):
         return (self.child,)
 
     def code(self) -> str:
-        return f"{self.child.code()} | sx.continues_on(sch[{self.sch}])"
+        sch = self.sch
+        target = f"sch[{sch}]" if isinstance(sch, int) else _HOP_CODE[sch]
+        return f"{self.child.code()} | sx.continues_on({target})"
 
 
 @dataclass(eq=False, repr=False)
@@ -845,82 +894,6 @@ class StartsOn(Node):
 
     def code(self) -> str:
         return f"sx.starts_on(sch[{self.sch}], {self.child.code()})"
-
-
-@dataclass(eq=False, repr=False)
-class ThreadHop(Node):
-    """``child | sx.continues_on(thread_scheduler)``: completes on a worker thread."""
-
-    child: Node
-    kind: ClassVar[str] = "thread_hop"
-
-    def build(self, w: World) -> Any:
-        return sx.continues_on(self.child.build(w), w.thread_scheduler)
-
-    def outcomes(self, mode: int, plan: Plan) -> Outcomes:
-        return _hop_outcomes(self.child.outcomes(mode, plan), mode)
-
-    def timing(self, mode: int, plan: Plan) -> str:
-        return UNKNOWN
-
-    def kids(self) -> tuple[Node, ...]:
-        return (self.child,)
-
-    def code(self) -> str:
-        return f"{self.child.code()} | sx.continues_on(thread_sch)"
-
-
-@dataclass(eq=False, repr=False)
-class ParallelHop(Node):
-    """``child | sx.continues_on(sx.get_parallel_scheduler())``: completes on a pool thread.
-
-    The backend may check the stop token before it runs the item or not, so a stop request
-    made before the hop is modelled as "maybe" ([exec.par.scheduler], [exec.sysctxrepl]).
-    """
-
-    child: Node
-    kind: ClassVar[str] = "parallel_hop"
-
-    def build(self, w: World) -> Any:
-        hop = sx.continues_on(self.child.build(w), sx.get_parallel_scheduler())
-        return _InFlight(hop, w)
-
-    def outcomes(self, mode: int, plan: Plan) -> Outcomes:
-        inner = self.child.outcomes(mode, plan)
-        return inner | {STOPPED} if mode else inner
-
-    def timing(self, mode: int, plan: Plan) -> str:
-        return UNKNOWN
-
-    def kids(self) -> tuple[Node, ...]:
-        return (self.child,)
-
-    def code(self) -> str:
-        return f"{self.child.code()} | sx.continues_on(sx.get_parallel_scheduler())"
-
-
-@dataclass(eq=False, repr=False)
-class TrioHop(Node):
-    """``child | sx.continues_on(sx.trio_scheduler())`` (trio runs only)."""
-
-    child: Node
-    kind: ClassVar[str] = "trio_hop"
-
-    def build(self, w: World) -> Any:
-        return sx.continues_on(self.child.build(w), w.trio_scheduler)
-
-    def outcomes(self, mode: int, plan: Plan) -> Outcomes:
-        return _hop_outcomes(self.child.outcomes(mode, plan), mode)
-
-    def timing(self, mode: int, plan: Plan) -> str:
-        t = self.child.timing(mode, plan)
-        return UNKNOWN if t == UNKNOWN else ASYNC
-
-    def kids(self) -> tuple[Node, ...]:
-        return (self.child,)
-
-    def code(self) -> str:
-        return f"{self.child.code()} | sx.continues_on(sx.trio_scheduler())"
 
 
 @dataclass(eq=False, repr=False)

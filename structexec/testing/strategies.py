@@ -57,7 +57,10 @@ from ._tree import (
     ALREADY,
     MAYBE,
     NEVER,
+    PARALLEL,
     STOPPED,
+    THREAD,
+    TRIO,
     Adaptor,
     Associate,
     Coro,
@@ -70,7 +73,6 @@ from ._tree import (
     JustStopped,
     Let,
     Node,
-    ParallelHop,
     Plan,
     Schedule,
     Spawn,
@@ -81,9 +83,7 @@ from ._tree import (
     StopPoint,
     Task,
     Then,
-    ThreadHop,
     TreeError,
-    TrioHop,
     Unstoppable,
     WhenAll,
     apply_fn,
@@ -134,7 +134,7 @@ __all__ = [
     "JustError",
     "JustStopped",
     "Let",
-    "ParallelHop",
+    "PARALLEL",
     "Schedule",
     "Spawn",
     "SpawnFuture",
@@ -144,8 +144,8 @@ __all__ = [
     "StoppedAsOptional",
     "Task",
     "Then",
-    "ThreadHop",
-    "TrioHop",
+    "THREAD",
+    "TRIO",
     "Unstoppable",
     "WhenAll",
 ]
@@ -334,11 +334,11 @@ def sender_trees(
         if kind == "spawn":
             return Spawn(child(), draw(st.integers(0, n_scopes - 1)), draw(st.booleans()))
         if kind == "thread_hop":
-            return ThreadHop(child())
+            return Hop(child(), THREAD)
         if kind == "parallel_hop":
-            return ParallelHop(child())
+            return Hop(child(), PARALLEL)
         if kind == "trio_hop":
-            return TrioHop(child())
+            return Hop(child(), TRIO)
         if kind == "coroutine":
             return Coro(child())
         assert kind == "task", kind

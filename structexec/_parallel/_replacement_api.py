@@ -1,12 +1,12 @@
 """``system_context_replaceability``: the interface between ``parallel_scheduler`` and its backend.
 
 [exec.sysctxrepl] ([exec.sysctxrepl.recvproxy], [exec.sysctxrepl.psb], [exec.sysctxrepl.query],
-[exec.par.scheduler], docs/parallel.md "Data parallelism: `bulk`"; P2079R7 §4.2, §5.3-§5.10). The
-*frontend* (``parallel_scheduler``, in ``_parallel_scheduler.py``) turns each operation into a
-*receiver proxy* and hands it to the *backend*; the backend runs the work on its execution agents
-and completes the proxy. Python has no link time, so the backend is replaced at run time with
-:func:`set_parallel_scheduler_backend` (docs/parallel.md "Data parallelism: `bulk`", P2079R7 §5.4);
-existing schedulers keep the backend they were created with ([exec.par.scheduler]).
+[exec.par.scheduler], docs/parallel.md "Data parallelism: `bulk`"). The *frontend*
+(``parallel_scheduler``, in ``_parallel_scheduler.py``) turns each operation into a *receiver
+proxy* and hands it to the *backend*; the backend runs the work on its execution agents and
+completes the proxy. Python has no link time, so the backend is replaced at run time with
+:func:`set_parallel_scheduler_backend` (docs/parallel.md "Data parallelism: `bulk`"); existing
+schedulers keep the backend they were created with ([exec.par.scheduler]).
 
 Python renderings of the C++ interface (docs/parallel.md):
 
@@ -27,20 +27,20 @@ Python renderings of the C++ interface (docs/parallel.md):
   C++ argument order is accepted too) and returns ``None`` for ``nullopt``.
 * Remote execution (an extension for process and cluster backends): a bulk proxy also offers
   :meth:`~system_context_replaceability.bulk_item_receiver_proxy.remote_work`, a picklable
-  callable that runs chunks in another process, and
-  :meth:`~system_context_replaceability.bulk_item_receiver_proxy.merge`, which brings a
+  callable that runs chunks in another process (``RemoteBulkWork``, in ``_remote_work.py``),
+  and :meth:`~system_context_replaceability.bulk_item_receiver_proxy.merge`, which brings a
   chunk's results back into this process.
 """
 
 from __future__ import annotations
 
-import array
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from .._core._env import _MISSING, get_stop_token
+from .._core._queries import _MISSING, get_stop_token
 from .._core._stop_token import inplace_stop_token
+from ._remote_work import RemoteBulkWork
 
 __all__ = [
     "system_context_replaceability",
@@ -62,100 +62,6 @@ def _parse_try_query(args: tuple[Any, ...]) -> tuple[Any, Any]:
             return b, a  # C++ order: try_query<P>(q)
         return a, b
     raise TypeError(f"try_query() takes (query) or (query, result_type), got {len(args)} arguments")
-
-
-# --------------------------------------------------------------------------- remote work
-
-# Mutable sequences whose elements [b, e) a chunk may write and a remote backend copies back.
-_COPY_BACK_TYPES = (list, bytearray, array.array)
-
-
-def _copy_back_indices(vals: tuple[Any, ...], shape: int) -> tuple[int, ...]:
-    """Which datums a remote chunk copies back: sequences with at least ``shape`` elements."""
-    out = []
-    for k, v in enumerate(vals):
-        if isinstance(v, _COPY_BACK_TYPES) or (
-            hasattr(v, "__array_interface__") and getattr(v, "ndim", 0) >= 1
-        ):
-            try:
-                if len(v) >= shape:
-                    out.append(k)
-            except TypeError:
-                pass
-    return tuple(out)
-
-
-#: ``RemoteBulkWork.mode``: per-index function (``bulk``, ``bulk_unchunked``) or chunked.
-PER_INDEX, CHUNKED = 0, 1
-
-
-class RemoteBulkWork:
-    """The picklable part of a bulk operation: the function, the values and the mode.
-
-    ``work(b, e, should_stop=None)`` runs the chunk ``[b, e)`` in the current process, on the
-    copies of the values that unpickling made, and returns ``(stopped, parts)``: ``stopped``
-    is ``True`` when ``should_stop()`` answered ``True`` before the chunk was finished (it is
-    called before each index of a per-index chunk, and once before a chunked call; backends
-    make it cheap), and
-    ``parts`` holds, for each value that is a list, ``bytearray``, ``array.array`` or numpy
-    array with at least ``shape`` elements, its elements ``[b, e)`` as the chunk left them.
-    ``bulk_item_receiver_proxy.merge(b, e, parts)`` writes them into the parent's objects.
-    When the policy is not parallel the backend was given a shape of 1 and ``(0, 1)`` stands
-    for the whole range, run sequentially ([exec.bulk]).
-    """
-
-    __slots__ = ("copy_back", "f", "mode", "parallel", "shape", "vals")
-
-    def __init__(
-        self,
-        mode: int,
-        f: Callable[..., Any],
-        vals: tuple[Any, ...],
-        shape: int,
-        parallel: bool,
-        copy_back: tuple[int, ...],
-    ) -> None:
-        self.mode = mode
-        self.f = f
-        self.vals = vals
-        self.shape = shape
-        self.parallel = parallel
-        self.copy_back = copy_back
-
-    def __getstate__(self) -> tuple[Any, ...]:
-        return (self.mode, self.f, self.vals, self.shape, self.parallel, self.copy_back)
-
-    def __setstate__(self, state: tuple[Any, ...]) -> None:
-        self.mode, self.f, self.vals, self.shape, self.parallel, self.copy_back = state
-
-    def __call__(
-        self, b: int, e: int, should_stop: Callable[[], bool] | None = None
-    ) -> tuple[bool, tuple[Any, ...]]:
-        if not self.parallel:
-            b, e = 0, self.shape
-        f = self.f
-        vals = self.vals
-        stopped = False
-        if self.mode == CHUNKED:
-            if should_stop is not None and should_stop():
-                return True, ()
-            f(b, e, *vals)
-        else:
-            if should_stop is None:
-                for i in range(b, e):
-                    f(i, *vals)
-            else:
-                for i in range(b, e):
-                    if should_stop():
-                        stopped = True
-                        e = i
-                        break
-                    f(i, *vals)
-        return stopped, tuple(vals[k][b:e] for k in self.copy_back)
-
-    def __repr__(self) -> str:
-        kind = "chunked" if self.mode == CHUNKED else "per-index"
-        return f"<RemoteBulkWork {kind} {getattr(self.f, '__qualname__', self.f)!r}>"
 
 
 # --------------------------------------------------------------------------- the namespace
@@ -192,13 +98,13 @@ class system_context_replaceability:
           ``inplace_stop_token`` when the consumer can be stopped and ``None`` otherwise
           (for a ``never_stop_token``). A consumer whose stop token is of another stoppable
           type gets an ``inplace_stop_token`` linked to it, so backends need only support
-          ``inplace_stop_token`` (P2079R7 §5.10: the "canonical way of cancelling").
+          ``inplace_stop_token`` (the canonical way of cancelling).
 
         Backends may be written against any object with these methods; subclass this class
         to write a proxy of your own (for example a checking proxy in a conformance test)
         and override ``try_query`` or the two protected hooks ``_sx_stop_token()`` and
         ``_sx_query_env(q)`` (the exposition-only *query-env*; return ``_MISSING`` from
-        ``structexec._core._env`` for "unsupported").
+        ``structexec._core._queries`` for "unsupported").
         """
 
         __slots__ = ()
@@ -433,7 +339,7 @@ def set_parallel_scheduler_backend(
     is called lazily, by the next :func:`query_parallel_scheduler_backend` (so by the next
     ``get_parallel_scheduler()``), once. Schedulers obtained before the call keep their
     backend and keep working: work already started continues where it is, and for a while
-    two backends may be in use ([exec.par.scheduler], P2079R7 §5.4); new schedulers
+    two backends may be in use ([exec.par.scheduler]); new schedulers
     compare unequal to the old ones. The old backend is not shut down. Passing a backend
     object instead of a factory raises ``TypeError``.
     """

@@ -1,0 +1,33 @@
+"""``schedule(sch)`` ([exec.schedule]): the sender factory that asks a scheduler for its
+schedule sender."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._core._protocol import Algorithm, Sender
+
+__all__ = ["schedule"]
+
+
+class schedule_t(Algorithm):
+    """``schedule(sch)``: ``sch.schedule()``, a sender that completes on ``sch`` ([exec.schedule]).
+
+    Its value completion has no datums; ``get_completion_scheduler[set_value_t]`` of its
+    attributes is ``sch`` ([exec.sched]).
+    """
+
+    __slots__ = ()
+
+    def __call__(self, sch: Any) -> Sender[None]:
+        m = getattr(sch, "schedule", None)
+        if m is None or not callable(m):
+            raise TypeError(
+                f"schedule() needs a scheduler (an object with a schedule() method), "
+                f"got {type(sch).__name__}"
+            )
+        s: Sender[None] = m()
+        return s
+
+
+schedule = schedule_t()

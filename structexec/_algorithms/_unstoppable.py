@@ -1,0 +1,37 @@
+"""``unstoppable(sndr)`` ([exec.unstoppable]).
+
+``unstoppable(sndr)`` is ``write_env(sndr, prop(get_stop_token, never_stop_token()))``
+([exec.unstoppable]): the same ``write_env`` sender, so it completes wherever its child completes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._core._adaptor_util import UnaryAdaptor, early_child
+from .._core._infallible import UNSTOPPABLE_ENV
+from .._core._protocol import Sender
+from ._write_env import _WriteEnvSender
+
+__all__ = ["unstoppable"]
+
+
+class unstoppable_t(UnaryAdaptor):
+    """``unstoppable(sndr)``: run ``sndr`` with a ``never_stop_token`` ([exec.unstoppable]).
+
+    [exec.unstoppable]. Equivalent to ``write_env(sndr, prop(get_stop_token,
+    never_stop_token()))`` (and it is that sender: its ``tag`` is ``write_env``). Inside,
+    ``read_env(get_stop_token)`` gives ``never_stop_token()``; a stop request on the outer
+    receiver's token never reaches the child; completions are forwarded unchanged. Also usable
+    as ``sndr | unstoppable`` (an extension).
+    """
+
+    __slots__ = ()
+    _name = "unstoppable"
+
+    def _apply(self, sndr: Any) -> Sender[Any]:
+        r: Sender[Any] = early_child(sndr, _WriteEnvSender(sndr, UNSTOPPABLE_ENV))
+        return r
+
+
+unstoppable = unstoppable_t()

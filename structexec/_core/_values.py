@@ -1,0 +1,31 @@
+"""``values(*xs)``: several value datums from one function result ([exec.then]).
+
+A ``then``/``upon_*``/``let_*`` function returns one object, and C++ sends one datum per return
+value ([exec.then]). Python needs a way to send zero, one or several: ``None`` is no datum, a
+plain object (a tuple included) one datum, and ``values(*xs)`` the datums ``xs``. The same rule
+maps a coroutine's result, and ``await`` maps several datums back to a tuple. ``values`` is an
+extension of the library, not part of the protocol (``_protocol``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["values"]
+
+
+class values(tuple):  # type: ignore[type-arg]
+    """Return ``sx.values(a, b)`` from a ``then`` function to send several datums.
+
+    docs/trio.md "Awaiting a sender": a function's ``None`` means "no datum" and a returned tuple is
+    one datum; ``values(*xs)`` sends ``xs`` as separate datums, and ``values(None)`` sends one
+    ``None``.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, *xs: Any) -> values:
+        return tuple.__new__(cls, xs)
+
+    def __repr__(self) -> str:
+        return f"values{tuple.__repr__(self)}"

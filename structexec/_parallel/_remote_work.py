@@ -1,0 +1,107 @@
+"""Remote bulk work: the picklable part of a bulk operation, for process and cluster backends.
+
+An extension of [exec.sysctxrepl.recvproxy]: ``bulk_item_receiver_proxy.remote_work()`` (in
+``_replacement_api``) returns a :class:`RemoteBulkWork`, which runs chunks ``[b, e)`` of the bulk
+function in whatever process unpickles it, and ``merge(b, e, parts)`` writes the chunk's results
+back. This module holds that callable and the rule for which values a chunk copies back.
+"""
+
+from __future__ import annotations
+
+import array
+from collections.abc import Callable
+from typing import Any
+
+__all__: list[str] = []
+
+
+# Mutable sequences whose elements [b, e) a chunk may write and a remote backend copies back.
+_COPY_BACK_TYPES = (list, bytearray, array.array)
+
+
+def _copy_back_indices(vals: tuple[Any, ...], shape: int) -> tuple[int, ...]:
+    """Which datums a remote chunk copies back: sequences with at least ``shape`` elements."""
+    out = []
+    for k, v in enumerate(vals):
+        if isinstance(v, _COPY_BACK_TYPES) or (
+            hasattr(v, "__array_interface__") and getattr(v, "ndim", 0) >= 1
+        ):
+            try:
+                if len(v) >= shape:
+                    out.append(k)
+            except TypeError:
+                pass
+    return tuple(out)
+
+
+#: ``RemoteBulkWork.mode``: per-index function (``bulk``, ``bulk_unchunked``) or chunked.
+PER_INDEX, CHUNKED = 0, 1
+
+
+class RemoteBulkWork:
+    """The picklable part of a bulk operation: the function, the values and the mode.
+
+    ``work(b, e, should_stop=None)`` runs the chunk ``[b, e)`` in the current process, on the
+    copies of the values that unpickling made, and returns ``(stopped, parts)``: ``stopped``
+    is ``True`` when ``should_stop()`` answered ``True`` before the chunk was finished (it is
+    called before each index of a per-index chunk, and once before a chunked call; backends
+    make it cheap), and
+    ``parts`` holds, for each value that is a list, ``bytearray``, ``array.array`` or numpy
+    array with at least ``shape`` elements, its elements ``[b, e)`` as the chunk left them.
+    ``bulk_item_receiver_proxy.merge(b, e, parts)`` writes them into the parent's objects.
+    When the policy is not parallel the backend was given a shape of 1 and ``(0, 1)`` stands
+    for the whole range, run sequentially ([exec.bulk]).
+    """
+
+    __slots__ = ("copy_back", "f", "mode", "parallel", "shape", "vals")
+
+    def __init__(
+        self,
+        mode: int,
+        f: Callable[..., Any],
+        vals: tuple[Any, ...],
+        shape: int,
+        parallel: bool,
+        copy_back: tuple[int, ...],
+    ) -> None:
+        self.mode = mode
+        self.f = f
+        self.vals = vals
+        self.shape = shape
+        self.parallel = parallel
+        self.copy_back = copy_back
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        return (self.mode, self.f, self.vals, self.shape, self.parallel, self.copy_back)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        self.mode, self.f, self.vals, self.shape, self.parallel, self.copy_back = state
+
+    def __call__(
+        self, b: int, e: int, should_stop: Callable[[], bool] | None = None
+    ) -> tuple[bool, tuple[Any, ...]]:
+        if not self.parallel:
+            b, e = 0, self.shape
+        f = self.f
+        vals = self.vals
+        stopped = False
+        if self.mode == CHUNKED:
+            if should_stop is not None and should_stop():
+                return True, ()
+            f(b, e, *vals)
+        else:
+            if should_stop is None:
+                for i in range(b, e):
+                    f(i, *vals)
+            else:
+                for i in range(b, e):
+                    if should_stop():
+                        stopped = True
+                        e = i
+                        break
+                    f(i, *vals)
+        return stopped, tuple(vals[k][b:e] for k in self.copy_back)
+
+    def __repr__(self) -> str:
+        kind = "chunked" if self.mode == CHUNKED else "per-index"
+        return f"<RemoteBulkWork {kind} {getattr(self.f, '__qualname__', self.f)!r}>"
