@@ -50,8 +50,9 @@ _TAGS = (set_value_t, set_error_t, set_stopped_t)
 _CS_QUERIES = tuple(get_completion_scheduler[t] for t in _TAGS)
 
 
-def completes_inline(sndr: Any) -> bool:
-    """Whether ``sndr`` is known to complete inside ``start``, on the starting agent."""
+def completes_inline(sndr: object) -> bool:
+    """Whether ``sndr`` is known to complete inside ``start``, on the starting agent (it
+    provides ``_contracts.CompletesInline`` with the value ``True``)."""
     return getattr(sndr, "_sx_completes_inline", False) is True
 
 

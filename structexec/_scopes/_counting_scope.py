@@ -38,7 +38,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from functools import partial
 from types import CoroutineType as _CoroutineType
 from types import TracebackType
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import trio
 
@@ -75,6 +75,9 @@ from ._spawn import (
     spawn_into,
 )
 from ._spawn_future import spawn_future
+
+if TYPE_CHECKING:
+    from .._core._contracts import JoinWaiter
 
 enable_ki_protection = trio.lowlevel.enable_ki_protection
 #: trio >= 0.31 takes a reason for a cancellation (Cancelled.reason).
@@ -516,7 +519,7 @@ class _ScopeBase:
         self._lock = threading.Lock()
         self._count = 0
         self._state = UNUSED
-        self._joiners: list[Any] = []
+        self._joiners: list[JoinWaiter] = []
         self._errors: list[Any] = []
         self._entered = False
         self._body_cs: Any = None
@@ -629,7 +632,7 @@ class _ScopeBase:
         if cs is not None:
             self._cancel_in_trio(cs)
 
-    def _start_join(self, op: Any) -> bool:
+    def _start_join(self, op: JoinWaiter) -> bool:
         """``start-join-sender``: ``True`` to complete inline, else ``op`` is registered."""
         lock = self._lock
         lock.acquire()
