@@ -5,7 +5,7 @@ looks the attribute up with ``getattr(obj, name, default)`` (or calls it on an o
 knows provides it), so any object may provide it and nothing imports the provider
 (docs/internals.md §2 "Internal hooks"). This module gives each hook a name, a meaning, its
 providers and its callers, so that signatures can say "an object with this hook" instead of
-``Any``.
+an untyped object.
 
 The classes here are for annotations only (every module uses ``from __future__ import
 annotations``): nothing calls ``isinstance`` with them on a hot path, and no provider
@@ -58,7 +58,7 @@ class TryQuery(Protocol):
     providers themselves (``TryEnv.query`` is built on it).
     """
 
-    def _sx_try(self, q: Any, default: Any) -> Any:
+    def _sx_try(self, q: object, default: object) -> Any:
         """The answer to ``q``, or ``default``."""
 
 
@@ -111,7 +111,7 @@ class LateDomain(Protocol):
     receiver's environment.
     """
 
-    def _sx_late_domain(self) -> Any:
+    def _sx_late_domain(self) -> object:
         """The domain ``transform_sender`` uses for this sender at ``connect``."""
 
 
@@ -152,7 +152,7 @@ class TrioSchedulerMark(Protocol):
         """``True`` on a trio scheduler."""
 
     @property
-    def _run(self) -> Any:
+    def _run(self) -> object:
         """The ``RunState`` of the scheduler's trio run."""
 
 
@@ -195,7 +195,7 @@ class ProxyQueryHooks(Protocol):
     def _sx_stop_token(self) -> inplace_stop_token | None:
         """The consumer's stop token, or ``None`` when it is never stopped."""
 
-    def _sx_query_env(self, q: Any) -> Any:
+    def _sx_query_env(self, q: object) -> object:
         """The consumer environment's answer to ``q``, or ``_MISSING``."""
 
 
@@ -227,5 +227,5 @@ class AwaitableSendersState(Protocol):
     class that mixes it in.
     """
 
-    _sx_continuation: Any
-    _sx_stopped_handler: Callable[[], Any] | None
+    _sx_continuation: object
+    _sx_stopped_handler: Callable[[], object] | None
