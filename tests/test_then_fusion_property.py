@@ -83,9 +83,7 @@ bases = st.one_of(
 )
 
 
-def build(
-    base: tuple[str, Any], stages: list[tuple[str, str]], log: list[Any], sch: Any
-) -> Any:
+def build(base: tuple[str, Any], stages: list[tuple[str, str]], log: list[Any], sch: Any) -> Any:
     kind, arg = base
     if kind == "just":
         s: Any = sx.just(*arg)

@@ -391,6 +391,24 @@ class then_t(FnAdaptor):
     [exec.snd.expos]). Errors and stopped pass through unchanged ([exec.then]). ``f`` runs on the
     agent where the child completed, at most once, and never before the operation starts
     ([exec.adapt.general], [exec.then]).
+
+    Completion signatures: ``set_value_t(...)`` with what ``f`` returns (values convention;
+    unknown before ``f`` runs, so ``get_completion_signatures`` gives ``None``),
+    ``set_error_t(Exception)``, and the child's error and stopped signatures unchanged
+    ([exec.then]).
+
+    Errors: an ``Exception`` raised by ``f`` completes ``set_error`` with it; ``f`` returning a
+    coroutine object completes ``set_error(TypeError)``; a ``BaseException`` that is not an
+    ``Exception`` propagates.
+
+    Cancellation: none of its own: the receiver's environment (and stop token) is forwarded to
+    the child, and ``set_stopped()`` passes through.
+
+    Example:
+
+    >>> import structexec as sx
+    >>> sx.sync_wait(sx.just(1, 2) | sx.then(lambda a, b: a + b))
+    (3,)
     """
 
     __slots__ = ()
@@ -425,7 +443,22 @@ class then_t(FnAdaptor):
 
 
 class upon_error_t(FnAdaptor):
-    """``upon_error(sndr, f)``: on ``set_error(e)``, send ``f(e)`` as a value ([exec.then])."""
+    """``upon_error(sndr, f)``: on ``set_error(e)``, send ``f(e)`` as a value ([exec.then]).
+
+    Completion signatures: the child's value and stopped signatures, ``set_value_t(...)`` with
+    what ``f`` returns, ``set_error_t(Exception)`` ([exec.then]).
+
+    Errors: an ``Exception`` raised by ``f`` completes ``set_error`` with it; values and stopped
+    pass through.
+
+    Cancellation: none of its own; ``set_stopped()`` passes through.
+
+    Example:
+
+    >>> import structexec as sx
+    >>> sx.sync_wait(sx.just_error(1) | sx.upon_error(lambda e: e + 1))
+    (2,)
+    """
 
     __slots__ = ()
     _cls = _UponErrorSender
@@ -441,7 +474,22 @@ class upon_error_t(FnAdaptor):
 
 
 class upon_stopped_t(FnAdaptor):
-    """``upon_stopped(sndr, f)``: on ``set_stopped()``, send ``f()`` as a value ([exec.then])."""
+    """``upon_stopped(sndr, f)``: on ``set_stopped()``, send ``f()`` as a value ([exec.then]).
+
+    Completion signatures: the child's value and error signatures, ``set_value_t(...)`` with
+    what ``f`` returns, ``set_error_t(Exception)``; never ``set_stopped_t()`` ([exec.then]).
+
+    Errors: an ``Exception`` raised by ``f`` completes ``set_error`` with it; values and errors
+    pass through.
+
+    Cancellation: a stopped child becomes a value completion (``f()``).
+
+    Example:
+
+    >>> import structexec as sx
+    >>> sx.sync_wait(sx.just_stopped() | sx.upon_stopped(lambda: 0))
+    (0,)
+    """
 
     __slots__ = ()
     _cls = _UponStoppedSender
