@@ -14,6 +14,7 @@ import trio
 from _helpers import LoopThread, here, loop_thread, rec_on, wait_pending
 
 import structexec as sx
+from structexec._core._protocol import Algorithm
 from structexec.testing import ManualScheduler, RecordingReceiver
 
 lt = pytest.fixture(loop_thread, name="lt")
@@ -191,7 +192,7 @@ def test_child_completing_on_the_scheduler_is_not_rescheduled() -> None:
 def test_childs_tag_customisation_of_affine_on_is_used() -> None:
     calls: list[Any] = []
 
-    class tag_t(sx._protocol.Algorithm):
+    class tag_t(Algorithm):
         def affine_on(self, child: Any, env: Any) -> Any:
             calls.append(sx.get_scheduler(env))
             return sx.just("custom")
