@@ -41,8 +41,9 @@ _TAGS = (set_value_t, set_error_t, set_stopped_t)
 _CS_QUERIES = tuple(get_completion_scheduler[t] for t in _TAGS)
 
 
-def completes_inline(sndr: Any) -> bool:
-    """Whether ``sndr`` is known to complete inside ``start``, on the starting agent."""
+def completes_inline(sndr: object) -> bool:
+    """Whether ``sndr`` is known to complete inside ``start``, on the starting agent (it
+    provides ``_contracts.CompletesInline`` with the value ``True``)."""
     return getattr(sndr, "_sx_completes_inline", False) is True
 
 
@@ -181,6 +182,21 @@ class affine_on_t(Algorithm, Closure[Any]):
       ``JOIN-ENV(SCHED-ATTRS(sch), FWD-ENV(get_env(sndr)))``. ``sch`` must be infallible as well.
     * Attributes of the one-argument form: the child's forwarding attributes without its
       completion schedulers ([exec.affine.on]; see :class:`_AffineAttrs`).
+
+    Completion signatures: the child's: the hop back is infallible and unstoppable, so it adds
+    nothing ([exec.affine.on]).
+
+    Errors: the child's errors come back on the scheduler; ``connect`` raises ``TypeError`` for
+    a receiver without ``get_scheduler`` or a fallible scheduler.
+
+    Cancellation: the child sees the receiver's stop token; the hop back runs with a
+    ``never_stop_token``, so a stopped child also comes back.
+
+    Example:
+
+    >>> import structexec as sx
+    >>> sx.sync_wait(sx.just(1) | sx.affine_on)
+    (1,)
     """
 
     __slots__ = ()

@@ -354,6 +354,21 @@ class bulk_t(_BulkAlgorithm):
     At ``connect``, ``bulk`` becomes ``bulk_chunked(sndr, policy, shape, chunk_loop(f))``
     (``transform_sender``), which is how a scheduler that customises ``bulk_chunked`` (the
     parallel scheduler) also runs ``bulk`` ([exec.par.scheduler]).
+
+    Completion signatures: the child's value signatures (the datums are sent on unchanged),
+    ``set_error_t(Exception)`` and the child's error and stopped signatures ([exec.bulk]).
+
+    Errors: an ``Exception`` from ``f`` completes ``set_error`` with it; some calls may already
+    have run.
+
+    Cancellation: stop requests are not checked during the loop; the child's ``set_stopped()``
+    passes through.
+
+    Example:
+
+    >>> import structexec as sx
+    >>> sx.sync_wait(sx.just([0, 0, 0]) | sx.bulk(sx.seq, 3, lambda i, v: v.__setitem__(i, i * i)))
+    ([0, 1, 4],)
     """
 
     __slots__ = ()
@@ -377,6 +392,23 @@ class bulk_chunked_t(_BulkAlgorithm):
     ``shape == 0``); a scheduler's domain may split the range over several agents (the
     parallel scheduler does). Then ``vals`` are sent on. Same argument rules, error and
     forwarding behaviour as :data:`bulk`.
+
+    Completion signatures: the child's value signatures (the datums are sent on unchanged),
+    ``set_error_t(Exception)`` and the child's error and stopped signatures ([exec.bulk]).
+
+    Errors: an ``Exception`` from ``f`` completes ``set_error`` with it; some calls may already
+    have run.
+
+    Cancellation: stop requests are not checked during the loop; the child's ``set_stopped()``
+    passes through.
+
+    Example:
+
+    >>> import structexec as sx
+    >>> def f(b, e, v):
+    ...     v[b:e] = range(b, e)
+    >>> sx.sync_wait(sx.just([0, 0, 0]) | sx.bulk_chunked(sx.seq, 3, f))
+    ([0, 1, 2],)
     """
 
     __slots__ = ()
@@ -391,6 +423,23 @@ class bulk_unchunked_t(_BulkAlgorithm):
     default implementation is a sequential loop on the agent where ``sndr`` completed, and a
     scheduler's domain may do better (the parallel scheduler does). Same argument rules, error
     and forwarding behaviour as :data:`bulk`.
+
+    Completion signatures: the child's value signatures (the datums are sent on unchanged),
+    ``set_error_t(Exception)`` and the child's error and stopped signatures ([exec.bulk]).
+
+    Errors: an ``Exception`` from ``f`` completes ``set_error`` with it; some calls may already
+    have run.
+
+    Cancellation: stop requests are not checked during the loop; the child's ``set_stopped()``
+    passes through.
+
+    Example:
+
+    >>> import structexec as sx
+    >>> def f(i, v):
+    ...     v[i] = 1
+    >>> sx.sync_wait(sx.just([0, 0]) | sx.bulk_unchunked(sx.seq, 2, f))
+    ([1, 1],)
     """
 
     __slots__ = ()

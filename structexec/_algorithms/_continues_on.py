@@ -173,6 +173,19 @@ class schedule_from_t(Algorithm):
     the receiver's stop token, [exec.schedule.from]) is started; on its success the kept result is
     delivered on ``sch``'s agent; if the scheduling completes with an error or stopped, that is
     delivered instead and the kept result is dropped ([exec.schedule.from]). Not pipeable.
+
+    Completion signatures: the child's, plus the error and stopped signatures of
+    ``schedule(sch)`` ([exec.schedule.from]).
+
+    Errors: as ``continues_on``.
+
+    Cancellation: as ``continues_on``.
+
+    Example:
+
+    >>> import structexec as sx
+    >>> sx.sync_wait(sx.schedule_from(sx.inline_scheduler(), sx.just(1)))
+    (1,)
     """
 
     __slots__ = ()
@@ -195,6 +208,21 @@ class continues_on_t(BinaryAdaptor):
     [exec.continues.on]). At ``connect`` it becomes ``schedule_from(sch, sndr)``; the domain
     consulted is ``sch``'s ([exec.snd.expos]). Raises ``TypeError`` for a non-sender or a
     non-scheduler.
+
+    Completion signatures: the child's, plus the error and stopped signatures of
+    ``schedule(sch)`` ([exec.continues.on]).
+
+    Errors: the child's errors are delivered on ``sch``; an error of the hop itself is delivered
+    on an unspecified agent.
+
+    Cancellation: the receiver's stop token reaches the child and the hop; a stopped hop
+    completes ``set_stopped()``.
+
+    Example:
+
+    >>> import structexec as sx
+    >>> sx.sync_wait(sx.just(1) | sx.continues_on(sx.inline_scheduler()))
+    (1,)
     """
 
     __slots__ = ()

@@ -66,6 +66,19 @@ class into_variant_t(UnaryAdaptor):
     ``just(1, 2)`` gives ``(1, 2)``, ``just()`` gives ``()``. Errors and stopped are forwarded
     unchanged. Useful to give a sender with several possible value shapes a single one (``when_all``
     needs that, [exec.when.all]). ``into_variant()`` is the closure itself.
+
+    Completion signatures: ``set_value_t(tuple)`` and the child's error and stopped signatures
+    ([exec.into.variant]).
+
+    Errors: the child's errors pass through.
+
+    Cancellation: none of its own; ``set_stopped()`` passes through.
+
+    Example:
+
+    >>> import structexec as sx
+    >>> sx.sync_wait(sx.just(1, 2) | sx.into_variant)
+    ((1, 2),)
     """
 
     __slots__ = ()

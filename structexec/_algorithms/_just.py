@@ -61,6 +61,18 @@ class just_t(Algorithm):
     any number of times ([exec.snd.concepts]). ``await sx.just()`` gives ``None``,
     ``await sx.just(x)`` gives ``x`` and ``await sx.just(a, b)`` gives ``(a, b)``
     (docs/trio.md "Awaiting a sender").
+
+    Completion signatures: ``set_value_t(*types of vals)`` ([exec.just]).
+
+    Errors: none.
+
+    Cancellation: none: completes inline inside ``start``, stop tokens are not consulted.
+
+    Example:
+
+    >>> import structexec as sx
+    >>> sx.sync_wait(sx.just(1, 2))
+    (1, 2)
     """
 
     __slots__ = ()
@@ -122,6 +134,21 @@ class just_error_t(Algorithm):
 
     Exactly one datum, and not ``None`` ([exec.general]); other arities raise ``TypeError``
     when the sender is built.
+
+    Completion signatures: ``set_error_t(type(err))`` ([exec.just]).
+
+    Errors: always completes ``set_error(err)``; ``sync_wait`` raises an exception datum as it
+    is, wraps others in ``ErrorValue``.
+
+    Cancellation: none: completes inline inside ``start``.
+
+    Example:
+
+    >>> import structexec as sx
+    >>> sx.sync_wait(sx.just_error(ValueError('x')))
+    Traceback (most recent call last):
+    ...
+    ValueError: x
     """
 
     __slots__ = ()
@@ -166,7 +193,20 @@ class _JustStoppedSender(Sender[NoReturn]):
 
 
 class just_stopped_t(Algorithm):
-    """``just_stopped()``: completes ``set_stopped()`` inside ``start`` ([exec.just])."""
+    """``just_stopped()``: completes ``set_stopped()`` inside ``start`` ([exec.just]).
+
+    Completion signatures: ``set_stopped_t()`` ([exec.just]).
+
+    Errors: none.
+
+    Cancellation: always completes ``set_stopped()``, inline inside ``start``.
+
+    Example:
+
+    >>> import structexec as sx
+    >>> sx.sync_wait(sx.just_stopped()) is None
+    True
+    """
 
     __slots__ = ()
 

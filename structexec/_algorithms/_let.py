@@ -215,6 +215,21 @@ class let_value_t(_LetAlgorithm):
     The datums live in the operation state until ``f``'s sender completes ([exec.let]). The second
     sender sees ``get_scheduler`` equal to the child's value completion scheduler, if it has one
     ([exec.let]). If ``f`` raises or returns a non-sender, the result is ``set_error`` ([exec.let]).
+
+    Completion signatures: the child's error and stopped signatures plus the completions of the
+    senders ``f`` returns, and ``set_error_t(Exception)``; not known before ``f`` runs
+    (``get_completion_signatures`` gives ``None``) ([exec.let]).
+
+    Errors: an ``Exception`` from ``f`` or from connecting its sender, or ``f`` returning a non-
+    sender (``TypeError``), completes ``set_error``.
+
+    Cancellation: the receiver's stop token reaches the child and the sender ``f`` returns.
+
+    Example:
+
+    >>> import structexec as sx
+    >>> sx.sync_wait(sx.just(1) | sx.let_value(lambda x: sx.just(x, 2)))
+    (1, 2)
     """
 
     __slots__ = ()
@@ -230,7 +245,23 @@ class let_value_t(_LetAlgorithm):
 
 
 class let_error_t(_LetAlgorithm):
-    """``let_error(sndr, f)``: on ``set_error(e)`` run the sender ``f(e)`` ([exec.let])."""
+    """``let_error(sndr, f)``: on ``set_error(e)`` run the sender ``f(e)`` ([exec.let]).
+
+    Completion signatures: the child's value and stopped signatures plus the completions of the
+    senders ``f`` returns, and ``set_error_t(Exception)``; not known before ``f`` runs
+    (``get_completion_signatures`` gives ``None``) ([exec.let]).
+
+    Errors: an ``Exception`` from ``f`` or from connecting its sender, or ``f`` returning a non-
+    sender (``TypeError``), completes ``set_error``.
+
+    Cancellation: the receiver's stop token reaches the child and the sender ``f`` returns.
+
+    Example:
+
+    >>> import structexec as sx
+    >>> sx.sync_wait(sx.just_error(1) | sx.let_error(lambda e: sx.just(e)))
+    (1,)
+    """
 
     __slots__ = ()
     _cls = _LetErrorSender
@@ -245,7 +276,24 @@ class let_error_t(_LetAlgorithm):
 
 
 class let_stopped_t(_LetAlgorithm):
-    """``let_stopped(sndr, f)``: on ``set_stopped()`` run the sender ``f()`` ([exec.let])."""
+    """``let_stopped(sndr, f)``: on ``set_stopped()`` run the sender ``f()`` ([exec.let]).
+
+    Completion signatures: the child's value and error signatures plus the completions of the
+    senders ``f`` returns, and ``set_error_t(Exception)``; not known before ``f`` runs
+    (``get_completion_signatures`` gives ``None``) ([exec.let]).
+
+    Errors: an ``Exception`` from ``f`` or from connecting its sender, or ``f`` returning a non-
+    sender (``TypeError``), completes ``set_error``.
+
+    Cancellation: the receiver's stop token reaches the child and the sender ``f`` returns. A
+    stopped child is replaced by ``f()``'s sender.
+
+    Example:
+
+    >>> import structexec as sx
+    >>> sx.sync_wait(sx.just_stopped() | sx.let_stopped(lambda: sx.just(7)))
+    (7,)
+    """
 
     __slots__ = ()
     _cls = _LetStoppedSender

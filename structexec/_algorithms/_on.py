@@ -132,6 +132,23 @@ class on_t(Algorithm):
     Raises ``TypeError`` if ``sch`` is not a scheduler, or the second argument is neither a
     sender nor a closure, or both ([exec.on]). A failing scheduling operation completes with its
     error on an unspecified agent ([exec.on], [exec.starts.on], [exec.continues.on]).
+
+    Completion signatures: the work's, plus the error and stopped signatures of the scheduling
+    operations ([exec.on]).
+
+    Errors: errors of the work come back to the original scheduler; a failing scheduling
+    operation completes with its error on an unspecified agent.
+
+    Cancellation: the receiver's stop token reaches the work and the hops; a stopped hop
+    completes ``set_stopped()``.
+
+    Example:
+
+    >>> import structexec as sx
+    >>> sx.sync_wait(sx.on(sx.inline_scheduler(), sx.just(1)))
+    (1,)
+    >>> sx.sync_wait(sx.just(1) | sx.on(sx.inline_scheduler(), sx.then(lambda x: x + 1)))
+    (2,)
     """
 
     __slots__ = ()

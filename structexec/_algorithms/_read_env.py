@@ -78,6 +78,21 @@ class read_env_t(Algorithm):
 
     Connecting it to a receiver whose environment does not support ``q`` raises ``TypeError``
     (C++ rejects it at compile time). If the query raises, the result is ``set_error``.
+
+    Completion signatures: ``set_value_t(T)`` with the query's answer,
+    ``set_error_t(Exception)`` ([exec.read.env]).
+
+    Errors: an exception raised by the query while answering completes ``set_error`` with it
+    (TRY-SET-VALUE); a query the receiver's environment does not support makes ``connect`` raise
+    ``TypeError`` ([exec.fwd.env]).
+
+    Cancellation: none: it completes inline inside ``start``.
+
+    Example:
+
+    >>> import structexec as sx
+    >>> sx.sync_wait(sx.read_env(sx.get_stop_token))
+    (never_stop_token(),)
     """
 
     __slots__ = ()

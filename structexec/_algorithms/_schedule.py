@@ -15,6 +15,20 @@ class schedule_t(Algorithm):
 
     Its value completion has no datums; ``get_completion_scheduler[set_value_t]`` of its
     attributes is ``sch`` ([exec.sched]).
+
+    Completion signatures: those of ``sch.schedule()``: ``set_value_t()`` and whatever errors
+    and stop the scheduler declares ([exec.schedule]).
+
+    Errors: the schedule sender's own.
+
+    Cancellation: the schedule sender's own (most complete ``set_stopped()`` when stop was
+    requested before they run).
+
+    Example:
+
+    >>> import structexec as sx
+    >>> sx.sync_wait(sx.schedule(sx.inline_scheduler()))
+    ()
     """
 
     __slots__ = ()

@@ -125,6 +125,21 @@ class starts_on_t(Algorithm):
     and ``sndr`` never starts. The domain used at construction is ``sch``'s ([exec.starts.on]).
     Raises ``TypeError`` for a non-scheduler or a non-sender; not pipeable
    .
+
+    Completion signatures: the child's, plus the error and stopped signatures of
+    ``schedule(sch)`` ([exec.starts.on]).
+
+    Errors: an error of ``schedule(sch)`` is the result and ``sndr`` never starts; the child's
+    errors pass through.
+
+    Cancellation: ``schedule(sch)`` and the child see the receiver's stop token; a stopped
+    schedule operation completes ``set_stopped()``.
+
+    Example:
+
+    >>> import structexec as sx
+    >>> sx.sync_wait(sx.starts_on(sx.inline_scheduler(), sx.just(1)))
+    (1,)
     """
 
     __slots__ = ()

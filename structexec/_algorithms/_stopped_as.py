@@ -152,6 +152,20 @@ class stopped_as_optional_t(UnaryAdaptor):
     ``connect`` raises ``TypeError`` when the child's declared signatures are void (``just()``,
     ``just_stopped()``) or have several value signatures. A child with unknown signatures that sends
     no datum at run time has its ``set_value()`` forwarded unchanged.
+
+    Completion signatures: ``set_value_t(T)`` for the child's one value signature, the child's
+    error signatures; never stopped ([exec.stopped.opt]).
+
+    Errors: the child's errors pass through; ``connect`` raises ``TypeError`` for a child
+    without exactly one value signature with a datum.
+
+    Cancellation: a stopped child completes ``set_value(None)``.
+
+    Example:
+
+    >>> import structexec as sx
+    >>> sx.sync_wait(sx.just(5) | sx.stopped_as_optional)
+    (5,)
     """
 
     __slots__ = ()
@@ -241,6 +255,19 @@ class stopped_as_error_t(BinaryAdaptor):
     ``None`` ([exec.general]), typically an exception, which ``sync_wait`` or ``await``
     then raise. The lowering to ``let_stopped(sndr, lambda: just_error(err))`` is its
     ``transform_sender``.
+
+    Completion signatures: the child's value and error signatures plus
+    ``set_error_t(type(err))``; never stopped ([exec.stopped.err]).
+
+    Errors: the child's errors pass through.
+
+    Cancellation: a stopped child completes ``set_error(err)``.
+
+    Example:
+
+    >>> import structexec as sx
+    >>> sx.sync_wait(sx.just(1) | sx.stopped_as_error(KeyError('k')))
+    (1,)
     """
 
     __slots__ = ()

@@ -6,6 +6,11 @@ functions in a loop, so a pipeline of 10,000 stages needs neither 10,000 operati
 Fusion is not observable: each function still runs once, in order, on the agent where the
 previous stage completed, and a stage that does not match the incoming completion forwards it
 unchanged ([exec.then]).
+
+``FUSE_THEN = False`` turns the fusion off (tests compare both paths): each stage is then
+connected as its own ``_ThenOp`` over its child's operation, ``just(...) | then(f)`` included,
+which is the one-operation-per-stage structure of [exec.then]. The property test
+``tests/test_then_fusion_property.py`` checks that both paths agree.
 """
 
 from __future__ import annotations
@@ -43,6 +48,11 @@ _NAMES = ("then", "upon_error", "upon_stopped")
 #: The plain function that ``then(f)`` last found not to be an ``async def`` one (a one-entry
 #: cache: building ``then(f)`` in a loop then checks ``f`` once).
 _last_sync_fn: Any = None
+#: The then-fusion fast path: ``just(...) | then(f) | ...`` connected as one object without a
+#: child operation (``_JustThen1Op``, ``_JustThenOp``), and adjacent ``then``/``upon_*`` stages
+#: flattened into one ``_ThenOp`` at ``connect``. ``False``: one ``_ThenOp`` per stage, over the
+#: child's own operation (the general path; for tests).
+FUSE_THEN = True
 
 
 def returned_coroutine(kind: int, f: Any, coro: Any) -> TypeError:
@@ -201,10 +211,12 @@ class _JustThen1Op:
     """``just(*vals) | then(f)``: :class:`_JustThenOp` with one function (no tuple, no loop)."""
 
     __slots__ = ("_fn", "_rcvr", "_started", "_vals")
-    _fn: Callable[..., Any]
-    _rcvr: Any
-    _started: bool
-    _vals: tuple[Any, ...]
+
+    def __init__(self, rcvr: Any, vals: tuple[Any, ...], fn: Callable[..., Any]) -> None:
+        self._rcvr = rcvr
+        self._vals = vals
+        self._fn = fn
+        self._started = False
 
     def start(self) -> None:
         if self._started:
@@ -260,6 +272,8 @@ class _ThenBase(UnarySender):
         return flat
 
     def connect(self, rcvr: Any) -> _ThenOp | _JustThenOp | _JustThen1Op:
+        if not FUSE_THEN:
+            return self._connect_unfused(rcvr)
         if _domain._customize_all or (
             # _FUSE_TAGS: a domain customising `just` must see the just below a then too,
             # which the fused just|then operations below would skip.
@@ -268,22 +282,19 @@ class _ThenBase(UnarySender):
             return self._connect_with_domains(rcvr)
         child = self._child
         if type(child) is _JustSender and self._kind == _VALUE:  # just(...) | then(f)
-            j1 = _new(_JustThen1Op)  # the hot path: one object, no __init__ frame
-            j1._rcvr = rcvr
-            j1._vals = child._vals
-            j1._fn = self._fn
-            j1._started = False
-            return j1
+            return _JustThen1Op(rcvr, child._vals, self._fn)  # the hot path: one object
         base, stages, fns = self._flatten()
         if fns is not None and type(base) is _JustSender:
-            jop = _new(_JustThenOp)  # no __init__ frame, no child operation
-            jop._rcvr = rcvr
-            jop._vals = base._vals
-            jop._fns = fns
-            jop._started = False
-            return jop
+            return _JustThenOp(rcvr, base._vals, fns)  # no child operation
         op = _ThenOp(rcvr, stages, fns)
         op._op = connect(base, op)
+        return op
+
+    def _connect_unfused(self, rcvr: Any) -> _ThenOp:
+        # FUSE_THEN off: this stage alone, over its child's operation ([exec.then]).
+        fn = self._fn
+        op = _ThenOp(rcvr, ((self._kind, fn),), (fn,) if self._kind == _VALUE else None)
+        op._op = connect(self._child, op)
         return op
 
     def _connect_with_domains(self, rcvr: Any) -> _ThenOp:
@@ -381,6 +392,24 @@ class then_t(FnAdaptor):
     [exec.snd.expos]). Errors and stopped pass through unchanged ([exec.then]). ``f`` runs on the
     agent where the child completed, at most once, and never before the operation starts
     ([exec.adapt.general], [exec.then]).
+
+    Completion signatures: ``set_value_t(...)`` with what ``f`` returns (values convention;
+    unknown before ``f`` runs, so ``get_completion_signatures`` gives ``None``),
+    ``set_error_t(Exception)``, and the child's error and stopped signatures unchanged
+    ([exec.then]).
+
+    Errors: an ``Exception`` raised by ``f`` completes ``set_error`` with it; ``f`` returning a
+    coroutine object completes ``set_error(TypeError)``; a ``BaseException`` that is not an
+    ``Exception`` propagates.
+
+    Cancellation: none of its own: the receiver's environment (and stop token) is forwarded to
+    the child, and ``set_stopped()`` passes through.
+
+    Example:
+
+    >>> import structexec as sx
+    >>> sx.sync_wait(sx.just(1, 2) | sx.then(lambda a, b: a + b))
+    (3,)
     """
 
     __slots__ = ()
@@ -415,7 +444,22 @@ class then_t(FnAdaptor):
 
 
 class upon_error_t(FnAdaptor):
-    """``upon_error(sndr, f)``: on ``set_error(e)``, send ``f(e)`` as a value ([exec.then])."""
+    """``upon_error(sndr, f)``: on ``set_error(e)``, send ``f(e)`` as a value ([exec.then]).
+
+    Completion signatures: the child's value and stopped signatures, ``set_value_t(...)`` with
+    what ``f`` returns, ``set_error_t(Exception)`` ([exec.then]).
+
+    Errors: an ``Exception`` raised by ``f`` completes ``set_error`` with it; values and stopped
+    pass through.
+
+    Cancellation: none of its own; ``set_stopped()`` passes through.
+
+    Example:
+
+    >>> import structexec as sx
+    >>> sx.sync_wait(sx.just_error(1) | sx.upon_error(lambda e: e + 1))
+    (2,)
+    """
 
     __slots__ = ()
     _cls = _UponErrorSender
@@ -431,7 +475,22 @@ class upon_error_t(FnAdaptor):
 
 
 class upon_stopped_t(FnAdaptor):
-    """``upon_stopped(sndr, f)``: on ``set_stopped()``, send ``f()`` as a value ([exec.then])."""
+    """``upon_stopped(sndr, f)``: on ``set_stopped()``, send ``f()`` as a value ([exec.then]).
+
+    Completion signatures: the child's value and error signatures, ``set_value_t(...)`` with
+    what ``f`` returns, ``set_error_t(Exception)``; never ``set_stopped_t()`` ([exec.then]).
+
+    Errors: an ``Exception`` raised by ``f`` completes ``set_error`` with it; values and errors
+    pass through.
+
+    Cancellation: a stopped child becomes a value completion (``f()``).
+
+    Example:
+
+    >>> import structexec as sx
+    >>> sx.sync_wait(sx.just_stopped() | sx.upon_stopped(lambda: 0))
+    (0,)
+    """
 
     __slots__ = ()
     _cls = _UponStoppedSender

@@ -24,6 +24,20 @@ class unstoppable_t(UnaryAdaptor):
     ``read_env(get_stop_token)`` gives ``never_stop_token()``; a stop request on the outer
     receiver's token never reaches the child; completions are forwarded unchanged. Also usable
     as ``sndr | unstoppable`` (an extension).
+
+    Completion signatures: the child's, computed with a ``never_stop_token``
+    ([exec.unstoppable]).
+
+    Errors: none added; completions are forwarded unchanged.
+
+    Cancellation: the child sees ``never_stop_token()``: a stop request on the receiver's token
+    never reaches it.
+
+    Example:
+
+    >>> import structexec as sx
+    >>> sx.sync_wait(sx.unstoppable(sx.read_env(sx.get_stop_token)))
+    (never_stop_token(),)
     """
 
     __slots__ = ()

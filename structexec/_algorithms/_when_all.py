@@ -505,6 +505,22 @@ class when_all_t(Algorithm):
     for no senders or a non-sender ([exec.when.all]), and at ``connect`` for a child whose declared
     completion signatures have more than one value signature ([exec.when.all]; use
     ``when_all_with_variant``). Children may complete on different threads.
+
+    Completion signatures: one ``set_value_t`` with the children's value datums concatenated in
+    argument order (each child has at most one value signature), the children's error
+    signatures, and ``set_stopped_t()`` ([exec.when.all]).
+
+    Errors: the first error wins and requests stop on the others; an error beats a stop.
+
+    Cancellation: a stop request on the receiver's token is forwarded to every child; a stopped
+    child requests stop on the others and the result is stopped; a request before ``start``
+    completes ``set_stopped`` without starting any child.
+
+    Example:
+
+    >>> import structexec as sx
+    >>> sx.sync_wait(sx.when_all(sx.just(1), sx.just(2, 3)))
+    (1, 2, 3)
     """
 
     __slots__ = ()
@@ -521,6 +537,19 @@ class when_all_with_variant_t(Algorithm):
     fine: ``sync_wait(when_all_with_variant(just(1), just(2, 3)))`` is ``((1,), (2, 3))``.
     The lowering to ``when_all(into_variant(...), ...)`` happens at ``connect``
     (``transform_sender``), so a domain may customise ``when_all_with_variant`` itself.
+
+    Completion signatures: ``set_value_t(tuple, ...)``: one tuple per child (its
+    ``into_variant`` datum), the children's errors, ``set_stopped_t()`` ([exec.when.all]).
+
+    Errors: as ``when_all``: the first error wins and requests stop on the others.
+
+    Cancellation: as ``when_all``.
+
+    Example:
+
+    >>> import structexec as sx
+    >>> sx.sync_wait(sx.when_all_with_variant(sx.just(1), sx.just(2, 3)))
+    ((1,), (2, 3))
     """
 
     __slots__ = ()

@@ -80,6 +80,19 @@ class write_env_t(BinaryAdaptor):
     ``sx.env``). ``write_env(env)`` (no sender) returns a closure, so ``sndr | write_env(env)``
     works too (an extension: the draft has no closure form, [exec.write.env]). Raises ``TypeError``
     for a non-sender or a non-environment.
+
+    Completion signatures: the child's, computed in the joined environment ([exec.write.env]).
+
+    Errors: none added; completions are forwarded unchanged.
+
+    Cancellation: the receiver's stop token is forwarded unless ``env`` answers
+    ``get_stop_token`` itself.
+
+    Example:
+
+    >>> import structexec as sx
+    >>> sx.sync_wait(sx.write_env(sx.read_env(sx.get_allocator), sx.prop(sx.get_allocator, 'a')))
+    ('a',)
     """
 
     __slots__ = ()

@@ -74,6 +74,21 @@ class Query:
 
 
 class _ForwardingQuery(Query):
+    """``forwarding_query(q)``: ``True`` when ``q`` is a forwarding query ([exec.fwd.env]).
+
+    Adaptors pass forwarding queries of a receiver's environment on to their children's
+    receivers (``FWD-ENV``); other queries stop at the first adaptor. The answer is
+    ``q.query(forwarding_query)`` when ``q`` answers it (it must be a ``bool``, else
+    ``TypeError``), else the class attribute ``forwarding`` of a :class:`Query` subclass, else
+    ``False``. ``forwarding_query`` itself is not forwarding.
+
+    Example:
+
+    >>> import structexec as sx
+    >>> sx.forwarding_query(sx.get_stop_token)
+    True
+    """
+
     forwarding = False
 
     def __call__(self, q: Any, *args: Any) -> bool:
@@ -204,6 +219,22 @@ class get_completion_scheduler_t(_NoDefaultQuery):
 
 
 class _CompletionSchedulerFactory:
+    """``get_completion_scheduler[tag]``: the query for the scheduler a sender completes on
+    ([exec.get.compl.sched]).
+
+    ``tag`` is ``sx.set_value_t``, ``sx.set_error_t`` or ``sx.set_stopped_t`` (anything else raises
+    ``TypeError``); the result is a forwarding query, the same object for the same tag. Asked of a
+    sender's attributes (``get_env(sndr)``), it answers the scheduler on whose agent that
+    completion happens, when the sender knows it; ``QueryError`` otherwise.
+
+    Example:
+
+    >>> import structexec as sx
+    >>> sch = sx.inline_scheduler()
+    >>> sx.get_completion_scheduler[sx.set_value_t](sx.get_env(sx.schedule(sch))) == sch
+    True
+    """
+
     __slots__ = ("_cache",)
 
     def __init__(self) -> None:

@@ -229,7 +229,7 @@ class with_awaitable_senders:
     an empty environment).
     """
 
-    _sx_continuation: Any = None
+    _sx_continuation: object = None
     _sx_stopped_handler: Callable[[], Any] | None = None
 
     def set_continuation(self, parent: Any) -> None:

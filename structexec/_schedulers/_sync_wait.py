@@ -175,6 +175,23 @@ class sync_wait_t(Algorithm):
     parallel-scheduler thread or on the trio scheduler), or a Ctrl-C while it waits, is raised
     here; work still running elsewhere is then abandoned: not waited for, its late completions
     dropped (see the module docstring).
+
+    Completion signatures: the sender must have at most one value signature ([exec.sync.wait];
+    use ``sync_wait_with_variant`` otherwise).
+
+    Errors: an error completion is raised: an exception as it is, any other datum wrapped in
+    ``ErrorValue``.
+
+    Cancellation: the receiver's environment has no stop token; a stopped completion returns
+    ``None``.
+
+    Example:
+
+    >>> import structexec as sx
+    >>> sx.sync_wait(sx.just(1, 2))
+    (1, 2)
+    >>> sx.sync_wait(sx.just_stopped()) is None
+    True
     """
 
     __slots__ = ()
@@ -197,6 +214,18 @@ class sync_wait_with_variant_t(Algorithm):
 
     In Python the "variant" is the tuple of whichever value datums arrived, so this returns
     the same as ``sync_wait`` but accepts senders with several value signatures.
+
+    Completion signatures: any number of value signatures ([exec.sync.wait.var]).
+
+    Errors: as ``sync_wait``: the error is raised.
+
+    Cancellation: as ``sync_wait``: stopped returns ``None``.
+
+    Example:
+
+    >>> import structexec as sx
+    >>> sx.sync_wait_with_variant(sx.just(1))
+    (1,)
     """
 
     __slots__ = ()

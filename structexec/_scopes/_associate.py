@@ -228,6 +228,23 @@ class associate_t(Algorithm):
       operation that is never started releases it on ``close()`` or when dropped.
     * Completion signatures: the wrapped sender's plus ``set_stopped_t()`` ([exec.associate]).
     * ``TypeError`` if ``sndr`` is not a sender or ``token`` is not a scope token.
+
+    Completion signatures: the wrapped sender's plus ``set_stopped_t()`` ([exec.associate]).
+
+    Errors: the wrapped sender's errors pass through; ``TypeError`` at call for a non-sender or
+    non-token.
+
+    Cancellation: not associated (closed or joined scope), it completes ``set_stopped()``
+    without running ``sndr``; the receiver's stop token reaches the wrapped sender.
+
+    Example:
+
+    >>> import structexec as sx
+    >>> scope = sx.simple_counting_scope()
+    >>> sx.sync_wait(sx.just(1) | sx.associate(scope.get_token()))
+    (1,)
+    >>> sx.sync_wait(scope.join())
+    ()
     """
 
     __slots__ = ()

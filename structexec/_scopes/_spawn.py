@@ -392,6 +392,24 @@ class spawn_t(Algorithm):
     Deeply nested spawns from inside completions are started through the per-thread
     trampoline, so recursive spawning cannot overflow the stack; such a nested start still
     happens on the same thread before the outermost ``spawn`` returns.
+
+    Completion signatures: the spawned sender may complete ``set_value()`` (no datum),
+    ``set_error`` and ``set_stopped()`` ([exec.spawn]); ``spawn`` itself returns ``None``.
+
+    Errors: an error of the work is recorded by the library's scopes and reported by ``join()``
+    (or the ``async with`` exit); an exception from ``connect`` propagates from ``spawn``.
+
+    Cancellation: the work's stop token is the scope's (``counting_scope``) or
+    ``never_stop_token`` (``simple_counting_scope``); a stopped completion just releases the
+    association.
+
+    Example:
+
+    >>> import structexec as sx
+    >>> scope = sx.simple_counting_scope()
+    >>> sx.spawn(sx.just() | sx.then(lambda: None), scope.get_token())
+    >>> sx.sync_wait(scope.join())
+    ()
     """
 
     __slots__ = ()

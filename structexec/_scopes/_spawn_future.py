@@ -454,6 +454,26 @@ class spawn_future_t(Algorithm):
     * A ``BaseException`` raised while the work starts (user code run inline) propagates
       out of ``spawn_future``, and the association is released.
     * ``TypeError`` for a non-sender, a non-token or a non-environment ([exec.spawn.future]).
+
+    Completion signatures: the future completes with the work's completions, plus
+    ``set_stopped_t()`` ([exec.spawn.future]).
+
+    Errors: the work's error is delivered to the future's consumer; an exception from
+    ``connect`` propagates from ``spawn_future``.
+
+    Cancellation: a stop request on the consumer's token (or dropping the future) requests stop
+    on the work and completes the consumer ``set_stopped()``; not associated, the future
+    completes stopped.
+
+    Example:
+
+    >>> import structexec as sx
+    >>> scope = sx.simple_counting_scope()
+    >>> fut = sx.spawn_future(sx.just(1), scope.get_token())
+    >>> sx.sync_wait(fut)
+    (1,)
+    >>> sx.sync_wait(scope.join())
+    ()
     """
 
     __slots__ = ()

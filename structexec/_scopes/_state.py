@@ -41,7 +41,10 @@ from __future__ import annotations
 import sys
 import threading
 import warnings
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from .._core._contracts import JoinWaiter
 
 __all__ = ["AssociationState"]
 
@@ -101,7 +104,7 @@ class AssociationState:
         self._lock = threading.Lock()
         self._count = 0
         self._state = UNUSED
-        self._joiners: list[Any] = []
+        self._joiners: list[JoinWaiter] = []
         self._errors: list[Any] = []
         # Errors of finished spawn_futures that nobody has consumed yet: {id(state): error}
         self._pending: dict[int, Any] = {}
@@ -150,7 +153,7 @@ class AssociationState:
             return
         lock.release()
 
-    def _start_join(self, op: Any) -> bool:
+    def _start_join(self, op: JoinWaiter) -> bool:
         """``start-join-sender``: ``True`` to complete inline, else ``op`` is registered and
         its ``_sx_join_complete()`` is called when the count reaches zero ([exec.scope.join])."""
         lock = self._lock

@@ -41,7 +41,7 @@ import contextvars
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 import trio.lowlevel as tl
@@ -50,6 +50,9 @@ from .._core._env import TryEnv
 from .._core._errors import terminate
 from .._core._queries import Query, get_scheduler, query_or
 from .._core._stop_token import stop_callback_for
+
+if TYPE_CHECKING:
+    from .._core._contracts import TrioSchedulerMark
 
 __all__: list[str] = []
 
@@ -302,7 +305,8 @@ def run_of_env(e: Any) -> RunState | None:
     if st is None:
         sch = query_or(e, get_scheduler, None)
         if getattr(type(sch), "_sx_trio_scheduler", False) is True:
-            st = sch._run
+            tsch: TrioSchedulerMark = sch
+            st = tsch._run
     if st is None or st.finished:
         return None
     r: RunState = st

@@ -1,0 +1,231 @@
+"""The private hooks the library's modules use among themselves, declared as ``Protocol`` s.
+
+The modules talk to each other through duck-typed private attributes named ``_sx_*``: a caller
+looks the attribute up with ``getattr(obj, name, default)`` (or calls it on an object it
+knows provides it), so any object may provide it and nothing imports the provider
+(docs/internals.md §2 "Internal hooks"). This module gives each hook a name, a meaning, its
+providers and its callers, so that signatures can say "an object with this hook" instead of
+an untyped object.
+
+The classes here are for annotations only (every module uses ``from __future__ import
+annotations``): nothing calls ``isinstance`` with them on a hot path, and no provider
+inherits from them (a provider is checked structurally, by mypy, where it flows into an
+annotation that names one). They are ``runtime_checkable`` so that tests can check
+providers with ``isinstance``.
+
+This module is at the bottom of the layers: it imports nothing above ``_core`` and not trio.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+from ._stop_token import inplace_stop_token
+
+__all__ = [
+    "AffineSender",
+    "AwaitableSendersState",
+    "CompletesInline",
+    "JoinWaiter",
+    "LateDomain",
+    "PerInstanceSigs",
+    "ProxyQueryHooks",
+    "RangeProxy",
+    "TrioSchedulerMark",
+    "TryQuery",
+]
+
+
+@runtime_checkable
+class TryQuery(Protocol):
+    """``_sx_try(q, default)``: the fast query lookup of an environment.
+
+    Meaning: the answer to query ``q`` (called without extra arguments), or ``default`` when the
+    environment does not support ``q``; it never raises ``QueryError`` and never allocates an
+    exception for "unsupported".
+
+    Provided by: ``_env.TryEnv`` and its subclasses (``prop``, ``env``, ``fwd_env``, the empty
+    environment, scheduler attributes), and the library's environments and receivers that
+    answer queries themselves: ``_AwaitRcvr`` and the nursery state (``_await``), ``_SyncWaitEnv``,
+    ``_ScopeSpawnState``/``_FastSpawnState`` (``_spawn``), ``_FutureState`` (``_spawn_future``),
+    task frames and environments (``_task``, ``_task_scheduler``), the schedule senders' and
+    schedulers' attributes (``_schedule_sender``, ``_inline_scheduler``, ``_trio_scheduler``,
+    ``_parallel_scheduler``), ``_affine_on``/``_when_all``/``_stop_when``'s environments,
+    ``_trio_bridge``'s host environment and ``testing``'s manual scheduler.
+
+    Called by: ``_env.query_or`` (before falling back to ``query()``), and ``query()`` of the
+    providers themselves (``TryEnv.query`` is built on it).
+    """
+
+    def _sx_try(self, q: object, default: object) -> Any:
+        """The answer to ``q``, or ``default``."""
+
+
+@runtime_checkable
+class CompletesInline(Protocol):
+    """``_sx_completes_inline``: the sender always completes inside ``start``, on the agent
+    that called ``start``.
+
+    Provided by: ``True`` as a class attribute on ``just``, ``just_error``, ``just_stopped``,
+    ``read_env`` and ``inline_scheduler``'s schedule sender; a property that forwards to the
+    child on the ``_adaptor_util.InlineAsChild`` mixin (``write_env``, ``unstoppable``,
+    ``into_variant``, ``stopped_as_error``), on ``then``/``upon_*`` chains (the innermost
+    child) and on ``affine_on``; a property that is true when every child's is, on
+    ``when_all``'s sender.
+
+    Called by: ``_affine_on.completes_inline`` (``affine_on`` connects such a child directly,
+    with no hop back), and the forwarding providers above. Absent means ``False``.
+    """
+
+    @property
+    def _sx_completes_inline(self) -> bool:
+        """``True`` when the sender completes inside ``start``."""
+
+
+@runtime_checkable
+class AffineSender(Protocol):
+    """``_sx_affine``: the sender completes on the scheduler of the receiver it is connected
+    to (the receiver's ``get_scheduler``).
+
+    Provided by: ``_task``'s task sender (``True`` unless the task runs on
+    ``inline_scheduler``).
+
+    Called by: ``affine_on``'s ``connect`` and the task driver (``_task_driver``), which then
+    skip the hop back to the scheduler. Absent means ``False``.
+    """
+
+    @property
+    def _sx_affine(self) -> bool:
+        """``True`` when the sender completes on its receiver's scheduler."""
+
+
+@runtime_checkable
+class LateDomain(Protocol):
+    """``_sx_late_domain()``: the sender answers *get-domain-late* itself ([exec.snd.expos]).
+
+    Provided by: ``continues_on``/``schedule_from``'s sender (the destination scheduler's
+    domain) and ``parallel_scheduler``'s schedule sender.
+
+    Called by: ``_domain.get_domain_late``, before it asks the sender's attributes and the
+    receiver's environment.
+    """
+
+    def _sx_late_domain(self) -> object:
+        """The domain ``transform_sender`` uses for this sender at ``connect``."""
+
+
+@runtime_checkable
+class JoinWaiter(Protocol):
+    """``_sx_join_complete()``: a registered join of a counting scope; the scope has reached
+    the ``joined`` state (its count of associated work reached 0 while joining).
+
+    Provided by: ``_counting_scope._JoinOp`` (the operation of ``scope.join()``: starts its
+    ``schedule`` operation through the trampoline) and ``_counting_scope._TrioJoinWaiter``
+    (the ``async with`` exit: sets a ``trio.Event``, through ``run_sync_soon`` off the trio
+    thread).
+
+    Registered by: ``_ScopeBase._start_join`` (which completes inline instead, without calling
+    the hook, when the scope can join at once).
+
+    Called by: ``_counting_scope._ScopeBase._disassociate``, once per registered waiter, after
+    releasing the scope's lock. Must not raise.
+    """
+
+    def _sx_join_complete(self) -> None:
+        """The scope is joined: complete the waiter."""
+
+
+@runtime_checkable
+class TrioSchedulerMark(Protocol):
+    """``_sx_trio_scheduler``: the object is a ``trio_scheduler``; its ``_run`` is the trio
+    run's ``RunState`` (``_trio_bridge``).
+
+    Provided by: ``_trio_scheduler.trio_scheduler`` (a class attribute, ``True``).
+
+    Called by: ``_trio_bridge.run_of_env`` (looked up on the type of an environment's
+    ``get_scheduler``), to find the trio run that work scheduled there belongs to.
+    """
+
+    @property
+    def _sx_trio_scheduler(self) -> bool:
+        """``True`` on a trio scheduler."""
+
+    @property
+    def _run(self) -> object:
+        """The ``RunState`` of the scheduler's trio run."""
+
+
+@runtime_checkable
+class PerInstanceSigs(Protocol):
+    """``_sx_per_instance_sigs``: a scheduler class whose instances differ in fallibility;
+    the P3941R1 infallibility check (``_infallible.infallible_reason``) must then ask every
+    instance instead of caching the answer per class.
+
+    Provided by: no class of the library (the schedulers of ``structexec.testing``, the only
+    ones whose instances differ, are never cached anyway). Kept as the documented way out for
+    a user's scheduler class (``_infallible``'s module docstring); it costs one ``getattr`` per
+    scheduler class.
+
+    Called by: ``_infallible.infallible_reason`` (looked up on the class).
+    """
+
+    @property
+    def _sx_per_instance_sigs(self) -> bool:
+        """``True``: do not cache the infallibility answer for this class."""
+
+
+@runtime_checkable
+class ProxyQueryHooks(Protocol):
+    """``_sx_stop_token()`` and ``_sx_query_env(q)``: the protected hooks of
+    ``system_context_replaceability.receiver_proxy`` behind ``try_query``
+    ([exec.sysctxrepl.recvproxy]).
+
+    ``_sx_stop_token()`` is the consumer's stop token as an ``inplace_stop_token`` (``None``
+    when it can never be stopped); ``_sx_query_env(q)`` is the exposition-only *query-env*:
+    the consumer environment's answer to ``q``, or ``_env._MISSING`` when unsupported.
+
+    Provided by: ``receiver_proxy`` (defaults: ``None``, ``_MISSING``) and
+    ``_parallel_scheduler``'s two proxies (the schedule and bulk operations); a user's proxy
+    subclass may override them.
+
+    Called by: ``receiver_proxy.try_query`` only (backends call ``try_query``).
+    """
+
+    def _sx_stop_token(self) -> inplace_stop_token | None:
+        """The consumer's stop token, or ``None`` when it is never stopped."""
+
+    def _sx_query_env(self, q: object) -> object:
+        """The consumer environment's answer to ``q``, or ``_MISSING``."""
+
+
+@runtime_checkable
+class RangeProxy(Protocol):
+    """``_sx_range_ok``: an unchunked bulk proxy's ``execute(b, e)`` does what the calls
+    ``execute(i, i + 1)`` for each ``i`` in ``[b, e)`` would do.
+
+    Provided by: ``_parallel_scheduler``'s bulk proxy (a class attribute, ``True``).
+
+    Called by: ``backends/_thread_pool`` (hands such a proxy ranges instead of single
+    indices for ``bulk_unchunked``). Absent means ``False``.
+    """
+
+    @property
+    def _sx_range_ok(self) -> bool:
+        """``True`` when ranges may replace single indices."""
+
+
+@runtime_checkable
+class AwaitableSendersState(Protocol):
+    """``_sx_continuation`` and ``_sx_stopped_handler``: the state of the
+    ``with_awaitable_senders`` promise mixin ([exec.with.awaitable.senders]), not a hook
+    between modules.
+
+    Provided and used by: ``_as_awaitable.with_awaitable_senders`` only
+    (``set_continuation`` writes them; ``continuation()`` and ``unhandled_stopped()`` read
+    them). Named ``_sx_*`` so that they do not clash with the attributes of the user's promise
+    class that mixes it in.
+    """
+
+    _sx_continuation: object
+    _sx_stopped_handler: Callable[[], object] | None
