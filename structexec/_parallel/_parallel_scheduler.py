@@ -117,7 +117,36 @@ def _backend_raised(op: Any, backend: Any, what: str, exc: Exception) -> None:
 # --------------------------------------------------------------------------- schedule()
 
 
-class _ScheduleOp(receiver_proxy):
+class _ProxyOp:
+    """What the schedule and the bulk operation share as receiver proxies of the backend
+    ([exec.sysctxrepl.recvproxy]): one completion at most, the stop-token link closed on
+    completion, and the protected hooks behind ``try_query``."""
+
+    __slots__ = ()  # the subclasses own the slots: _state, _link, _tok, _rcvr
+
+    def _finish(self, what: str) -> None:
+        """Enter the completed state (``what`` names the completion for the error)."""
+        op: Any = self
+        if op._state == 2:
+            raise completed_twice(self, what)
+        op._state = 2
+        if op._link is not None:
+            _close_link(self)
+
+    def _sx_stop_token(self) -> inplace_stop_token | None:
+        op: Any = self
+        tok = op._tok
+        if tok is _UNSET:
+            return _resolve_token(self)
+        r: inplace_stop_token | None = tok
+        return r
+
+    def _sx_query_env(self, q: Any) -> Any:
+        op: Any = self
+        return query_or(get_env(op._rcvr), q, _MISSING)
+
+
+class _ScheduleOp(_ProxyOp, receiver_proxy):
     """The operation of ``schedule(sch)``; it is also the proxy the backend completes."""
 
     __slots__ = ("_backend", "_link", "_rcvr", "_state", "_tok")
@@ -139,27 +168,15 @@ class _ScheduleOp(receiver_proxy):
             _backend_raised(self, self._backend, "schedule", e)
 
     def set_value(self) -> None:
-        if self._state == 2:
-            raise completed_twice(self, "set_value")
-        self._state = 2
-        if self._link is not None:
-            _close_link(self)
+        self._finish("set_value")
         self._rcvr.set_value()
 
     def set_error(self, err: BaseException) -> None:
-        if self._state == 2:
-            raise completed_twice(self, "set_error")
-        self._state = 2
-        if self._link is not None:
-            _close_link(self)
+        self._finish("set_error")
         self._rcvr.set_error(err)
 
     def set_stopped(self) -> None:
-        if self._state == 2:
-            raise completed_twice(self, "set_stopped")
-        self._state = 2
-        if self._link is not None:
-            _close_link(self)
+        self._finish("set_stopped")
         self._rcvr.set_stopped()
 
     def try_query(self, *args: Any) -> Any:
@@ -167,16 +184,6 @@ class _ScheduleOp(receiver_proxy):
             tok = self._tok
             return _resolve_token(self) if tok is _UNSET else tok
         return super().try_query(*args)
-
-    def _sx_stop_token(self) -> inplace_stop_token | None:
-        tok = self._tok
-        if tok is _UNSET:
-            return _resolve_token(self)
-        r: inplace_stop_token | None = tok
-        return r
-
-    def _sx_query_env(self, q: Any) -> Any:
-        return query_or(get_env(self._rcvr), q, _MISSING)
 
     def __repr__(self) -> str:
         return f"<parallel_scheduler schedule operation on {self._backend!r}>"
@@ -327,7 +334,7 @@ def get_parallel_scheduler() -> parallel_scheduler:
 # --------------------------------------------------------------------------- bulk
 
 
-class _BulkOp(bulk_item_receiver_proxy):
+class _BulkOp(_ProxyOp, bulk_item_receiver_proxy):
     """The operation of a bulk sender on a parallel scheduler; also the backend's proxy."""
 
     __slots__ = (
@@ -465,11 +472,7 @@ class _BulkOp(bulk_item_receiver_proxy):
                 vals[k][b : b + len(part)] = part
 
     def set_value(self) -> None:
-        if self._state == 2:
-            raise completed_twice(self, "set_value")
-        self._state = 2
-        if self._link is not None:
-            _close_link(self)
+        self._finish("set_value")
         vals = self._vals
         self._vals = ()
         if self._partial:
@@ -478,32 +481,14 @@ class _BulkOp(bulk_item_receiver_proxy):
             self._rcvr.set_value(*vals)
 
     def set_error(self, err: BaseException) -> None:
-        if self._state == 2:
-            raise completed_twice(self, "set_error")
-        self._state = 2
-        if self._link is not None:
-            _close_link(self)
+        self._finish("set_error")
         self._vals = ()
         self._rcvr.set_error(err)
 
     def set_stopped(self) -> None:
-        if self._state == 2:
-            raise completed_twice(self, "set_stopped")
-        self._state = 2
-        if self._link is not None:
-            _close_link(self)
+        self._finish("set_stopped")
         self._vals = ()
         self._rcvr.set_stopped()
-
-    def _sx_stop_token(self) -> inplace_stop_token | None:
-        tok = self._tok
-        if tok is _UNSET:
-            return _resolve_token(self)
-        r: inplace_stop_token | None = tok
-        return r
-
-    def _sx_query_env(self, q: Any) -> Any:
-        return query_or(get_env(self._rcvr), q, _MISSING)
 
     def __repr__(self) -> str:
         return f"<parallel_scheduler bulk operation on {self._backend!r}>"
