@@ -1,67 +1,83 @@
-"""The generic coroutine driver: runs a coroutine off the trio scheduler with a loop.
+"""The one coroutine driver: a loop that steps a coroutine awaiting senders, off the trio scheduler.
 
-[exec.as.awaitable], [exec.with.awaitable.senders], [exec.connect], [exec.task],
-docs/task.md 'How "stopped" unwinds a task', docs/task.md "What a task is" (the ``task`` body is
-driven by the library as a loop, never by recursion).
+[exec.as.awaitable], [exec.with.awaitable.senders], [exec.connect], [exec.task], [task.promise],
+docs/task.md 'How "stopped" unwinds a task', docs/task.md "What a task is" (a ``task`` body is
+driven by the library as a loop, never by recursion), docs/internals.md "The coroutine driver".
 
-Internal API (used by coroutine senders under ``sync_wait`` and by ``task`` when its scheduler
-is not trio's)::
+:class:`CoroutineLoop` owns the stepping: every coroutine structexec drives itself (a coroutine
+sender under ``sync_wait``, a ``task`` body) is stepped by its :meth:`CoroutineLoop._step`.
+Two classes specialise it:
 
-    drv = CoroutineDriver(coro, rcvr, env=None)
-    drv.start()
+* :class:`CoroutineDriver` (this module) is the one-frame case with no scheduler affinity: a
+  coroutine (or any generator-like object) driven into a receiver, for coroutine senders off
+  trio (``_coroutine_sender.py``)::
 
-``coro`` is a coroutine object (or any generator-like object with ``send``/``throw``, e.g. the
-result of ``awaitable.__await__()``). ``rcvr`` receives the outcome: ``set_value(v)`` for a returned
-``v`` (``set_value()`` for ``None``, ``set_value(*xs)`` for ``sx.values(*xs)``), ``set_error(e)``
-for an escaping ``Exception``, ``set_stopped()`` when the coroutine unwinds because an awaited
-sender completed stopped. ``env`` is the environment the awaited senders see (their receiver's
-environment); it defaults to ``FWD-ENV(get_env(rcvr))`` ([exec.as.awaitable], [exec.connect]).
+      drv = CoroutineDriver(coro, rcvr, env=None)
+      drv.start()
 
-How it works. While the driver runs ``coro.send``/``coro.throw`` it sets
+* the task ``Driver`` (``_coro/_task_driver.py``, [task.promise]) adds the stack of task frames,
+  the hop back to the task's scheduler, ``with_error``/``change_coroutine_scheduler`` and the mode
+  where the loop runs inside a trio task.
+
+How the loop works. While it runs ``coro.send``/``coro.throw`` it sets
 ``_hooks.driver_state.driver`` to itself, so ``await sndr`` inside the coroutine calls
-:meth:`CoroutineDriver.await_sender`, a generator that hands the sender to the loop by
-yielding a private marker. The loop connects the sender to the driver (the driver is the
+:meth:`CoroutineLoop.await_sender`, a generator that hands the sender to the loop by yielding a
+private marker. The loop connects the sender with itself as the receiver (the loop is the
 receiver of every awaited operation, one at a time), starts it and:
 
 * if it completed inside ``start`` it resumes the coroutine in the same loop iteration (no
   recursion: 100,000 awaits of ``just(i)`` use constant stack);
-* otherwise it returns; the completion, on whichever thread it happens, resumes the loop.
+* otherwise it returns; the completion, on whichever thread it happens, resumes the loop
+  (:meth:`CoroutineLoop._resume`). A one-entry dict, the *gate*, decides who continues when the
+  completion races with the end of ``start``: whichever of the two threads pops it second.
 
 A value is sent into the coroutine (docs/trio.md "Awaiting a sender": ``None``, the datum or a
 tuple); an error is thrown into it as it is (a non-exception datum as ``ErrorValue``,
 AS-EXCEPT-PTR); stopped throws :class:`sx.Stopped` (a ``BaseException``, so ``except Exception``
 cannot catch it), which unwinds the coroutine: ``finally`` blocks and ``async with`` exits run and
-may await. When ``Stopped`` escapes, the operation completes ``set_stopped()``. A coroutine that
-swallows the ``Stopped`` and returns violates the contract: the operation completes with
-``set_error(RuntimeError(swallowed_stop_message(...)))``. The same rule holds for a coroutine hosted
-in a trio task (``_coroutine_sender.py``, ``_await.py``) and for ``task`` (``_task_driver.py``);
-:class:`HostMark` is how the trio side tells.
+may await. When ``Stopped`` escapes, the frame ends stopped. A coroutine that swallows the
+``Stopped`` and returns violates the contract: it ends with
+``RuntimeError(swallowed_stop_message(...))``. The same rule holds for a coroutine hosted in a trio
+task (``_coroutine_sender.py``, ``_await.py``); :class:`HostMark` is how the trio side tells.
+``connect`` raising, or ``start`` raising (which it must not, [exec.opstate.start]), throws the
+exception into the coroutine, as an ``await`` in a trio task raises it.
 
 Awaiting anything that is not a structexec sender (a trio primitive such as ``trio.sleep``)
-throws ``RuntimeError("trio primitives can only be awaited when the coroutine runs on the trio
-scheduler ...")`` into the coroutine.
+yields a foreign object to the loop; :meth:`CoroutineLoop._yielded` decides what happens. The
+generic driver throws ``RuntimeError(FOREIGN_AWAIT_MESSAGE)`` into the coroutine ("trio
+primitives can only be awaited when the coroutine runs on the trio scheduler ...").
 """
 
 from __future__ import annotations
 
 import contextvars
-import threading
 from collections.abc import Generator
 from typing import Any
 
 from . import _hooks
 from ._connect import connect_unchecked as connect
+from ._domain import may_transform
 from ._env import fwd_env, get_env
 from ._errors import ErrorValue, Stopped
 from ._protocol import completed_twice, twice_started
+from ._queries import _MISSING
 from ._values import values
 
 __all__: list[str] = []
 
 _driver_state = _hooks.driver_state
-_MARK: Any = object()  # what await_sender yields to the loop
 
-_SEND, _THROW, _STOP = 0, 1, 2
+# Completion kinds inside the loop (``PENDING``: the awaited operation has not completed).
+PENDING, SEND, THROW, STOP = 0, 1, 2, 3
+# What CoroutineLoop._step returns when the loop must wait, or the root frame finished.
+SUSPEND: Any = object()
+DONE: Any = object()
+# What a hook returns to make the loop re-raise the exception being handled.
+RAISE: Any = object()
+# What CoroutineLoop.await_sender yields to the loop.
+_AWAIT: Any = object()
+# Frame.unwinding: not unwinding, or unwinding because Stopped was thrown into the body.
+UNWIND_NONE, UNWIND_STOP = 0, 1
 
 
 def _coro_name(coro: Any) -> str:
@@ -111,27 +127,276 @@ host_mark: contextvars.ContextVar[HostMark | None] = contextvars.ContextVar(
 )
 
 
-class CoroutineDriver:
-    """Drive ``coro`` to completion into ``rcvr`` with a loop (see the module docstring).
+class CoroutineLoop:
+    """The one loop that steps coroutines awaiting senders (see the module docstring).
 
-    The driver is also the receiver of each awaited operation; :meth:`get_env` returns the
-    ``env`` given at construction. ``start()`` may be called once.
+    The loop steps ``top``, the last of ``frames`` (objects with ``coro``, the coroutine, and
+    ``unwinding``). When a frame other than the first ends, it is popped (``fr._unlink()``) and
+    its result sent or thrown into the frame below; when the first ends, ``_complete`` gets the
+    result. A subclass provides these hooks, none of them on the path of an await that
+    completes inside ``start``:
+
+    * ``_resume()``: the awaited operation completed after the loop suspended;
+    * ``_suspending(sndr, fr)``: the awaited operation did not complete inside ``start``;
+    * ``fr.child_frame(sndr, loop)``, for ``sndr`` of type ``frame_type``: the frame to push
+      (it runs ``sndr`` on this loop), or ``None`` to connect ``sndr``; an exception is thrown
+      into ``fr``;
+    * ``_yielded(fr, y)``: the coroutine yielded ``y``, not an awaited sender: ``(kind, data)``
+      to continue with, or ``(PENDING, r)`` to return ``r`` from :meth:`_step`;
+    * ``_returned(fr, v)``: the coroutine returned ``v`` (and was not unwinding for a stop):
+      ``(kind, data)`` the frame ends with;
+    * ``_error(fr, e)``: the ``Exception`` the frame ends with when ``e`` escaped it;
+    * ``_raised(fr, e)``: another ``BaseException`` escaped: ``(kind, data)`` the frame ends
+      with, ``None`` (the loop is done) or ``RAISE`` (re-raise ``e``);
+    * ``_complete(fr, kind, data)``: the first frame ended with ``(kind, data)``;
+    * ``_name(fr)``: how messages name the frame's coroutine.
+
+    Class-level switches (``None`` turns each off): ``just_type`` (awaited without connecting
+    when no domain may transform it: its values are the result), ``frame_type`` (see
+    ``child_frame``), ``plain_types`` and ``check``: ``check(sndr, env)``, a plain function,
+    raises if ``sndr`` (not of a type in ``plain_types``) cannot be awaited.
     """
 
-    __slots__ = (
-        "_coro",
-        "_data",
-        "_env",
-        "_in_start",
-        "_kind",
-        "_lock",
-        "_op",
-        "_pending",
-        "_rcvr",
-        "_req",
-        "_started",
-        "_stopping",
-    )
+    __slots__ = ("data", "frames", "gate", "kind", "op", "sndr", "top")
+
+    just_type: Any = None
+    frame_type: Any = None
+    plain_types: Any = None
+    check: Any = None
+
+    def __init__(self, top: Any) -> None:
+        self.top = top
+        self.frames: list[Any] = [top]
+        self.kind = PENDING
+        self.data: Any = None
+        self.sndr: Any = None
+        self.gate: Any = None
+        self.op: Any = None
+
+    # -- the coroutine side ------------------------------------------------------------------
+
+    def await_sender(self, sndr: Any) -> Generator[Any, Any, Any]:
+        """``await sndr`` in a coroutine this loop steps: hand ``sndr`` to the loop."""
+        self.sndr = sndr
+        return (yield _AWAIT)
+
+    # -- receiver of the awaited operation ---------------------------------------------------
+
+    def set_value(self, *vals: Any) -> None:
+        if self.kind:
+            raise completed_twice(self, "set_value")
+        n = len(vals)
+        self.data = vals[0] if n == 1 else (None if n == 0 else vals)
+        self.kind = SEND
+        g = self.gate
+        if g is not None and g.pop(0, _MISSING) is _MISSING:
+            self._resume()
+
+    def set_error(self, err: Any) -> None:
+        if self.kind:
+            raise completed_twice(self, "set_error")
+        self.data = err if isinstance(err, BaseException) else ErrorValue(err)
+        self.kind = THROW
+        g = self.gate
+        if g is not None and g.pop(0, _MISSING) is _MISSING:
+            self._resume()
+
+    def set_stopped(self) -> None:
+        if self.kind:
+            raise completed_twice(self, "set_stopped")
+        self.kind = STOP
+        g = self.gate
+        if g is not None and g.pop(0, _MISSING) is _MISSING:
+            self._resume()
+
+    def _resume(self) -> None:
+        self._loop()
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def run_loop_from(self, kind: int, data: Any) -> None:
+        self.kind = kind
+        self.data = data
+        self._loop()
+
+    def _loop(self) -> None:
+        kind = self.kind
+        data = self.data
+        self.data = self.op = None
+        self._step(kind, data)
+
+    def _step(self, kind: int, data: Any) -> Any:
+        """Step frames until the loop must wait (``SUSPEND``), it is done (``DONE``) or a hook
+        asks to return something else (``_yielded``)."""
+        ds = _driver_state
+        fr = self.top
+        coro = fr.coro
+        just_t = self.just_type
+        frame_t = self.frame_type
+        plain = self.plain_types
+        check = self.check
+        k: int
+        d: Any
+        while True:
+            prev = ds.driver
+            ds.driver = self
+            try:
+                if kind == SEND:
+                    y = coro.send(data)
+                elif kind == THROW:
+                    y = coro.throw(data)
+                else:
+                    # Stopped: unwind the body; it is never resumed with a value (docs/task.md).
+                    fr.unwinding = UNWIND_STOP
+                    y = coro.throw(Stopped())
+            except StopIteration as si:
+                ds.driver = prev
+                if fr.unwinding == UNWIND_STOP:
+                    k, d = THROW, RuntimeError(swallowed_stop_message(self._name(fr)))
+                else:
+                    k, d = self._returned(fr, si.value)
+            except Stopped:
+                ds.driver = prev
+                k, d = STOP, None
+            except Exception as e:
+                ds.driver = prev
+                k, d = THROW, self._error(fr, e)
+            except BaseException as e:
+                ds.driver = prev
+                r = self._raised(fr, e)
+                if r is None:
+                    return DONE
+                if r is RAISE:
+                    raise
+                k, d = r
+            else:
+                ds.driver = prev
+                if y is _AWAIT:
+                    sndr = self.sndr
+                    self.sndr = None
+                    ts = type(sndr)
+                    if ts is just_t and not may_transform(just_t.tag):
+                        # await sx.just(...): nothing to connect or start, no user code runs
+                        # in between; the values are the result (no domain can intervene).
+                        vals = sndr._vals
+                        n = len(vals)
+                        kind = SEND
+                        data = vals[0] if n == 1 else (None if n == 0 else vals)
+                        continue
+                    if ts is frame_t:
+                        # An awaited task on the same scheduler: a new frame on this loop.
+                        try:
+                            child = fr.child_frame(sndr, self)
+                        except Exception as e:  # consumed, or bad arguments
+                            kind, data = THROW, e
+                            continue
+                        if child is not None:
+                            self.frames.append(child)
+                            self.top = fr = child
+                            coro = fr.coro
+                            kind, data = SEND, None
+                            continue
+                    try:
+                        if plain is not None and ts not in plain:
+                            check(sndr, fr)
+                        op = connect(sndr, self)
+                    except Exception as e:
+                        kind, data = THROW, e
+                        continue
+                    self.kind = PENDING
+                    self.gate = None
+                    try:
+                        op.start()
+                    except BaseException as e:
+                        # start() must not raise ([exec.opstate.start]); if it does, the
+                        # await raises it, as an await in a trio task does. A completion
+                        # that still arrives is a second one (kind is no longer PENDING).
+                        self.kind = THROW
+                        self.data = None
+                        kind, data = THROW, e
+                        continue
+                    if not self.kind:
+                        # Not completed inside start(). Let the subclass prepare the resumption,
+                        # then arm the gate: whichever of this thread and the completing one
+                        # pops it second continues the loop (see set_value).
+                        self._suspending(sndr, fr)
+                        self.op = op  # alive until it completes
+                        gate = self.gate = {0: None}
+                        # (re-read: the completion may have arrived on another thread)
+                        if self.kind == PENDING and gate.pop(0, _MISSING) is None:
+                            return SUSPEND  # the completion resumes the loop
+                        self.op = None
+                    kind = self.kind
+                    data = self.data
+                    self.data = None
+                    continue
+                kind, data = self._yielded(fr, y)
+                if kind == PENDING:
+                    return data
+                fr = self.top
+                coro = fr.coro
+                continue
+            # The frame's body finished with (k, d).
+            frames = self.frames
+            if len(frames) == 1:
+                self._complete(fr, k, d)
+                return DONE
+            fr._unlink()
+            fr.coro = None
+            frames.pop()
+            self.top = fr = frames[-1]
+            coro = fr.coro
+            if k == THROW and not isinstance(d, BaseException):
+                d = ErrorValue(d)
+            kind, data = k, d
+
+    # -- hooks (the generic driver's behaviour; see the class docstring) -----------------------
+
+    def _suspending(self, sndr: Any, fr: Any) -> None:
+        pass
+
+    def _yielded(self, fr: Any, y: Any) -> tuple[int, Any]:
+        return THROW, RuntimeError(FOREIGN_AWAIT_MESSAGE.format(what=f"yielded {y!r}"))
+
+    def _returned(self, fr: Any, v: Any) -> tuple[int, Any]:
+        return SEND, v
+
+    def _error(self, fr: Any, e: Exception) -> BaseException:
+        return e
+
+    def _raised(self, fr: Any, e: BaseException) -> Any:
+        return RAISE
+
+    def _complete(self, fr: Any, kind: int, data: Any) -> None:
+        raise NotImplementedError
+
+    def _name(self, fr: Any) -> str:
+        return _coro_name(fr.coro)
+
+
+class _Frame:
+    """The one frame of a :class:`CoroutineDriver`."""
+
+    __slots__ = ("coro", "unwinding")
+
+    def __init__(self, coro: Any) -> None:
+        self.coro = coro
+        self.unwinding = UNWIND_NONE
+
+
+class CoroutineDriver(CoroutineLoop):
+    """Drive ``coro`` to completion into ``rcvr`` (the one-frame :class:`CoroutineLoop`).
+
+    ``rcvr`` receives the outcome: ``set_value(v)`` for a returned ``v`` (``set_value()`` for
+    ``None``, ``set_value(*xs)`` for ``sx.values(*xs)``), ``set_error(e)`` for an escaping
+    ``Exception``, ``set_stopped()`` when the coroutine unwinds because an awaited sender
+    completed stopped; another ``BaseException`` propagates to whoever runs the loop. ``env``
+    is the environment the awaited senders see (their receiver's environment); it defaults to
+    ``FWD-ENV(get_env(rcvr))`` ([exec.as.awaitable], [exec.connect]). ``start()`` may be called
+    once.
+    """
+
+    __slots__ = ("_env", "_rcvr", "_started")
 
     def __init__(self, coro: Any, rcvr: Any, env: Any = None) -> None:
         if not (hasattr(coro, "send") and hasattr(coro, "throw")):
@@ -139,18 +404,11 @@ class CoroutineDriver:
                 f"CoroutineDriver needs a coroutine (an object with send() and throw()), "
                 f"got {type(coro).__name__}"
             )
-        self._coro = coro
+        super().__init__(_Frame(coro))
+        self.kind = SEND  # no awaited operation yet: a completion now is a stray one
         self._rcvr = rcvr
         self._env = fwd_env(get_env(rcvr)) if env is None else env
-        self._lock = threading.Lock()
-        self._kind = _SEND
-        self._data: Any = None
-        self._req: Any = None
-        self._op: Any = None
-        self._pending = False
-        self._in_start = False
         self._started = False
-        self._stopping = False
 
     def get_env(self) -> Any:
         return self._env
@@ -159,129 +417,26 @@ class CoroutineDriver:
         if self._started:
             raise twice_started(self)
         self._started = True
-        self._loop()
+        self._step(SEND, None)
 
     def close(self) -> None:
         """Close a coroutine that was never started (no 'never awaited' warning)."""
         if not self._started:
             self._started = True
-            close = getattr(self._coro, "close", None)
+            close = getattr(self.top.coro, "close", None)
             if close is not None:
                 close()
 
-    # -- the coroutine side -------------------------------------------------------------
-
-    def await_sender(self, sndr: Any) -> Generator[Any, Any, Any]:
-        """``await sndr`` inside the driven coroutine: hand ``sndr`` to the loop."""
-        self._req = sndr
-        return (yield _MARK)
-
-    # -- receiver of the awaited operation ---------------------------------------------------
-
-    def _complete(self, kind: int, data: Any, how: str) -> None:
-        lock = self._lock
-        lock.acquire()
-        if not self._pending:
-            lock.release()
-            raise completed_twice(self, how)
-        self._pending = False
-        self._kind = kind
-        self._data = data
-        resume = not self._in_start
-        lock.release()
-        if resume:
-            self._loop()
-
-    def set_value(self, *vals: Any) -> None:
-        n = len(vals)
-        self._complete(_SEND, vals[0] if n == 1 else (None if n == 0 else vals), "set_value")
-
-    def set_error(self, err: Any) -> None:
-        self._complete(
-            _THROW, err if isinstance(err, BaseException) else ErrorValue(err), "set_error"
-        )
-
-    def set_stopped(self) -> None:
-        self._complete(_STOP, None, "set_stopped")
-
-    # -- the loop -------------------------------------------------------------------------
-
-    def _loop(self) -> None:
-        coro = self._coro
-        ds = _driver_state
-        lock = self._lock
-        while True:
-            kind = self._kind
-            data = self._data
-            self._data = None
-            self._op = None
-            prev = ds.driver
-            ds.driver = self
-            try:
-                if kind == _SEND:
-                    y = coro.send(data)
-                elif kind == _THROW:
-                    y = coro.throw(data)
-                else:
-                    self._stopping = True
-                    y = coro.throw(Stopped())
-            except StopIteration as e:
-                ds.driver = prev
-                self._finish_value(e.value)
-                return
-            except Stopped:
-                ds.driver = prev
-                self._rcvr.set_stopped()
-                return
-            except Exception as e:
-                ds.driver = prev
-                self._rcvr.set_error(e)
-                return
-            except BaseException:
-                ds.driver = prev
-                raise
-            ds.driver = prev
-            if y is not _MARK:
-                self._kind = _THROW
-                self._data = RuntimeError(FOREIGN_AWAIT_MESSAGE.format(what=f"yielded {y!r}"))
-                continue
-            sndr = self._req
-            self._req = None
-            try:
-                op = connect(sndr, self)
-            except Exception as e:
-                self._kind = _THROW
-                self._data = e
-                continue
-            self._op = op
-            self._pending = True
-            self._in_start = True
-            try:
-                op.start()
-            except BaseException as e:
-                # start() must not raise ([exec.opstate.start]); if it does, the await raises
-                # it, as an await in a trio task does (a later completion is a second one).
-                lock.acquire()
-                self._in_start = False
-                self._pending = False
-                lock.release()
-                self._kind = _THROW
-                self._data = e
-                continue
-            lock.acquire()
-            self._in_start = False
-            pending = self._pending
-            lock.release()
-            if pending:
-                return  # the completion resumes the loop
-
-    def _finish_value(self, v: Any) -> None:
+    def _complete(self, fr: Any, kind: int, data: Any) -> None:
         rcvr = self._rcvr
-        if self._stopping:
-            rcvr.set_error(RuntimeError(swallowed_stop_message(_coro_name(self._coro))))
-        elif v is None:
-            rcvr.set_value()
-        elif type(v) is values:
-            rcvr.set_value(*v)
+        if kind == SEND:
+            if data is None:
+                rcvr.set_value()
+            elif type(data) is values:
+                rcvr.set_value(*data)
+            else:
+                rcvr.set_value(data)
+        elif kind == THROW:
+            rcvr.set_error(data)
         else:
-            rcvr.set_value(v)
+            rcvr.set_stopped()

@@ -1,4 +1,4 @@
-"""The task driver: one loop that steps a stack of task bodies ([task.promise]; P3552R1 4.10).
+"""The task driver: the one coroutine loop, stepping a stack of task bodies ([task.promise]).
 
 [exec.task], [task.promise], docs/task.md 'How "stopped" unwinds a task',
 docs/task.md "What a task is". A :class:`Driver` runs the body of a started task (its *root frame*,
@@ -6,15 +6,20 @@ a :class:`TaskFrame`: ``_TaskOp`` of ``_task.py``) and of every task that body a
 scheduler (*child frames*, pushed on ``frames``): a nested await is a new frame on the same loop,
 not a new operation, trio task or stack frame.
 
-While it steps a body the driver is ``_hooks.driver_state.driver``, so ``await sndr``
-(``Sender.__await__``) calls :meth:`Driver.await_sender`, which yields the sender to the loop.
-The loop connects it with the driver as the receiver and starts it:
+:class:`Driver` is a :class:`CoroutineLoop` (``_core/_coroutine_driver.py``, docs/internals.md
+"The coroutine driver"): the stepping, the await handshake, the completion translation and the
+swallowed-stop rule are that loop's; this module fills in its hooks (frames, affinity, ``TRIO``
+mode, ``with_error``, ``error_types``). While it steps a body the driver is
+``_hooks.driver_state.driver``, so ``await sndr`` (``Sender.__await__``) calls
+:meth:`Driver.await_sender`, which yields the sender to the loop. The loop connects it with the
+driver as the receiver and starts it:
 
 * completed inside ``start``: the body is resumed in the same loop iteration (100,000 awaits of
   ``just(i)`` use constant stack);
 * otherwise the loop returns, and the completion resumes it: off trio on ``SCHED``, through an
   unstoppable ``schedule(SCHED)`` hop unless the sender is known to complete there already
-  (scheduler affinity, [exec.task], P3941R1); in a trio task by rescheduling that task.
+  (scheduler affinity, [exec.task], docs/task.md "Scheduler affinity"); in a trio task by
+  rescheduling that task.
 
 Values are sent into the body (docs/trio.md "Awaiting a sender"), errors thrown into it, and a
 stopped completion throws ``sx.Stopped`` to unwind it (docs/task.md). ``with_error``,
@@ -34,16 +39,18 @@ import trio.lowlevel as tl
 from .._algorithms._affine_on import completes_on
 from .._algorithms._just import just, just_error, just_stopped
 from .._algorithms._read_env import read_env
-from .._core import _hooks
 from .._core._completion_signatures import get_completion_signatures
 from .._core._connect import connect_unchecked as connect
-from .._core._coroutine_driver import swallowed_stop_message
-from .._core._domain import may_transform
+from .._core._coroutine_driver import DONE, RAISE, SUSPEND, CoroutineLoop
+from .._core._coroutine_driver import PENDING as PENDING
+from .._core._coroutine_driver import SEND as SEND
+from .._core._coroutine_driver import STOP as STOP
+from .._core._coroutine_driver import THROW as THROW
+from .._core._coroutine_driver import UNWIND_NONE as UNWIND_NONE
 from .._core._env import sched_env
-from .._core._errors import ErrorValue, Stopped, terminate
+from .._core._errors import terminate
 from .._core._infallible import UNSTOPPABLE_ENV
-from .._core._protocol import completed_twice
-from .._core._queries import _MISSING, get_scheduler
+from .._core._queries import get_scheduler
 from .._core._tags import set_value_t
 from .._core._trampoline import trampoline_start
 from .._schedulers._inline_scheduler import inline_scheduler
@@ -58,23 +65,14 @@ from ._task_environment import (
 
 __all__: list[str] = []
 
-_driver_state = _hooks.driver_state
 _reschedule = tl.reschedule
 _wait_task_rescheduled = tl.wait_task_rescheduled
 _FAILED = tl.Abort.FAILED
 
-# Completion kinds inside the driver.
-PENDING, SEND, THROW, STOP = 0, 1, 2, 3
 # Driver modes.
 LOOP, TRIO = 1, 2
-# What Driver._step returns besides a foreign yielded object.
-_SUSPEND: Any = object()
-_DONE: Any = object()
-# What Driver.await_sender yields to the loop.
-_AWAIT: Any = object()
-# TaskFrame.unwinding
-UNWIND_NONE, _UNWIND_STOP, _UNWIND_ERROR = 0, 1, 2
-
+# TaskFrame.unwinding: UNWIND_NONE, UNWIND_STOP (the loop's), or unwinding for with_error.
+_UNWIND_ERROR = 2
 
 
 class TaskFrame(Protocol):
@@ -122,12 +120,38 @@ class TaskFrame(Protocol):
         """Complete the task's receiver: ``SEND`` a value, ``THROW`` an error, else stopped."""
 
 
+_JUST = type(just(0))
+
+#: Sender types known to have at most one value signature (no per-await check needed).
+_ONE_VALUE_SIG: set[type] = {
+    type(just(0)),
+    type(just_error(0)),
+    type(just_stopped()),
+    type(read_env(get_scheduler)),
+}
+
+
+def _check_awaitable(sndr: Any, env: Any) -> None:
+    """A sender with several value signatures is not awaitable ([exec.as.awaitable],
+    [exec.task])."""
+    try:
+        sigs = get_completion_signatures(sndr, env)
+    except Exception:
+        return
+    if sigs is not None and sigs.count_of(set_value_t) > 1:
+        raise TypeError(
+            f"{sndr!r} has {sigs.count_of(set_value_t)} value completion signatures and cannot "
+            "be awaited: await sx.into_variant(sndr) instead ([exec.as.awaitable], P3552R1 4.4)"
+        )
+
+
 class _ErrorExit(BaseException):
     """Thrown into a task body by ``await sx.with_error(e)`` to unwind it (private)."""
 
 
 class _Hop:
-    """Receiver of the hop back onto ``SCHED`` after an await (unstoppable, P3941R1)."""
+    """Receiver of the hop back onto ``SCHED`` after an await (unstoppable, [exec.task],
+    docs/task.md "Scheduler affinity")."""
 
     __slots__ = ("_drv",)
 
@@ -153,80 +177,43 @@ class _Hop:
         self._drv._loop()
 
 
-class Driver:
-    """Steps a stack of task frames with one loop (see the module docstring).
+class Driver(CoroutineLoop):
+    """Steps a stack of task frames with the one loop, :class:`CoroutineLoop` (see the module
+    docstring).
 
     It is the receiver of every sender awaited by its frames (one at a time); its
     environment is the top frame's (the promise's ``get_env``, [exec.task]).
     """
 
-    __slots__ = (
-        "cancelled",
-        "data",
-        "frames",
-        "gate",
-        "hop",
-        "kind",
-        "mode",
-        "run",
-        "sndr",
-        "task",
-        "top",
-    )
+    __slots__ = ("cancelled", "hop", "mode", "run", "task")
     #: How ``with_error`` and ``change_coroutine_scheduler`` recognise a task body's driver.
     is_task_driver = True
+    just_type = _JUST
+    plain_types = _ONE_VALUE_SIG
+    check = staticmethod(_check_awaitable)
 
     def __init__(self, root: TaskFrame, run: RunState | None) -> None:
-        self.top = root
-        self.frames: list[TaskFrame] = [root]
+        super().__init__(root)
+        self.top: TaskFrame = root
         self.run = run
         self.mode = LOOP
-        self.kind = PENDING
-        self.data: Any = None
-        self.sndr: Any = None
-        self.gate: Any = None
         self.hop = False
         self.task: Any = None
         self.cancelled = False
 
-    # -- the coroutine side ------------------------------------------------------------------
-
-    def await_sender(self, sndr: Any) -> Generator[Any, Any, Any]:
-        """``await sndr`` in a frame's coroutine: hand it to the loop."""
-        self.sndr = sndr
-        return (yield _AWAIT)
-
-    # -- receiver of the awaited operation -----------------------------------------------------
-
     def get_env(self) -> Any:
         return self.top
 
-    def set_value(self, *vals: Any) -> None:
-        if self.kind:
-            raise completed_twice(self, "set_value")
-        n = len(vals)
-        self.data = vals[0] if n == 1 else (None if n == 0 else vals)
-        self.kind = SEND
-        g = self.gate
-        if g is not None and g.pop(0, _MISSING) is _MISSING:
-            self._resume()
+    # -- resuming after an await that did not complete inside start ---------------------------
 
-    def set_error(self, err: Any) -> None:
-        if self.kind:
-            raise completed_twice(self, "set_error")
-        self.data = err if isinstance(err, BaseException) else ErrorValue(err)
-        self.kind = THROW
-        g = self.gate
-        if g is not None and g.pop(0, _MISSING) is _MISSING:
-            self._resume()
-
-    def set_stopped(self) -> None:
-        if self.kind:
-            raise completed_twice(self, "set_stopped")
-        self.kind = STOP
-        g = self.gate
-        if g is not None and g.pop(0, _MISSING) is _MISSING:
-            self._resume()
+    def _suspending(self, sndr: Any, fr: TaskFrame) -> None:
+        # Decide the hop back onto SCHED (scheduler affinity, [exec.task]).
+        if self.mode == TRIO or fr.cfg.inline:
+            self.hop = False
+        else:
+            self.hop = not (
+                getattr(sndr, "_sx_affine", False) is True or completes_on(sndr, fr.sched, fr)
+            )
 
     def _resume(self) -> None:
         """The awaited operation completed after the loop suspended: continue on SCHED."""
@@ -237,7 +224,7 @@ class Driver:
                 raise run_finished_error("resume a task after an await")
             return
         if self.hop:
-            # Back onto SCHED's agent; the hop cannot be stopped (P3941R1 3.2, [exec.task]).
+            # Back onto SCHED's agent; the hop cannot be stopped ([exec.task]).
             op = connect(self.top.sched.schedule(), _Hop(self))
             trampoline_start(op)
             return
@@ -246,35 +233,20 @@ class Driver:
     def _wake(self) -> None:
         _reschedule(self.task)
 
-    # -- the loop ----------------------------------------------------------------------------
-
-    def run_loop_from(self, kind: int, data: Any) -> None:
-        self.kind = kind
-        self.data = data
-        self._loop()
-
-    def _loop(self) -> None:
-        kind = self.kind
-        data = self.data
-        self.data = None
-        while True:
-            r = self._step(kind, data)
-            if r is _SUSPEND or r is _DONE:
-                return
-            kind, data = THROW, RuntimeError(_foreign_message(self.top, r))
+    # -- TRIO mode ------------------------------------------------------------------------------
 
     def _trio_loop(self) -> Generator[Any, Any, None]:
         self.task = tl.current_task()
         kind, data = SEND, None
         while True:
             r = self._step(kind, data)
-            if r is _DONE:
+            if r is DONE:
                 return
-            if r is _SUSPEND:
+            if r is SUSPEND:
                 yield from _wait_task_rescheduled(self._abort).__await__()
                 kind = self.kind
                 data = self.data
-                self.data = None
+                self.data = self.op = None
                 continue
             # A trio primitive yielded to trio: pass it through, and its answer back.
             try:
@@ -306,161 +278,30 @@ class Driver:
             if c is not None:
                 c.close()
 
-    def _step(self, kind: int, data: Any) -> Any:
-        """Run frames until the loop must wait, the root finished, or a foreign yield."""
-        ds = _driver_state
-        fr = self.top
-        coro = fr.coro
-        while True:
-            prev = ds.driver
-            ds.driver = self
-            try:
-                if kind == SEND:
-                    y = coro.send(data)
-                elif kind == THROW:
-                    y = coro.throw(data)
-                else:
-                    # Stopped: unwind the body; it is never resumed with a value (docs/task.md).
-                    fr.unwinding = _UNWIND_STOP
-                    y = coro.throw(Stopped())
-            except StopIteration as si:
-                ds.driver = prev
-                k, d = self._returned(fr, si.value)
-            except Stopped:
-                ds.driver = prev
-                k, d = STOP, None
-            except _ErrorExit:
-                ds.driver = prev
-                k, d = THROW, fr.exit_error
-            except Exception as e:
-                ds.driver = prev
-                if self.mode == LOOP and type(e) is RuntimeError and e.args == _TRIO_NO_CTX:
-                    e = _trio_off_loop_error(fr, e)
-                if not isinstance(e, fr.cfg.exc_types):
-                    terminate(
-                        f"the task {fr.cfg.name} raised {type(e).__name__}, which is not among "
-                        "its error_types ([task.promise] unhandled_exception); add it to the "
-                        "Environment's error_types or catch it in the body",
-                        e,
-                    )
-                k, d = THROW, e
-            except BaseException as e:
-                # trio.Cancelled (trio mode), KeyboardInterrupt, ...: never an error datum.
-                # The root completes stopped and the exception goes on to trio / the caller,
-                # or to the consumer that waits for the task if it takes it (raised_sink: an
-                # await in a trio task, sync_wait), which raises it where it waits; in a child
-                # frame it propagates into the parent like a plain `await`.
-                ds.driver = prev
-                if len(self.frames) == 1:
-                    if not isinstance(e, trio.Cancelled) and fr.hand_over(e):
-                        self._finish_root(fr, STOP, None)  # the consumer ignores it
-                        return _DONE
-                    self._finish_root(fr, STOP, None)
-                    raise
-                self._pop(fr)
-                fr = self.top
-                coro = fr.coro
-                kind, data = THROW, e
-                continue
-            else:
-                ds.driver = prev
-                if y is _AWAIT:
-                    sndr = self.sndr
-                    self.sndr = None
-                    ts = type(sndr)
-                    if ts is _JUST and not may_transform(_JUST.tag):
-                        # await sx.just(...): nothing to connect or start, no user code runs
-                        # in between; the values are the result (no domain can intervene).
-                        vals = sndr._vals
-                        n = len(vals)
-                        kind = SEND
-                        data = vals[0] if n == 1 else (None if n == 0 else vals)
-                        continue
-                    if ts is _TaskSender:
-                        # An awaited task on the same scheduler: a new frame on this loop.
-                        try:
-                            child = fr.child_frame(sndr, self)
-                        except Exception as e:  # consumed, or bad arguments
-                            kind, data = THROW, e
-                            continue
-                        if child is not None:
-                            self.frames.append(child)
-                            self.top = fr = child
-                            coro = fr.coro
-                            kind, data = SEND, None
-                            continue
-                    try:
-                        if ts not in _ONE_VALUE_SIG:
-                            _check_awaitable(sndr, fr)
-                        op = connect(sndr, self)
-                    except Exception as e:
-                        kind, data = THROW, e
-                        continue
-                    self.kind = PENDING
-                    self.gate = None
-                    try:
-                        op.start()
-                    except BaseException as e:
-                        # start() must not raise ([exec.opstate.start]); if it does, the
-                        # await raises it, as an await in a trio task does. A completion
-                        # that still arrives is a second one (kind is no longer PENDING).
-                        self.kind = THROW
-                        self.data = None
-                        kind, data = THROW, e
-                        continue
-                    if not self.kind:
-                        # Not completed inside start(). Decide the hop back, then arm the
-                        # gate: whichever of this thread and the completing one pops it
-                        # second continues the loop (see set_value).
-                        if self.mode == TRIO or fr.cfg.inline:
-                            self.hop = False
-                        else:
-                            self.hop = not (
-                                getattr(sndr, "_sx_affine", False) is True
-                                or completes_on(sndr, fr.sched, fr)
-                            )
-                        gate = self.gate = {0: None}
-                        # (re-read: the completion may have arrived on another thread)
-                        if self.kind == PENDING and gate.pop(0, _MISSING) is None:
-                            return _SUSPEND  # the completion resumes the loop
-                    kind = self.kind
-                    data = self.data
-                    self.data = None
-                    continue
-                ty = type(y)
-                if ty is with_error:
-                    why = fr.cfg.check_with_error(y.error)
-                    if why is not None:
-                        kind, data = THROW, TypeError(why)
-                        continue
-                    # Never resumed: unwind the body (finally blocks run, and may await),
-                    # then complete with the error ([task.promise]).
-                    fr.unwinding = _UNWIND_ERROR
-                    fr.exit_error = y.error
-                    kind, data = THROW, _ErrorExit()
-                    continue
-                if ty is change_coroutine_scheduler:
-                    kind, data = self._change_scheduler(fr, y.scheduler)
-                    if kind == PENDING:
-                        return _SUSPEND
-                    continue
-                return y
-            # The frame's body finished with (k, d).
-            if len(self.frames) == 1:
-                self._finish_root(fr, k, d)
-                return _DONE
-            self._pop(fr)
-            fr = self.top
-            coro = fr.coro
-            if k == THROW and not isinstance(d, BaseException):
-                d = ErrorValue(d)
-            kind, data = k, d
+    # -- the task-specific hooks of the loop ------------------------------------------------------
+
+    def _yielded(self, fr: TaskFrame, y: Any) -> tuple[int, Any]:
+        ty = type(y)
+        if ty is with_error:
+            why = fr.cfg.check_with_error(y.error)
+            if why is not None:
+                return THROW, TypeError(why)
+            # Never resumed: unwind the body (finally blocks run, and may await),
+            # then complete with the error ([task.promise]).
+            fr.unwinding = _UNWIND_ERROR
+            fr.exit_error = y.error
+            return THROW, _ErrorExit()
+        if ty is change_coroutine_scheduler:
+            kind, data = self._change_scheduler(fr, y.scheduler)
+            if kind == PENDING:
+                return PENDING, SUSPEND
+            return kind, data
+        if self.mode == TRIO:
+            return PENDING, y  # a trio primitive: _trio_loop passes it through to trio
+        return THROW, RuntimeError(_foreign_message(fr, y))
 
     def _returned(self, fr: TaskFrame, v: Any) -> tuple[int, Any]:
-        u = fr.unwinding
-        if u == _UNWIND_STOP:
-            return THROW, RuntimeError(swallowed_stop_message(f"the task {fr.cfg.name}"))
-        if u == _UNWIND_ERROR:
+        if fr.unwinding == _UNWIND_ERROR:
             return THROW, fr.exit_error
         if type(v) is with_error:
             why = fr.cfg.check_with_error(v.error)
@@ -469,14 +310,41 @@ class Driver:
             return THROW, v.error
         return SEND, v
 
-    # -- frames -----------------------------------------------------------------------------
+    def _error(self, fr: TaskFrame, e: Exception) -> BaseException:
+        if self.mode == LOOP and type(e) is RuntimeError and e.args == _TRIO_NO_CTX:
+            e = _trio_off_loop_error(fr, e)
+        if not isinstance(e, fr.cfg.exc_types):
+            terminate(
+                f"the task {fr.cfg.name} raised {type(e).__name__}, which is not among "
+                "its error_types ([task.promise] unhandled_exception); add it to the "
+                "Environment's error_types or catch it in the body",
+                e,
+            )
+        return e
 
-    def _pop(self, fr: TaskFrame) -> None:
-        fr._unlink()
-        fr.coro = None
-        frames = self.frames
-        frames.pop()
-        self.top = frames[-1]
+    def _raised(self, fr: TaskFrame, e: BaseException) -> Any:
+        if isinstance(e, _ErrorExit):
+            return THROW, fr.exit_error
+        # trio.Cancelled (trio mode), KeyboardInterrupt, ...: never an error datum.
+        # The root completes stopped and the exception goes on to trio / the caller,
+        # or to the consumer that waits for the task if it takes it (raised_sink: an
+        # await in a trio task, sync_wait), which raises it where it waits; in a child
+        # frame it propagates into the parent like a plain `await`.
+        if len(self.frames) == 1:
+            if not isinstance(e, trio.Cancelled) and fr.hand_over(e):
+                self._finish_root(fr, STOP, None)  # the consumer ignores it
+                return None
+            self._finish_root(fr, STOP, None)
+            return RAISE
+        return THROW, e
+
+    def _complete(self, fr: TaskFrame, kind: int, data: Any) -> None:
+        self._finish_root(fr, kind, data)
+
+    def _name(self, fr: TaskFrame) -> str:
+        return f"the task {fr.cfg.name}"
+
+    # -- frames -----------------------------------------------------------------------------
 
     def _finish_root(self, fr: TaskFrame, kind: int, data: Any) -> None:
         fr.coro = None
@@ -525,20 +393,6 @@ class _ChangeHop(_Hop):
         self._drv.run_loop_from(SEND, self._old)
 
 
-def _check_awaitable(sndr: Any, env: Any) -> None:
-    """A sender with several value signatures is not awaitable ([exec.as.awaitable],
-    [exec.task])."""
-    try:
-        sigs = get_completion_signatures(sndr, env)
-    except Exception:
-        return
-    if sigs is not None and sigs.count_of(set_value_t) > 1:
-        raise TypeError(
-            f"{sndr!r} has {sigs.count_of(set_value_t)} value completion signatures and cannot "
-            "be awaited: await sx.into_variant(sndr) instead ([exec.as.awaitable], P3552R1 4.4)"
-        )
-
-
 #: What trio raises when one of its primitives is awaited outside a trio task.
 _TRIO_NO_CTX = ("must be called from async context",)
 
@@ -565,24 +419,9 @@ def _foreign_message(fr: TaskFrame, y: Any) -> str:
     return _off_trio_message(fr, f"it yielded {y!r}")
 
 
-_JUST = type(just(0))
-
-#: Sender types known to have at most one value signature (no per-await check needed).
-_ONE_VALUE_SIG: set[type] = {
-    type(just(0)),
-    type(just_error(0)),
-    type(just_stopped()),
-    type(read_env(get_scheduler)),
-}
-
-#: The task sender class. ``_task.py`` defines it and imports this module, so it hands the
-#: class over with :func:`bind_task_sender`; the loop recognises awaited tasks by this exact
-#: type (a fast identity check on every await).
-_TaskSender: Any = None
-
-
 def bind_task_sender(cls: type) -> None:
-    """Called once by ``_task.py`` with the task sender class (see ``_TaskSender``)."""
-    global _TaskSender
-    _TaskSender = cls
+    """Called once by ``_task.py`` with the task sender class. ``_task.py`` defines it and
+    imports this module, so it hands the class over; the loop recognises awaited tasks by this
+    exact type (``CoroutineLoop.frame_type``, a fast identity check on every await)."""
+    Driver.frame_type = cls
     _ONE_VALUE_SIG.add(cls)
