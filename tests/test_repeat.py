@@ -335,7 +335,7 @@ def test_repeat_n_equals_an_unrolled_let_value_chain(n: int, plan: list[str], ho
             if unrolled:
                 chain: Any = sx.just()
                 for _ in range(n):
-                    chain = chain | sx.let_value(lambda *_: child)
+                    chain = chain | sx.let_value(lambda *_, c=child: c)
                 sndr = chain | sx.then(lambda *_: None)
             else:
                 sndr = sx.repeat_n(child, n)
