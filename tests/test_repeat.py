@@ -443,3 +443,16 @@ def test_started_twice_and_closed() -> None:
     with pytest.raises(RuntimeError):
         op.start()
     assert s.runs == 0
+
+
+async def test_cancelling_the_awaiting_trio_task_stops_an_endless_loop() -> None:
+    runs = [0]
+
+    def body() -> None:
+        runs[0] += 1
+
+    loop = sx.schedule(sx.trio_scheduler()) | sx.then(body) | sx.repeat_effect_until(lambda: False)
+    with trio.move_on_after(0.05) as cs:
+        await loop
+    assert cs.cancelled_caught
+    assert runs[0] > 0
