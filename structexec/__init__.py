@@ -143,6 +143,13 @@ from ._algorithms._unstoppable import (
 from ._algorithms._affine_on import (
     affine_on as affine_on,
 )
+from ._algorithms._repeat import (
+    repeat_effect_until as repeat_effect_until,
+    repeat_n as repeat_n,
+)
+from ._algorithms._retry import (
+    retry as retry,
+)
 
 # -- schedulers and consumers without trio: inline_scheduler, run_loop, sync_wait
 from ._schedulers._inline_scheduler import (
@@ -306,6 +313,9 @@ __all__ = [
     "unstoppable",
     "write_env",
     "affine_on",
+    "repeat_effect_until",
+    "repeat_n",
+    "retry",
     "inline_scheduler",
     "run_loop",
     "sync_wait",
