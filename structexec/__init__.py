@@ -107,6 +107,14 @@ from ._algorithms._when_all import (
     when_all as when_all,
     when_all_with_variant as when_all_with_variant,
 )
+from ._algorithms._when_any import (
+    stop_when as stop_when,
+    when_any as when_any,
+)
+from ._algorithms._timeout import (
+    stop_after as stop_after,
+    timeout as timeout,
+)
 from ._algorithms._into_variant import (
     into_variant as into_variant,
 )
@@ -295,6 +303,10 @@ __all__ = [
     "upon_stopped",
     "when_all",
     "when_all_with_variant",
+    "when_any",
+    "stop_when",
+    "timeout",
+    "stop_after",
     "into_variant",
     "stopped_as_error",
     "stopped_as_optional",
