@@ -60,17 +60,11 @@ TIMED_SCHEDULERS = (
 
 
 def _number(x: Any, name: str, fn: str) -> float:
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        try:
-            v = float(x)  # numpy scalars, Fraction, Decimal...
-        except (TypeError, ValueError):
-            raise TypeError(
-                f"{fn}: {name} must be a real number of seconds, got {type(x).__name__}"
-            ) from None
-        if isinstance(x, bool):
-            raise TypeError(f"{fn}: {name} must be a real number of seconds, got bool")
-        return v
-    return float(x)
+    if type(x) is float or type(x) is int:
+        return float(x)
+    if isinstance(x, (str, bytes, bool)) or not hasattr(x, "__float__"):
+        raise TypeError(f"{fn}: {name} must be a real number of seconds, got {type(x).__name__}")
+    return float(x)  # numpy scalars, Fraction, Decimal...
 
 
 def check_seconds(seconds: Any, fn: str = "schedule_after") -> float:
