@@ -98,6 +98,12 @@ from ._algorithms._read_env import (
 from ._algorithms._schedule import (
     schedule as schedule,
 )
+from ._algorithms._timed import (
+    is_timed_scheduler as is_timed_scheduler,
+    now as now,
+    schedule_after as schedule_after,
+    schedule_at as schedule_at,
+)
 from ._algorithms._then import (
     then as then,
     upon_error as upon_error,
@@ -298,6 +304,10 @@ __all__ = [
     "let_value",
     "read_env",
     "schedule",
+    "schedule_after",
+    "schedule_at",
+    "now",
+    "is_timed_scheduler",
     "then",
     "upon_error",
     "upon_stopped",

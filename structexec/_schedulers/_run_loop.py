@@ -15,9 +15,11 @@ from __future__ import annotations
 import _thread
 import signal
 import threading
+import time
 from collections import deque
 from typing import Any
 
+from .._algorithms._timed import TimerQueue, TimerSender, check_deadline, check_seconds
 from .._core._env import sched_attrs
 from .._core._errors import terminate
 from .._core._queries import Query, query_or
@@ -29,6 +31,8 @@ _STARTING, _RUNNING, _FINISHING, _FINISHED = "starting", "running", "finishing",
 #: A loop whose only consumer has gone (``sync_wait`` left with a ``BaseException``): it is
 #: finished, and work that other threads still schedule onto it is dropped (never run).
 _ABANDONED = "abandoned"
+#: The longest timeout a lock accepts (a deadline further away is waited for in steps).
+_TIMEOUT_MAX = min(threading.TIMEOUT_MAX, 86400.0)
 
 
 # --------------------------------------------------------------------------- raised sink
@@ -130,9 +134,22 @@ class _RunLoopSender(ScheduleSender):
         return _RunLoopOp(self._sch._loop._push, rcvr)
 
 
+class _RunLoopTimerSender(TimerSender):
+    __slots__ = ()
+
+    def _owner(self) -> run_loop:
+        loop: run_loop = self._sch._loop
+        return loop
+
+
 class _RunLoopScheduler:
     """The scheduler of a :class:`run_loop`; equal iff from the same loop
-    ([exec.run.loop.types])."""
+    ([exec.run.loop.types]).
+
+    It is a *timed* scheduler (docs/time.md "Timed schedulers"): ``now()`` is
+    ``time.monotonic()``, ``schedule_after(seconds)``/``schedule_at(deadline)`` complete on the
+    loop once the time has come.
+    """
 
     __slots__ = ("_loop",)
 
@@ -141,6 +158,18 @@ class _RunLoopScheduler:
 
     def schedule(self) -> _RunLoopSender:
         return _RunLoopSender(self)
+
+    def now(self) -> float:
+        """The loop's clock: ``time.monotonic()`` (docs/time.md "Timed schedulers")."""
+        return time.monotonic()
+
+    def schedule_after(self, seconds: float) -> _RunLoopTimerSender:
+        """Completes on the loop ``seconds`` after its start (docs/time.md "Timed schedulers")."""
+        return _RunLoopTimerSender(self, True, check_seconds(seconds))
+
+    def schedule_at(self, deadline: float) -> _RunLoopTimerSender:
+        """Completes on the loop once ``now() >= deadline`` (docs/time.md "Timed schedulers")."""
+        return _RunLoopTimerSender(self, False, check_deadline(deadline))
 
     def __eq__(self, other: object) -> bool:
         if type(other) is _RunLoopScheduler:
@@ -170,12 +199,19 @@ class run_loop:
 
     Dropping a loop that is running or still holds work is a contract violation
     ([exec.run.loop.ctor]): the terminate handler is called.
+
+    Timers (docs/time.md "Timed schedulers"): the scheduler's ``schedule_after``/``schedule_at``
+    operations wait in a deadline queue (a ``SortedList``, O(log n) per timer, FIFO among
+    equal deadlines); ``run()`` moves the due ones to the end of the FIFO queue and, with
+    nothing to run, sleeps until the earliest deadline or new work (a lock acquired with a
+    timeout, no polling). A pending timer is queued work: ``run()`` returns after ``finish()``
+    only when no timer is pending either.
     """
 
-    __slots__ = ("__weakref__", "_lock", "_queue", "_sleeping", "_state", "_wake")
+    __slots__ = ("__weakref__", "_lock", "_queue", "_sleeping", "_state", "_timers", "_wake")
 
     def __init__(self) -> None:
-        self._queue: deque[_RunLoopOp] = deque()
+        self._queue: deque[Any] = deque()  # _RunLoopOp and due TimerOp
         self._lock = threading.Lock()
         # A binary semaphore, held while nobody sleeps in run(): released (once) by the
         # thread that gives a sleeping run() something to do. Cheaper than a Condition,
@@ -184,6 +220,36 @@ class run_loop:
         self._wake.acquire()
         self._sleeping = False
         self._state = _STARTING
+        self._timers: TimerQueue | None = None
+
+    # -- timers (the TimerOwner protocol of _algorithms._timed) ---------------------------
+
+    @property
+    def _timer_queue(self) -> TimerQueue:
+        q = self._timers
+        if q is None:
+            with self._lock:
+                q = self._timers
+                if q is None:
+                    q = self._timers = TimerQueue(self._lock)
+        return q
+
+    def _timer_now(self) -> float:
+        if self._state == _FINISHED:
+            raise RuntimeError(
+                "schedule_after()/schedule_at() on a run_loop that has finished running: start "
+                "work on a loop before finish() lets run() return ([exec.run.loop.members])"
+            )
+        return time.monotonic()
+
+    def _timer_ready(self, op: Any) -> None:
+        self._push(op)
+
+    def _timer_wake(self, empty: bool) -> None:
+        with self._lock:
+            if self._sleeping:
+                self._sleeping = False
+                self._wake.release()
 
     def get_scheduler(self) -> _RunLoopScheduler:
         return _RunLoopScheduler(self)
@@ -216,6 +282,11 @@ class run_loop:
                 self._state = _RUNNING
         while True:
             lock.acquire()
+            timers = self._timers
+            if timers is not None and timers.items:
+                now = time.monotonic()
+                if timers.items[0][0] <= now:
+                    queue.extend(timers.pop_due(now))
             if queue:
                 op = queue.popleft()
                 lock.release()
@@ -228,18 +299,31 @@ class run_loop:
                     self._interrupted(False)
                     raise
                 continue
-            if self._state == _FINISHING:
+            timeout = -1.0
+            if timers is not None and timers.items:
+                # Sleep until the earliest deadline (or new work, or an earlier timer).
+                timeout = min(timers.items[0][0] - now, _TIMEOUT_MAX)
+            elif self._state == _FINISHING:
                 self._state = _FINISHED
                 lock.release()
                 return
             self._sleeping = True
             lock.release()
             try:
-                self._wake.acquire()  # until _push or finish releases it
+                if not self._wake.acquire(timeout=timeout):  # until _push/finish releases it
+                    self._timed_out()
             except BaseException:
                 # A signal handler raised (Ctrl-C while run() waits for work).
                 self._interrupted(True)
                 raise
+
+    def _timed_out(self) -> None:
+        """The sleep of ``run()`` ended at a deadline: no longer sleeping."""
+        with self._lock:
+            if self._sleeping:
+                self._sleeping = False
+            else:
+                self._wake.acquire()  # a waker released it meanwhile: take it back
 
     def _interrupted(self, sleeping: bool) -> None:
         """``run()`` is left by an exception: not running any more, wake-up state restored."""
@@ -262,6 +346,8 @@ class run_loop:
         with self._lock:
             self._state = _ABANDONED
             self._queue.clear()
+            if self._timers is not None:
+                self._timers.clear()
             if self._sleeping:  # cannot happen (the consumer is not in run()), but be exact
                 self._sleeping = False
                 self._wake.release()
@@ -281,11 +367,15 @@ class run_loop:
         try:
             queue = self._queue
             state = self._state
+            timers = len(self._timers) if self._timers is not None else 0
+            if state == _ABANDONED:
+                timers = 0  # its consumer has gone: its timers are dropped
         except AttributeError:
             return
-        if queue or state == _RUNNING:
+        if queue or timers or state == _RUNNING:
             terminate(
-                f"run_loop destroyed while {state} with {len(queue)} queued items "
+                f"run_loop destroyed while {state} with {len(queue)} queued items and "
+                f"{timers} pending timers "
                 "([exec.run.loop.ctor]): call finish() and then run() until it returns before "
                 "dropping a loop"
             )

@@ -38,6 +38,7 @@ import threading
 from collections.abc import Generator
 from typing import Any
 
+import trio
 import trio.lowlevel as tl
 
 from .._algorithms._when_all import _WhenAllSender
@@ -64,7 +65,7 @@ from ._trio_bridge import (
     run_finished_error,
     runs_by_thread,
 )
-from ._trio_scheduler import _TrioScheduleSender
+from ._trio_scheduler import _TrioScheduleSender, _TrioTimerSender
 from ._when_all_nursery import _FastChildEnv, nursery_state
 
 __all__: list[str] = []
@@ -258,6 +259,14 @@ def await_sender(sndr: Any) -> Generator[Any, Any, Any]:
     if tp is _TrioScheduleSender and sndr._sch._run is run:
         # schedule(trio_scheduler()) awaited by a task of its own run: one checkpoint.
         yield from _checkpoint().__await__()
+        return None
+    if tp is _TrioTimerSender and sndr._sch._run is run:
+        # schedule_after/schedule_at(trio_scheduler()) awaited by a task of its own run:
+        # trio's own sleep (a cancellation raises trio.Cancelled, as on the general path).
+        if sndr._after:
+            yield from trio.sleep(sndr._t).__await__()  # noqa: ASYNC105
+        else:
+            yield from trio.sleep_until(sndr._t).__await__()
         return None
     r = _AwaitRcvr(run, _get_hosted())
     op = connect(sndr, r)

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 import trio.lowlevel as tl
 
+from .._algorithms._timed import TimerQueue
 from .._core._env import TryEnv
 from .._core._errors import terminate
 from .._core._queries import Query, get_scheduler, query_or
@@ -88,9 +89,31 @@ class RunState:
     run) that runs queued operations in FIFO order (``op._execute()``) and exits when the queue has
     stayed empty for a couple of rounds; ``push_threadsafe(op)`` does the same from any thread
     through ``TrioToken.run_sync_soon``.
+
+    The trio scheduler's timers live here too (docs/time.md "Timed schedulers"): ``timers``, a
+    :class:`~structexec._algorithms._timed.TimerQueue` (deadline order, any thread under its
+    lock), on the run's clock ``clock`` (``trio.lowlevel.current_clock()``, readable from any
+    thread). One system task, the *timer server* (at most one per run, alive only while a timer
+    is pending), sleeps in a cancel scope whose deadline is the earliest timer's, completes the
+    due timers in deadline order and exits when none is left; ``_kick_timers`` (trio thread)
+    spawns it or moves its deadline earlier, or cancels its sleep when the last timer was
+    stopped. So a pending timer costs no task of its own, and trio's deadline machinery (and
+    ``MockClock``'s autojump) drives the timers.
     """
 
-    __slots__ = ("__weakref__", "drainer", "finished", "queue", "sched", "thread", "token")
+    __slots__ = (
+        "__weakref__",
+        "clock",
+        "drainer",
+        "finished",
+        "queue",
+        "sched",
+        "thread",
+        "timer_cs",
+        "timer_task",
+        "timers",
+        "token",
+    )
 
     def __init__(self) -> None:
         self.token: trio.lowlevel.TrioToken = tl.current_trio_token()
@@ -98,7 +121,76 @@ class RunState:
         self.queue: deque[Any] = deque()
         self.drainer: Any = None
         self.finished = False
+        self.clock: trio.abc.Clock = tl.current_clock()
+        self.timers = TimerQueue()
+        self.timer_task: Any = None
+        self.timer_cs: trio.CancelScope | None = None
         self.sched = scheduler_class(self)
+
+    # -- the trio scheduler's timers (the TimerOwner protocol of _algorithms._timed) ---------
+
+    @property
+    def _timer_queue(self) -> TimerQueue:
+        return self.timers
+
+    def _timer_now(self) -> float:
+        if self.finished:
+            raise run_finished_error("start a timer of the trio scheduler")
+        t: float = self.clock.current_time()
+        return t
+
+    def _timer_ready(self, op: Any) -> None:
+        self.schedule(op)  # the deadline has passed: the FIFO queue, like schedule()
+
+    def _timer_wake(self, empty: bool) -> None:
+        call_in_run(self, self._kick_timers)  # a finished run: nothing to wake
+
+    def _kick_timers(self) -> None:
+        # Trio thread: the earliest deadline changed (a timer was added or stopped).
+        if self.finished:
+            return
+        q = self.timers
+        with q.lock:
+            d = q.earliest()
+            empty = not q.items
+        if self.timer_task is None:
+            if not empty:
+                try:
+                    self.timer_task = tl.spawn_system_task(
+                        self._serve_timers, name="structexec.timers"
+                    )
+                except RuntimeError:  # the run is ending: its pending timers never fire
+                    pass
+            return
+        cs = self.timer_cs
+        if cs is not None:
+            if empty:
+                cs.cancel()  # the last timer was stopped: the server exits
+            elif d < cs.deadline:
+                cs.deadline = d
+
+    async def _serve_timers(self) -> None:
+        # The timer server: completes due timers in deadline order, sleeps until the next.
+        q = self.timers
+        clock = self.clock
+        try:
+            while True:
+                with q.lock:
+                    due = q.pop_due(clock.current_time())
+                for op in due:
+                    _execute(op)
+                with q.lock:
+                    d = q.earliest()
+                    empty = not q.items
+                if empty:
+                    return
+                with trio.CancelScope(deadline=d) as cs:
+                    self.timer_cs = cs
+                    await trio.sleep_forever()
+                self.timer_cs = None
+        finally:
+            self.timer_cs = None
+            self.timer_task = None
 
     # -- the trio scheduler's queue ---------------------------------------------------------
 

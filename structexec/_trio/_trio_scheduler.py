@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any, NoReturn
 
+from .._algorithms._timed import TimerOp, TimerSender, check_deadline, check_seconds
 from .._core._env import TryEnv, get_env
 from .._core._protocol import Sender
 from .._core._queries import forward_progress_guarantee, get_forward_progress_guarantee
@@ -51,6 +52,24 @@ class _TrioScheduleOp(ScheduleOp):
         except Exception:
             sink = None
         deliver_raised(sink, exc, "a completion on the trio scheduler")
+
+
+class _TrioTimerOp(TimerOp):
+    # _execute is called by the timer server (or the drainer, for a deadline already passed).
+    __slots__ = ()
+    _raised = _TrioScheduleOp._raised
+
+
+class _TrioTimerSender(TimerSender):
+    """``schedule_after(trio_scheduler(), s)`` / ``schedule_at(...)`` (docs/time.md "Timed
+    schedulers")."""
+
+    __slots__ = ()
+    _op_type = _TrioTimerOp
+
+    def _owner(self) -> RunState:
+        run: RunState = self._sch._run
+        return run
 
 
 class _TrioScheduleAttrs(ScheduleAttrs):
@@ -91,6 +110,21 @@ class _TrioScheduler(TryEnv):
         """A sender that completes on the trio thread of this run, never inline
         (docs/trio.md "The trio scheduler")."""
         return _TrioScheduleSender(self)
+
+    def now(self) -> float:
+        """The run's clock, ``trio.current_time()`` (readable from any thread; docs/time.md
+        "Timed schedulers")."""
+        return self._run._timer_now()
+
+    def schedule_after(self, seconds: float) -> Sender[None]:
+        """Completes on the trio thread ``seconds`` after its start (docs/time.md "Timed
+        schedulers")."""
+        return _TrioTimerSender(self, True, check_seconds(seconds))
+
+    def schedule_at(self, deadline: float) -> Sender[None]:
+        """Completes on the trio thread once ``now() >= deadline`` (docs/time.md "Timed
+        schedulers")."""
+        return _TrioTimerSender(self, False, check_deadline(deadline))
 
     def _sx_try(self, q: Any, default: Any) -> Any:
         if q is get_forward_progress_guarantee:
@@ -140,5 +174,10 @@ def trio_scheduler() -> Any:
     after the run has finished raises ``RuntimeError`` in the starting thread (never a hang).
     ``await sx.schedule(sch)`` inside the run costs one trio checkpoint and, like a
     checkpoint, raises ``trio.Cancelled`` in a cancelled scope.
+
+    It is a *timed* scheduler (docs/time.md "Timed schedulers"): ``sch.now()`` is the run's
+    ``trio.current_time()``; ``sx.schedule_after(sch, s)``/``sx.schedule_at(sch, d)`` complete on
+    the trio thread once the time has come (a ``trio.testing.MockClock`` drives them), from
+    any thread; ``await sx.schedule_after(sch, s)`` in a task of the run is ``trio.sleep(s)``.
     """
     return current_run().sched

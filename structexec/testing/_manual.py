@@ -6,9 +6,11 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any
 
+from .._algorithms._timed import TimerQueue, TimerSender, check_deadline, check_seconds
 from .._core._completion_signatures import completion_signatures
 from .._core._env import get_env
 from .._core._protocol import Sender
@@ -112,6 +114,21 @@ class _ManualSender(ScheduleSender):
         return f"schedule({self._sch!r})"
 
 
+class _ManualTimerSender(TimerSender):
+    __slots__ = ()
+
+    def _owner(self) -> ManualScheduler:
+        sch: ManualScheduler = self._sch
+        return sch
+
+    def connect(self, rcvr: Any) -> Any:
+        sch = self._sch
+        e = get_env(rcvr)
+        with sch._lock:
+            sch.envs.append(e)
+        return TimerSender.connect(self, rcvr)
+
+
 class ManualScheduler:
     """A scheduler whose ``schedule()`` operations wait in a queue until the test runs them.
 
@@ -143,6 +160,20 @@ class ManualScheduler:
       ``[set_stopped_t]`` (and ``[set_error_t]`` when fallible) are this scheduler.
     * Equality is identity; every method is thread-safe (items run on the thread that calls
       ``run_one``/``drain``).
+
+    It is a *timed* scheduler on virtual time (docs/time.md "Timed schedulers"):
+
+    * ``now()`` starts at ``0.0`` and moves only with :meth:`advance`;
+    * ``schedule_after(seconds)``/``schedule_at(deadline)`` (or ``sx.schedule_after(sch, s)``)
+      give senders whose started operations wait in a deadline queue (:attr:`pending_timers`,
+      :attr:`next_deadline`), apart from the ``schedule()`` queue that ``run_one``/``drain``
+      serve. A deadline already reached (``schedule_after(0)``) waits for the next
+      ``advance`` too (``advance(0)`` fires it);
+    * ``advance(seconds)`` moves ``now()`` forward and completes, on the calling thread, every
+      timer due by then (including timers started by those completions), in deadline order
+      and FIFO among equal deadlines; while a timer completes, ``now()`` is its deadline;
+    * a stop request on a pending timer takes it out of the queue and completes it
+      ``set_stopped()`` at once on the requesting thread (whatever ``stop_eagerly`` says).
     """
 
     def __init__(
@@ -158,6 +189,74 @@ class ManualScheduler:
         self.started = 0
         self.ran = 0
         self.stopped_eagerly = 0
+        self._now = 0.0
+        self._timers = TimerQueue(self._lock)
+
+    # -- virtual time (docs/time.md "Timed schedulers") -----------------------------------
+
+    def now(self) -> float:
+        """The virtual time: ``0.0`` at creation, moved by :meth:`advance`."""
+        return self._now
+
+    def schedule_after(self, seconds: float) -> Sender[None]:
+        """A sender that completes on this scheduler once :meth:`advance` has moved ``now()``
+        ``seconds`` past its start."""
+        return _ManualTimerSender(self, True, check_seconds(seconds))
+
+    def schedule_at(self, deadline: float) -> Sender[None]:
+        """A sender that completes on this scheduler once :meth:`advance` has moved ``now()``
+        to ``deadline``."""
+        return _ManualTimerSender(self, False, check_deadline(deadline))
+
+    def advance(self, seconds: float) -> int:
+        """Move ``now()`` forward by ``seconds`` (finite, ``>= 0``) and complete the timers due
+        by then on the calling thread, in deadline order (FIFO among equal deadlines); return
+        how many completed."""
+        s = check_seconds(seconds, "advance")
+        if math.isinf(s):
+            raise ValueError("advance: seconds must be finite")
+        with self._lock:
+            target = self._now + s
+        n = 0
+        q = self._timers
+        while True:
+            with self._lock:
+                key = q.pop_first(target)
+                if key is None:
+                    self._now = max(self._now, target)
+                    return n
+                self._now = max(self._now, key[0])
+            prev = _current.sch
+            _current.sch = self
+            try:
+                key[2]._execute()
+            finally:
+                _current.sch = prev
+            n += 1
+
+    @property
+    def pending_timers(self) -> int:
+        """How many started timer operations wait for their deadline."""
+        return len(self._timers)
+
+    @property
+    def next_deadline(self) -> float:
+        """The earliest pending deadline (``inf`` when no timer is pending)."""
+        with self._lock:
+            return self._timers.earliest()
+
+    # the TimerOwner protocol of _algorithms._timed
+    _timer_ready = None  # a due timer waits for the next advance()
+
+    @property
+    def _timer_queue(self) -> TimerQueue:
+        return self._timers
+
+    def _timer_now(self) -> float:
+        return self._now
+
+    def _timer_wake(self, empty: bool) -> None:
+        pass
 
     @staticmethod
     def current() -> Any:

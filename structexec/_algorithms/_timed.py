@@ -1,0 +1,363 @@
+"""Timed schedulers: ``now``, ``schedule_after``, ``schedule_at`` (docs/time.md "Timed schedulers").
+
+There is no [exec] section for timed schedulers in C++26: this is an extension modelled on
+stdexec's ``exec/timed_scheduler.hpp`` and libunifex's ``schedule_after``. A scheduler ``sch``
+is *timed* when it has
+
+* ``sch.now() -> float``: seconds on its own clock;
+* ``sch.schedule_after(seconds) -> Sender[None]`` and ``sch.schedule_at(deadline) ->
+  Sender[None]`` (``deadline`` on ``now()``'s clock): senders that complete ``set_value()`` on
+  the scheduler once the time has come. A stop request on a pending timer completes it
+  ``set_stopped()`` at once, on the requesting thread, and frees the timer. Completion
+  signatures: ``set_value_t()``, ``set_stopped_t()`` (only ``set_value_t()`` when the
+  environment's stop token is unstoppable, as for ``schedule``). Attributes:
+  ``get_completion_scheduler[set_value_t]`` is ``sch``.
+
+Negative or NaN ``seconds`` (NaN ``deadline``) raise ``ValueError`` when the sender is built; a
+deadline in the past completes at once (on the scheduler, never inside ``start``); ``inf``
+never fires until stopped.
+
+Internal API for the schedulers (``_run_loop``, ``_trio_bridge``/``_trio_scheduler``,
+``testing._manual``):
+
+* :class:`TimerQueue` -- the deadline-ordered pending timers of one execution context
+  (``sortedcontainers.SortedList`` of ``(deadline, seq, op)``: O(log n) insert and removal,
+  FIFO among equal deadlines), guarded by one lock;
+* :class:`TimerOp` -- the operation; its *owner* (the :class:`TimerOwner` protocol) gives the
+  clock, the queue and how to wake the agent that serves it;
+* :class:`TimerSender` -- the sender; a subclass names the operation class in ``_op_type``;
+* :func:`check_seconds`, :func:`check_deadline` -- argument checks.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+from typing import Any, ClassVar, Protocol
+
+from sortedcontainers import SortedList
+
+from .._core._completion_signatures import completion_signatures
+from .._core._env import TryEnv, get_env
+from .._core._protocol import Sender, is_scheduler, twice_started
+from .._core._queries import get_completion_scheduler, get_stop_token
+from .._core._stop_token import is_unstoppable, stop_callback_for
+from .._core._tags import set_stopped_t, set_value_t
+
+__all__ = ["is_timed_scheduler", "now", "schedule_after", "schedule_at"]
+
+_VALUE_Q = get_completion_scheduler[set_value_t]
+
+#: The timed schedulers of the library, for the error message of the free functions.
+TIMED_SCHEDULERS = (
+    "sx.trio_scheduler(), sx.run_loop().get_scheduler() (also the scheduler inside "
+    "sx.sync_wait) and structexec.testing.ManualScheduler"
+)
+
+
+# --------------------------------------------------------------------------- arguments
+
+
+def _number(x: Any, name: str, fn: str) -> float:
+    if type(x) is float or type(x) is int:
+        return float(x)
+    if isinstance(x, (str, bytes, bool)) or not hasattr(x, "__float__"):
+        raise TypeError(f"{fn}: {name} must be a real number of seconds, got {type(x).__name__}")
+    return float(x)  # numpy scalars, Fraction, Decimal...
+
+
+def check_seconds(seconds: Any, fn: str = "schedule_after") -> float:
+    """``seconds`` as a float; ``ValueError`` (naming ``seconds``) when negative or NaN."""
+    v = _number(seconds, "seconds", fn)
+    if not v >= 0.0:  # also NaN
+        raise ValueError(f"{fn}: seconds must be >= 0 (and not NaN), got {seconds!r}")
+    return v
+
+
+def check_deadline(deadline: Any, fn: str = "schedule_at") -> float:
+    """``deadline`` as a float; ``ValueError`` (naming ``deadline``) when NaN."""
+    v = _number(deadline, "deadline", fn)
+    if math.isnan(v):
+        raise ValueError(f"{fn}: deadline must not be NaN")
+    return v
+
+
+# --------------------------------------------------------------------------- the queue
+
+
+class TimerQueue:
+    """Pending timers in deadline order, FIFO among equal deadlines.
+
+    ``items`` is a ``SortedList`` of ``(deadline, seq, op)``; ``seq`` is unique, so ``op`` is
+    never compared. Every access holds ``lock`` (the owner's lock may be passed in).
+    """
+
+    __slots__ = ("_seq", "items", "lock")
+
+    def __init__(self, lock: Any = None) -> None:
+        self.lock: Any = threading.Lock() if lock is None else lock
+        self.items: Any = SortedList()
+        self._seq = itertools.count()
+
+    def earliest(self) -> float:
+        """The earliest pending deadline (``inf`` when none); hold ``lock``."""
+        items = self.items
+        return items[0][0] if items else math.inf
+
+    def pop_due(self, now: float) -> list[TimerOp]:
+        """Take out (marked done) the timers whose deadline is ``<= now``, in order; hold
+        ``lock``."""
+        items = self.items
+        if not items or items[0][0] > now or now == math.inf:
+            return []
+        i = items.bisect_right((now, math.inf))
+        due = [key[2] for key in items.islice(0, i)]
+        del items[:i]
+        for op in due:
+            op._state = _DONE
+        return due
+
+    def pop_first(self, now: float) -> tuple[float, int, TimerOp] | None:
+        """Take out (marked done) the earliest timer if its deadline is ``<= now``, else
+        ``None``; hold ``lock``."""
+        items = self.items
+        if not items or items[0][0] > now or items[0][0] == math.inf:
+            return None
+        key: tuple[float, int, TimerOp] = items.pop(0)
+        key[2]._state = _DONE
+        return key
+
+    def clear(self) -> None:
+        """Forget every pending timer (its owner has gone); hold ``lock``."""
+        for key in self.items:
+            key[2]._state = _DONE
+        self.items.clear()
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+class TimerOwner(Protocol):
+    """What a :class:`TimerOp` needs from its execution context."""
+
+    @property
+    def _timer_queue(self) -> TimerQueue: ...
+
+    def _timer_now(self) -> float:
+        """The context's clock (any thread)."""
+
+    def _timer_ready(self, op: TimerOp) -> None:
+        """Run ``op._execute()`` on the context's agent soon (the deadline has passed)."""
+
+    def _timer_wake(self, empty: bool) -> None:
+        """The earliest deadline changed (``empty``: no timer is left); any thread."""
+
+
+_INIT, _PENDING, _DONE = 0, 1, 2
+
+
+class TimerOp:
+    """The operation of a timer sender.
+
+    ``start``: stopped already → ``set_stopped()`` at once. Else the deadline (``now() +
+    seconds`` for ``schedule_after``, taken at ``start``) has passed → ``owner._timer_ready``
+    (the agent calls ``_execute`` soon, like ``schedule``). Else a stop callback is registered
+    and the operation goes into the owner's queue; when the deadline comes the owner takes it
+    out (``TimerQueue.pop_due``) and calls ``_execute`` on its agent. A stop request while it
+    is queued takes it out and completes ``set_stopped()`` on the requesting thread.
+    """
+
+    __slots__ = ("_after", "_cb", "_key", "_owner", "_rcvr", "_started", "_state", "_t")
+
+    def __init__(self, owner: Any, rcvr: Any, after: bool, t: float) -> None:
+        self._owner = owner
+        self._rcvr = rcvr
+        self._after = after
+        self._t = t
+        self._cb: Any = None
+        self._key: Any = None
+        self._state = _INIT
+        self._started = False
+
+    def start(self) -> None:
+        if self._started:
+            raise twice_started(self)
+        self._started = True
+        owner = self._owner
+        tok = get_stop_token(get_env(self._rcvr))
+        if tok.stop_requested():
+            self._state = _DONE
+            self._rcvr.set_stopped()
+            return
+        now = owner._timer_now()
+        deadline = now + self._t if self._after else self._t
+        if deadline <= now and owner._timer_ready is not None:
+            self._state = _DONE
+            owner._timer_ready(self)
+            return
+        if tok.stop_possible():
+            self._cb = stop_callback_for(tok, self._on_stop)
+        q: TimerQueue = owner._timer_queue
+        with q.lock:
+            early = self._state != _INIT  # the callback ran inside its constructor
+            if early:
+                first = False
+            else:
+                self._state = _PENDING
+                key = self._key = (deadline, next(q._seq), self)
+                items = q.items
+                items.add(key)
+                first = items[0] is key
+        if first:
+            owner._timer_wake(False)
+        elif early:
+            cb, self._cb = self._cb, None
+            if cb is not None:
+                cb.close()
+
+    def _on_stop(self) -> None:
+        # On the thread that requested stop (or inside start, if it raced with it).
+        q: TimerQueue = self._owner._timer_queue
+        empty = False
+        with q.lock:
+            st = self._state
+            if st == _DONE:
+                return  # taken by the owner: _execute completes it
+            self._state = _DONE
+            if st == _PENDING:
+                q.items.remove(self._key)
+                empty = not q.items
+        self._key = None
+        cb, self._cb = self._cb, None
+        if cb is not None:
+            cb.close()
+        if st == _PENDING:
+            self._owner._timer_wake(empty)
+        self._rcvr.set_stopped()
+
+    def _execute(self) -> None:
+        # On the owner's agent, after pop_due (or _timer_ready) marked it done.
+        self._key = None
+        cb = self._cb
+        if cb is not None:
+            self._cb = None
+            cb.close()  # waits for an _on_stop running on another thread (it returns early)
+        rcvr = self._rcvr
+        if get_stop_token(get_env(rcvr)).stop_requested():
+            rcvr.set_stopped()
+        else:
+            rcvr.set_value()
+
+
+class TimerAttrs(TryEnv):
+    """A timer sender's attributes: the scheduler completes ``set_value`` (a stop request
+    completes ``set_stopped`` on the requesting thread)."""
+
+    __slots__ = ("_sch",)
+    _unsupported = "the timer sender of {self._sch!r} does not support {q!r}"
+
+    def __init__(self, sch: Any) -> None:
+        self._sch = sch
+
+    def _sx_try(self, q: Any, default: Any) -> Any:
+        if q is _VALUE_Q:
+            return self._sch
+        return default
+
+
+class TimerSender(Sender[None]):
+    """``schedule_after(sch, s)`` / ``schedule_at(sch, d)``; subclasses set ``_op_type`` and
+    ``_owner_of(sch)``."""
+
+    __slots__ = ("_after", "_sch", "_t")
+    _op_type: ClassVar[type[TimerOp]] = TimerOp
+
+    def __init__(self, sch: Any, after: bool, t: float) -> None:
+        self._sch = sch
+        self._after = after
+        self._t = t
+
+    def _owner(self) -> Any:  # pragma: no cover - every subclass overrides it
+        raise NotImplementedError
+
+    def connect(self, rcvr: Any) -> TimerOp:
+        return self._op_type(self._owner(), rcvr, self._after, self._t)
+
+    def get_env(self) -> TimerAttrs:
+        return TimerAttrs(self._sch)
+
+    def get_completion_signatures(self, env: Any = None) -> completion_signatures:
+        if env is not None and is_unstoppable(get_stop_token(env)):
+            return completion_signatures(set_value_t())
+        return completion_signatures(set_value_t(), set_stopped_t())
+
+    def __repr__(self) -> str:
+        if self._after:
+            return f"schedule_after({self._sch!r}, {self._t!r})"
+        return f"schedule_at({self._sch!r}, {self._t!r})"
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def is_timed_scheduler(x: object) -> bool:
+    """Is ``x`` a scheduler with ``now()``, ``schedule_after(seconds)`` and
+    ``schedule_at(deadline)`` (docs/time.md "Timed schedulers")?
+
+    >>> import structexec as sx
+    >>> sx.is_timed_scheduler(sx.run_loop().get_scheduler())
+    True
+    >>> sx.is_timed_scheduler(sx.inline_scheduler())
+    False
+    """
+    if not is_scheduler(x):
+        return False
+    return all(callable(getattr(x, m, None)) for m in ("now", "schedule_after", "schedule_at"))
+
+
+def _timed(sch: Any, fn: str) -> Any:
+    if not is_timed_scheduler(sch):
+        what = "scheduler" if is_scheduler(sch) else "object"
+        raise TypeError(
+            f"{fn}() needs a timed scheduler (with now(), schedule_after() and "
+            f"schedule_at()), got the {what} {sch!r}; the timed schedulers are "
+            f"{TIMED_SCHEDULERS} (the parallel scheduler and inline_scheduler are not timed)"
+        )
+    return sch
+
+
+def now(sch: Any) -> float:
+    """``sch.now()``: the current time of a timed scheduler, in seconds on its own clock
+    (docs/time.md "Timed schedulers"); ``TypeError`` for a scheduler that is not timed."""
+    t: float = _timed(sch, "now").now()
+    return t
+
+
+def schedule_after(sch: Any, seconds: float) -> Sender[None]:
+    """A sender that completes ``set_value()`` on ``sch`` after ``seconds`` (from its start)
+    (docs/time.md "Timed schedulers").
+
+    Completion signatures: ``set_value_t()``, ``set_stopped_t()``. Cancellation: a stop request
+    while the timer is pending completes ``set_stopped()`` at once and frees the timer. Errors:
+    ``ValueError`` now for negative or NaN ``seconds``; ``TypeError`` for a scheduler that is
+    not timed. ``0`` completes at once (on ``sch``, not inside ``start``); ``inf`` never.
+
+    >>> import structexec as sx
+    >>> sx.sync_wait(sx.read_env(sx.get_scheduler)
+    ...     | sx.let_value(lambda s: sx.schedule_after(s, 0.01) | sx.then(lambda: "tick")))
+    ('tick',)
+    """
+    s = check_seconds(seconds)
+    snd: Sender[None] = _timed(sch, "schedule_after").schedule_after(s)
+    return snd
+
+
+def schedule_at(sch: Any, deadline: float) -> Sender[None]:
+    """A sender that completes ``set_value()`` on ``sch`` once ``now(sch) >= deadline``
+    (docs/time.md "Timed schedulers"). A deadline in the past completes at once (on ``sch``);
+    ``inf`` never. ``ValueError`` now for a NaN ``deadline``; ``TypeError`` for a scheduler that
+    is not timed."""
+    d = check_deadline(deadline)
+    snd: Sender[None] = _timed(sch, "schedule_at").schedule_at(d)
+    return snd

@@ -1,0 +1,403 @@
+"""Timed schedulers: ``sx.now``, ``sx.schedule_after``, ``sx.schedule_at``,
+``sx.is_timed_scheduler`` on the trio scheduler, ``run_loop`` and ``ManualScheduler``
+(docs/time.md "Timed schedulers")."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+from _helpers import rec_on
+
+import structexec as sx
+from structexec.testing import ManualScheduler, RecordingReceiver, no_leaks
+
+VALUE_Q = sx.get_completion_scheduler[sx.set_value_t]
+
+
+def on_loop(f: Any) -> Any:
+    """A sender that runs ``f(sch)`` with the scheduler of the receiver's environment."""
+    return sx.read_env(sx.get_scheduler) | sx.let_value(f)
+
+
+# --------------------------------------------------------------------------- the free functions
+
+
+def test_which_schedulers_are_timed() -> None:
+    loop = sx.run_loop()
+    assert sx.is_timed_scheduler(loop.get_scheduler())
+    assert sx.is_timed_scheduler(ManualScheduler())
+    assert not sx.is_timed_scheduler(sx.inline_scheduler())
+    assert not sx.is_timed_scheduler(sx.get_parallel_scheduler())
+    assert not sx.is_timed_scheduler(42)
+    assert not sx.is_timed_scheduler(sx.just())
+
+
+@pytest.mark.parametrize("bad", [-1, -0.001, math.nan, -math.inf])
+@pytest.mark.parametrize("kind", ["free", "method"])
+def test_negative_or_nan_seconds_raise_when_built(bad: float, kind: str) -> None:
+    m = ManualScheduler()
+    with pytest.raises(ValueError, match="seconds"):
+        if kind == "free":
+            sx.schedule_after(m, bad)
+        else:
+            m.schedule_after(bad)
+    with pytest.raises(ValueError, match="seconds"):
+        sx.run_loop().get_scheduler().schedule_after(bad)
+
+
+def test_nan_deadline_and_non_numbers_raise() -> None:
+    m = ManualScheduler()
+    with pytest.raises(ValueError, match="deadline"):
+        sx.schedule_at(m, math.nan)
+    with pytest.raises(TypeError, match="seconds"):
+        sx.schedule_after(m, "1")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="deadline"):
+        sx.schedule_at(m, None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("fn", ["now", "schedule_after", "schedule_at"])
+def test_non_timed_scheduler_is_a_clear_type_error(fn: str) -> None:
+    args = () if fn == "now" else (1.0,)
+    for sch in (sx.inline_scheduler(), sx.get_parallel_scheduler(), object()):
+        with pytest.raises(TypeError, match="timed scheduler") as info:
+            getattr(sx, fn)(sch, *args)
+        assert "trio_scheduler" in str(info.value)  # it says which schedulers are timed
+        assert "run_loop" in str(info.value)
+
+
+def test_attributes_and_completion_signatures() -> None:
+    m = ManualScheduler()
+    s = sx.schedule_after(m, 1)
+    assert VALUE_Q(sx.get_env(s)) is m
+    assert sx.get_completion_signatures(s) == sx.completion_signatures(
+        sx.set_value_t(), sx.set_stopped_t()
+    )
+    loop_sch = sx.run_loop().get_scheduler()
+    assert VALUE_Q(sx.get_env(sx.schedule_at(loop_sch, 0))) == loop_sch
+
+
+# --------------------------------------------------------------------------- ManualScheduler
+
+
+def _record(m: ManualScheduler, sndr: Any, order: list[Any], tag: Any) -> RecordingReceiver:
+    r = RecordingReceiver()
+    r.run(sndr | sx.then(lambda: order.append((tag, m.now()))))
+    return r
+
+
+def test_manual_virtual_time_deadline_order_and_fifo() -> None:
+    m = ManualScheduler()
+    assert sx.now(m) == 0.0
+    order: list[Any] = []
+    for tag, d in [("a", 3), ("b", 1), ("c", 2), ("d", 1), ("e", 0)]:
+        _record(m, sx.schedule_after(m, d), order, tag)
+    _record(m, sx.schedule_at(m, 1), order, "f")
+    assert m.pending_timers == 6 and m.next_deadline == 0.0
+    assert order == []  # nothing fires before advance()
+    assert m.advance(0) == 1
+    assert order == [("e", 0.0)]
+    assert m.advance(1.5) == 3
+    # equal deadlines fire FIFO (b, d, f); now() is the deadline while a timer completes
+    assert order[1:] == [("b", 1.0), ("d", 1.0), ("f", 1.0)]
+    assert sx.now(m) == 1.5
+    m.advance(10)
+    assert [t for t, _ in order] == ["e", "b", "d", "f", "c", "a"]
+    assert m.now() == 11.5 and m.pending_timers == 0 and m.next_deadline == math.inf
+
+
+def test_manual_timers_started_by_completions_fire_in_the_same_advance() -> None:
+    m = ManualScheduler()
+    order: list[Any] = []
+    r = RecordingReceiver()
+    chain = (
+        sx.schedule_after(m, 1)
+        | sx.let_value(lambda: sx.schedule_after(m, 1))
+        | sx.then(lambda: order.append(m.now()))
+    )
+    r.run(chain)
+    m.advance(5)
+    assert order == [2.0] and r.value == ()
+    assert r.scheduler is m  # completed on the scheduler's agent (advance)
+
+
+def test_manual_stop_of_a_pending_timer_completes_stopped_at_once() -> None:
+    m = ManualScheduler()
+    r = RecordingReceiver()
+    r.run(sx.schedule_after(m, math.inf))
+    assert m.pending_timers == 1
+    r.request_stop()
+    assert r.stopped and m.pending_timers == 0
+    assert r.live_callbacks_at_completion == 0
+    m.advance(1e9)
+    assert r.completions == 1
+    r.check()
+
+
+def test_manual_stop_before_start_and_past_deadline() -> None:
+    m = ManualScheduler()
+    m.advance(10)
+    r = RecordingReceiver()
+    r.request_stop()
+    r.run(sx.schedule_after(m, 1))
+    assert r.stopped and m.pending_timers == 0
+    r2 = RecordingReceiver()
+    r2.run(sx.schedule_at(m, 3))  # in the past: due at the next advance
+    assert not r2.done
+    m.advance(0)
+    assert r2.value == ()
+
+
+def test_manual_advance_rejects_bad_input() -> None:
+    m = ManualScheduler()
+    for bad in (-1, math.nan, math.inf):
+        with pytest.raises(ValueError):
+            m.advance(bad)
+
+
+def test_manual_inf_never_fires() -> None:
+    m = ManualScheduler()
+    r = RecordingReceiver()
+    r.run(sx.schedule_at(m, math.inf))
+    m.advance(1e300)
+    assert not r.done
+    r.request_stop()
+    assert r.stopped
+
+
+# --------------------------------------------------------------------------- run_loop
+
+
+def test_sync_wait_schedule_after_on_the_loop() -> None:
+    loop = sx.run_loop()
+    sch = loop.get_scheduler()
+    t0 = sch.now()
+    result: list[Any] = []
+
+    def drive() -> None:
+        result.append(
+            sx.sync_wait(
+                on_loop(
+                    lambda s: (
+                        sx.schedule_after(s, 0.05)
+                        | sx.then(lambda: (sx.is_timed_scheduler(s), time.monotonic()))
+                    )
+                )
+            )
+        )
+
+    th = threading.Thread(target=drive)
+    th.start()
+    th.join(10)
+    ((timed, t1),) = result[0]
+    assert timed and t1 - t0 >= 0.05
+
+
+def test_sync_wait_on_the_run_loop_scheduler() -> None:
+    # sync_wait(schedule_after(loop_sch, ...)) with another thread running that loop
+    loop = sx.run_loop()
+    th = threading.Thread(target=loop.run)
+    th.start()
+    try:
+        t0 = time.monotonic()
+        got = sx.sync_wait(
+            sx.schedule_after(loop.get_scheduler(), 0.05) | sx.then(threading.get_ident)
+        )
+        assert got == (th.ident,)
+        assert time.monotonic() - t0 >= 0.05
+    finally:
+        loop.finish()
+        th.join(10)
+
+
+def test_run_loop_many_timers_fire_in_deadline_order() -> None:
+    order: list[int] = []
+    delays = [((i * 7919) % 100) / 5000 for i in range(500)]  # 0 .. 0.02 s, many equal
+
+    def timers(s: Any) -> Any:
+        base = sx.now(s) + 0.3  # one base: equal delays are equal deadlines (none passed at start)
+        return sx.when_all(
+            *[
+                sx.schedule_at(s, base + d) | sx.then(lambda i=i: order.append(i))
+                for i, d in enumerate(delays)
+            ]
+        )
+
+    sx.sync_wait(on_loop(timers))
+    assert sorted(order) == list(range(500))
+    # deadline order; among equal delays, start (FIFO) order
+    assert order == sorted(range(500), key=lambda i: (delays[i], i))
+
+
+def test_run_loop_stop_of_a_pending_timer_from_another_thread() -> None:
+    loop = sx.run_loop()
+    sch = loop.get_scheduler()
+    r = RecordingReceiver()
+    r.run(sx.schedule_after(sch, 3600))
+    assert loop._timers is not None and len(loop._timers) == 1
+    th = threading.Thread(target=r.request_stop)
+    th.start()
+    th.join(10)
+    assert r.stopped and len(loop._timers) == 0
+    assert r.thread == th.ident  # completed at once, on the requesting thread
+    loop.finish()
+    loop.run()  # nothing pending: returns at once
+
+
+def test_run_loop_waits_for_pending_timers_after_finish() -> None:
+    loop = sx.run_loop()
+    r = RecordingReceiver()
+    r.run(sx.schedule_after(loop.get_scheduler(), 0.02))
+    loop.finish()
+    loop.run()
+    assert r.value == ()
+
+
+# --------------------------------------------------------------------------- trio
+
+
+async def test_await_schedule_after_in_trio() -> None:
+    sch = sx.trio_scheduler()
+    assert sx.is_timed_scheduler(sch)
+    t0 = trio.current_time()
+    assert t0 <= sx.now(sch) <= trio.current_time()
+    async with no_leaks():
+        await sx.schedule_after(sch, 0)
+        t0 = trio.current_time()
+        await sx.schedule_after(sch, 0.01)
+        assert trio.current_time() - t0 >= 0.01
+        await sx.schedule_at(sch, trio.current_time() - 5)  # in the past: at once
+        assert await (sx.schedule_after(sch, 0.001) | sx.then(lambda: 7)) == 7
+
+
+async def test_await_schedule_after_is_cancelled_like_trio_sleep() -> None:
+    sch = sx.trio_scheduler()
+    async with no_leaks():
+        with trio.move_on_after(0.01) as cs:
+            await sx.schedule_after(sch, math.inf)
+        assert cs.cancelled_caught
+        with trio.move_on_after(0.01) as cs:
+            await (sx.schedule_after(sch, math.inf) | sx.then(lambda: None))  # general path
+        assert cs.cancelled_caught
+
+
+async def test_trio_timers_fire_in_deadline_order_fifo_on_trio_thread() -> None:
+    sch = sx.trio_scheduler()
+    order: list[Any] = []
+    me = threading.get_ident()
+    async with no_leaks(), sx.counting_scope() as scope:
+        now = sx.now(sch)
+        for tag, d in [("a", 0.03), ("b", 0.01), ("c", 0.02), ("d", 0.01), ("e", 0)]:
+            scope.spawn(
+                sx.schedule_at(sch, now + d)
+                | sx.then(lambda tag=tag: order.append((tag, threading.get_ident())))
+            )
+    assert [t for t, _ in order] == ["e", "b", "d", "c", "a"]
+    assert all(tid == me for _, tid in order)
+
+
+async def test_trio_stop_of_pending_timers_leaves_nothing() -> None:
+    sch = sx.trio_scheduler()
+    run = sch._run
+    stopped = 0
+
+    def count() -> None:
+        nonlocal stopped
+        stopped += 1
+
+    async with no_leaks(), sx.counting_scope() as scope:
+        for _ in range(100):
+            scope.spawn(sx.schedule_after(sch, 3600) | sx.upon_stopped(count))
+        await trio.lowlevel.checkpoint()
+        assert len(run.timers) == 100 and run.timer_task is not None
+        scope.request_stop()
+        assert stopped == 100  # at once, inside request_stop
+        assert len(run.timers) == 0
+    assert run.timer_task is None  # the timer server exited (no_leaks counted the tasks)
+
+
+async def test_trio_stop_from_another_thread() -> None:
+    sch = sx.trio_scheduler()
+    async with no_leaks():
+        r = RecordingReceiver()
+        r.run(sx.schedule_after(sch, 3600))
+        await trio.lowlevel.checkpoint()
+        await trio.to_thread.run_sync(r.request_stop)
+        assert r.stopped and len(sch._run.timers) == 0
+        assert r.thread != threading.get_ident()  # on the requesting thread
+        assert r.live_callbacks_at_completion == 0
+
+
+async def test_trio_timer_started_from_another_thread() -> None:
+    sch = sx.trio_scheduler()
+    async with no_leaks():
+        r = RecordingReceiver()
+        await trio.to_thread.run_sync(lambda: r.run(sx.schedule_after(sch, 0.01)))
+        with trio.fail_after(5):
+            await r.wait_trio()
+        assert r.value == () and r.thread == threading.get_ident()
+        r2 = RecordingReceiver()
+        await trio.to_thread.run_sync(lambda: r2.run(sx.schedule_after(sch, 0)))
+        with trio.fail_after(5):
+            await r2.wait_trio()
+        assert r2.value == () and r2.thread == threading.get_ident()
+
+
+async def test_trio_earlier_timer_added_later_wakes_the_server() -> None:
+    sch = sx.trio_scheduler()
+    order: list[str] = []
+    async with no_leaks(), sx.counting_scope() as scope:
+        scope.spawn(sx.schedule_after(sch, 0.2) | sx.then(lambda: order.append("late")))
+        await trio.sleep(0.01)
+        t0 = trio.current_time()
+        scope.spawn(sx.schedule_after(sch, 0.01) | sx.then(lambda: order.append("early")))
+        while not order:
+            await trio.sleep(0.005)
+        assert trio.current_time() - t0 < 0.15
+    assert order == ["early", "late"]
+
+
+def test_mock_clock_one_hour_is_instant() -> None:
+    async def main() -> float:
+        sch = sx.trio_scheduler()
+        await sx.schedule_after(sch, 3600)
+        async with sx.counting_scope() as scope:
+            scope.spawn(sx.schedule_after(sch, 3600))  # the timer server path
+        return sx.now(sch)
+
+    t0 = time.monotonic()
+    assert trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0)) == 7200.0
+    assert time.monotonic() - t0 < 2
+
+
+def test_trio_timer_after_the_run_raises() -> None:
+    sch = trio.run(lambda: _sched())
+    with pytest.raises(RuntimeError, match="finished"):
+        RecordingReceiver().run(sx.schedule_after(sch, 1))
+
+
+async def _sched() -> Any:
+    return sx.trio_scheduler()
+
+
+async def test_schedule_after_inside_a_task() -> None:
+    @sx.task
+    async def work() -> str:
+        t0 = trio.current_time()
+        await sx.schedule_after(sx.trio_scheduler(), 0)
+        await sx.schedule_after(sx.trio_scheduler(), 0.01)
+        assert trio.current_time() - t0 >= 0.01
+        return "ok"
+
+    async with no_leaks():
+        assert await work() == "ok"
+        r = rec_on(sx.trio_scheduler())
+        r.run(work())
+        with trio.fail_after(5):
+            await r.wait_trio()
+        assert r.value == ("ok",)
