@@ -21,6 +21,7 @@ EXPECTED = {
     "run_loop.py": "sync_wait -> (42,)",
     "failures.py": "2. reported by the block: ValueError('nobody awaited me')",
     "nursery_dropin.py": "3. child's parent is the opener: True",
+    "timeouts.py": "3. race: fast mirror done after 0.2s (at 0.2s)",
 }
 
 
