@@ -303,7 +303,8 @@ class TimerSender(Sender[None]):
 
 def is_timed_scheduler(x: object) -> bool:
     """Is ``x`` a scheduler with ``now()``, ``schedule_after(seconds)`` and
-    ``schedule_at(deadline)`` (docs/time.md "Timed schedulers")?
+    ``schedule_at(deadline)`` (docs/time.md "Timed schedulers")? A scheduler that forwards
+    them (``task_scheduler``) is timed when its ``timed`` attribute is true.
 
     >>> import structexec as sx
     >>> sx.is_timed_scheduler(sx.run_loop().get_scheduler())
@@ -313,7 +314,11 @@ def is_timed_scheduler(x: object) -> bool:
     """
     if not is_scheduler(x):
         return False
-    return all(callable(getattr(x, m, None)) for m in ("now", "schedule_after", "schedule_at"))
+    if not all(callable(getattr(x, m, None)) for m in ("now", "schedule_after", "schedule_at")):
+        return False
+    # A scheduler that forwards the timed methods to another one (task_scheduler) says with
+    # its ``timed`` attribute whether that one is timed.
+    return bool(getattr(x, "timed", True))
 
 
 def _timed(sch: Any, fn: str) -> Any:

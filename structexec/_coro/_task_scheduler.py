@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._algorithms._timed import is_timed_scheduler, now, schedule_after, schedule_at
 from .._core._completion_signatures import completion_signatures
 from .._core._connect import connect_unchecked as connect
 from .._core._env import TryEnv, get_env
@@ -126,6 +127,26 @@ class task_scheduler:
         """``schedule(ts)``: a sender completing on the wrapped scheduler
         ([exec.task.scheduler])."""
         return _TsSender(self, self._sch.schedule())
+
+    @property
+    def timed(self) -> bool:
+        """Whether the wrapped scheduler is timed (docs/time.md "Timed schedulers"): then
+        ``now()``, ``schedule_after()`` and ``schedule_at()`` forward to it, so ``timeout``,
+        ``stop_after`` and ``retry`` work inside a task whose scheduler is timed."""
+        return is_timed_scheduler(self._sch)
+
+    def now(self) -> float:
+        """The wrapped timed scheduler's ``now()``; ``TypeError`` if it is not timed."""
+        return now(self._sch)
+
+    def schedule_after(self, seconds: float) -> Sender[None]:
+        """A timer of the wrapped timed scheduler whose attributes name this scheduler as the
+        completion scheduler, as :meth:`schedule` does; ``TypeError`` if it is not timed."""
+        return _TsSender(self, schedule_after(self._sch, seconds))
+
+    def schedule_at(self, deadline: float) -> Sender[None]:
+        """As :meth:`schedule_after`, for an absolute ``deadline`` on the wrapped clock."""
+        return _TsSender(self, schedule_at(self._sch, deadline))
 
     def query(self, q: Any, *args: Any) -> Any:
         """Forwarded to the wrapped scheduler."""
