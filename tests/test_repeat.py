@@ -1,5 +1,5 @@
 """``repeat_effect_until`` and ``repeat_n``: extensions modelled on stdexec's
-``exec::repeat_effect_until`` / ``exec::repeat_n`` (docs/repeat.md)."""
+``exec::repeat_effect_until`` / ``exec::repeat_n`` (docs/time.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``retry``: an extension modelled on libunifex's ``retry_when`` (docs/repeat.md).
+"""``retry``: an extension modelled on libunifex's ``retry_when`` (docs/time.md).
 
 The waits run on :class:`VirtualClock`, a small *timed* scheduler of this file (``now()``,
 ``schedule_after``, ``schedule_at``; timers complete ``set_value()`` when ``advance`` reaches

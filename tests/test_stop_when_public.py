@@ -1,4 +1,4 @@
-"""The public ``sx.stop_when(sndr, trigger)`` (docs/racing.md); the exposition-only
+"""The public ``sx.stop_when(sndr, trigger)`` (docs/time.md); the exposition-only
 ``stop-when`` of a stop token ([exec.stop.when]) the scopes use is tested in test_stop_when.py."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``sx.timeout`` and ``sx.stop_after`` against a virtual-clock timed scheduler (docs/racing.md)."""
+"""``sx.timeout`` and ``sx.stop_after`` against a virtual-clock timed scheduler (docs/time.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``when_any``: an extension modelled on stdexec's exec/when_any.hpp (docs/racing.md)."""
+"""``when_any``: an extension modelled on stdexec's exec/when_any.hpp (docs/time.md)."""
 
 from __future__ import annotations
 
