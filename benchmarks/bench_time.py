@@ -35,6 +35,29 @@ def await_schedule_after_zero(b: Bench) -> Pair:
     return timeit_trio(sx_op, n, batch=True), timeit_trio(trio_op, n, batch=True)
 
 
+@row(
+    metric="await sx.timeout(sx.just(1), 10) vs with trio.fail_after(10): await trio.sleep(0)",
+    target=1.5,
+)
+def timeout_overhead(b: Bench) -> Pair:
+    """The cost of a timeout that does not fire: structexec races the work with a timer of
+    the trio scheduler; trio's side is a cancel scope with a deadline around a checkpoint
+    (awaiting ``sx.just(1)`` alone costs less than a checkpoint)."""
+
+    async def sx_op(k: int) -> None:
+        s = sx.timeout(sx.just(1), 10)
+        for _ in range(k):
+            await s
+
+    async def trio_op(k: int) -> None:
+        for _ in range(k):
+            with trio.fail_after(10):
+                await trio.sleep(0)
+
+    n = b.n(20_000)
+    return timeit_trio(sx_op, n, batch=True), timeit_trio(trio_op, n, batch=True)
+
+
 def _stop_timers_cost(n: int) -> float:
     async def main() -> float:
         sch = sx.trio_scheduler()
