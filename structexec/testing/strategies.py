@@ -12,6 +12,10 @@ compositions"). Needs ``hypothesis``. Three strategies, usable together or alone
   ``tree.model(stops)`` is the set of outcomes it may complete with.
 * :func:`stop_schedules` generates which operation gets a stop request, at which step
   (:class:`StopSchedule`).
+* :func:`timed_trees` generates *timed* trees (timers, ``when_any``, ``stop_when``,
+  ``timeout``/``stop_after``) whose model predicts the exact outcome and completion time on a
+  ``ManualScheduler``'s virtual time; run them with :func:`run_timed_tree`
+  (docs/testing.md "Timed trees"). :func:`sender_trees` never generates timed nodes.
 * :func:`interleavings` generates the order in which queued scheduler items run
   (:class:`Interleaving`), so hypothesis explores, and shrinks, schedules.
 
