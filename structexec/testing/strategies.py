@@ -1,7 +1,7 @@
 """Hypothesis strategies for property-testing senders and cancellation.
 
 [exec.async.ops], docs/testing.md (2.2: "a property test across random
-compositions"). Needs ``hypothesis``. Three strategies, usable together or alone:
+compositions"). Needs ``hypothesis``. Strategies, usable together or alone:
 
 * :func:`sender_trees` generates random sender trees (:class:`Tree`): factories,
   ``then``/``upon_*``/``let_*``, ``when_all``/``when_all_with_variant``, ``into_variant``,
