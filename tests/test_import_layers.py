@@ -268,6 +268,7 @@ FACADE_CLIENTS = {
     # The sender-tree strategies build senders by their public names (getattr(sx, "then"), ...)
     # and print reproducers written with ``sx.``: a client of the public API, above the facade.
     f"{PACKAGE}.testing._tree": "builds senders by public name",
+    f"{PACKAGE}.testing._timed_tree": "builds timed senders by public name",
 }
 
 

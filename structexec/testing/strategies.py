@@ -1,7 +1,7 @@
 """Hypothesis strategies for property-testing senders and cancellation.
 
 [exec.async.ops], docs/testing.md (2.2: "a property test across random
-compositions"). Needs ``hypothesis``. Three strategies, usable together or alone:
+compositions"). Needs ``hypothesis``. Strategies, usable together or alone:
 
 * :func:`sender_trees` generates random sender trees (:class:`Tree`): factories,
   ``then``/``upon_*``/``let_*``, ``when_all``/``when_all_with_variant``, ``into_variant``,
@@ -12,6 +12,10 @@ compositions"). Needs ``hypothesis``. Three strategies, usable together or alone
   ``tree.model(stops)`` is the set of outcomes it may complete with.
 * :func:`stop_schedules` generates which operation gets a stop request, at which step
   (:class:`StopSchedule`).
+* :func:`timed_trees` generates *timed* trees (timers, ``when_any``, ``stop_when``,
+  ``timeout``/``stop_after``) whose model predicts the exact outcome and completion time on a
+  ``ManualScheduler``'s virtual time; run them with :func:`run_timed_tree`
+  (docs/testing.md "Timed trees"). :func:`sender_trees` never generates timed nodes.
 * :func:`interleavings` generates the order in which queued scheduler items run
   (:class:`Interleaving`), so hypothesis explores, and shrinks, schedules.
 
@@ -52,7 +56,20 @@ from ._driver import (
     run_tree,
     run_tree_trio,
 )
+from ._manual import ManualScheduler
 from ._thread_sched import ThreadScheduler
+from ._timed_tree import (
+    TIMEOUT,
+    StopWhen,
+    TimedResult,
+    TimedTree,
+    Timeout,
+    Timer,
+    WhenAny,
+    run_timed_tree,
+    simulate,
+    timed_world,
+)
 from ._tree import (
     ALREADY,
     MAYBE,
@@ -101,6 +118,17 @@ __all__ = [
     "NEVER",
     "STOPPED",
     "SYNC_KINDS",
+    "TIMED_KINDS",
+    "TIMEOUT",
+    "StopWhen",
+    "TimedResult",
+    "TimedTree",
+    "Timeout",
+    "Timer",
+    "WhenAny",
+    "run_timed_tree",
+    "simulate",
+    "timed_trees",
     "CountingToken",
     "Fn",
     "ThreadScheduler",
@@ -461,3 +489,94 @@ def interleavings(max_steps: int = 64) -> st.SearchStrategy[Interleaving]:
     Shrinks towards FIFO order (all zeros).
     """
     return st.lists(st.integers(0, 255), max_size=max_steps).map(Interleaving)
+
+
+#: The node kinds of :func:`timed_trees` (in shrinking order).
+TIMED_KINDS = frozenset(
+    {"then", "let_value", "when_all", "when_any", "stop_when", "timeout", "stop_after"}
+)
+_TIMED_INNER = ("then", "let_value", "when_all", "when_any", "stop_when", "timeout", "stop_after")
+
+
+def timed_trees(
+    kinds: Iterable[str] | None = None,
+    *,
+    max_nodes: int = 10,
+    max_depth: int = 4,
+    max_children: int = 3,
+    max_seconds: int = 4,
+    stops: bool = True,
+) -> st.SearchStrategy[TimedTree]:
+    """Random *timed* trees (:class:`TimedTree`) for :func:`run_timed_tree`: timers
+    (``sx.schedule_after(sch[0], d)``, often followed by a ``then`` so the winner of a race shows
+    in the value), ``sx.when_any``, ``sx.stop_when``, ``sx.timeout``/``sx.stop_after``,
+    ``when_all``, ``then``, ``let_value`` and the factories, with whole seconds from 0 to
+    ``max_seconds``; with ``stops``, a stop request on the root before start or at a virtual
+    time (or none). ``kinds`` narrows the inner node kinds (:data:`TIMED_KINDS`).
+
+    ``tree.model()`` predicts the exact outcome and completion time (docs/testing.md "Timed
+    trees"). The strategies for untimed trees (:func:`sender_trees`) never generate these
+    nodes: timed trees run only on a ``ManualScheduler`` with virtual time, where the run
+    is deterministic.
+    """
+    want = set(TIMED_KINDS if kinds is None else kinds)
+    unknown = want - TIMED_KINDS
+    if unknown:
+        raise ValueError(
+            f"unknown timed node kinds {sorted(unknown)}; known: {sorted(TIMED_KINDS)}"
+        )
+    inner_kinds = [x for x in _TIMED_INNER if x in want]
+    secs = st.integers(0, max_seconds)
+
+    @st.composite
+    def node(draw: st.DrawFn, depth: int, budget: list[int]) -> Node:
+        budget[0] -= 1
+        if depth >= max_depth or budget[0] <= 0 or not inner_kinds or draw(st.integers(0, 3)) == 0:
+            leaf = draw(st.sampled_from(("timer", "just", "just_error", "just_stopped")))
+            if leaf == "timer":
+                t: Node = Timer(draw(secs))
+                if draw(st.booleans()):
+                    t = Then(t, Fn.mix(draw(st.integers(0, 9))))
+                return t
+            return _leaf(draw, leaf, 1)
+        kind = draw(st.sampled_from(inner_kinds))
+
+        def child() -> Node:
+            return draw(node(depth + 1, budget))
+
+        if kind == "then":
+            return Then(child(), draw(fns("then")))
+        if kind == "let_value":
+            c = child()
+            return Let(c, child(), "let_value", draw(st.booleans()))
+        if kind == "when_all":
+            n = draw(st.integers(1, max_children))
+            kids = tuple(child() for _ in range(n))
+            # when_all needs at most one value signature per child ([exec.when.all]).
+            return WhenAll(kids, any(_value_signatures(c) > 1 for c in kids))
+        if kind == "when_any":
+            n = draw(st.integers(1, max_children))
+            return WhenAny(tuple(child() for _ in range(n)))
+        if kind == "stop_when":
+            c = child()
+            return StopWhen(c, child())
+        return Timeout(child(), draw(secs), kind == "stop_after")
+
+    @st.composite
+    def timed_trees(draw: st.DrawFn) -> TimedTree:
+        root = draw(node(0, [max_nodes]))
+        stop_at = draw(st.one_of(st.none(), st.integers(-1, 2 * max_seconds))) if stops else None
+        return TimedTree(root, stop_at)
+
+    return timed_trees()
+
+
+def _value_signatures(n: Node) -> int:
+    """How many ``set_value_t`` signatures the timed node ``n`` declares on ``sch[0]``."""
+    sch = ManualScheduler()
+    env = sx.env(
+        sx.prop(sx.get_scheduler, sch),
+        sx.prop(sx.get_stop_token, sx.inplace_stop_source().get_token()),
+    )
+    sigs = sx.get_completion_signatures(n.build(timed_world(sch)), env)
+    return 2 if sigs is None else int(sigs.count_of(sx.set_value_t))
