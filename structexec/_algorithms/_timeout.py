@@ -138,7 +138,30 @@ class _StopAfterSender(_TimeoutSender):
     _stop = True
 
 
-class timeout_t(BinaryAdaptor):
+class _TimedAdaptor(BinaryAdaptor):
+    """What ``timeout`` and ``stop_after`` share: ``adaptor(sndr, seconds)`` or, piped,
+    ``sndr | adaptor(seconds)``; ``seconds`` checked when the sender is built."""
+
+    __slots__ = ()
+    _arg = "seconds"
+    _sender: type[_TimeoutSender]
+
+    @overload
+    def __call__(self, seconds: float, /) -> Closure[Any]: ...
+    @overload
+    def __call__(self, sndr: Any, seconds: float, /) -> Sender[Any]: ...
+    def __call__(self, *args: Any) -> Any:
+        return self._build(args)
+
+    def _check_arg(self, seconds: Any) -> None:
+        _check_seconds(self._name, seconds)
+
+    def _make(self, sndr: Any, seconds: Any) -> Any:
+        s = _check_seconds(self._name, seconds)
+        return early_child(sndr, self._sender(sndr, s))
+
+
+class timeout_t(_TimedAdaptor):
     """``timeout(sndr, seconds)`` / ``sndr | timeout(seconds)``: fail with ``TimeoutError`` when
     ``sndr`` takes longer than ``seconds``.
 
@@ -176,24 +199,10 @@ class timeout_t(BinaryAdaptor):
 
     __slots__ = ()
     _name = "timeout"
-    _arg = "seconds"
-
-    @overload
-    def __call__(self, seconds: float, /) -> Closure[Any]: ...
-    @overload
-    def __call__(self, sndr: Any, seconds: float, /) -> Sender[Any]: ...
-    def __call__(self, *args: Any) -> Any:
-        return self._build(args)
-
-    def _check_arg(self, seconds: Any) -> None:
-        _check_seconds(self._name, seconds)
-
-    def _make(self, sndr: Any, seconds: Any) -> Any:
-        s = _check_seconds(self._name, seconds)
-        return early_child(sndr, _TimeoutSender(sndr, s))
+    _sender = _TimeoutSender
 
 
-class stop_after_t(BinaryAdaptor):
+class stop_after_t(_TimedAdaptor):
     """``stop_after(sndr, seconds)`` / ``sndr | stop_after(seconds)``: stop ``sndr`` after
     ``seconds``; complete ``set_stopped()`` if the time passed first.
 
@@ -224,21 +233,7 @@ class stop_after_t(BinaryAdaptor):
 
     __slots__ = ()
     _name = "stop_after"
-    _arg = "seconds"
-
-    @overload
-    def __call__(self, seconds: float, /) -> Closure[Any]: ...
-    @overload
-    def __call__(self, sndr: Any, seconds: float, /) -> Sender[Any]: ...
-    def __call__(self, *args: Any) -> Any:
-        return self._build(args)
-
-    def _check_arg(self, seconds: Any) -> None:
-        _check_seconds(self._name, seconds)
-
-    def _make(self, sndr: Any, seconds: Any) -> Any:
-        s = _check_seconds(self._name, seconds)
-        return early_child(sndr, _StopAfterSender(sndr, s))
+    _sender = _StopAfterSender
 
 
 timeout = timeout_t()
