@@ -33,7 +33,7 @@ def test_which_schedulers_are_timed() -> None:
     assert sx.is_timed_scheduler(loop.get_scheduler())
     assert sx.is_timed_scheduler(ManualScheduler())
     assert not sx.is_timed_scheduler(sx.inline_scheduler())
-    assert not sx.is_timed_scheduler(sx.get_parallel_scheduler())
+    assert sx.is_timed_scheduler(sx.get_parallel_scheduler())  # tests/test_timed_parallel.py
     assert not sx.is_timed_scheduler(42)
     assert not sx.is_timed_scheduler(sx.just())
 
@@ -64,7 +64,7 @@ def test_nan_deadline_and_non_numbers_raise() -> None:
 @pytest.mark.parametrize("fn", ["now", "schedule_after", "schedule_at"])
 def test_non_timed_scheduler_is_a_clear_type_error(fn: str) -> None:
     args = () if fn == "now" else (1.0,)
-    for sch in (sx.inline_scheduler(), sx.get_parallel_scheduler(), object()):
+    for sch in (sx.inline_scheduler(), object()):
         with pytest.raises(TypeError, match="timed scheduler") as info:
             getattr(sx, fn)(sch, *args)
         assert "trio_scheduler" in str(info.value)  # it says which schedulers are timed

@@ -18,7 +18,7 @@ deadline in the past completes at once (on the scheduler, never inside ``start``
 never fires until stopped.
 
 Internal API for the schedulers (``_run_loop``, ``_trio_bridge``/``_trio_scheduler``,
-``testing._manual``):
+``_parallel_scheduler``/``_timer_thread``, ``testing._manual``):
 
 * :class:`TimerQueue` -- the deadline-ordered pending timers of one execution context
   (``sortedcontainers.SortedList`` of ``(deadline, seq, op)``: O(log n) insert and removal,
@@ -52,7 +52,7 @@ _VALUE_Q = get_completion_scheduler[set_value_t]
 #: The timed schedulers of the library, for the error message of the free functions.
 TIMED_SCHEDULERS = (
     "sx.trio_scheduler(), sx.run_loop().get_scheduler() (also the scheduler inside "
-    "sx.sync_wait) and structexec.testing.ManualScheduler"
+    "sx.sync_wait), sx.get_parallel_scheduler() and structexec.testing.ManualScheduler"
 )
 
 
@@ -327,7 +327,7 @@ def _timed(sch: Any, fn: str) -> Any:
         raise TypeError(
             f"{fn}() needs a timed scheduler (with now(), schedule_after() and "
             f"schedule_at()), got the {what} {sch!r}; the timed schedulers are "
-            f"{TIMED_SCHEDULERS} (the parallel scheduler and inline_scheduler are not timed)"
+            f"{TIMED_SCHEDULERS} (inline_scheduler is not timed)"
         )
     return sch
 

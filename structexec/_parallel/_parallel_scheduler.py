@@ -12,10 +12,19 @@ or the receiver's scheduler ([exec.snd.expos], [exec.par.scheduler]).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from .._algorithms import _bulk as _bulk_mod
+from .._algorithms._timed import (
+    TimerAttrs,
+    TimerOp,
+    TimerQueue,
+    TimerSender,
+    check_deadline,
+    check_seconds,
+)
 from .._core._adaptor_util import close_op
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
 from .._core._connect import connect
@@ -50,6 +59,7 @@ from ._replacement_api import (
     query_parallel_scheduler_backend,
     receiver_proxy,
 )
+from ._timer_thread import timer_queue, timer_wake
 
 __all__ = ["get_parallel_scheduler", "parallel_scheduler"]
 
@@ -232,6 +242,83 @@ class _ScheduleSender(Sender[None]):
         return f"schedule({self._sch!r})"
 
 
+# --------------------------------------------------------------------------- timers
+
+
+class _ParTimerOp(TimerOp):
+    """A timer of a parallel scheduler: pending in the process-wide queue of
+    ``_timer_thread``; when due, delivered on the backend by a ``schedule()`` operation whose
+    receiver is a :class:`_TimerDelivery`."""
+
+    __slots__ = ()
+
+    def _deliver(self, err: BaseException | None) -> None:
+        # On the backend's agent (or the timer thread, if the backend failed): the operation
+        # was taken out of the queue (marked done), so a stop request no longer completes it.
+        self._key = None
+        cb = self._cb
+        if cb is not None:
+            self._cb = None
+            cb.close()
+        if err is None:
+            self._rcvr.set_stopped()
+        else:
+            self._rcvr.set_error(err)
+
+
+class _TimerDelivery:
+    """The receiver of the ``schedule()`` operation that completes a due timer on the
+    backend: ``set_value`` runs the timer's completion on the backend's agent; an error of the
+    backend (it raised, or completed ``set_error``) or its ``set_stopped`` is passed on."""
+
+    __slots__ = ("_op",)
+
+    def __init__(self, op: _ParTimerOp) -> None:
+        self._op = op
+
+    def set_value(self) -> None:
+        self._op._execute()
+
+    def set_error(self, err: BaseException) -> None:
+        self._op._deliver(err)
+
+    def set_stopped(self) -> None:
+        self._op._deliver(None)
+
+    def get_env(self) -> Any:
+        return get_env(self._op._rcvr)
+
+
+class _ParTimerAttrs(TimerAttrs):
+    __slots__ = ()
+    _unsupported = "the parallel scheduler's timer sender does not support {q!r}"
+
+    def _sx_try(self, q: Any, default: Any) -> Any:
+        if q is _VALUE_SCHED:
+            return self._sch
+        if q is get_domain:
+            return _DOMAIN
+        return default
+
+
+class _ParTimerSender(TimerSender):
+    """``schedule_after(parallel_scheduler, s)`` / ``schedule_at(...)`` (docs/time.md "Timed
+    schedulers"): completes on one of the backend's agents once the time has come."""
+
+    __slots__ = ()
+    _op_type = _ParTimerOp
+
+    def _owner(self) -> parallel_scheduler:
+        sch: parallel_scheduler = self._sch
+        return sch
+
+    def get_env(self) -> _ParTimerAttrs:
+        return _ParTimerAttrs(self._sch)
+
+    def get_completion_signatures(self, env: Any = None) -> completion_signatures:
+        return _SCHEDULE_SIGS  # like schedule(): the backend can fail
+
+
 # --------------------------------------------------------------------------- the scheduler
 
 
@@ -260,6 +347,14 @@ class parallel_scheduler:
       order (the policy permits no parallelism, [exec.bulk]). The values the
       predecessor sent are sent on after the iterations ([exec.bulk], [exec.par.scheduler]).
 
+    * It is *timed* (docs/time.md "Timed schedulers"), whatever the backend: ``now()`` is
+      ``time.monotonic()``; ``schedule_after(seconds)``/``schedule_at(deadline)`` give senders
+      whose pending timers wait in one process-wide queue served by one daemon thread; when
+      a timer is due, the thread hands its completion to the backend as a ``schedule()``
+      does, so ``set_value()`` runs on one of the backend's agents. A stop request on a
+      pending timer completes it ``set_stopped()`` at once; a backend failure completes it
+      with that error.
+
     Errors of the backend itself (it raised, lost a worker process, lost its cluster)
     complete the operation with :class:`structexec.backends.BackendError`; the scheduler
     stays usable.
@@ -285,6 +380,39 @@ class parallel_scheduler:
     def schedule(self) -> Sender[None]:
         """A sender that completes on one of the backend's agents ([exec.par.scheduler])."""
         return _ScheduleSender(self)
+
+    # -- timed scheduler (docs/time.md "Timed schedulers")
+
+    def now(self) -> float:
+        """The parallel scheduler's clock: ``time.monotonic()`` (docs/time.md "Timed
+        schedulers")."""
+        return time.monotonic()
+
+    def schedule_after(self, seconds: float) -> Sender[None]:
+        """Completes on one of the backend's agents ``seconds`` after its start
+        (docs/time.md "Timed schedulers")."""
+        return _ParTimerSender(self, True, check_seconds(seconds))
+
+    def schedule_at(self, deadline: float) -> Sender[None]:
+        """Completes on one of the backend's agents once ``now() >= deadline``
+        (docs/time.md "Timed schedulers")."""
+        return _ParTimerSender(self, False, check_deadline(deadline))
+
+    # -- the TimerOwner protocol of _algorithms._timed: one queue and thread for the process
+
+    @property
+    def _timer_queue(self) -> TimerQueue:
+        return timer_queue
+
+    def _timer_now(self) -> float:
+        return time.monotonic()
+
+    def _timer_ready(self, op: TimerOp) -> None:
+        # The deadline has passed: complete on the backend, as schedule() does.
+        _ScheduleOp(self._backend, _TimerDelivery(op)).start()  # type: ignore[arg-type]
+
+    def _timer_wake(self, empty: bool) -> None:
+        timer_wake(empty)
 
     def _sx_try(self, q: Any, default: Any) -> Any:
         if q is get_forward_progress_guarantee:
