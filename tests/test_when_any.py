@@ -102,6 +102,43 @@ def test_a_tie_on_a_manual_clock_goes_to_the_first_to_complete() -> None:
     assert r2.value == ()
 
 
+@pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+def test_which_child_wins_on_a_manual_scheduler_is_the_order_the_test_chooses(
+    order: tuple[int, int],
+) -> None:
+    """Two children that both become ready "at once" on structexec.testing.ManualScheduler
+    (each a hop onto it): the test runs the queued completions in the order it chooses, and
+    the first one run wins; the loser gets a stop request and completes stopped."""
+    from structexec.testing import ManualScheduler
+
+    m = ManualScheduler()
+    kids = [sx.schedule(m) | sx.then(lambda i=i: f"child {i}") for i in (0, 1)]
+    r = RecordingReceiver()
+    r.run(sx.when_any(*kids))
+    assert m.pending == 2 and r.completions == 0
+    first, _ = order
+    m.run_one(first)  # this child completes first ...
+    assert r.completions == 0  # ... but the race waits for the other child
+    m.drain()  # the loser, already asked to stop, completes stopped
+    assert r.value == (f"child {first}",)
+
+
+def test_equal_deadlines_on_a_manual_scheduler_fire_in_start_order() -> None:
+    from structexec.testing import ManualScheduler
+
+    m = ManualScheduler()
+    r = RecordingReceiver()
+    r.run(
+        sx.when_any(
+            sx.schedule_after(m, 1.0) | sx.then(lambda: "started first"),
+            sx.schedule_after(m, 1.0) | sx.then(lambda: "started second"),
+        )
+    )
+    m.advance(1.0)
+    m.drain()
+    assert r.value == ("started first",)
+
+
 def test_completes_only_after_every_child_completed() -> None:
     gate = Gate()
     clock = VirtualClock()
