@@ -78,7 +78,7 @@ class LoopOp:
             self._state = _DONE
             self._rcvr.set_value()
             return
-        self._run(self._op)
+        self._run()
 
     def close(self) -> None:
         """Drop this operation without starting it: close the first iteration's operation
@@ -88,32 +88,36 @@ class LoopOp:
             op, self._op = self._op, None
             close_op(op)
 
-    def _run(self, op: Any) -> None:
-        """Start ``op``, then, while each iteration completes inline and asks for another,
-        connect and start the next one here (no nesting)."""
+    def _run(self) -> None:
+        """Start the iteration in ``_op``, then, while each iteration completes inline and
+        asks for another, connect and start the next one here (no nesting). The operation is
+        passed in ``_op``, never as an argument: a caller's frame would keep it alive (it does
+        on Python 3.10) for as long as the loop runs."""
         while True:
             gate = self._gate = [_SECOND, _FIRST]
-            self._op = op
             self._state = _RUNNING
+            op = self._op
             op.start()
-            op = None  # the last reference to an iteration that completed inline: freed
+            # The completion dropped _op: this was the last reference to an iteration that
+            # completed inline, and it is freed before the next one is connected.
+            op = None
             if gate.pop() == _FIRST:
                 return  # still running elsewhere, or the loop has ended
-            op = self._connect_next()
-            if op is None:
+            if not self._connect_next():
                 return
 
-    def _connect_next(self) -> Any:
-        """The next iteration's operation, or ``None`` when the loop ended instead."""
+    def _connect_next(self) -> bool:
+        """Connect the next iteration into ``_op``; ``False`` when the loop ended instead."""
         if self._token.stop_requested():
             self._finish_stopped()
-            return None
+            return False
         nxt, self._next = self._next, None
         try:
-            return connect(nxt, self)
+            self._op = connect(nxt, self)
         except Exception as e:
             self._finish_error(e)
-            return None
+            return False
+        return True
 
     def _again(self) -> None:
         """From a completion: run the iteration in ``_next``. Inside ``start`` the ``while``
@@ -121,10 +125,8 @@ class LoopOp:
         self._state = _BETWEEN
         gate = self._gate
         assert gate is not None
-        if gate.pop() == _SECOND:
-            op = self._connect_next()
-            if op is not None:
-                self._run(op)
+        if gate.pop() == _SECOND and self._connect_next():
+            self._run()
 
     # -- completing the loop
 
