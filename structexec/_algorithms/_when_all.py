@@ -242,10 +242,9 @@ class _WhenAllOp:
             if len(vs) == 2:
                 rcvr.set_value(*vs[0], *vs[1])
             else:
-                out: tuple[Any, ...] = ()
-                for v in vs:
-                    out += v
-                rcvr.set_value(*out)
+                # One pass over the children's datums (concatenating tuples would copy the
+                # prefix each time: quadratic in the number of children).
+                rcvr.set_value(*[x for v in vs for x in v])
         elif disp == _ERROR:
             err = self._err
             self._err = None

@@ -240,14 +240,16 @@ class _NurseryWhenAll:
             raise base
         disp = self._disp
         if disp == _STARTED:
-            out: tuple[Any, ...] = ()
+            # One list, then one tuple (concatenating tuples is quadratic in the children).
+            parts: list[Any] = []
             for v in self._vals:
                 if v is None:
                     continue
                 if type(v) is values:
-                    out += v
+                    parts.extend(v)
                 else:
-                    out += (v,)
+                    parts.append(v)
+            out = tuple(parts)
             n = len(out)
             if n == 1:
                 return out[0]
