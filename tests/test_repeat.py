@@ -305,7 +305,10 @@ def test_100000_iterations_do_not_hold_memory(alg: str) -> None:
         assert sx.sync_wait(s) == ()
     finally:
         tracemalloc.stop()
-    assert marks[100_000] - marks[10_000] < 10_000, marks
+    # 90,000 more iterations: keeping even one small object per iteration would be megabytes;
+    # what moves otherwise is interpreter noise (free lists, caches: ~3 KB on 3.11, ~15 KB on
+    # 3.10), so the bound is 100 KB.
+    assert marks[100_000] - marks[10_000] < 100_000, marks
 
 
 def test_nested_repeats() -> None:
