@@ -4,7 +4,6 @@ P3941R1 infallibility)."""
 from __future__ import annotations
 
 import inspect
-import sys
 import threading
 
 import pytest
@@ -310,7 +309,6 @@ def test_schedule_works_during_run_shutdown() -> None:
     assert seen == ["hopped"]
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="thread timing")
 async def test_many_threads_start_concurrently() -> None:
     sch = sx.trio_scheduler()
     recs = [RecordingReceiver() for _ in range(200)]
