@@ -210,7 +210,7 @@ class _AssociateSender(Sender[Any]):
 
 
 class associate_t(Algorithm):
-    """``associate(sndr, token)`` / ``sndr | associate(token)`` ([exec.associate], 27).
+    """``associate(sndr, token)`` / ``sndr | associate(token)`` ([exec.associate]).
 
     * Eager ([exec.associate]): ``token.wrap(sndr)`` and ``token.try_associate()`` run when
       ``associate`` is called; while the returned sender holds the association, the scope's
