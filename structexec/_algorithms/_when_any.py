@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import reprlib
 import threading
-from typing import Any, overload
+from collections.abc import Awaitable
+from typing import Any, TypeVar, overload
 
 from .._core._adaptor_util import BinaryAdaptor, close_op, early, early_child
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
@@ -51,6 +52,13 @@ from .._core._stop_token import (
 from .._core._tags import set_stopped_t
 from ._stop_when import StopTokenEnv
 from ._when_all import _common_domain
+
+T1 = TypeVar("T1")
+T2 = TypeVar("T2")
+T3 = TypeVar("T3")
+T4 = TypeVar("T4")
+T5 = TypeVar("T5")
+T6 = TypeVar("T6")
 
 __all__ = ["stop_when", "when_any"]
 
@@ -386,6 +394,42 @@ class when_any_t(Algorithm):
 
     __slots__ = ()
 
+    # Typing (docs/typing.md): ``await`` gives the winner's value: the union of the children's.
+    @overload
+    def __call__(self, s1: Awaitable[T1], /) -> Sender[T1]: ...
+    @overload
+    def __call__(self, s1: Awaitable[T1], s2: Awaitable[T2], /) -> Sender[T1 | T2]: ...
+    @overload
+    def __call__(
+        self, s1: Awaitable[T1], s2: Awaitable[T2], s3: Awaitable[T3], /
+    ) -> Sender[T1 | T2 | T3]: ...
+    @overload
+    def __call__(
+        self, s1: Awaitable[T1], s2: Awaitable[T2], s3: Awaitable[T3], s4: Awaitable[T4], /
+    ) -> Sender[T1 | T2 | T3 | T4]: ...
+    @overload
+    def __call__(
+        self,
+        s1: Awaitable[T1],
+        s2: Awaitable[T2],
+        s3: Awaitable[T3],
+        s4: Awaitable[T4],
+        s5: Awaitable[T5],
+        /,
+    ) -> Sender[T1 | T2 | T3 | T4 | T5]: ...
+    @overload
+    def __call__(
+        self,
+        s1: Awaitable[T1],
+        s2: Awaitable[T2],
+        s3: Awaitable[T3],
+        s4: Awaitable[T4],
+        s5: Awaitable[T5],
+        s6: Awaitable[T6],
+        /,
+    ) -> Sender[T1 | T2 | T3 | T4 | T5 | T6]: ...
+    @overload
+    def __call__(self, *sndrs: Awaitable[Any]) -> Sender[Any]: ...
     def __call__(self, *sndrs: Any) -> Sender[Any]:
         if not sndrs:
             raise TypeError(
