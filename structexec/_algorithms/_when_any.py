@@ -34,14 +34,21 @@ from __future__ import annotations
 import reprlib
 import threading
 from collections.abc import Awaitable
-from typing import Any, TypeVar, overload
+from typing import Any, NoReturn, TypeVar, overload
 
 from .._core._adaptor_util import BinaryAdaptor, close_op, early, early_child
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
 from .._core._connect import connect_unchecked as connect
 from .._core._domain import domains_active
 from .._core._env import EMPTY_ENV, fwd_env, get_env
-from .._core._protocol import Algorithm, Closure, Sender, completed_twice, is_sender, twice_started
+from .._core._protocol import (
+    Algorithm,
+    Sender,
+    WidenClosure,
+    completed_twice,
+    is_sender,
+    twice_started,
+)
 from .._core._queries import get_stop_token, query_or
 from .._core._stop_token import (
     inplace_stop_source,
@@ -61,6 +68,8 @@ T5 = TypeVar("T5")
 T6 = TypeVar("T6")
 
 __all__ = ["stop_when", "when_any"]
+
+T = TypeVar("T")
 
 VALUE, ERROR, STOPPED = 0, 1, 2
 _NEVER = never_stop_token()
@@ -530,9 +539,9 @@ class stop_when_t(BinaryAdaptor):
     _arg = "trigger"
 
     @overload
-    def __call__(self, trigger: Any, /) -> Closure[Any]: ...
+    def __call__(self, trigger: Any, /) -> WidenClosure[NoReturn]: ...
     @overload
-    def __call__(self, sndr: Any, trigger: Any, /) -> Sender[Any]: ...
+    def __call__(self, sndr: Awaitable[T], trigger: Any, /) -> Sender[T]: ...
     def __call__(self, *args: Any) -> Any:
         return self._build(args)
 
