@@ -21,9 +21,11 @@ from ._env import EMPTY_ENV
 
 __all__ = [
     "Closure",
+    "MapClosure",
     "OperationState",
     "Receiver",
     "Sender",
+    "WidenClosure",
     "is_scheduler",
     "is_sender",
     "set_error",
