@@ -438,7 +438,18 @@ class when_any_t(Algorithm):
         /,
     ) -> Sender[T1 | T2 | T3 | T4 | T5 | T6]: ...
     @overload
-    def __call__(self, *sndrs: Awaitable[Any]) -> Sender[Any]: ...
+    def __call__(
+        self,
+        s1: Awaitable[Any],
+        s2: Awaitable[Any],
+        s3: Awaitable[Any],
+        s4: Awaitable[Any],
+        s5: Awaitable[Any],
+        s6: Awaitable[Any],
+        s7: Awaitable[Any],
+        /,
+        *sndrs: Awaitable[Any],
+    ) -> Sender[Any]: ...
     def __call__(self, *sndrs: Any) -> Sender[Any]:
         if not sndrs:
             raise TypeError(
