@@ -10,7 +10,8 @@ does the same work directly with one forwarding receiver instead of two operatio
 
 from __future__ import annotations
 
-from typing import Any, NoReturn, TypeVar, overload
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, overload
 
 from .._core._adaptor_util import (
     BinaryAdaptor,
@@ -174,6 +175,15 @@ class stopped_as_optional_t(UnaryAdaptor):
     def _apply(self, sndr: Any) -> Sender[Any]:
         r: Sender[Any] = early_child(sndr, _StoppedAsOptionalSender(sndr))
         return r
+
+    if TYPE_CHECKING:
+        # For type checkers: a stop becomes ``None`` (docs/typing.md).
+        @overload
+        def __call__(self, /) -> stopped_as_optional_t: ...
+        @overload
+        def __call__(self, sndr: Awaitable[T], /) -> Sender[T | None]: ...
+        def __call__(self, *args: Any) -> Any: ...
+        def __ror__(self, sndr: Awaitable[T]) -> Sender[T | None]: ...
 
     def transform_sender(self, sndr: Any, env: Any = None) -> Any:
         """The lowering to ``let_stopped(then(...), ...)`` at ``connect`` ([exec.stopped.opt],

@@ -73,6 +73,16 @@ def senders() -> None:
     assert_type(sx.just(1) | sx.stopped_as_error(ValueError()), sx.Sender[int])
     assert_type(sx.just(1) | sx.timeout(1.0), sx.Sender[int])
     assert_type(sx.starts_on(sch, sx.just(1)), sx.Sender[int])
+    assert_type(sx.just(1) | sx.unstoppable, sx.Sender[int])
+    assert_type(sx.unstoppable(sx.just(1)), sx.Sender[int])
+    assert_type(sx.just(1) | sx.affine_on, sx.Sender[int])
+    assert_type(sx.just(1) | sx.stopped_as_optional, sx.Sender[int | None])
+    assert_type(sx.just(1) | sx.retry(attempts=3), sx.Sender[int])
+    assert_type(sx.just(1) | sx.stop_when(sx.never_stop_token()), sx.Sender[int])
+    assert_type(sx.just(1) | sx.on(sch, sx.then(to_str)), sx.Sender[str])
+    assert_type(sx.on(sch, sx.just(1)), sx.Sender[int])
+    assert_type(sx.then(to_str) | sx.continues_on(sch), sx.MapClosure[int, str])
+    assert_type(sx.just(1) | sx.repeat_n(2), sx.Sender[None])
 
     # when_all, when_any
     assert_type(sx.when_all(sx.just(1), sx.just("a")), sx.Sender[tuple[int, str]])
