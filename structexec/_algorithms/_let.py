@@ -36,6 +36,9 @@ T = TypeVar("T")
 A = TypeVar("A", bound=Any)
 B = TypeVar("B", bound=Any)
 C = TypeVar("C", bound=Any)
+D = TypeVar("D", bound=Any)
+E = TypeVar("E", bound=Any)
+F = TypeVar("F", bound=Any)
 _VALUE, _ERROR, _STOPPED = 0, 1, 2
 _TAGS = (set_value_t, set_error_t, set_stopped_t)
 
@@ -254,13 +257,23 @@ class let_value_t(_LetAlgorithm):
     @overload
     def __call__(self, f: Callable[[], Awaitable[R]], /) -> MapClosure[None, R]: ...
     @overload
-    def __call__(
-        self, f: Callable[[A, B], Awaitable[R]], /
-    ) -> MapClosure[tuple[A, B], R]: ...
+    def __call__(self, f: Callable[[A, B], Awaitable[R]], /) -> MapClosure[tuple[A, B], R]: ...
     @overload
     def __call__(
         self, f: Callable[[A, B, C], Awaitable[R]], /
     ) -> MapClosure[tuple[A, B, C], R]: ...
+    @overload
+    def __call__(
+        self, f: Callable[[A, B, C, D], Awaitable[R]], /
+    ) -> MapClosure[tuple[A, B, C, D], R]: ...
+    @overload
+    def __call__(
+        self, f: Callable[[A, B, C, D, E], Awaitable[R]], /
+    ) -> MapClosure[tuple[A, B, C, D, E], R]: ...
+    @overload
+    def __call__(
+        self, f: Callable[[A, B, C, D, E, F], Awaitable[R]], /
+    ) -> MapClosure[tuple[A, B, C, D, E, F], R]: ...
     @overload
     def __call__(self, sndr: Awaitable[A], f: Callable[[A], Awaitable[R]], /) -> Sender[R]: ...
     @overload
@@ -272,6 +285,21 @@ class let_value_t(_LetAlgorithm):
     @overload
     def __call__(
         self, sndr: Awaitable[tuple[A, B, C]], f: Callable[[A, B, C], Awaitable[R]], /
+    ) -> Sender[R]: ...
+    @overload
+    def __call__(
+        self, sndr: Awaitable[tuple[A, B, C, D]], f: Callable[[A, B, C, D], Awaitable[R]], /
+    ) -> Sender[R]: ...
+    @overload
+    def __call__(
+        self, sndr: Awaitable[tuple[A, B, C, D, E]], f: Callable[[A, B, C, D, E], Awaitable[R]], /
+    ) -> Sender[R]: ...
+    @overload
+    def __call__(
+        self,
+        sndr: Awaitable[tuple[A, B, C, D, E, F]],
+        f: Callable[[A, B, C, D, E, F], Awaitable[R]],
+        /,
     ) -> Sender[R]: ...
     def __call__(self, *args: Any) -> Any:
         return self._build(args)

@@ -54,6 +54,8 @@ A = TypeVar("A", bound=Any)
 B = TypeVar("B", bound=Any)
 C = TypeVar("C", bound=Any)
 D = TypeVar("D", bound=Any)
+E = TypeVar("E", bound=Any)
+F = TypeVar("F", bound=Any)
 _VALUE, _ERROR, _STOPPED = 0, 1, 2
 _CoroutineType = types.CoroutineType
 _FunctionType = types.FunctionType
@@ -443,17 +445,21 @@ class then_t(FnAdaptor):
     @overload
     def __call__(self, f: Callable[[A, B, C], R], /) -> MapClosure[tuple[A, B, C], R]: ...
     @overload
+    def __call__(self, f: Callable[[A, B, C, D], R], /) -> MapClosure[tuple[A, B, C, D], R]: ...
+    @overload
     def __call__(
-        self, f: Callable[[A, B, C, D], R], /
-    ) -> MapClosure[tuple[A, B, C, D], R]: ...
+        self, f: Callable[[A, B, C, D, E], R], /
+    ) -> MapClosure[tuple[A, B, C, D, E], R]: ...
+    @overload
+    def __call__(
+        self, f: Callable[[A, B, C, D, E, F], R], /
+    ) -> MapClosure[tuple[A, B, C, D, E, F], R]: ...
     @overload
     def __call__(self, sndr: Awaitable[A], f: Callable[[A], R], /) -> Sender[R]: ...
     @overload
     def __call__(self, sndr: Awaitable[None], f: Callable[[], R], /) -> Sender[R]: ...
     @overload
-    def __call__(
-        self, sndr: Awaitable[tuple[A, B]], f: Callable[[A, B], R], /
-    ) -> Sender[R]: ...
+    def __call__(self, sndr: Awaitable[tuple[A, B]], f: Callable[[A, B], R], /) -> Sender[R]: ...
     @overload
     def __call__(
         self, sndr: Awaitable[tuple[A, B, C]], f: Callable[[A, B, C], R], /
@@ -461,6 +467,14 @@ class then_t(FnAdaptor):
     @overload
     def __call__(
         self, sndr: Awaitable[tuple[A, B, C, D]], f: Callable[[A, B, C, D], R], /
+    ) -> Sender[R]: ...
+    @overload
+    def __call__(
+        self, sndr: Awaitable[tuple[A, B, C, D, E]], f: Callable[[A, B, C, D, E], R], /
+    ) -> Sender[R]: ...
+    @overload
+    def __call__(
+        self, sndr: Awaitable[tuple[A, B, C, D, E, F]], f: Callable[[A, B, C, D, E, F], R], /
     ) -> Sender[R]: ...
     def __call__(self, *args: Any) -> Any:
         global _last_sync_fn

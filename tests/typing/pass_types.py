@@ -21,6 +21,10 @@ def add(a: int, b: str) -> bytes:
     return (str(a) + b).encode()
 
 
+def count(*xs: object) -> int:
+    return len(xs)
+
+
 async def co_len(s: str) -> int:
     return len(s)
 
@@ -45,6 +49,9 @@ def senders() -> None:
     assert_type(sx.then(sx.just(1), to_str), sx.Sender[str])
     assert_type(sx.just(1, "a") | sx.then(add), sx.Sender[bytes])
     assert_type(sx.just() | sx.then(lambda: 2), sx.Sender[int])
+    five = sx.just(1, 2, 3, 4, 5)
+    assert_type(five | sx.then(lambda a, b, c, d, e: str(a)), sx.Sender[str])
+    assert_type(five | sx.then(count), sx.Sender[int])
     assert_type(sx.then(sx.just(1), lambda x: x + 1), sx.Sender[int])
     # mypy infers the lambda's parameter from the sender left of `|` (Sender[int]); pyright
     # checks the two operands apart and gives Sender[Any] (docs/typing.md)
