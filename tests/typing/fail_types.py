@@ -40,6 +40,12 @@ async def values() -> None:
     _ = sx.then(sx.just("a"), to_str)  # type: ignore[arg-type]  # pyright: ignore[reportCallIssue, reportArgumentType]
     _ = sx.just(1) | sx.then(two)  # type: ignore[operator]  # pyright: ignore[reportOperatorIssue]
     _ = sx.just(1) | sx.let_value(to_str)  # type: ignore[arg-type]  # pyright: ignore[reportCallIssue, reportArgumentType]
+    # the value type survives a value-preserving adaptor (mypy: the lambda after `|`)
+    _ = sx.just(1) | sx.continues_on(sx.inline_scheduler()) | sx.then(lambda x: x.upper())  # type: ignore[attr-defined]
+    # upon_stopped's function takes no argument
+    _ = sx.just(1) | sx.upon_stopped(lambda x: x)  # type: ignore[arg-type, misc]  # pyright: ignore[reportArgumentType]
+    # not a sender
+    _ = sx.when_all(sx.just(1), 42)  # type: ignore[call-overload]  # pyright: ignore[reportArgumentType]
     # the value type flows into await
     x: int = await (sx.just(1) | sx.then(to_str))  # type: ignore[assignment]  # pyright: ignore[reportAssignmentType]
     y: tuple[int, int] = await sx.when_all(sx.just(1), sx.just("a"))  # type: ignore[arg-type]  # pyright: ignore[reportAssignmentType]
