@@ -57,9 +57,11 @@ from ._core._tags import (
 )
 from ._core._protocol import (
     Closure as Closure,
+    MapClosure as MapClosure,
     OperationState as OperationState,
     Receiver as Receiver,
     Sender as Sender,
+    WidenClosure as WidenClosure,
     is_scheduler as is_scheduler,
     is_sender as is_sender,
     set_error as set_error,
@@ -278,6 +280,8 @@ __all__ = [
     "set_stopped_t",
     "set_value_t",
     "Closure",
+    "MapClosure",
+    "WidenClosure",
     "OperationState",
     "Receiver",
     "Sender",

@@ -19,6 +19,8 @@ LAYERS = {"_core", "_algorithms", "_schedulers", "_trio", "_parallel", "_coro", 
 PUBLIC = frozenset(
     (
         "Closure",
+        "MapClosure",
+        "WidenClosure",
         "ErrorValue",
         "OperationState",
         "Query",

@@ -19,7 +19,8 @@ zero. The two public classes are composed from:
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from .._algorithms._stop_when import stop_when
 from .._core._env import EMPTY_ENV
@@ -32,6 +33,8 @@ from ._spawn import FAST_TOKENS, as_exception, check_env, check_sender, spawn_in
 from ._spawn_future import spawn_future
 
 __all__ = ["counting_scope", "simple_counting_scope"]
+
+T = TypeVar("T")
 
 
 # --------------------------------------------------------------------------- tokens
@@ -86,7 +89,7 @@ class _SimpleToken(_Token):
 
     __slots__ = ()
 
-    def wrap(self, sndr: Any) -> Any:
+    def wrap(self, sndr: T) -> T:
         """Return ``sndr`` unchanged ([exec.simple.counting.token])."""
         return sndr
 
@@ -124,7 +127,7 @@ class _ScopeBase(NurseryFace):
 
     # -- public members
 
-    def get_token(self) -> Any:
+    def get_token(self) -> _Token:
         """The scope's token: give it to ``spawn``, ``spawn_future`` and ``associate``
         ([exec.scope.concepts])."""
         return self._token_type(self)
@@ -184,7 +187,7 @@ class _ScopeBase(NurseryFace):
         check_sender("spawn", sndr)
         spawn_into(sndr, self, e)
 
-    def spawn_future(self, sndr: Any, env: Any = EMPTY_ENV) -> Sender[Any]:
+    def spawn_future(self, sndr: Awaitable[T], env: Any = EMPTY_ENV) -> Sender[T]:
         """``sx.spawn_future(sndr, self.get_token(), env)`` ([exec.spawn.future]), with the
         same environment additions as :meth:`spawn`. ``await scope.spawn_future(x)`` gives
         ``x``'s result."""
@@ -228,6 +231,10 @@ class simple_counting_scope(SimpleHost, _ScopeBase):
     token: ClassVar[type[_Token]] = _SimpleToken
     _token_type = _SimpleToken
 
+    if TYPE_CHECKING:
+
+        def get_token(self) -> _SimpleToken: ...
+
 
 class counting_scope(CountingHost, _ScopeBase):
     """A ``simple_counting_scope`` whose work can be cancelled with ``request_stop()``.
@@ -258,6 +265,10 @@ class counting_scope(CountingHost, _ScopeBase):
     __slots__ = ()
     token: ClassVar[type[_Token]] = _CountingToken
     _token_type = _CountingToken
+
+    if TYPE_CHECKING:
+
+        def get_token(self) -> _CountingToken: ...
 
     def request_stop(self) -> None:
         """Request stop on every associated operation ([exec.scope.counting]); thread-safe,

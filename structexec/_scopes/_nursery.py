@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from functools import partial
 from types import CoroutineType as _CoroutineType
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import trio
 
@@ -47,6 +47,8 @@ if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found, unused-ignore]
 
 __all__: list[str] = []
+
+_Scope = TypeVar("_Scope", bound="NurseryFace")
 
 _STRICT_MESSAGE = "exceptions from the counting scope"
 # The trio names of the scopes' own tasks, as they were when these methods were defined on the
@@ -492,7 +494,7 @@ class NurseryFace(AssociationState):
         pass
 
     @enable_ki_protection
-    async def __aenter__(self) -> Any:
+    async def __aenter__(self: _Scope) -> _Scope:
         if self._entered:
             raise RuntimeError(f"{self!r} is already open as a nursery (async with)")
         if self._joining_or_joined():

@@ -20,7 +20,8 @@ the future is abandoned): a future of work that never looks at its token costs n
 from __future__ import annotations
 
 import threading
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 from .._algorithms._stop_when import stop_when
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
@@ -38,6 +39,8 @@ from .._core._tags import set_stopped_t
 from .._core._trampoline import trampoline_start
 from .._schedulers._run_loop import raised_sink
 from ._spawn import FAST_TOKENS, check_args, spawned_env, with_scope_env
+
+T = TypeVar("T")
 
 __all__ = ["spawn_future"]
 
@@ -478,7 +481,7 @@ class spawn_future_t(Algorithm):
 
     __slots__ = ()
 
-    def __call__(self, sndr: Any, token: Any, env: Any = EMPTY_ENV) -> Sender[Any]:
+    def __call__(self, sndr: Awaitable[T], token: Any, env: Any = EMPTY_ENV) -> Sender[T]:
         if type(token) in FAST_TOKENS:
             if not isinstance(sndr, Sender) or env is not EMPTY_ENV:
                 check_args("spawn_future", sndr, token, env)
