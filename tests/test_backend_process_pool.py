@@ -144,8 +144,57 @@ def test_unpicklable_work_fails_before_any_chunk_runs(
     msg = str(info.value)
     assert "value #1" in msg and "lock" in msg and "no chunk was run" in msg
     assert list(tmp_path.iterdir()) == []
-    with pytest.raises(UnpicklableWorkError, match=r"the bulk function \(function .*<lambda>"):
-        sx.sync_wait(sx.schedule(sch) | sx.bulk(sx.par, 3, lambda i: None))
+    # A function that closes over something unpicklable is named as the culprit.
+
+    def uses_lock(i: int) -> None:
+        with lock:
+            pass
+
+    with pytest.raises(UnpicklableWorkError, match=r"the bulk function \(function .*uses_lock"):
+        sx.sync_wait(sx.schedule(sch) | sx.bulk(sx.par, 3, uses_lock))
+
+
+def test_a_lambda_runs_in_the_worker_processes(sch: sx.parallel_scheduler) -> None:
+    """The work is pickled with cloudpickle: lambdas travel by value ([exec.sysctxrepl.psb])."""
+    out = [0] * 40
+    plus_one = sx.bulk(sx.par, 40, lambda i, o: o.__setitem__(i, i + 1))
+    sx.sync_wait(sx.just(out) | sx.continues_on(sch) | plus_one)
+    assert out == [i + 1 for i in range(40)]
+    pids = [0] * 8
+    sx.sync_wait(
+        sx.just(pids)
+        | sx.continues_on(sch)
+        | sx.bulk(sx.par, 8, lambda i, p: p.__setitem__(i, os.getpid()))
+    )
+    assert os.getpid() not in pids
+
+
+def test_a_closure_runs_in_the_worker_processes(sch: sx.parallel_scheduler) -> None:
+    """A nested function and the values it closes over are sent by value; a chunked closure
+    too. The worker's copies of the captured values are its own (nothing comes back through
+    them), as with the values the predecessor sends."""
+    offset = 1000
+    table = {"scale": 3}
+
+    def scaled(i: int, out: list[int]) -> None:
+        out[i] = offset + table["scale"] * i
+
+    def chunk(b: int, e: int, out: list[int]) -> None:
+        for i in range(b, e):
+            out[i] = -i - offset
+
+    out = [0] * 30
+    sx.sync_wait(sx.just(out) | sx.continues_on(sch) | sx.bulk(sx.par, 30, scaled))
+    assert out == [1000 + 3 * i for i in range(30)]
+    sx.sync_wait(sx.just(out) | sx.continues_on(sch) | sx.bulk_chunked(sx.par, 30, chunk))
+    assert out == [-i - 1000 for i in range(30)]
+
+    def fails(i: int) -> None:
+        if i == offset - 997:
+            raise KeyError(f"closure {i}")
+
+    with pytest.raises(KeyError, match="closure 3"):
+        sx.sync_wait(sx.schedule(sch) | sx.bulk(sx.par, 10, fails))
 
 
 def test_errors_keep_their_type(sch: sx.parallel_scheduler) -> None:

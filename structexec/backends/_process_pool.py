@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing
 import os
 import pickle
@@ -51,6 +52,9 @@ def _run_chunk(payload: bytes, b: int, e: int, slot: int) -> bytes:
 
     else:
         should_stop = None  # type: ignore[assignment]
+    # The work was pickled with cloudpickle; its output loads with the stdlib unpickler (which
+    # imports cloudpickle for functions sent by value). Results and exceptions are plain data
+    # that concurrent.futures sends with the stdlib pickle anyway: checked with it here.
     work = pickle.loads(payload)
     return run_chunk_remotely(
         work, b, e, should_stop, _dumps, pickle.loads, "ProcessPoolBackend", "pickle"
@@ -64,6 +68,20 @@ def _default_context() -> Any:
 
 def _dumps(obj: Any) -> bytes:
     return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _work_dumps() -> Any:
+    """cloudpickle's ``dumps``: it pickles lambdas, closures and functions defined in
+    ``__main__`` by value, and everything else as the stdlib pickle does."""
+    try:
+        cloudpickle: Any = importlib.import_module("cloudpickle")
+    except ImportError as exc:  # pragma: no cover - a dependency of structexec
+        raise ImportError(
+            "ProcessPoolBackend needs cloudpickle to send bulk work to its worker processes; "
+            "it is a dependency of structexec: pip install cloudpickle"
+        ) from exc
+    dumps = cloudpickle.dumps
+    return lambda obj: dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 _STOPPED_BEFORE_START = _dumps((True, ()))
@@ -84,11 +102,12 @@ class ProcessPoolBackend(RemoteBackend):
     * ``schedule(r, s)`` stays in this process: it runs on the process-wide thread pool
       (continuations are local code).
     * ``schedule_bulk_chunked``/``schedule_bulk_unchunked``: the function and the values
-      the predecessor sent are pickled with :mod:`pickle` *before any work starts*; if that
-      fails the operation completes with :class:`UnpicklableWorkError` (a ``TypeError``)
-      naming the object, so define bulk functions at module level (no lambdas, closures or
-      local functions). The range is cut into ``min(n, 4 * max_workers)`` chunks, submitted
-      to the pool; each worker runs its chunk on its own copy of the values. **What comes
+      the predecessor sent are pickled once, with cloudpickle, *before any work starts*, so
+      lambdas, closures and functions defined in ``__main__`` travel by value (functions of
+      importable modules by reference, as with :mod:`pickle`); if that fails the operation
+      completes with :class:`UnpicklableWorkError` (a ``TypeError``) naming the object. The
+      range is cut into ``min(n, 4 * max_workers)`` chunks, submitted to the pool; each
+      worker runs its chunk on its own copy of the values. **What comes
       back**: for each value that is a list, ``bytearray``, ``array.array`` or numpy array
       with at least ``shape`` elements, the elements ``[b, e)`` of every finished chunk are
       copied into the parent's object (the bulk idiom "iteration ``i`` writes element
@@ -129,6 +148,7 @@ class ProcessPoolBackend(RemoteBackend):
         self._flags: Any = None
         self._free = list(range(_NSLOTS - 1, -1, -1))
         self._closed = False
+        self._work_dumps = _work_dumps()
 
     @property
     def max_workers(self) -> int:
@@ -200,7 +220,9 @@ class ProcessPoolBackend(RemoteBackend):
             complete_soon(r.set_value)
             return
         try:
-            payload = pickle_work(r.remote_work(), _dumps, "ProcessPoolBackend", "pickle")
+            payload = pickle_work(
+                r.remote_work(), self._work_dumps, "ProcessPoolBackend", "cloudpickle"
+            )
         except UnpicklableWorkError as err:
             complete_soon(partial(r.set_error, err))
             return
