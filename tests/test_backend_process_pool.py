@@ -267,3 +267,41 @@ def test_constructor_checks() -> None:
         ProcessPoolBackend("2")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         ProcessPoolBackend(0)
+
+
+def thread_name() -> str:
+    return threading.current_thread().name
+
+
+def test_a_continuation_after_the_bulk_runs_on_the_thread_pool(
+    sch: sx.parallel_scheduler,
+) -> None:
+    """Only a hand-off consumer (sync_wait, await) is completed on the executor's result
+    thread; anything else runs on the backend's own agents ([exec.sysctxrepl.psb])."""
+    rec = RecordingReceiver()
+    rec.run(sx.schedule(sch) | sx.bulk(sx.par, 4, squares_noop) | sx.then(thread_name))
+    rec.wait()
+    assert rec.value is not None and rec.value[0].startswith("structexec-parallel")
+    res = sx.sync_wait(sx.schedule(sch) | sx.bulk(sx.par, 4, squares_noop) | sx.then(thread_name))
+    assert res is not None and res[0].startswith("structexec-parallel")
+
+
+async def test_await_in_trio_gets_the_results_and_cancellation_stops_the_work(
+    sch: sx.parallel_scheduler,
+) -> None:
+    """``await`` of bulk work on the process pool from a trio task (the hand-off completion
+    wakes the task directly); a trio cancellation stops the running chunks."""
+    import trio
+
+    out = [0] * 50
+    res = await (sx.just(out) | sx.continues_on(sch) | sx.bulk(sx.par, 50, squares))
+    assert res is out and out == [i * i for i in range(50)]
+    with pytest.raises(ValueError, match="bad index 5"):
+        await (sx.schedule(sch) | sx.bulk(sx.par, 20, raise_value_error))
+    slow_out = [0] * 400  # 8 s of work on 2 processes
+    t0 = time.monotonic()
+    with trio.move_on_after(0.3) as cs:
+        await (sx.just(slow_out) | sx.continues_on(sch) | sx.bulk(sx.par, 400, slow))
+    assert cs.cancelled_caught
+    assert time.monotonic() - t0 < 4.0
+    assert sum(slow_out) < 400

@@ -27,6 +27,7 @@ __all__ = [
     "AffineSender",
     "AwaitableSendersState",
     "CompletesInline",
+    "HandOff",
     "JoinWaiter",
     "LateDomain",
     "PerInstanceSigs",
@@ -213,6 +214,26 @@ class RangeProxy(Protocol):
     @property
     def _sx_range_ok(self) -> bool:
         """``True`` when ranges may replace single indices."""
+
+
+@runtime_checkable
+class HandOff(Protocol):
+    """``_sx_handoff``: the receiver's completion only records the result and wakes whoever
+    waits for it on another agent: it runs no user code, never blocks and is safe on any
+    thread, so a remote backend may call it on the thread that learned the result instead
+    of hopping to one of its own agents first (no one can tell the agents apart).
+
+    Provided by: ``_await._AwaitRcvr`` (``await sndr`` in a trio task: hands the wake-up to
+    trio), ``_sync_wait._SyncWaitReceiver`` (class attributes, ``True``); a property
+    forwarding to the downstream receiver on ``_parallel_scheduler``'s bulk proxy.
+
+    Called by: ``backends/_remote.RemoteJob.finish`` (the process pool completes on the
+    executor's result thread, dask on the client's callback thread). Absent means ``False``.
+    """
+
+    @property
+    def _sx_handoff(self) -> bool:
+        """``True`` when completing from any thread is cheap and runs nothing else."""
 
 
 @runtime_checkable

@@ -599,6 +599,12 @@ class _BulkOp(_ProxyOp, bulk_item_receiver_proxy):
             if len(part):
                 vals[k][b : b + len(part)] = part
 
+    @property
+    def _sx_handoff(self) -> bool:
+        """Completing this proxy is a hand-off when completing its receiver is
+        (contracts.HandOff): the proxy itself only checks and forwards."""
+        return getattr(self._rcvr, "_sx_handoff", False) is True
+
     def set_value(self) -> None:
         self._finish("set_value")
         vals = self._vals

@@ -7,6 +7,7 @@ import multiprocessing
 import os
 import pickle
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from functools import partial
@@ -52,7 +53,7 @@ def _run_chunk(payload: bytes, b: int, e: int, slot: int) -> bytes:
 
     else:
         should_stop = None  # type: ignore[assignment]
-    # The work was pickled with cloudpickle; its output loads with the stdlib unpickler (which
+    # The work was pickled with pickle or cloudpickle; both load with the stdlib unpickler (which
     # imports cloudpickle for functions sent by value). Results and exceptions are plain data
     # that concurrent.futures sends with the stdlib pickle anyway: checked with it here.
     work = pickle.loads(payload)
@@ -70,9 +71,11 @@ def _dumps(obj: Any) -> bytes:
     return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def _work_dumps() -> Any:
-    """cloudpickle's ``dumps``: it pickles lambdas, closures and functions defined in
-    ``__main__`` by value, and everything else as the stdlib pickle does."""
+def _work_dumps() -> Callable[[Any], bytes]:
+    """How the bulk work is pickled: with the stdlib pickler when it can (functions of
+    importable modules and plain data: it is 3 to 8 times faster than cloudpickle), else with
+    cloudpickle, which also pickles lambdas, closures and functions defined in ``__main__``
+    by value (so they reach workers that cannot import them, e.g. from a REPL)."""
     try:
         cloudpickle: Any = importlib.import_module("cloudpickle")
     except ImportError as exc:  # pragma: no cover - a dependency of structexec
@@ -80,8 +83,19 @@ def _work_dumps() -> Any:
             "ProcessPoolBackend needs cloudpickle to send bulk work to its worker processes; "
             "it is a dependency of structexec: pip install cloudpickle"
         ) from exc
-    dumps = cloudpickle.dumps
-    return lambda obj: dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    cp_dumps = cloudpickle.dumps
+    dumps = pickle.dumps
+    proto = pickle.HIGHEST_PROTOCOL
+
+    def work_dumps(work: Any) -> bytes:
+        if getattr(getattr(work, "f", None), "__module__", None) != "__main__":
+            try:
+                return dumps(work, protocol=proto)
+            except Exception:
+                pass  # a lambda, a closure, a local class: cloudpickle sends it by value
+        return bytes(cp_dumps(work, protocol=proto))
+
+    return work_dumps
 
 
 _STOPPED_BEFORE_START = _dumps((True, ()))
@@ -102,9 +116,10 @@ class ProcessPoolBackend(RemoteBackend):
     * ``schedule(r, s)`` stays in this process: it runs on the process-wide thread pool
       (continuations are local code).
     * ``schedule_bulk_chunked``/``schedule_bulk_unchunked``: the function and the values
-      the predecessor sent are pickled once, with cloudpickle, *before any work starts*, so
-      lambdas, closures and functions defined in ``__main__`` travel by value (functions of
-      importable modules by reference, as with :mod:`pickle`); if that fails the operation
+      the predecessor sent are pickled once *before any work starts*: with :mod:`pickle`
+      when it can, else with cloudpickle, so lambdas, closures and functions defined in
+      ``__main__`` travel by value (functions of importable modules by reference); if that
+      fails the operation
       completes with :class:`UnpicklableWorkError` (a ``TypeError``) naming the object. The
       range is cut into ``min(n, 4 * max_workers)`` chunks, submitted to the pool; each
       worker runs its chunk on its own copy of the values. **What comes
