@@ -274,6 +274,37 @@ def process_pool_round_trip_trio(b: Bench) -> Pair:
     return trio.run(main)
 
 
+@row(
+    metric="ProcessPoolBackend round trip, sync_wait(schedule | bulk(1)), vs loky reusable "
+    "executor submit().result()",
+    unit="us/op",
+    note="informational (the engine decision, docs/internals.md); n/a without loky",
+)
+def process_pool_round_trip_loky(b: Bench) -> Pair:
+    try:
+        import loky
+    except ImportError:
+        return None, None
+    d = _proc()
+    sndr = sx.schedule(d["sch"]) | sx.bulk(sx.par, 1, _proc_noop)
+    pool = loky.get_reusable_executor(max_workers=min(2, os.cpu_count() or 1))
+    n = b.n(200, 40)
+
+    def ours() -> float:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            sx.sync_wait(sndr)
+        return time.perf_counter() - t0
+
+    def theirs() -> float:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            pool.submit(_proc_noop, 0).result()
+        return time.perf_counter() - t0
+
+    return _interleaved(b, ours, theirs, n)
+
+
 # --------------------------------------------------------------------------- dask throughput
 
 _DASK: dict[str, Any] = {}
