@@ -33,6 +33,7 @@ __all__ = [
     "PerInstanceSigs",
     "ProxyQueryHooks",
     "RangeProxy",
+    "SubmitAnywhere",
     "TrioSchedulerMark",
     "TryQuery",
 ]
@@ -234,6 +235,26 @@ class HandOff(Protocol):
     @property
     def _sx_handoff(self) -> bool:
         """``True`` when completing from any thread is cheap and runs nothing else."""
+
+
+@runtime_checkable
+class SubmitAnywhere(Protocol):
+    """``_sx_submit_anywhere``: the backend's bulk methods only hand the work to something
+    else (worker processes, a cluster) and return at once, so they may be called on any
+    thread, for example the one that starts ``schedule(sch) | bulk(...)``, instead of on one of
+    the backend's agents after a ``schedule`` hop. Read at ``start``: ``False`` means "not now"
+    (the hop is taken).
+
+    Provided by: ``backends/_remote.RemoteBackend`` (dask: ``True``; the process pool: while
+    its executor is running, so that starting worker processes never happens on the caller's
+    thread).
+
+    Called by: ``_parallel_scheduler._BulkOp.start``. Absent means the hop is always taken.
+    """
+
+    @property
+    def _sx_submit_anywhere(self) -> bool:
+        """``True`` when the bulk methods may be called from the caller's thread now."""
 
 
 @runtime_checkable

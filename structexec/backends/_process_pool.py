@@ -166,6 +166,13 @@ class ProcessPoolBackend(RemoteBackend):
         self._work_dumps = _work_dumps()
 
     @property
+    def _sx_submit_anywhere(self) -> bool:  # type: ignore[override]
+        """The bulk work may be submitted from the caller's thread while the executor runs
+        (contracts.SubmitAnywhere); starting the worker processes happens on the backend's
+        own thread."""
+        return self._executor is not None
+
+    @property
     def max_workers(self) -> int:
         """The number of worker processes."""
         return self._max_workers

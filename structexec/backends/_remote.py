@@ -42,6 +42,10 @@ class RemoteBackend(parallel_scheduler_backend):
     thread pool completes them), both bulk forms go to :meth:`_bulk` with a checked shape, and
     the backend is a context manager whose exit calls :meth:`_close`."""
 
+    #: ``schedule(sch) | bulk(...)`` may hand the bulk work to this backend from the thread
+    #: that starts it (contracts.SubmitAnywhere): the bulk methods only submit the work.
+    _sx_submit_anywhere = True
+
     def schedule(self, r: Any, s: memoryview) -> None:
         """Complete ``r`` on the process-wide thread pool (continuations are local)."""
         default_thread_pool().schedule(r, s)
