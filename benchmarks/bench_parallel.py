@@ -11,8 +11,13 @@ docs/parallel.md).
   the consumer's own cost (a private ``run_loop`` and its condition variable);
 * ``bulk_chunked`` of 10,000 trivial items on ``DaskBackend`` (a local cluster: two
   single-threaded workers, TCP on 127.0.0.1) against the same chunks submitted with
-  ``client.map`` and gathered directly: at least 0.8x the throughput. Both sides send the
-  results of each chunk back to this process and write them into one list.
+  ``client.map`` and gathered directly: at most 1.2x the time (at least 0.833x the
+  throughput). Both sides send the results of each chunk back to this process and write
+  them into one list;
+* a ``ProcessPoolBackend`` round trip (``sync_wait(schedule(sch) | bulk(par, 1, f))``, two
+  workers) against a bare ``ProcessPoolExecutor(2).submit(f, 0).result()`` with the same start
+  method: at most 1.2x; for information the same from trio (``await``) against
+  ``trio_parallel.run_sync`` and against loky's reusable executor (rows n/a without them).
 """
 
 from __future__ import annotations
@@ -360,7 +365,8 @@ def _chunk(b: int, e: int) -> tuple[list[int]]:
     metric="bulk_chunked 10,000 trivial items, DaskBackend, vs client.map of the same chunks",
     unit="items/s",
     better="higher",
-    target=0.8,
+    target=round(1 / 1.2, 3),
+    note="target: at most 1.2x the time of client.map + gather",
 )
 def dask_bulk_chunked(b: Bench) -> Pair:
     d = _dask()
