@@ -119,21 +119,24 @@ class ProcessPoolBackend(RemoteBackend):
       the predecessor sent are pickled once *before any work starts*: with :mod:`pickle`
       when it can, else with cloudpickle, so lambdas, closures and functions defined in
       ``__main__`` travel by value (functions of importable modules by reference); if that
-      fails the operation
-      completes with :class:`UnpicklableWorkError` (a ``TypeError``) naming the object. The
-      range is cut into ``min(n, 4 * max_workers)`` chunks, submitted to the pool; each
-      worker runs its chunk on its own copy of the values. **What comes
+      fails the operation completes with :class:`UnpicklableWorkError` (a ``TypeError``)
+      naming the object. The range is cut into ``min(n, 4 * max_workers)`` chunks, submitted
+      to the pool; each worker runs its chunk on its own copy of the values. **What comes
       back**: for each value that is a list, ``bytearray``, ``array.array`` or numpy array
       with at least ``shape`` elements, the elements ``[b, e)`` of every finished chunk are
       copied into the parent's object (the bulk idiom "iteration ``i`` writes element
       ``i``"); other changes a chunk makes stay in the worker. Return values of the bulk
       function are ignored, as on every backend.
-    * Completions run on the process-wide thread pool. A stop request cancels the chunks not
-      yet started and sets a shared flag that running per-index chunks check every 64
-      iterations; the operation then completes ``set_stopped()`` after every chunk has
-      returned. The first exception from the function completes ``set_error`` with it
-      (its original type; ``__cause__`` carries the remote traceback) and stops the rest the
-      same way.
+    * Completions run on the process-wide thread pool, except when the consumer of the bulk
+      is ``await`` in trio or ``sync_wait``, which are woken from the pool's result thread
+      directly. And once the workers run, ``schedule(sch) | bulk(...)`` submits the chunks
+      from the thread that starts it, without hopping to the thread pool first: a round trip
+      wakes as many threads as a bare ``ProcessPoolExecutor`` round trip.
+    * A stop request cancels the chunks not yet started and sets a shared flag that running
+      per-index chunks check every 64 iterations; the operation then completes
+      ``set_stopped()`` after every chunk has returned. The first exception from the
+      function completes ``set_error`` with it (its original type; ``__cause__`` carries the
+      remote traceback) and stops the rest the same way.
     * A worker process that dies (``os._exit``, a signal, out of memory) completes the
       operation with :class:`WorkerDiedError`; the pool is replaced, so the backend stays
       usable.
