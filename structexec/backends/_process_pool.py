@@ -267,7 +267,14 @@ class ProcessPoolBackend(RemoteBackend):
 
         job.on_stop = stop_chunks
         job.on_finish = lambda: self._release_slot(slot)
-        for b, e in ranges:
+        job.remaining = len(ranges)
+        # Everything of ours is set up before the first submission: a submission wakes the
+        # pool's threads, and the less this thread runs (holding the GIL) between that and
+        # blocking, the sooner they run (it matters on a loaded machine).
+        job.watch(tok)
+        on_done = self._on_done
+        for k, (b, e) in enumerate(ranges):
+            cb = on_done(job, ex, b, e)
             try:
                 fut = ex.submit(_run_chunk, payload, b, e, slot)
             except (BrokenProcessPool, RuntimeError) as exc:
@@ -281,15 +288,11 @@ class ProcessPoolBackend(RemoteBackend):
                 job.fail(died, stop_others=False)
                 for f in futures:
                     f.cancel()
-                break
+                for _ in range(len(ranges) - k):
+                    job.chunk_done()  # the chunks never submitted; the last one completes
+                return
             futures.append(fut)
-        job.remaining = len(futures)
-        if not futures:
-            job.finish()
-            return
-        job.watch(tok)
-        for fut, (b, e) in zip(futures, ranges):
-            fut.add_done_callback(self._on_done(job, ex, b, e))
+            fut.add_done_callback(cb)
 
     def _on_done(self, job: RemoteJob, ex: ProcessPoolExecutor, b: int, e: int) -> Any:
         def on_done(fut: Future[Any]) -> None:
