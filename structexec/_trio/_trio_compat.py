@@ -48,7 +48,7 @@ TRIO_VERSION = _version(trio.__version__)
 #: The oldest trio whose private state is read (older ones use the public fallbacks).
 MIN_TRIO = (0, 25)
 #: ``(major, minor)`` of the trio releases the compat tests were run against.
-VERIFIED = frozenset({(0, 25), (0, 30), (0, 35)})
+VERIFIED = frozenset((0, minor) for minor in range(25, 36))  # 0.25 ... 0.35
 
 _INF = math.inf
 _NEG_INF = -math.inf
