@@ -69,6 +69,8 @@ _TAKE_LOCK = threading.Lock()
 
 class _SyncWaitReceiver:
     __slots__ = ("_kind", "_loop", "_result")
+    #: Completing only records the result and wakes the waiting thread (contracts.HandOff).
+    _sx_handoff = True
 
     def __init__(self, loop: run_loop) -> None:
         self._loop = loop
