@@ -19,13 +19,14 @@ zero. The two public classes are composed from:
 
 from __future__ import annotations
 
+import time
 from typing import Any, ClassVar
 
 from .._algorithms._stop_when import stop_when
 from .._core._env import EMPTY_ENV
 from .._core._env import env as _env_cls
 from .._core._protocol import Sender
-from . import _spawn
+from . import _introspect, _spawn, _spawn_future
 from ._join import _JoinSender
 from ._nursery import CountingHost, NurseryFace, SimpleHost
 from ._spawn import FAST_TOKENS, as_exception, check_env, check_sender, spawn_into
@@ -146,6 +147,12 @@ class _ScopeBase(NurseryFace):
         """
         return _JoinSender(self)
 
+    def outstanding(self) -> tuple[Any, ...]:
+        """The scope's outstanding operations right now, as ``sx.OperationInfo`` records:
+        spawned and associated work still running, futures whose result nobody consumed yet,
+        hosted trio tasks (docs/debugging.md). A snapshot; it keeps nothing alive."""
+        return _introspect.outstanding(self)
+
     @property
     def unhandled_errors(self) -> tuple[Any, ...]:
         """Error datums of spawned work that nobody consumed, in order (docs/scopes.md):
@@ -190,6 +197,9 @@ class _ScopeBase(NurseryFace):
         ``x``'s result."""
         e = self._spawn_env if env is EMPTY_ENV else _env_cls(env, self._spawn_env)
         return spawn_future(sndr, self._token_type(self), e)
+
+
+_spawn_future._SCOPE_SPAWN_FUTURE[0] = _ScopeBase.spawn_future.__code__
 
 
 class simple_counting_scope(SimpleHost, _ScopeBase):
@@ -266,6 +276,8 @@ class counting_scope(CountingHost, _ScopeBase):
         Inside ``async with`` it also cancels the scope's hosted trio tasks. It does not close
         the scope or change its state.
         """
+        if self._stop_since is None:
+            self._stop_since = time.monotonic()
         self._source.request_stop()
 
     def _record_error(self, err: Any) -> None:

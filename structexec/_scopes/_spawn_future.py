@@ -19,6 +19,7 @@ the future is abandoned): a future of work that never looks at its token costs n
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any
 
@@ -37,6 +38,7 @@ from .._core._stop_token import (
 from .._core._tags import set_stopped_t
 from .._core._trampoline import trampoline_start
 from .._schedulers._run_loop import raised_sink
+from ._site import note_error
 from ._spawn import FAST_TOKENS, check_args, spawned_env, with_scope_env
 
 __all__ = ["spawn_future"]
@@ -85,6 +87,7 @@ class _FutureState:
         "_kind",
         "_parked",
         "_result",
+        "_site",
         "_slot",
         "_sndr",
         "_source",
@@ -106,6 +109,7 @@ class _FutureState:
         self._parked = False  # an unconsumed error known to the scope (fast path)
         self._result: Any = None
         self._ext: _ConsumerStop | None = None
+        self._site: Any = None  # (code, offset) of the spawning call (docs/debugging.md)
 
     # -- the stop source, created on demand
 
@@ -175,6 +179,8 @@ class _FutureState:
             )
         self._kind = kind
         self._result = data
+        if kind == _ERROR and self._fast:
+            note_error(data, self._site, self._token)
         self._complete()
 
     # -- the three events
@@ -324,6 +330,8 @@ class _FutureState:
         consumer never waits forever."""
         scope = self._token
         took = self._fast and scope._entered
+        if self._fast:
+            note_error(exc, self._site, scope)
         if took:
             scope._interrupt(exc)
         if self._kind < 0:
@@ -484,6 +492,10 @@ class spawn_future_t(Algorithm):
                 check_args("spawn_future", sndr, token, env)
             scope = token._scope
             st = _FutureState(scope, True, fwd_env(with_scope_env(scope, env)), sndr)
+            f = sys._getframe(1)
+            if f.f_code is _SCOPE_SPAWN_FUTURE[0]:
+                f = f.f_back or f  # through scope.spawn_future(): the user's call is above
+            st._site = (f.f_code, f.f_lasti)
             op = connect(sndr, st)
             if scope._try_associate():
                 st._start(op)
@@ -506,3 +518,7 @@ class spawn_future_t(Algorithm):
 
 
 spawn_future = spawn_future_t()
+
+#: The code of ``_ScopeBase.spawn_future`` (set by ``_counting_scope``): a spawn site found
+#: there is the library's, the user's call is one frame further up.
+_SCOPE_SPAWN_FUTURE: list[Any] = [None]
