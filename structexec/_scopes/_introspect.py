@@ -279,22 +279,26 @@ def _threads_running(objs: dict[int, int]) -> dict[int, tuple[str, str | None]]:
     found: dict[int, tuple[str, str | None]] = {}
     me = threading.get_ident()
     names = {t.ident: t.name for t in threading.enumerate()}
-    for ident, top in sys._current_frames().items():
-        if ident == me:
-            continue
-        user: str | None = None
-        f: FrameType | None = top
-        while f is not None:
-            code = f.f_code
-            if user is None and not _is_library(code.co_filename):
-                user = _frame_label(f)
-            if code.co_varnames[:1] == ("self",) and code.co_filename.startswith(_PKG_DIR):
-                me_obj = f.f_locals.get("self")
-                root = objs.get(id(me_obj))
-                if root is not None and root not in found:
-                    found[root] = (names.get(ident, str(ident)), user)
-                    break
-            f = f.f_back
+    frames = sys._current_frames()
+    frames.pop(me, None)  # this frame among them would make a reference cycle
+    f: FrameType | None = None
+    try:
+        for ident, top in frames.items():
+            user: str | None = None
+            f = top
+            while f is not None:
+                code = f.f_code
+                if user is None and not _is_library(code.co_filename):
+                    user = _frame_label(f)
+                if code.co_varnames[:1] == ("self",) and code.co_filename.startswith(_PKG_DIR):
+                    root = objs.get(id(f.f_locals.get("self")))
+                    if root is not None and root not in found:
+                        found[root] = (names.get(ident, str(ident)), user)
+                        break
+                f = f.f_back
+    finally:
+        frames.clear()
+        f = top = None
     return found
 
 
@@ -325,6 +329,15 @@ def _state_of(
 
 
 # --------------------------------------------------------------------------- building
+
+
+def _future_op(fs: Any) -> Any:
+    """The operation of a future's running work: the object whose receiver is the state (the
+    state does not hold it; found among the state's referrers, so only when asked)."""
+    for r in gc.get_referrers(fs):
+        if getattr(r, "_rcvr", None) is fs and hasattr(r, "start"):
+            return r
+    return None
 
 
 def _site_fields(site: Any) -> tuple[str | None, int | None]:
@@ -433,7 +446,7 @@ class _Builder:
             fstop = scope_stop or bool(fs._source is not None and fs._source.stop_requested())
             desc = describe(fs._sndr)
             if fs._kind < 0 and fs._associated:
-                pending.append(("spawn_future", desc, fs._site, fstop, None))
+                pending.append(("spawn_future", desc, fs._site, fstop, _future_op(fs)))
             elif fs._kind in (0, 1, 2) and id(fs) in snap.held and fs._flag == []:
                 what = ("value", "error", "stopped")[fs._kind]
                 fn, ln = _site_fields(fs._site)

@@ -176,14 +176,14 @@ async def _guarded(scope: Any, async_fn: Callable[..., Any], args: tuple[Any, ..
     complete their own operation first): a ``BaseException`` other than ``Cancelled`` that
     escapes it is the scope's to raise, not the host nursery's (see ``_ScopeBase._interrupt``).
     """
+    # The spawn state of the coroutine sender (its operation's receiver), for the note: read
+    # now, the operation forgets its receiver when it completes.
+    st = getattr(getattr(async_fn, "__self__", None), "_rcvr", None)
     try:
         await async_fn(*args)
     except trio.Cancelled:
         raise
     except BaseException as e:
-        # The spawn state of the coroutine sender, if it is one (its receiver): where it was
-        # spawned, for the note.
-        st = getattr(getattr(async_fn, "__self__", None), "_rcvr", None)
         note_error(e, getattr(st, "_site", None), scope)
         if scope._task_raised(e):
             raise

@@ -264,7 +264,9 @@ class AssociationState:
     # -- representation and dropping
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {NAMES[self._state]}, {self._count} associated>"
+        name = getattr(self, "_name", None)  # a named scope (docs/debugging.md)
+        label = type(self).__name__ if name is None else f"{type(self).__name__} {name!r}"
+        return f"<{label} {NAMES[self._state]}, {self._count} associated>"
 
     def __del__(self) -> None:
         st = getattr(self, "_state", UNUSED)
