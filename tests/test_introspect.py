@@ -20,10 +20,9 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from _subproc import run_child
 
 import structexec as sx
-
-from _subproc import run_child
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup, ExceptionGroup
