@@ -122,7 +122,7 @@ async def test_tree_of_a_scripted_program(mock_clock: trio.testing.MockClock) ->
             assert t.scheduler == "trio_scheduler"
             assert t.stop_requested is False
 
-            h = op_of(o, "start_soon", "handler()")
+            h = op_of(o, "start_soon", "handler(n=1)")
             assert h.spawned_at == site("handler")
             assert h.trio_task is not None and h.trio_task.endswith("handler")
             assert h.await_frame is not None
@@ -137,7 +137,7 @@ async def test_tree_of_a_scripted_program(mock_clock: trio.testing.MockClock) ->
             assert (inner.kind, inner.name, inner.state, inner.count) == (
                 "counting_scope", "per-connection", "open", 1
             )
-            ih = op_of(inner, "start_soon", "handler()")
+            ih = op_of(inner, "start_soon", "handler(n=2)")
             assert ih.spawned_at == site("inner-handler")
 
             p = op_of(o, "spawn", PAR)
@@ -337,15 +337,22 @@ async def test_note_on_an_error_of_spawned_work() -> None:
     assert notes(e) == [f"spawned at {site('boom')} into counting_scope 'connections'"]
 
 
-async def test_note_on_a_start_soon_task_and_an_unnamed_scope() -> None:
+async def test_note_on_a_start_soon_task_and_none_from_an_unnamed_scope() -> None:
     async def fails() -> None:
         raise KeyError("k")
 
     with pytest.raises(ExceptionGroup) as info:
-        async with sx.simple_counting_scope() as scope:
+        async with sx.simple_counting_scope(name="s") as scope:
             scope.start_soon(fails)  # <site:fails>
     (e,) = info.value.exceptions
-    assert notes(e) == [f"spawned at {site('fails')} into simple_counting_scope"]
+    assert notes(e) == [f"spawned at {site('fails')} into simple_counting_scope 's'"]
+    # An unnamed scope leaves errors as they are, as a nursery does (an anchored
+    # pytest.raises(match=...) reads the notes too)
+    with pytest.raises(ExceptionGroup) as info:
+        async with sx.counting_scope() as scope:
+            scope.start_soon(fails)
+            scope.spawn(sx.just() | sx.then(boom))
+    assert [notes(e) for e in info.value.exceptions] == [[], []]
 
 
 async def test_note_on_a_group_raised_by_spawned_work_and_on_a_future_error() -> None:

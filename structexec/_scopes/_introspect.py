@@ -240,6 +240,23 @@ def _frame_label(f: FrameType) -> str:
 _STDLIB = sysconfig.get_paths().get("stdlib", "\0")
 
 
+def _call_args(coro: Any) -> str:
+    """``(conn_id=3)``: the arguments a coroutine was called with (its frame's parameters,
+    as they are now), each cut short."""
+    f = getattr(coro, "cr_frame", None)
+    if f is None:
+        return "()"
+    code = f.f_code
+    n = code.co_argcount + code.co_kwonlyargcount
+    names = [v for v in code.co_varnames[:n] if v != "task_status"]
+    loc = f.f_locals
+    parts = []
+    for v in names:
+        r = repr(loc.get(v, "?"))
+        parts.append(f"{v}={r if len(r) <= 30 else r[:27] + '...'}")
+    return f"({', '.join(parts)})"
+
+
 def _is_library(filename: str) -> bool:
     """Code of structexec, trio or the standard library (not where a user looks first)."""
     return (
@@ -493,14 +510,14 @@ class _Builder:
         for task, kind in plain_tasks:
             loc = task.coro.cr_frame.f_locals if task.coro.cr_frame is not None else {}
             inner = loc.get("coro")
-            desc = getattr(inner, "__qualname__", task.name)
+            desc = getattr(inner, "__qualname__", task.name) + _call_args(inner)
             fn, ln = _site_fields(loc.get("site"))
             frame = _await_frame(task.coro)
             state = f"in trio task, awaiting in {frame}" if frame else "in trio task"
             if scope_stop:
                 state += "; stop requested"
             entries.append((None, OperationInfo(
-                kind, f"{desc}()", fn, ln, state, scheduler="trio_scheduler",
+                kind, desc, fn, ln, state, scheduler="trio_scheduler",
                 trio_task=task.name, await_frame=frame, stop_requested=scope_stop,
                 scopes=tuple(self.scope(c) for c in self.in_task.get((id(s), id(task)), ())))))
         infos = [e[1] for e in entries]
