@@ -20,6 +20,7 @@ import threading
 from typing import Any
 
 import trio
+import trio.lowlevel
 
 import structexec as sx
 
@@ -91,7 +92,7 @@ async def on_signal() -> None:
             scope.spawn(sx.schedule_after(sx.trio_scheduler(), 0.2))
             print("3. after kill -USR1 <pid>:")
             os.kill(os.getpid(), signal.SIGUSR1)
-            await trio.sleep(0)
+            await trio.lowlevel.checkpoint()
     finally:
         signal.signal(signal.SIGUSR1, old)
 

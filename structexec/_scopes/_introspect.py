@@ -136,6 +136,18 @@ class ScopeInfo:
 # --------------------------------------------------------------------------- the scan
 
 
+def _subclasses(cls: type) -> set[type]:
+    out = {cls}
+    todo = [cls]
+    while todo:
+        sub: type
+        for sub in todo.pop().__subclasses__():
+            if sub not in out:
+                out.add(sub)
+                todo.append(sub)
+    return out
+
+
 class _Snapshot:
     """What one ``gc.get_objects()`` pass found, grouped by scope (by ``id``)."""
 
@@ -150,6 +162,7 @@ class _Snapshot:
             _spawn._FastSpawnState,
         }
         done = _spawn._DONE
+        scope_types = _subclasses(AssociationState)
         for o in gc.get_objects():
             t = type(o)
             if t in spawn_types:
@@ -168,7 +181,7 @@ class _Snapshot:
                     sc = getattr(tok, "_scope", None)
                     if sc is not None:
                         self.associates.setdefault(id(sc), []).append(o)
-            elif isinstance(o, AssociationState):
+            elif t in scope_types:
                 self.scopes.append(o)
 
 
@@ -198,7 +211,8 @@ def _slots_of(t: type) -> tuple[str, ...]:
 
 
 def _walk(op: Any, limit: int = 300) -> list[Any]:
-    """The library's operation objects below ``op`` (``op`` included), breadth first."""
+    """The operation states below ``op`` (``op`` included; objects with a ``start``),
+    breadth first, through their slots and attributes other than those in ``_UP``."""
     out: list[Any] = []
     seen: set[int] = set()
     todo = [op]
@@ -210,9 +224,8 @@ def _walk(op: Any, limit: int = 300) -> list[Any]:
         if isinstance(o, (list, tuple)):
             todo.extend(o[:64])
             continue
-        mod = type(o).__module__
-        if not mod.startswith("structexec.") and o is not op and not hasattr(o, "start"):
-            continue
+        if o is not op and not hasattr(o, "start"):
+            continue  # only operation states: not stop callbacks, tokens, environments
         out.append(o)
         if isinstance(o, AssociationState):
             continue
@@ -299,6 +312,7 @@ def _threads_running(objs: dict[int, int]) -> dict[int, tuple[str, str | None]]:
     frames = sys._current_frames()
     frames.pop(me, None)  # this frame among them would make a reference cycle
     f: FrameType | None = None
+    top: FrameType | None = None
     try:
         for ident, top in frames.items():
             user: str | None = None
@@ -357,9 +371,18 @@ def _future_op(fs: Any) -> Any:
     return None
 
 
+_LINES: dict[Any, tuple[str, int] | None] = {}
+
+
 def _site_fields(site: Any) -> tuple[str | None, int | None]:
-    fl = site_line(site)
-    return (None, None) if fl is None else fl
+    """``(filename, line)`` of a site; cached in ``_LINES`` while one snapshot is built
+    (many operations are spawned by the same line)."""
+    if site is None:
+        return None, None
+    fl = _LINES.get(site, _LINES)
+    if fl is _LINES:
+        fl = _LINES[site] = site_line(site)
+    return (None, None) if fl is None else fl  # type: ignore[return-value]
 
 
 def _hosted_tasks(scope: Any) -> list[Any]:
@@ -526,11 +549,14 @@ class _Builder:
 
 
 def _snapshot_roots(only: Any = None) -> tuple[ScopeInfo, ...]:
-    b = _Builder(_Snapshot())
-    b.place()
-    if only is not None:
-        return (b.scope(only),)
-    return tuple(b.scope(s) for s in b.roots)
+    try:
+        b = _Builder(_Snapshot())
+        b.place()
+        if only is not None:
+            return (b.scope(only),)
+        return tuple(b.scope(s) for s in b.roots)
+    finally:
+        _LINES.clear()  # keeps no code object alive after the snapshot
 
 
 def operation_tree() -> tuple[ScopeInfo, ...]:

@@ -192,9 +192,10 @@ class _ScopeSpawnState(TryEnv):
     """``spawn-state`` + ``spawn-receiver`` for the library's own scopes ([exec.spawn]); also
     the work's environment (``TryEnv``: ``query`` through ``_sx_try``)."""
 
-    # _site: (code, offset) of the spawning call (docs/debugging.md); _sndr: the spawned
-    # sender, described only when a tree is printed.
-    __slots__ = ("_env", "_op", "_scope", "_site", "_sndr")
+    # _code, _lasti: the code object and instruction offset of the spawning call (two slots:
+    # no tuple per spawn; docs/debugging.md); _sndr: the spawned sender, described only when
+    # a tree is printed.
+    __slots__ = ("_code", "_env", "_lasti", "_op", "_scope", "_sndr")
     _unsupported = "the environment of spawned work does not support {q!r}"
 
     def __init__(self, scope: Any, env: Any, sndr: Any = None, site: Any = None) -> None:
@@ -202,7 +203,14 @@ class _ScopeSpawnState(TryEnv):
         self._env = env
         self._op: Any = None
         self._sndr = sndr
-        self._site = site
+        self._code: Any = None if site is None else site[0]
+        self._lasti: int = 0 if site is None else site[1]
+
+    @property
+    def _site(self) -> Any:
+        """Where the work was spawned: ``(code, offset)`` or ``None`` (``_core._describe``)."""
+        code = self._code
+        return None if code is None else (code, self._lasti)
 
     def get_env(self) -> Any:
         return self
@@ -257,7 +265,8 @@ class _FastSpawnState(_ScopeSpawnState):
         self._sndr = sndr
         self._base = base
         self._op: Any = None
-        self._site: Any = None
+        self._code: Any = None
+        self._lasti = 0
 
     def get_env(self) -> Any:
         return self
@@ -287,7 +296,8 @@ def spawn_fast(sndr: Any, scope: Any) -> None:
     st._scope = scope
     st._sndr = sndr
     f = _getframe(2)  # the user's call (through spawn_t.__call__ or scope.spawn)
-    st._site = (f.f_code, f.f_lasti)  # formatted only when asked (docs/debugging.md)
+    st._code = f.f_code  # formatted only when asked (docs/debugging.md)
+    st._lasti = f.f_lasti
     st._base = scope._spawn_env  # trio scheduler + host nursery inside `async with`
     sigs = sndr.get_completion_signatures(st)
     if sigs is not None:

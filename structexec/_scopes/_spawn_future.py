@@ -80,14 +80,15 @@ class _FutureState:
 
     __slots__ = (
         "_associated",
+        "_code",
         "_env",
         "_ext",
         "_fast",
         "_flag",
         "_kind",
+        "_lasti",
         "_parked",
         "_result",
-        "_site",
         "_slot",
         "_sndr",
         "_source",
@@ -109,7 +110,14 @@ class _FutureState:
         self._parked = False  # an unconsumed error known to the scope (fast path)
         self._result: Any = None
         self._ext: _ConsumerStop | None = None
-        self._site: Any = None  # (code, offset) of the spawning call (docs/debugging.md)
+        # the code object and instruction offset of the spawning call (docs/debugging.md)
+        self._code: Any = None
+        self._lasti = 0
+
+    @property
+    def _site(self) -> Any:
+        code = self._code
+        return None if code is None else (code, self._lasti)
 
     # -- the stop source, created on demand
 
@@ -495,7 +503,8 @@ class spawn_future_t(Algorithm):
             f = sys._getframe(1)
             if f.f_code is _SCOPE_SPAWN_FUTURE[0]:
                 f = f.f_back or f  # through scope.spawn_future(): the user's call is above
-            st._site = (f.f_code, f.f_lasti)
+            st._code = f.f_code
+            st._lasti = f.f_lasti
             op = connect(sndr, st)
             if scope._try_associate():
                 st._start(op)
