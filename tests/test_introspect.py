@@ -457,3 +457,51 @@ def test_scope_arguments_are_checked() -> None:
     with pytest.raises(ValueError, match="stop_grace"):
         sx.counting_scope(stop_grace=-1)
     assert sx.simple_counting_scope(name=3)._name == "3"  # type: ignore[arg-type]
+
+
+async def test_a_tree_taken_on_another_thread() -> None:
+    async with sx.counting_scope(name="from-thread") as scope:
+        scope.spawn(sx.schedule_after(sx.trio_scheduler(), 100.0))  # <site:from-thread>
+        tree = await trio.to_thread.run_sync(sx.operation_tree)
+        (op,) = find_scope("from-thread", tree).operations
+        assert (op.spawned_at, op.description) == (
+            site("from-thread"), "schedule_after(trio_scheduler, 100.0)"
+        )
+        assert op.state.startswith("waiting on a timer")
+        scope.request_stop()
+
+
+def test_sites_through_every_spawn_entry_point() -> None:
+    scope = sx.counting_scope(name="entries")
+    tok = scope.get_token()
+    started: list[Any] = []
+
+    class Pending(sx.Sender[None]):
+        def connect(self, rcvr: Any) -> Any:
+            class Op:
+                def start(self) -> None:
+                    started.append(rcvr)
+
+            return Op()
+
+    sx.spawn(Pending(), tok)  # <site:e1>
+    scope.spawn(Pending())  # <site:e2>
+    sx.spawn(Pending(), tok, sx.env())  # <site:e3>
+    f1 = sx.spawn_future(Pending(), tok)  # <site:e4>
+    f2 = scope.spawn_future(Pending())  # <site:e5>
+    from structexec._scopes import _spawn
+
+    old = _spawn.FAST_SPAWN
+    _spawn.FAST_SPAWN = False
+    try:
+        scope.spawn(Pending())  # <site:e6>
+        sx.spawn(Pending(), tok)  # <site:e7>
+    finally:
+        _spawn.FAST_SPAWN = old
+    sites = sorted(o.spawned_at or "" for o in scope.outstanding())
+    assert sites == sorted(site(f"e{i}") for i in range(1, 8))
+    for r in started:
+        r.set_value()
+    sx.sync_wait(sx.when_all(f1, f2))
+    scope.close()
+    sx.sync_wait(scope.join())

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 import structexec as sx
 
@@ -145,3 +146,20 @@ async def test_the_warning_watcher_ends_with_the_scope(autojump_clock: Any) -> N
         scope.start_soon(trio.sleep, 100)
         scope.request_stop()
     assert trio.current_time() == t0
+
+
+async def test_a_stop_requested_from_another_thread(mock_clock: Any) -> None:
+    # the clock stands still while the thread runs (autojump would end the sleep meanwhile)
+    with pytest.warns(sx.StuckWorkWarning) as rec:
+        async with sx.counting_scope(name="threaded", stop_grace=2) as scope:
+            scope.start_soon(stubborn)  # <site:threaded>
+            await trio.testing.wait_all_tasks_blocked()
+            await trio.to_thread.run_sync(scope.request_stop)
+            await trio.testing.wait_all_tasks_blocked()
+            assert scope.outstanding()[0].stop_requested
+            mock_clock.autojump_threshold = 0
+    msgs = messages(rec)
+    assert any(
+        m.startswith(f"start_soon {stubborn.__qualname__}() (spawned at {site('threaded')})")
+        for m in msgs
+    ), msgs
