@@ -232,6 +232,11 @@ class simple_counting_scope(SimpleHost, _ScopeBase):
     * Dropping a scope that is not unused, unused-and-closed or joined is a contract
       violation: a ``ResourceWarning`` when it is garbage-collected
       ([exec.counting.scopes]). Not copyable.
+    * Debugging (docs/debugging.md): ``name=`` appears in ``repr``, in ``sx.dump()`` and in
+      the note ``spawned at app.py:42 into simple_counting_scope 'jobs'`` that errors of its
+      work carry (unnamed scopes add no note); ``stop_grace=`` (seconds, default
+      ``sx.set_stop_grace``'s) warns (``sx.StuckWorkWarning``) when the exit of ``async
+      with`` has waited that long; ``scope.outstanding()`` lists the work still running.
     """
 
     __slots__ = ()
@@ -262,6 +267,8 @@ class counting_scope(CountingHost, _ScopeBase):
     * ``strict_exception_groups`` (default ``True``, as ``trio.open_nursery``): whatever
       leaves the block comes out in a ``BaseExceptionGroup``; ``False`` lets a lone
       exception out as it is.
+    * ``stop_grace=`` also warns, that many seconds after a stop request, about each
+      operation still running, with where it was spawned (docs/debugging.md).
     * Everything else as :class:`simple_counting_scope`.
     """
 

@@ -661,12 +661,17 @@ class NurseryFace(AssociationState):
             # nursery of the hosted tasks, so it waits shielded (a Ctrl-C still arrives).
             shielded = self._hosted_cancelled()
             grace = grace_of(self)  # docs/debugging.md: warn once the exit waited that long
-            warn_at = [None if grace is None else trio.current_time() + grace]
+            warn_at = None if grace is None else [trio.current_time() + grace]
             while True:
                 try:
                     if shielded:
                         with trio.CancelScope(shield=True):
-                            await self._wait_joined(waiter.event, warn_at)
+                            if warn_at is None:
+                                await waiter.event.wait()
+                            else:
+                                await self._wait_joined(waiter.event, warn_at)
+                    elif warn_at is None:
+                        await waiter.event.wait()
                     else:
                         await self._wait_joined(waiter.event, warn_at)
                     break
