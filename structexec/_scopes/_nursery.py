@@ -661,7 +661,9 @@ class NurseryFace(AssociationState):
             # nursery of the hosted tasks, so it waits shielded (a Ctrl-C still arrives).
             shielded = self._hosted_cancelled()
             grace = grace_of(self)  # docs/debugging.md: warn once the exit waited that long
-            warn_at = None if grace is None else [trio.current_time() + grace]
+            warn_at: list[float | None] | None = (
+                None if grace is None else [trio.current_time() + grace]
+            )
             while True:
                 try:
                     if shielded:
