@@ -505,3 +505,26 @@ def test_sites_through_every_spawn_entry_point() -> None:
     sx.sync_wait(sx.when_all(f1, f2))
     scope.close()
     sx.sync_wait(scope.join())
+
+
+def test_a_dump_takes_no_lock_the_interrupted_code_may_hold() -> None:
+    # A signal handler runs between two bytecodes of the main thread, maybe while it holds
+    # a scope's lock: the dump must not wait for it (a child process: a hang is a failure).
+    r = run_child(
+        """
+        import io, structexec as sx
+        scope = sx.simple_counting_scope(name="locked")
+        sx.spawn(sx.just_error(ValueError()), scope.get_token())
+        with scope._lock:
+            text = sx.dump(io.StringIO())
+        print("locked" in text and "1 error(s) recorded" in text, flush=True)
+        scope.close()
+        try:
+            sx.sync_wait(scope.join())
+        except Exception:
+            pass
+        """,
+        timeout=60,
+    )
+    assert not r.timed_out and r.returncode == 0, str(r)
+    assert r.stdout.strip() == "True", str(r)

@@ -16,6 +16,9 @@ library's operations, never a receiver or an environment) for a pending timer, a
 task or a parallel-scheduler operation, and by looking for the operation in the stacks of the
 other threads (``sys._current_frames()``).
 
+No lock is taken (a tree may be printed by a signal handler that interrupted a holder of a
+scope's lock on the same thread): counts, states and flags are read as they are.
+
 Nesting: a scope entered with ``async with`` by a task is inside the scope that task entered
 before it (the task's ``OPEN_SCOPES`` list, read from its context); when the entering task is
 a hosted task of that scope, the nested scope hangs under that task's operation.
@@ -308,7 +311,9 @@ def _threads_running(objs: dict[int, int]) -> dict[int, tuple[str, str | None]]:
     frame of that stack outside the library."""
     found: dict[int, tuple[str, str | None]] = {}
     me = threading.get_ident()
-    names = {t.ident: t.name for t in threading.enumerate()}
+    # threading.enumerate() takes a lock the interrupted code may hold (a signal handler)
+    active: dict[int, threading.Thread] = dict(getattr(threading, "_active", {}))
+    names = {ident: t.name for ident, t in active.items()}
     frames = sys._current_frames()
     frames.pop(me, None)  # this frame among them would make a reference cycle
     f: FrameType | None = None
@@ -455,7 +460,7 @@ class _Builder:
             stop_requested=stop,
             stop_requested_for=None if not stop or since is None else self.now - since,
             entered_by=ptask.name if entered and ptask is not None else None,
-            errors=len(s._errors_snapshot()),
+            errors=s._errors_unlocked(),  # no lock: a signal handler may run this
             operations=tuple(ops),
             scopes=tuple(self.scope(c) for c in self.body.get(id(s), ())),
         )

@@ -216,6 +216,12 @@ class AssociationState:
         with self._lock:
             return len(self._errors)
 
+    def _errors_unlocked(self) -> int:
+        """How many errors the join would report, read without the lock: for a tree printed
+        by a signal handler, which may interrupt a holder of the lock on its own thread
+        (``_introspect``; a snapshot, possibly stale by one)."""
+        return len(self._errors) + len(self._pending)
+
     def _errors_snapshot(self, forget: bool = False) -> list[Any]:
         """The errors the scope reports: those recorded, then those of finished futures
         that nobody has consumed. ``forget``: the ``async with`` exit reports them for good
