@@ -534,3 +534,19 @@ def test_a_dump_takes_no_lock_the_interrupted_code_may_hold() -> None:
     )
     assert not r.timed_out and r.returncode == 0, str(r)
     assert r.stdout.strip() == "True", str(r)
+
+
+def test_spawn_from_a_c_level_thread_entry() -> None:
+    # _thread.start_new_thread(sx.spawn, ...): no Python frame above the library; the spawn
+    # site falls back to the library's own frame instead of failing.
+    import _thread
+
+    scope = sx.simple_counting_scope(name="c-entry")
+    tok = scope.get_token()
+    ran = threading.Event()
+    _thread.start_new_thread(sx.spawn, (sx.just() | sx.then(ran.set), tok))
+    assert ran.wait(10)
+    ran2 = threading.Event()
+    _thread.start_new_thread(sx.spawn_future, (sx.just() | sx.then(ran2.set), tok))
+    assert ran2.wait(10)
+    sx.sync_wait(scope.join())

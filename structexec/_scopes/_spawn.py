@@ -295,7 +295,10 @@ def spawn_fast(sndr: Any, scope: Any) -> None:
     st = _new(_FastSpawnState)
     st._scope = scope
     st._sndr = sndr
-    f = _getframe(2)  # the user's call (through spawn_t.__call__ or scope.spawn)
+    try:
+        f = _getframe(2)  # the user's call (through spawn_t.__call__ or scope.spawn)
+    except ValueError:  # called from a C-level thread entry: no frame above the library
+        f = _getframe(0)
     st._code = f.f_code  # formatted only when asked (docs/debugging.md)
     st._lasti = f.f_lasti
     st._base = scope._spawn_env  # trio scheduler + host nursery inside `async with`
@@ -376,7 +379,10 @@ def spawn_into(sndr: Any, scope: Any, env: Any) -> None:
     senv = spawned_env(sndr, env)
     cenv = fast_child_env(scope, senv)
     check_spawn_signatures(sndr, cenv)
-    f = _getframe(2)  # the user's call (through spawn_t.__call__ or scope.spawn)
+    try:
+        f = _getframe(2)  # the user's call (through spawn_t.__call__ or scope.spawn)
+    except ValueError:  # called from a C-level thread entry: no frame above the library
+        f = _getframe(0)
     st = _ScopeSpawnState(scope, cenv, sndr, (f.f_code, f.f_lasti))
     op = st._op = connect(sndr, st)  # an exception here leaves no association ([exec.spawn])
     if scope._try_associate():

@@ -500,7 +500,10 @@ class spawn_future_t(Algorithm):
                 check_args("spawn_future", sndr, token, env)
             scope = token._scope
             st = _FutureState(scope, True, fwd_env(with_scope_env(scope, env)), sndr)
-            f = sys._getframe(1)
+            try:
+                f = sys._getframe(1)
+            except ValueError:  # called from a C-level thread entry
+                f = sys._getframe(0)
             if f.f_code is _SCOPE_SPAWN_FUTURE[0]:
                 f = f.f_back or f  # through scope.spawn_future(): the user's call is above
             st._code = f.f_code
