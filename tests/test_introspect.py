@@ -550,3 +550,35 @@ def test_spawn_from_a_c_level_thread_entry() -> None:
     _thread.start_new_thread(sx.spawn_future, (sx.just() | sx.then(ran2.set), tok))
     assert ran2.wait(10)
     sx.sync_wait(scope.join())
+
+
+async def test_a_dump_keeps_no_local_of_a_task_alive() -> None:
+    # Reading a task's arguments goes through its frame's f_locals; before Python 3.13 that
+    # is a snapshot the frame keeps: the tree empties it again, so a value the task drops
+    # after the dump is freed at once.
+    refs: list[Any] = []
+    ev = trio.Event()
+    dropped = trio.Event()
+
+    async def holder(n: int) -> None:
+        obj = _Target()
+        refs.append(weakref.ref(obj))
+        await ev.wait()
+        del obj
+        dropped.set()
+        await trio.sleep_forever()
+
+    gc.collect()
+    gc.disable()
+    try:
+        async with sx.counting_scope(name="locals") as scope:
+            scope.start_soon(holder, 1)
+            await trio.testing.wait_all_tasks_blocked()
+            (op,) = scope.outstanding()
+            assert op.description == f"{holder.__qualname__}(n=1)"
+            ev.set()
+            await dropped.wait()
+            assert refs[0]() is None
+            scope.request_stop()
+    finally:
+        gc.enable()

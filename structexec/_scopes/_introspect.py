@@ -256,6 +256,21 @@ def _frame_label(f: FrameType) -> str:
 _STDLIB = sysconfig.get_paths().get("stdlib", "\0")
 
 
+def read_locals(f: FrameType, names: Iterable[str]) -> dict[str, Any]:
+    """The values of the local variables ``names`` of the function frame ``f``.
+
+    Before Python 3.13 ``f.f_locals`` is a snapshot dict that the frame keeps: it would keep
+    the values alive after the function dropped them (a reference the program did not make),
+    so it is emptied after reading (that does not touch the variables themselves). From 3.13
+    it is a view: nothing to undo.
+    """
+    loc = f.f_locals
+    out = {n: loc[n] for n in names if n in loc}
+    if sys.version_info < (3, 13) and type(loc) is dict and loc is not f.f_globals:
+        loc.clear()
+    return out
+
+
 def _call_args(coro: Any) -> str:
     """``(conn_id=3)``: the arguments a coroutine was called with (its frame's parameters,
     as they are now), each cut short."""
@@ -265,7 +280,7 @@ def _call_args(coro: Any) -> str:
     code = f.f_code
     n = code.co_argcount + code.co_kwonlyargcount
     names = [v for v in code.co_varnames[:n] if v != "task_status"]
-    loc = f.f_locals
+    loc = read_locals(f, code.co_varnames[:n])
     parts = []
     for v in names:
         r = repr(loc.get(v, "?"))
@@ -327,7 +342,7 @@ def _threads_running(objs: dict[int, int]) -> dict[int, tuple[str, str | None]]:
                 if user is None and not _is_library(code.co_filename):
                     user = _frame_label(f)
                 if code.co_varnames[:1] == ("self",) and code.co_filename.startswith(_PKG_DIR):
-                    root = objs.get(id(f.f_locals.get("self")))
+                    root = objs.get(id(read_locals(f, ("self",)).get("self")))
                     if root is not None and root not in found:
                         found[root] = (names.get(ident, str(ident)), user)
                         break
@@ -475,7 +490,8 @@ class _Builder:
         for task in _hosted_tasks(s):
             coro = task.coro
             kind = HOSTED_CODES.get(getattr(coro, "cr_code", None))  # type: ignore[arg-type]
-            loc = coro.cr_frame.f_locals if getattr(coro, "cr_frame", None) else {}
+            cf = getattr(coro, "cr_frame", None)
+            loc = {} if cf is None else read_locals(cf, ("async_fn",))
             if kind == "guarded":
                 owner = getattr(loc.get("async_fn"), "__self__", None)
                 if owner is not None:
@@ -506,10 +522,7 @@ class _Builder:
         walked: dict[int, int] = {}
         walks: list[list[Any]] = []
         for i, p in enumerate(pending):
-            op = p[4] if p[4] is not None else None
-            objs = _walk(op) if op is not None else []
-            if op is None:  # a future: its work's operation is not held by the state
-                objs = []
+            objs = [] if p[4] is None else _walk(p[4])  # None: a future's unknown operation
             walks.append(objs)
             for o in objs:
                 walked.setdefault(id(o), i)
@@ -536,7 +549,8 @@ class _Builder:
                 await_frame=frame, stop_requested=stop,
                 scopes=tuple(self.scope(c) for c in nested))))
         for task, kind in plain_tasks:
-            loc = task.coro.cr_frame.f_locals if task.coro.cr_frame is not None else {}
+            cf = task.coro.cr_frame
+            loc = {} if cf is None else read_locals(cf, ("coro", "site"))
             inner = loc.get("coro")
             desc = getattr(inner, "__qualname__", task.name) + _call_args(inner)
             fn, ln = _site_fields(loc.get("site"))
