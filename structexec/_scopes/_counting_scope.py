@@ -19,6 +19,7 @@ zero. The two public classes are composed from:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -26,7 +27,7 @@ from .._algorithms._stop_when import stop_when
 from .._core._env import EMPTY_ENV
 from .._core._env import env as _env_cls
 from .._core._protocol import Sender
-from . import _spawn
+from . import _introspect, _spawn, _spawn_future
 from ._join import _JoinSender
 from ._nursery import CountingHost, NurseryFace, SimpleHost
 from ._spawn import FAST_TOKENS, as_exception, check_env, check_sender, spawn_into
@@ -149,6 +150,12 @@ class _ScopeBase(NurseryFace):
         """
         return _JoinSender(self)
 
+    def outstanding(self) -> tuple[Any, ...]:
+        """The scope's outstanding operations right now, as ``sx.OperationInfo`` records:
+        spawned and associated work still running, futures whose result nobody consumed yet,
+        hosted trio tasks (docs/debugging.md). A snapshot; it keeps nothing alive."""
+        return _introspect.outstanding(self)
+
     @property
     def unhandled_errors(self) -> tuple[Any, ...]:
         """Error datums of spawned work that nobody consumed, in order (docs/scopes.md):
@@ -195,6 +202,9 @@ class _ScopeBase(NurseryFace):
         return spawn_future(sndr, self._token_type(self), e)
 
 
+_spawn_future._SCOPE_SPAWN_FUTURE[0] = _ScopeBase.spawn_future.__code__
+
+
 class simple_counting_scope(SimpleHost, _ScopeBase):
     """A scope that counts associated work; its work cannot be cancelled.
 
@@ -225,6 +235,11 @@ class simple_counting_scope(SimpleHost, _ScopeBase):
     * Dropping a scope that is not unused, unused-and-closed or joined is a contract
       violation: a ``ResourceWarning`` when it is garbage-collected
       ([exec.counting.scopes]). Not copyable.
+    * Debugging (docs/debugging.md): ``name=`` appears in ``repr``, in ``sx.dump()`` and in
+      the note ``spawned at app.py:42 into simple_counting_scope 'jobs'`` that errors of its
+      work carry (unnamed scopes add no note); ``stop_grace=`` (seconds, default
+      ``sx.set_stop_grace``'s) warns (``sx.StuckWorkWarning``) when the exit of ``async
+      with`` has waited that long; ``scope.outstanding()`` lists the work still running.
     """
 
     __slots__ = ()
@@ -259,6 +274,8 @@ class counting_scope(CountingHost, _ScopeBase):
     * ``strict_exception_groups`` (default ``True``, as ``trio.open_nursery``): whatever
       leaves the block comes out in a ``BaseExceptionGroup``; ``False`` lets a lone
       exception out as it is.
+    * ``stop_grace=`` also warns, that many seconds after a stop request, about each
+      operation still running, with where it was spawned (docs/debugging.md).
     * Everything else as :class:`simple_counting_scope`.
     """
 
@@ -277,6 +294,8 @@ class counting_scope(CountingHost, _ScopeBase):
         Inside ``async with`` it also cancels the scope's hosted trio tasks. It does not close
         the scope or change its state.
         """
+        if self._stop_since is None:
+            self._stop_since = time.monotonic()
         self._source.request_stop()
 
     def _record_error(self, err: Any) -> None:
