@@ -19,6 +19,7 @@ zero. The two public classes are composed from:
 
 from __future__ import annotations
 
+from types import CoroutineType as _CoroutineType
 from typing import Any, ClassVar
 
 from .._algorithms._stop_when import stop_when
@@ -29,6 +30,7 @@ from . import _spawn
 from ._join import _JoinSender
 from ._nursery import CountingHost, NurseryFace, SimpleHost
 from ._spawn import FAST_TOKENS, as_exception, check_env, check_sender, spawn_into
+from ._spawn_coro import direct_ok, spawn_coro
 from ._spawn_future import spawn_future
 
 __all__ = ["counting_scope", "simple_counting_scope"]
@@ -120,6 +122,7 @@ class _ScopeBase(NurseryFace):
 
     _stop_token: Any = None
     _stop_env: Any = EMPTY_ENV
+    _coro_scopes: Any = None  # simple_counting_scope: no direct path for coroutines
     _token_type: ClassVar[type[_Token]] = _SimpleToken
 
     # -- public members
@@ -174,7 +177,11 @@ class _ScopeBase(NurseryFace):
         here runs as a task of this scope.
         """
         if env is EMPTY_ENV:
-            if isinstance(sndr, Sender) and _spawn.FAST_SPAWN:
+            if type(sndr) is _CoroutineType:
+                if direct_ok(self, sndr):
+                    spawn_coro(self, sndr)  # a coroutine inside `async with` (_spawn_coro)
+                    return
+            elif isinstance(sndr, Sender) and _spawn.FAST_SPAWN:
                 _spawn.spawn_fast(sndr, self)
                 return
             e = self._spawn_env

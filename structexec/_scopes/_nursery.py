@@ -773,6 +773,8 @@ class CountingHost(NurseryFace):
     """How ``counting_scope`` hosts its trio tasks and stops them ([exec.scope.counting])."""
 
     __slots__ = (
+        "_coro_env",
+        "_coro_scopes",
         "_source",
         "_stop_env",
         "_stop_token",
@@ -791,6 +793,10 @@ class CountingHost(NurseryFace):
         self._watch_nursery: Any = None
         self._watch_release: trio.Event | None = None
         self._work_cm: Any = None
+        # Inside `async with`: the cancel scopes of the running tasks of coroutines spawned on
+        # the direct path (_spawn_coro), cancelled with the hosted nursery; and their env.
+        self._coro_scopes: set[trio.CancelScope] | None = None
+        self._coro_env: Any = None
 
     def _stopping(self) -> bool:
         # A hosted task of a counting_scope is cancelled by a stop of the scope (its
@@ -819,6 +825,7 @@ class CountingHost(NurseryFace):
             raise
         self._watch_cm = watch_cm
         self._work_cm = work_cm
+        self._coro_scopes = set()
 
     async def _close_host(self) -> None:
         release = self._watch_release
@@ -828,6 +835,8 @@ class CountingHost(NurseryFace):
         work_cm, self._work_cm = self._work_cm, None
         watch_cm, self._watch_cm = self._watch_cm, None
         self._watch_nursery = None
+        self._coro_scopes = None
+        self._coro_env = None
         try:
             await work_cm.__aexit__(None, None, None)
         finally:
@@ -859,6 +868,10 @@ class CountingHost(NurseryFace):
                 self._watch, self._watch_release, name=_WATCH_TASK_NAME
             )
         _cancel(n.cancel_scope, self._reason)
+        scopes = self._coro_scopes
+        if scopes:
+            for cs in list(scopes):
+                cs.cancel()
 
     async def _watch(self, release: trio.Event) -> None:
         """Runs from a stop request while the body runs until the body leaves: forwards a

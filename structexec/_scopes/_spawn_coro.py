@@ -1,0 +1,143 @@
+"""The direct path of ``scope.spawn(coro)`` and ``scope.spawn_future(coro)`` inside ``async with``.
+
+[exec.spawn], [exec.spawn.future], docs/scopes.md "The nursery face: `async with`";
+docs/internals.md §3 (the switch ``FAST_SPAWN_CORO``).
+
+A coroutine object given to ``spawn``/``spawn_future`` of a ``counting_scope`` is a sender
+([exec.connect] connect-awaitable): its operation (``_trio/_coroutine_sender.TrioHostedOp``) runs
+it in a trio task of the scope's hosted nursery, inside a shielded cancel scope of its own that
+the work's stop token cancels. Inside the scope's ``async with`` block, on its trio thread, this
+module starts that task directly, without the sender, receiver and environment objects of the
+general path and without a stop callback per task, with the same observable effects in the same
+order:
+
+* the association is taken before the task exists and released when the work completes;
+* the task has the coroutine's name and runs in the hosted nursery, in a copy of the spawner's
+  context, inside its own shielded cancel scope; senders awaited inside see the forwarding part
+  of the work's environment (``hosted_env``) and the host mark of the stopped rule;
+* the scope's stop request cancels that cancel scope: the scope keeps the cancel scopes of its
+  running direct tasks (``_coro_scopes``) and cancels them where it cancels its hosted nursery
+  (``CountingHost._stop_hosted``, on the trio thread); a task that starts after the request
+  cancels its own at once. ``spawn_future``'s own stop source (the future abandoned, its
+  consumer stopped) cancels it too; that source and its callback are created only when
+  something asks for them (:class:`_CoroFutureState`);
+* the outcome, as ``TrioHostedOp``: a returned value completes ``set_value`` (for ``spawn``
+  only ``None`` is allowed: anything else is the ``TypeError`` of value datums); an
+  ``Exception`` completes ``set_error``; ``sx.Stopped`` or the cancellation of the task's cancel
+  scope completes ``set_stopped``; a coroutine that caught the stop of an awaited sender and
+  returned completes with the ``RuntimeError`` of the stopped rule; a ``KeyboardInterrupt`` or
+  ``SystemExit`` completes stopped and is the scope's to raise (``NurseryFace._task_raised``).
+
+``FAST_SPAWN_CORO = False`` sends every call through the general path
+(``tests/test_spawn_coro_fast_path.py`` compares both).
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+import types
+from typing import Any
+
+import trio
+import trio.lowlevel as tl
+
+from .._core._coroutine_driver import HostMark, host_mark, swallowed_stop_message
+from .._core._env import fwd_env
+from .._core._errors import Stopped
+from .._core._values import values
+from .._trio._coroutine_sender import _connected, name_of
+from .._trio._trio_bridge import hosted_env, runs_by_thread
+from ._spawn import value_datums_error
+
+__all__: list[str] = []
+
+#: The switch of the direct path (docs/internals.md §3): ``False`` runs coroutines given to
+#: ``scope.spawn``/``scope.spawn_future`` through the general sender machinery.
+FAST_SPAWN_CORO = True
+
+_CoroutineType = types.CoroutineType
+_get_ident = threading.get_ident
+_runs_get = runs_by_thread.get
+_current_task = tl.current_task
+_state_of = inspect.getcoroutinestate
+_CREATED = inspect.CORO_CREATED
+_NOTHING: Any = object()
+
+
+def direct_ok(scope: Any, coro: Any) -> bool:
+    """Whether ``coro`` given to ``scope`` takes the direct path: a coroutine object not yet
+    started or connected, a ``counting_scope`` inside ``async with``, its trio thread."""
+    run = scope._run
+    return (
+        FAST_SPAWN_CORO
+        and type(coro) is _CoroutineType
+        and scope._coro_scopes is not None
+        and run is not None
+        and _runs_get(_get_ident()) is run
+        and _state_of(coro) == _CREATED
+        and id(coro) not in _connected
+    )
+
+
+def _env_of(scope: Any) -> Any:
+    """``hosted_env`` of a directly spawned coroutine: ``FWD-ENV`` of the work's environment
+    (the scope's stop token, then the scope's trio scheduler and host nursery), once per block."""
+    e = scope._coro_env
+    if e is None:
+        from .._algorithms._stop_when import StopTokenEnv
+
+        e = scope._coro_env = fwd_env(StopTokenEnv(scope._stop_token, fwd_env(scope._spawn_env)))
+    return e
+
+
+def spawn_coro(scope: Any, coro: Any) -> None:
+    """``scope.spawn(coro)`` on the direct path (see the module docstring)."""
+    if not scope._try_associate():
+        coro.close()  # dropped silently ([exec.spawn]): never started
+        return
+    cs = trio.CancelScope(shield=True)
+    try:
+        scope._nursery.start_soon(_spawned, scope, coro, cs, name=name_of(coro))
+    except BaseException:  # pragma: no cover - the nursery is open while the scope is entered
+        scope._disassociate()
+        coro.close()
+        raise
+
+
+async def _spawned(scope: Any, coro: Any, cs: trio.CancelScope) -> None:
+    hosted_env.set(_env_of(scope))
+    mark = HostMark(_current_task())
+    host_mark.set(mark)
+    scopes = scope._coro_scopes
+    scopes.add(cs)
+    if scope._source.stop_requested():
+        cs.cancel()
+    result: Any = _NOTHING
+    try:
+        with cs:
+            result = await coro
+    except Stopped:
+        pass
+    except Exception as e:
+        scope._record_error(e)
+    except BaseException as e:
+        # KeyboardInterrupt, SystemExit, ...: the work completes stopped, then the scope
+        # raises it (as TrioHostedOp and _guarded do).
+        scopes.discard(cs)
+        scope._disassociate()
+        if isinstance(e, trio.Cancelled) or scope._task_raised(e):
+            raise
+        return
+    else:
+        if result is not _NOTHING:
+            if mark.stopped:
+                scope._record_error(
+                    RuntimeError(swallowed_stop_message(f"the coroutine {name_of(coro)}"))
+                )
+            elif result is not None:
+                scope._record_error(
+                    value_datums_error(tuple(result) if type(result) is values else (result,))
+                )
+    scopes.discard(cs)
+    scope._disassociate()
