@@ -1,5 +1,5 @@
-"""The direct path of ``scope.spawn(coro)`` agrees with the general path ([exec.spawn];
-docs/internals.md §3).
+"""The direct path of ``scope.spawn(coro)`` and ``scope.spawn_future(coro)`` agrees with the
+general path ([exec.spawn], [exec.spawn.future]; docs/internals.md §3).
 
 Inside ``async with sx.counting_scope()``, on its trio thread, a coroutine object given to
 ``scope.spawn`` takes :func:`structexec._scopes._spawn_coro.spawn_coro` (its task goes straight
@@ -30,6 +30,8 @@ from hypothesis import strategies as st
 
 import structexec as sx
 from structexec._scopes import _spawn_coro
+
+_trio_random = trio._core._run._r  # shuffles each batch of ready tasks (under hypothesis)
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found, unused-ignore]
@@ -129,8 +131,10 @@ def _run(case: dict[str, Any]) -> list[Any]:
     )
 )
 def test_property_direct_and_general_spawn_of_a_coroutine_agree(case: dict[str, Any]) -> None:
+    state = _trio_random.getstate()
     with direct(True):
         fast = _run(case)
+    _trio_random.setstate(state)
     with direct(False):
         general = _run(case)
     # trio runs a batch of ready tasks in a random order: the tasks' events are compared as a
@@ -138,6 +142,107 @@ def test_property_direct_and_general_spawn_of_a_coroutine_agree(case: dict[str, 
     assert [e for e in fast if e[0] in ("count", "out")] == [
         e for e in general if e[0] in ("count", "out")
     ]
+    assert sorted(map(repr, fast)) == sorted(map(repr, general))
+
+
+def _run_futures(case: dict[str, Any]) -> list[Any]:
+    log: list[Any] = []
+
+    async def work(i: int, kind: str) -> Any:
+        log.append(("start", i, trio.current_time(), trio.lowlevel.current_task().name))
+        try:
+            if kind == "value":
+                return i
+            if kind == "values":
+                return sx.values(i, i)
+            if kind == "raise":
+                raise ValueError(i)
+            if kind == "stopped":
+                await sx.just_stopped()
+            if kind == "swallow":
+                try:
+                    await sx.just_stopped()
+                except sx.Stopped:
+                    return i
+            if kind == "sleep":
+                await trio.sleep(1 + i % 3)
+                return i
+            if kind == "forever":
+                await trio.sleep_forever()
+            return None
+        finally:
+            log.append(("end", i, trio.current_time()))
+
+    async def main() -> None:
+        out: Any = None
+        scope = sx.counting_scope()
+        try:
+            async with scope:
+                futs = []
+                for i, kind in enumerate(case["kinds"]):
+                    if i == case["stop_at"]:
+                        scope.request_stop()
+                    futs.append(scope.spawn_future(work(i, kind)))
+                    log.append(("count", scope.count))
+                for i, (f, use, kind) in enumerate(zip(futs, case["uses"], case["kinds"])):
+                    if use == "await" and kind == "forever":
+                        use = "timeout"  # (only a stop ends it: the request comes below)
+                    if use == "await":
+                        try:
+                            log.append(("got", i, await f, trio.current_time()))
+                        except BaseException as e:
+                            log.append(("got", i, _show(e), trio.current_time()))
+                    elif use == "close":
+                        f.close()
+                        log.append(("closed", i, scope.count))
+                    elif use == "timeout":
+                        with trio.move_on_after(1.5):
+                            try:
+                                log.append(("got", i, await f, trio.current_time()))
+                            except BaseException as e:
+                                log.append(("got", i, _show(e), trio.current_time()))
+                                raise
+                scope.request_stop()  # ends the work still running (kept futures' too)
+        except BaseException as e:
+            out = e
+        log.append(("out", _show(out), scope.state, scope.count, trio.current_time()))
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    return log
+
+
+FUTURE_KINDS = ("none", "value", "values", "raise", "stopped", "swallow", "sleep", "forever")
+
+
+@SETTINGS
+@given(
+    st.integers(1, 6).flatmap(
+        lambda n: st.fixed_dictionaries(
+            {
+                "kinds": st.lists(st.sampled_from(FUTURE_KINDS), min_size=n, max_size=n),
+                "uses": st.lists(
+                    st.sampled_from(["await", "close", "keep", "timeout"]), min_size=n, max_size=n
+                ),
+                "stop_at": st.integers(0, 7),
+            }
+        )
+    )
+)
+def test_property_direct_and_general_spawn_future_of_a_coroutine_agree(
+    case: dict[str, Any],
+) -> None:
+    """``scope.spawn_future(coro)``: results, errors, stops, abandoning (``close()``, a
+    consumer stopped by a timeout), unconsumed errors at the exit, on both paths."""
+    # The same order of ready tasks in both runs (trio shuffles each batch with this generator
+    # under hypothesis).
+    state = _trio_random.getstate()
+    with direct(True):
+        fast = _run_futures(case)
+    _trio_random.setstate(state)
+    with direct(False):
+        general = _run_futures(case)
+    keep = ("count", "out", "got", "closed")
+    assert [e for e in fast if e[0] in keep] == [e for e in general if e[0] in keep]
     assert sorted(map(repr, fast)) == sorted(map(repr, general))
 
 
@@ -151,6 +256,14 @@ def test_the_switch_chooses_the_path(monkeypatch: Any) -> None:
         real(scope, coro)
 
     monkeypatch.setattr("structexec._scopes._counting_scope.spawn_coro", spy)
+    futures: list[Any] = []
+    real_future = _spawn_coro.spawn_future_coro
+
+    def spy_future(scope: Any, coro: Any) -> Any:
+        futures.append(coro)
+        return real_future(scope, coro)
+
+    monkeypatch.setattr("structexec._scopes._counting_scope.spawn_future_coro", spy_future)
 
     async def noop() -> None:
         pass
@@ -158,13 +271,17 @@ def test_the_switch_chooses_the_path(monkeypatch: Any) -> None:
     async def main() -> None:
         async with sx.counting_scope() as scope:
             scope.spawn(noop())
+            await scope.spawn_future(noop())
             with direct(False):
                 scope.spawn(noop())
+                await scope.spawn_future(noop())
         async with sx.simple_counting_scope() as simple:
-            simple.spawn(noop())  # no direct path: its work cannot be cancelled
+            simple.spawn(noop())  # no direct path
+            await simple.spawn_future(noop())
 
     trio.run(main)
     assert len(calls) == 1
+    assert len(futures) == 1
 
 
 @pytest.mark.parametrize("on", [True, False])

@@ -30,7 +30,7 @@ from . import _spawn
 from ._join import _JoinSender
 from ._nursery import CountingHost, NurseryFace, SimpleHost
 from ._spawn import FAST_TOKENS, as_exception, check_env, check_sender, spawn_into
-from ._spawn_coro import direct_ok, spawn_coro
+from ._spawn_coro import direct_ok, spawn_coro, spawn_future_coro
 from ._spawn_future import spawn_future
 
 __all__ = ["counting_scope", "simple_counting_scope"]
@@ -195,7 +195,12 @@ class _ScopeBase(NurseryFace):
         """``sx.spawn_future(sndr, self.get_token(), env)`` ([exec.spawn.future]), with the
         same environment additions as :meth:`spawn`. ``await scope.spawn_future(x)`` gives
         ``x``'s result."""
-        e = self._spawn_env if env is EMPTY_ENV else _env_cls(env, self._spawn_env)
+        if env is EMPTY_ENV:
+            if type(sndr) is _CoroutineType and direct_ok(self, sndr):
+                return spawn_future_coro(self, sndr)  # a coroutine inside `async with`
+            e = self._spawn_env
+        else:
+            e = _env_cls(env, self._spawn_env)
         return spawn_future(sndr, self._token_type(self), e)
 
 

@@ -45,10 +45,12 @@ import trio.lowlevel as tl
 from .._core._coroutine_driver import HostMark, host_mark, swallowed_stop_message
 from .._core._env import fwd_env
 from .._core._errors import Stopped
+from .._core._stop_token import stop_callback_for
 from .._core._values import values
 from .._trio._coroutine_sender import _connected, name_of
-from .._trio._trio_bridge import hosted_env, runs_by_thread
+from .._trio._trio_bridge import call_in_run, hosted_env, runs_by_thread
 from ._spawn import value_datums_error
+from ._spawn_future import _LAZY, _FutureSender, _FutureState
 
 __all__: list[str] = []
 
@@ -141,3 +143,108 @@ async def _spawned(scope: Any, coro: Any, cs: trio.CancelScope) -> None:
                 )
     scopes.discard(cs)
     scope._disassociate()
+
+
+# --------------------------------------------------------------------------- spawn_future
+
+
+class _CoroFutureState(_FutureState):
+    """The state of ``scope.spawn_future(coro)`` on the direct path: its own stop source,
+    once something creates it (the future abandoned, its consumer stopped, or the work asking
+    for its stop token), cancels the task's cancel scope."""
+
+    __slots__ = ("_cs", "_run", "_src_cb")
+    _cs: trio.CancelScope
+    _run: Any
+    _src_cb: Any
+
+    def _get_source(self) -> Any:
+        src = self._source
+        if src is None:
+            src = super()._get_source()
+            with _LAZY:
+                if self._src_cb is None:  # (_CLOSED once the work has completed)
+                    self._src_cb = stop_callback_for(src.get_token(), self._cancel_task)
+        return src
+
+    def _cancel_task(self) -> None:
+        call_in_run(self._run, self._cs.cancel)  # False: the run has ended, nothing to cancel
+
+
+def spawn_future_coro(scope: Any, coro: Any) -> _FutureSender:
+    """``scope.spawn_future(coro)`` on the direct path (see the module docstring)."""
+    st = _CoroFutureState(scope, True, fwd_env(scope._spawn_env), coro)
+    st._run = scope._run
+    st._src_cb = None
+    cs = st._cs = trio.CancelScope(shield=True)
+    if not scope._try_associate():
+        coro.close()  # never runs ([exec.spawn.future])
+        st.set_stopped()
+        return _FutureSender(st)
+    st._associated.append(None)
+    try:
+        scope._nursery.start_soon(_future_task, scope, st, coro, cs, name=name_of(coro))
+    except BaseException:  # pragma: no cover - the nursery is open while the scope is entered
+        coro.close()
+        st._start_raised()
+        raise
+    return _FutureSender(st)
+
+
+async def _future_task(scope: Any, st: _CoroFutureState, coro: Any, cs: trio.CancelScope) -> None:
+    hosted_env.set(fwd_env(st))
+    mark = HostMark(_current_task())
+    host_mark.set(mark)
+    scopes = scope._coro_scopes
+    scopes.add(cs)
+    if scope._source.stop_requested():
+        cs.cancel()
+    result: Any = _NOTHING
+    err: Any = None
+    kind = 0
+    try:
+        with cs:
+            result = await coro
+    except Stopped:
+        kind = 2
+    except Exception as e:
+        kind, err = 1, e
+    except BaseException as e:
+        # KeyboardInterrupt, SystemExit, ...: the future completes stopped, then the scope
+        # raises it (as TrioHostedOp and _guarded do).
+        scopes.discard(cs)
+        _close_cb(st)
+        st.set_stopped()
+        if isinstance(e, trio.Cancelled) or scope._task_raised(e):
+            raise
+        return
+    scopes.discard(cs)
+    if kind == 0:
+        if result is _NOTHING:
+            kind = 2  # the task's cancel scope caught its Cancelled: the stop request
+        elif mark.stopped:
+            kind, err = 1, RuntimeError(swallowed_stop_message(f"the coroutine {name_of(coro)}"))
+    _close_cb(st)
+    if kind == 0:
+        if result is None:
+            st.set_value()
+        elif type(result) is values:
+            st.set_value(*result)
+        else:
+            st.set_value(result)
+    elif kind == 1:
+        st.set_error(err)
+    else:
+        st.set_stopped()
+
+
+def _close_cb(st: _CoroFutureState) -> None:
+    """Deregister the stop source's callback before completing (as ``TrioHostedOp``)."""
+    with _LAZY:
+        cb = st._src_cb
+        st._src_cb = _CLOSED
+    if cb is not None and cb is not _CLOSED:  # type: ignore[redundant-expr, unused-ignore]
+        cb.close()
+
+
+_CLOSED: Any = object()
