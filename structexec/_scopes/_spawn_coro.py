@@ -1,30 +1,35 @@
-"""The direct path of ``scope.spawn(coro)`` inside ``async with counting_scope()``.
+"""The direct path of ``scope.spawn(coro)`` and ``scope.spawn_future(coro)`` inside ``async
+with counting_scope()``.
 
-[exec.spawn], docs/scopes.md "The nursery face: `async with`"; docs/internals.md §3 (the
-switch ``FAST_SPAWN_CORO``).
+[exec.spawn], [exec.spawn.future], docs/scopes.md "The nursery face: `async with`";
+docs/internals.md §3 (the switch ``FAST_SPAWN_CORO``).
 
-A coroutine object given to ``spawn`` is a sender ([exec.connect] connect-awaitable): its
-operation (``_trio/_coroutine_sender.TrioHostedOp``) runs it in a trio task of the scope's
-hosted nursery, inside a shielded cancel scope of its own that the work's stop token cancels.
-Inside a ``counting_scope``'s ``async with`` block, on its trio thread, this module starts that
-task directly, without the sender, receiver and environment objects of the general path and
-without a stop callback per task, with the same observable effects in the same order:
+A coroutine object given to ``spawn`` or ``spawn_future`` is a sender ([exec.connect]
+connect-awaitable): its operation (``_trio/_coroutine_sender.TrioHostedOp``) runs it in a trio
+task of the scope's hosted nursery, inside a shielded cancel scope of its own that the work's
+stop token cancels. Inside a ``counting_scope``'s ``async with`` block, on its trio thread, this
+module starts that task directly, without the sender, receiver and environment objects of the
+general path and without a stop callback per task, with the same observable effects in the same
+order:
 
 * the association is taken before the task exists and released when the work completes;
 * the task has the coroutine's name and runs in the hosted nursery, in a copy of the spawner's
   context, inside its own shielded cancel scope; senders awaited inside see the forwarding part
-  of the work's environment (``hosted_env``: the scope's stop token, its trio scheduler and
-  host nursery) and the host mark of the stopped rule;
+  of the work's environment (``hosted_env``: the scope's stop token, its trio scheduler and host
+  nursery) and the host mark of the stopped rule;
 * the scope's stop request cancels that cancel scope: the scope keeps the cancel scopes of its
   running direct tasks (``_coro_scopes``) and cancels them where it cancels its hosted nursery
   (``CountingHost._stop_hosted``, on the trio thread); a task that starts after the request
-  cancels its own at once;
-* the outcome, as ``TrioHostedOp`` + the spawn receiver: returning ``None`` is a value
-  completion, any other value the ``TypeError`` of value datums; an ``Exception`` is recorded
-  by the scope; ``sx.Stopped`` or the cancellation of the task's cancel scope is stopped; a
-  coroutine that caught the stop of an awaited sender and returned completes with the
-  ``RuntimeError`` of the stopped rule; a ``KeyboardInterrupt`` or ``SystemExit`` completes
-  stopped and is the scope's to raise (``NurseryFace._task_raised``).
+  cancels its own at once. ``spawn_future``'s own stop source (the future abandoned, its
+  consumer stopped, or the work asking for its stop token) cancels it too; that source and its
+  callback are created only when something asks for them (:class:`_CoroFutureState`);
+* the outcome, as ``TrioHostedOp`` + the receiver: returning a value completes ``set_value``
+  (``spawn``: returning ``None``; any other value is the ``TypeError`` of value datums); an
+  ``Exception`` completes ``set_error`` (``spawn``: recorded by the scope); ``sx.Stopped`` or
+  the cancellation of the task's cancel scope is stopped; a coroutine that caught the stop of an
+  awaited sender and returned completes with the ``RuntimeError`` of the stopped rule; a
+  ``KeyboardInterrupt`` or ``SystemExit`` completes stopped and is the scope's to raise
+  (``NurseryFace._task_raised``).
 
 ``simple_counting_scope`` does not take it (``_coro_scopes`` is ``None``: its coroutines go
 the general way, which the issue-18 rows do not measure). ``FAST_SPAWN_CORO = False``
@@ -55,7 +60,7 @@ from ._spawn_future import _LAZY, _FutureSender, _FutureState
 __all__: list[str] = []
 
 #: The switch of the direct path (docs/internals.md §3): ``False`` runs coroutines given to
-#: ``scope.spawn`` through the general sender machinery.
+#: ``scope.spawn``/``scope.spawn_future`` through the general sender machinery.
 FAST_SPAWN_CORO = True
 
 _CoroutineType = types.CoroutineType
