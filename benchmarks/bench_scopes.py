@@ -12,7 +12,12 @@ Every row measures structexec and its baseline in the same call:
 * ``request_stop()`` with 5,000 hosted sleeping tasks vs ``nursery.cancel_scope.cancel()``
   with 5,000 sleepers (time from the request until the block has exited, per task);
 * memory per pending spawned sender (one that completes only on stop) vs one sleeping trio
-  task (tracemalloc).
+  task (tracemalloc);
+* ``scope.spawn(coro)`` and ``scope.spawn_future(coro)`` + ``await`` vs ``scope.start_soon``
+  (issue 18: within 1.3x), and ``spawn_future(coro)`` + ``await`` vs aioresult's
+  ``ResultCapture.start_soon`` + ``wait_done()`` + ``result()``;
+* ``scope.spawn(just() | then(f))`` vs a minimal pure-Python model of the same protocol steps
+  (:class:`FloorScope`: a plain class per protocol role, no checks), in the same run.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from _harness import (
     Pair,
     anyio_start_soon_and_wait_handle_cost,
     row,
+    timeit_sync,
     timeit_trio,
     trio_cancel_sleepers_cost,
     trio_start_soon_cost,
@@ -370,3 +376,218 @@ def operation_tree_cost(k: int) -> float:
 )
 def operation_tree(b: Bench) -> Pair:
     return operation_tree_cost(b.n(1_000)), None
+
+
+# --------------------------------------------------------------------------- coroutines
+
+
+async def _aone() -> int:
+    return 1
+
+
+def scope_spawn_coro_cost(n: int) -> float:
+    """``scope.spawn(async_noop())`` inside ``async with counting_scope()`` (exit included)."""
+
+    async def spawn(k: int) -> None:
+        async with sx.counting_scope() as scope:
+            for _ in range(k):
+                scope.spawn(_anoop())
+
+    return timeit_trio(spawn, n, batch=True)
+
+
+def scope_spawn_future_coro_cost(n: int) -> float:
+    """``scope.spawn_future(coro())`` for ``n`` coroutines returning 1, then ``await`` each."""
+
+    async def spawn(k: int) -> None:
+        async with sx.counting_scope() as scope:
+            futs = [scope.spawn_future(_aone()) for _ in range(k)]
+            for f in futs:
+                await f
+
+    return timeit_trio(spawn, n, batch=True)
+
+
+def aioresult_cost(n: int) -> float | None:
+    """aioresult: ``ResultCapture.start_soon(nursery, coro_fn)`` for ``n`` tasks returning 1,
+    then ``await rc.wait_done()`` and ``rc.result()`` for each (None without aioresult)."""
+    try:
+        from aioresult import ResultCapture
+    except ImportError:
+        return None
+
+    async def spawn(k: int) -> None:
+        async with trio.open_nursery() as nursery:
+            rcs = [ResultCapture.start_soon(nursery, _aone) for _ in range(k)]
+            for rc in rcs:
+                await rc.wait_done()
+                rc.result()
+
+    return timeit_trio(spawn, n, batch=True)
+
+
+@row(
+    metric="scope.spawn(async_noop()) vs scope.start_soon(async_noop), throughput",
+    unit="ops/s",
+    better="higher",
+    target=0.77,  # time within 1.3x
+)
+def spawn_coro(b: Bench) -> Pair:
+    n = b.n(20_000)
+    s, base = _abba(lambda: scope_spawn_coro_cost(n), lambda: scope_start_soon_cost(n))
+    return _per_second(s), _per_second(base)
+
+
+@row(
+    metric="scope.spawn_future(coro()) + await vs scope.start_soon(async_noop), throughput",
+    unit="ops/s",
+    better="higher",
+    target=0.77,  # time within 1.3x
+)
+def spawn_future_coro(b: Bench) -> Pair:
+    n = b.n(20_000)
+    s, base = _abba(lambda: scope_spawn_future_coro_cost(n), lambda: scope_start_soon_cost(n))
+    return _per_second(s), _per_second(base)
+
+
+@row(
+    metric="scope.spawn_future(coro()) + await vs aioresult start_soon + wait_done, throughput",
+    unit="ops/s",
+    better="higher",
+    target=1.0,
+)
+def spawn_future_aioresult(b: Bench) -> Pair:
+    n = b.n(20_000)
+    s, base = _abba(lambda: scope_spawn_future_coro_cost(n), lambda: aioresult_cost(n))
+    return _per_second(s), _per_second(base)
+
+
+# --------------------------------------------------------------------------- floor model
+#
+# The minimal pure-Python model of ``scope.spawn(just() | then(f))``: a plain class per
+# protocol role (sender, operation, receiver, scope), the same steps in the same order
+# (build the sender, connect the spawn receiver, try-associate under the scope's lock, start,
+# run f, complete, disassociate under the lock), and no checks, environments or trampolines.
+# Self-contained, so bench_floor.py can import it: ``from bench_scopes import FloorScope``.
+
+
+class _FloorJust:
+    __slots__ = ("vals",)
+
+    def __init__(self, *vals: Any) -> None:
+        self.vals = vals
+
+    def __or__(self, adaptor: Any) -> Any:
+        return adaptor(self)
+
+    def connect(self, rcvr: Any) -> _FloorJustOp:
+        return _FloorJustOp(self.vals, rcvr)
+
+
+class _FloorJustOp:
+    __slots__ = ("rcvr", "vals")
+
+    def __init__(self, vals: tuple[Any, ...], rcvr: Any) -> None:
+        self.vals = vals
+        self.rcvr = rcvr
+
+    def start(self) -> None:
+        self.rcvr.set_value(*self.vals)
+
+
+class _FloorThen:
+    __slots__ = ("child", "f")
+
+    def __init__(self, child: Any, f: Callable[..., Any]) -> None:
+        self.child = child
+        self.f = f
+
+    def connect(self, rcvr: Any) -> Any:
+        return self.child.connect(_FloorThenRcvr(self.f, rcvr))
+
+
+class _FloorThenRcvr:
+    __slots__ = ("f", "rcvr")
+
+    def __init__(self, f: Callable[..., Any], rcvr: Any) -> None:
+        self.f = f
+        self.rcvr = rcvr
+
+    def set_value(self, *vals: Any) -> None:
+        self.rcvr.set_value(self.f(*vals))
+
+
+def floor_then(f: Callable[..., Any]) -> Callable[[Any], _FloorThen]:
+    return lambda child: _FloorThen(child, f)
+
+
+class _FloorSpawnRcvr:
+    __slots__ = ("scope",)
+
+    def __init__(self, scope: FloorScope) -> None:
+        self.scope = scope
+
+    def set_value(self, *vals: Any) -> None:
+        self.scope.disassociate()
+
+
+class FloorScope:
+    """The model scope: a count under a lock; ``spawn`` connects, associates and starts."""
+
+    __slots__ = ("count", "lock")
+
+    def __init__(self) -> None:
+        import threading
+
+        self.lock = threading.Lock()
+        self.count = 0
+
+    def try_associate(self) -> bool:
+        with self.lock:
+            self.count += 1
+        return True
+
+    def disassociate(self) -> None:
+        with self.lock:
+            self.count -= 1
+
+    def spawn(self, sndr: Any) -> None:
+        op = sndr.connect(_FloorSpawnRcvr(self))
+        if self.try_associate():
+            op.start()
+
+
+def floor_spawn_cost(n: int) -> float:
+    """The model: ``scope.spawn(just() | then(noop))`` building the sender each time."""
+
+    def spawn(k: int) -> None:
+        scope = FloorScope()
+        for _ in range(k):
+            scope.spawn(_FloorJust() | floor_then(_noop))
+        assert scope.count == 0
+
+    return timeit_sync(spawn, n, batch=True)
+
+
+def scope_spawn_then_cost(n: int) -> float:
+    """``scope.spawn(sx.just() | sx.then(noop))`` building the sender each time, without
+    ``async with`` (the floor model has no nursery either); the join included."""
+
+    def spawn(k: int) -> None:
+        scope = sx.counting_scope()
+        for _ in range(k):
+            scope.spawn(sx.just() | sx.then(_noop))
+        sx.sync_wait(scope.join())
+
+    return timeit_sync(spawn, n, batch=True)
+
+
+@row(
+    metric="scope.spawn(just() | then(noop)) vs floor model of the same protocol steps, per spawn",
+    unit="us/op",
+    better="lower",
+    target=2.0,
+)
+def spawn_floor(b: Bench) -> Pair:
+    n = b.n(50_000)
+    return _abba(lambda: scope_spawn_then_cost(n), lambda: floor_spawn_cost(n))

@@ -518,6 +518,47 @@ def test_sites_through_every_spawn_entry_point() -> None:
     sx.sync_wait(scope.join())
 
 
+@pytest.mark.parametrize("direct", [True, False])
+async def test_sites_and_notes_of_coroutines_spawned_into_an_entered_scope(direct: bool) -> None:
+    # scope.spawn(coro) / scope.spawn_future(coro) inside `async with` take a direct path
+    # (FAST_SPAWN_CORO); both paths report the same sites, descriptions and notes.
+    from structexec._scopes import _spawn_coro
+
+    async def waits(ev: trio.Event) -> None:
+        await ev.wait()
+
+    async def fails() -> None:
+        raise KeyError("k")
+
+    old = _spawn_coro.FAST_SPAWN_CORO
+    _spawn_coro.FAST_SPAWN_CORO = direct
+    try:
+        ev = trio.Event()
+        with pytest.raises(ExceptionGroup) as info:
+            async with sx.counting_scope(name="coros") as scope:
+                scope.spawn(waits(ev))  # <site:c1>
+                fut = scope.spawn_future(waits(ev))  # <site:c2>
+                await trio.testing.wait_all_tasks_blocked()
+                ops = {o.kind: o for o in scope.outstanding()}
+                assert ops["spawn"].spawned_at == site("c1")
+                assert ops["spawn_future"].spawned_at == site("c2")
+                assert ops["spawn"].description.endswith("waits() (coroutine)")
+                assert ops["spawn_future"].description == ops["spawn"].description
+                assert ops["spawn_future"].state == ops["spawn"].state == "in a trio task"
+                ev.set()
+                await fut
+                bad = scope.spawn_future(fails())  # <site:c4>
+                with pytest.raises(KeyError) as fe:
+                    await bad
+                assert notes(fe.value) == [f"spawned at {site('c4')} into counting_scope 'coros'"]
+                scope.spawn(fails())  # <site:c3>
+    finally:
+        _spawn_coro.FAST_SPAWN_CORO = old
+    assert len(info.value.exceptions) == 1, info.value.exceptions
+    (e,) = info.value.exceptions
+    assert notes(e) == [f"spawned at {site('c3')} into counting_scope 'coros'"]
+
+
 def test_a_dump_takes_no_lock_the_interrupted_code_may_hold() -> None:
     # A signal handler runs between two bytecodes of the main thread, maybe while it holds
     # a scope's lock: the dump must not wait for it (a child process: a hang is a failure).

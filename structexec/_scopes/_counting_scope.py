@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable
+from types import CoroutineType as _CoroutineType
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from .._algorithms._stop_when import stop_when
@@ -31,6 +32,7 @@ from . import _introspect, _spawn, _spawn_future
 from ._join import _JoinSender
 from ._nursery import CountingHost, NurseryFace, SimpleHost
 from ._spawn import FAST_TOKENS, as_exception, check_env, check_sender, spawn_into
+from ._spawn_coro import direct_ok, spawn_coro, spawn_future_coro
 from ._spawn_future import spawn_future
 
 __all__ = ["counting_scope", "simple_counting_scope"]
@@ -124,6 +126,7 @@ class _ScopeBase(NurseryFace):
 
     _stop_token: Any = None
     _stop_env: Any = EMPTY_ENV
+    _coro_scopes: Any = None  # simple_counting_scope: no direct path for coroutines
     _token_type: ClassVar[type[_Token]] = _SimpleToken
 
     # -- public members
@@ -184,7 +187,11 @@ class _ScopeBase(NurseryFace):
         here runs as a task of this scope.
         """
         if env is EMPTY_ENV:
-            if isinstance(sndr, Sender) and _spawn.FAST_SPAWN:
+            if type(sndr) is _CoroutineType:
+                if direct_ok(self, sndr):
+                    spawn_coro(self, sndr)  # a coroutine inside `async with` (_spawn_coro)
+                    return
+            elif isinstance(sndr, Sender) and _spawn.FAST_SPAWN:
                 _spawn.spawn_fast(sndr, self)
                 return
             e = self._spawn_env
@@ -198,7 +205,12 @@ class _ScopeBase(NurseryFace):
         """``sx.spawn_future(sndr, self.get_token(), env)`` ([exec.spawn.future]), with the
         same environment additions as :meth:`spawn`. ``await scope.spawn_future(x)`` gives
         ``x``'s result."""
-        e = self._spawn_env if env is EMPTY_ENV else _env_cls(env, self._spawn_env)
+        if env is EMPTY_ENV:
+            if type(sndr) is _CoroutineType and direct_ok(self, sndr):
+                return spawn_future_coro(self, sndr)  # a coroutine inside `async with`
+            e = self._spawn_env
+        else:
+            e = _env_cls(env, self._spawn_env)
         return spawn_future(sndr, self._token_type(self), e)
 
 

@@ -166,12 +166,13 @@ class _Snapshot:
         }
         done = _spawn._DONE
         scope_types = _subclasses(AssociationState)
+        future_types = _subclasses(_FutureState)  # with the direct path's (_spawn_coro)
         for o in gc.get_objects():
             t = type(o)
             if t in spawn_types:
                 if o._op is not done and o._op is not None:
                     self.states.setdefault(id(o._scope), []).append(o)
-            elif t is _FutureState:
+            elif t in future_types:
                 if o._fast:
                     self.futures.setdefault(id(o._token), []).append(o)
             elif t is _FutureSender or t is _FutureOp:
@@ -487,6 +488,7 @@ class _Builder:
         # hosted trio tasks: those of coroutine senders belong to their operations
         op_tasks: dict[int, Any] = {}
         plain_tasks: list[tuple[Any, str]] = []
+        future_tasks: dict[int, Any] = {}
         for task in _hosted_tasks(s):
             coro = task.coro
             kind = HOSTED_CODES.get(getattr(coro, "cr_code", None))  # type: ignore[arg-type]
@@ -496,6 +498,10 @@ class _Builder:
                 owner = getattr(loc.get("async_fn"), "__self__", None)
                 if owner is not None:
                     op_tasks[id(owner)] = task
+            elif kind == "future":  # scope.spawn_future(coroutine) on the direct path
+                fst = None if cf is None else read_locals(cf, ("st",)).get("st")
+                if fst is not None:
+                    future_tasks[id(fst)] = task
             elif kind is not None:
                 plain_tasks.append((task, kind))
         entries: list[tuple[Any, OperationInfo]] = []
@@ -506,7 +512,16 @@ class _Builder:
         for fs in snap.futures.get(id(s), ()):
             fstop = scope_stop or bool(fs._source is not None and fs._source.stop_requested())
             desc = describe(fs._sndr)
-            if fs._kind < 0 and fs._associated:
+            ftask = future_tasks.get(id(fs))
+            if fs._kind < 0 and fs._associated and ftask is not None:
+                fn, ln = _site_fields(fs._site)
+                entries.append((None, OperationInfo(
+                    "spawn_future", desc, fn, ln,
+                    "in a trio task" + ("; stop requested" if fstop else ""),
+                    scheduler="trio_scheduler", trio_task=ftask.name,
+                    await_frame=_await_frame(ftask.coro), stop_requested=fstop,
+                    scopes=tuple(self.scope(c) for c in self.in_task.get((id(s), id(ftask)), ())))))
+            elif fs._kind < 0 and fs._associated:
                 pending.append(("spawn_future", desc, fs._site, fstop, _future_op(fs)))
             elif fs._kind in (0, 1, 2) and id(fs) in snap.held and fs._flag == []:
                 what = ("value", "error", "stopped")[fs._kind]
@@ -552,10 +567,14 @@ class _Builder:
             cf = task.coro.cr_frame
             loc = {} if cf is None else read_locals(cf, ("coro", "site"))
             inner = loc.get("coro")
-            desc = getattr(inner, "__qualname__", task.name) + _call_args(inner)
             fn, ln = _site_fields(loc.get("site"))
             frame = _await_frame(task.coro)
-            state = f"in trio task, awaiting in {frame}" if frame else "in trio task"
+            if kind == "spawn":  # scope.spawn(coroutine) on the direct path: as its sender
+                desc = describe(inner)
+                state = "in a trio task"
+            else:
+                desc = getattr(inner, "__qualname__", task.name) + _call_args(inner)
+                state = f"in trio task, awaiting in {frame}" if frame else "in trio task"
             if scope_stop:
                 state += "; stop requested"
             entries.append((None, OperationInfo(

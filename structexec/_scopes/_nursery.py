@@ -29,13 +29,17 @@ from typing import Any, TypeVar
 import trio
 
 from .._algorithms._stop_when import StopTokenEnv
-from .._core._env import EMPTY_ENV, prop
-from .._core._env import env as _env_cls
+from .._core._env import EMPTY_ENV, TryEnv
 from .._core._errors import Stopped
 from .._core._queries import get_scheduler
 from .._core._stop_token import inplace_stop_callback, inplace_stop_source
-from .._trio._trio_bridge import RunState, call_in_run, current_run, host_env
-from .._trio._trio_scheduler import trio_scheduler
+from .._trio._trio_bridge import (
+    RunState,
+    call_in_run,
+    current_run,
+    trio_host_nursery,
+    trio_run,
+)
 from . import _introspect
 from ._join import ERRORS_MESSAGE, _TrioJoinWaiter
 from ._site import OPEN_SCOPES, StuckWorkWarning, check_grace, grace_of, note_error, scope_label
@@ -452,10 +456,26 @@ class NurseryFace(AssociationState):
     def _stopping(self) -> bool:
         return False
 
-    async def _open_host(self) -> None:
-        """Open the trio nursery that hosts the scope's tasks (``self._nursery``); called
-        by ``__aenter__`` inside the scope's cancel scope."""
+    async def _open_host(self) -> trio.CancelScope:
+        """Enter the block's cancel scope (``scope.cancel_scope``, returned) and open, inside
+        it, the trio nursery that hosts the scope's tasks (``self._nursery``); called by
+        ``__aenter__``."""
         raise NotImplementedError  # pragma: no cover - each scope class has its own
+
+    async def _exit_cancel_scope(self, out: BaseException | None) -> BaseException | None:
+        """Leave the block's cancel scope, last thing in ``__aexit__``, with ``out`` (what is
+        to leave the block): what is left of it once the scope's own ``Cancelled`` is
+        removed (``None``: nothing, or absorbed)."""
+        cs = self._cancel_scope
+        try:
+            if out is None:
+                cs.__exit__(None, None, None)
+                return None
+            if cs.__exit__(type(out), out, out.__traceback__):
+                return None
+            return out
+        except BaseException as rest:
+            return rest
 
     async def _close_host(self) -> None:
         """Close what :meth:`_open_host` opened, once the scope has joined (nothing hosted
@@ -549,19 +569,14 @@ class NurseryFace(AssociationState):
                 "host new work; create a new scope"
             )
         self._entered = True
-        self._run = current_run()
+        run = self._run = current_run()
         self._parent_task = trio.lowlevel.current_task()
-        cs = trio.CancelScope()
-        cs.__enter__()
         try:
-            await self._open_host()
-        except BaseException as exc:  # pragma: no cover - opening a nursery does not block
+            self._cancel_scope = await self._open_host()
+        except BaseException:  # pragma: no cover - opening a nursery does not block
             self._entered = False
-            if not cs.__exit__(type(exc), exc, exc.__traceback__):
-                raise
             raise
-        self._cancel_scope = cs
-        self._spawn_env = _nursery_env(_HostNursery(self, self._nursery))
+        self._spawn_env = _ScopeEnv(self, self._nursery, run)
         self._on_enter()
         # The body's own cancel scope (exited first thing in __aexit__): counting_scope
         # cancels it when spawned work fails, as a nursery cancels its body.
@@ -656,6 +671,7 @@ class NurseryFace(AssociationState):
             if _is_interrupt(body_exc):
                 self._cancel_hosted()  # Ctrl-C in the body: the hosted tasks too
         cancelled: BaseException | None = None
+        left: BaseException | None = None
         waiter = _TrioJoinWaiter()
         # Join without closing first: spawned work may still spawn siblings (docs/scopes.md).
         if not self._start_join(waiter):
@@ -745,16 +761,13 @@ class NurseryFace(AssociationState):
         else:
             out = exc
         # Last, the block's own cancel scope (scope.cancel_scope): it absorbs its Cancelled.
-        cs = self._cancel_scope  # kept: like nursery.cancel_scope, readable after the block
+        # (self._cancel_scope is kept: like nursery.cancel_scope, readable after the block)
         try:
-            try:
-                if out is None:
-                    cs.__exit__(None, None, None)
-                    return body_exc is not None  # only this scope's own cancellation: absorbed
-                if cs.__exit__(type(out), out, out.__traceback__):
-                    return True
-            except BaseException as rest:
-                out = rest
+            left = await self._exit_cancel_scope(out)
+            if left is None:
+                # only this scope's own cancellation (or nothing): absorbed
+                return True if out is not None else body_exc is not None
+            out = left
             if not self._strict:
                 if isinstance(out, BaseExceptionGroup) and len(out.exceptions) == 1:
                     out = out.exceptions[0]  # as a non-strict nursery: a lone one, bare
@@ -777,7 +790,7 @@ class NurseryFace(AssociationState):
         finally:
             # No reference cycles through this frame's exceptions (nothing for the cycle
             # collector to find after an enclosing cancellation).
-            del cancelled, exc, body_exc, interrupts, errors, out
+            del cancelled, exc, body_exc, interrupts, errors, out, left
 
 
 _WRAPPERS = frozenset((_hosted.__code__, NurseryFace._hosted_start.__code__, _guarded.__code__))
@@ -790,10 +803,35 @@ _introspect.HOSTED_CODES.update(
 )
 
 
-def _nursery_env(nursery: Any) -> Any:
+class _ScopeEnv(TryEnv):
     """The env given to work spawned through ``scope.spawn`` inside ``async with``: the host
-    nursery for coroutine senders (docs/scopes.md) and the trio scheduler as ``get_scheduler``."""
-    return _env_cls(host_env(nursery), prop(get_scheduler, trio_scheduler()))
+    nursery for coroutine senders (docs/scopes.md, ``trio_host_nursery``: a
+    :class:`_HostNursery`, made when first asked for), the trio run (``trio_run``, as
+    ``host_env``) and the run's trio scheduler as ``get_scheduler``."""
+
+    __slots__ = ("_host", "_nursery", "_run", "_scope")
+    _unsupported = "the environment of a scope's work does not support {q!r}"
+
+    def __init__(self, scope: Any, nursery: Any, run: RunState) -> None:
+        self._scope = scope
+        self._nursery = nursery
+        self._run = run
+        self._host: Any = None
+
+    def _sx_try(self, q: Any, default: Any) -> Any:
+        if q is get_scheduler:
+            return self._run.sched
+        if q is trio_host_nursery:
+            h = self._host
+            if h is None:
+                h = self._host = _HostNursery(self._scope, self._nursery)
+            return h
+        if q is trio_run:
+            return self._run
+        return default
+
+    def __repr__(self) -> str:
+        return f"<environment of {self._scope!r}>"
 
 
 class SimpleHost(NurseryFace):
@@ -807,7 +845,17 @@ class SimpleHost(NurseryFace):
     # can: its hosted tasks live in a shielded nursery that a host task opens beside the
     # body (a nursery the opener's task opened would enclose, and so shield, the body).
 
-    async def _open_host(self) -> None:
+    async def _open_host(self) -> trio.CancelScope:
+        cs = trio.CancelScope()
+        cs.__enter__()
+        try:
+            await self._open_host_nursery()
+        except BaseException as exc:  # pragma: no cover - opening a nursery does not block
+            cs.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        return cs
+
+    async def _open_host_nursery(self) -> None:
         self._host_release = trio.Event()
         cm = trio.open_nursery()
         outer = await cm.__aenter__()
@@ -855,6 +903,8 @@ class CountingHost(NurseryFace):
     """How ``counting_scope`` hosts its trio tasks and stops them ([exec.scope.counting])."""
 
     __slots__ = (
+        "_coro_env",
+        "_coro_scopes",
         "_grace_cs",
         "_source",
         "_stop_env",
@@ -883,6 +933,10 @@ class CountingHost(NurseryFace):
         self._watch_nursery: Any = None
         self._watch_release: trio.Event | None = None
         self._work_cm: Any = None
+        # Inside `async with`: the cancel scopes of the running tasks of coroutines spawned on
+        # the direct path (_spawn_coro), cancelled with the hosted nursery; and their env.
+        self._coro_scopes: set[trio.CancelScope] | None = None
+        self._coro_env: Any = None
 
     def _stopping(self) -> bool:
         # A hosted task of a counting_scope is cancelled by a stop of the scope (its
@@ -898,11 +952,15 @@ class CountingHost(NurseryFace):
     # nursery. A shielded body no longer sees an enclosing cancellation: a watcher task,
     # started only then in a second nursery outside the first, forwards one to it.
     #
-    #     scope.cancel_scope > watcher nursery > hosted nursery > body's cancel scope > body
+    #     watcher nursery > hosted nursery > body's cancel scope > body
+    #
+    # The watcher nursery's cancel scope is the block's own (``scope.cancel_scope``), as a
+    # nursery's is: one cancel scope fewer to enter and leave. It is left last in
+    # ``__aexit__`` (:meth:`_exit_cancel_scope`), with what leaves the block.
 
-    async def _open_host(self) -> None:
+    async def _open_host(self) -> trio.CancelScope:
         watch_cm = trio.open_nursery()
-        self._watch_nursery = await watch_cm.__aenter__()
+        watch = self._watch_nursery = await watch_cm.__aenter__()
         work_cm = trio.open_nursery()
         try:
             self._nursery = await work_cm.__aenter__()
@@ -911,6 +969,9 @@ class CountingHost(NurseryFace):
             raise
         self._watch_cm = watch_cm
         self._work_cm = work_cm
+        self._coro_scopes = set()
+        cs: trio.CancelScope = watch.cancel_scope
+        return cs
 
     async def _close_host(self) -> None:
         gcs = self._grace_cs
@@ -921,12 +982,31 @@ class CountingHost(NurseryFace):
             self._watch_release = None
             release.set()
         work_cm, self._work_cm = self._work_cm, None
-        watch_cm, self._watch_cm = self._watch_cm, None
         self._watch_nursery = None
+        self._coro_scopes = None
+        self._coro_env = None
+        await work_cm.__aexit__(None, None, None)
+
+    async def _exit_cancel_scope(self, out: BaseException | None) -> BaseException | None:
+        # The watcher nursery's exit (see above): it also waits for a watcher that is still
+        # finishing (released by _close_host). A strict nursery puts what leaves it in a
+        # group: a lone exception is taken back out of it.
+        cm, self._watch_cm = self._watch_cm, None
         try:
-            await work_cm.__aexit__(None, None, None)
-        finally:
-            await watch_cm.__aexit__(None, None, None)
+            if out is None:
+                await cm.__aexit__(None, None, None)
+                return None
+            if await cm.__aexit__(type(out), out, out.__traceback__):
+                return None
+            return out  # pragma: no cover - a strict nursery makes a new group
+        except BaseExceptionGroup as group:
+            if group is not out and len(group.exceptions) == 1:
+                lone: BaseException = group.exceptions[0]
+                return lone
+            whole: BaseException = group
+            return whole
+        except BaseException as rest:  # pragma: no cover - a strict nursery raises groups
+            return rest
 
     def _hosted_cancelled(self) -> bool:
         n = self._nursery
@@ -961,6 +1041,10 @@ class CountingHost(NurseryFace):
                 self._watch, self._watch_release, name=_WATCH_TASK_NAME
             )
         _cancel(n.cancel_scope, self._reason)
+        scopes = self._coro_scopes
+        if scopes:
+            for cs in list(scopes):
+                cs.cancel()
 
     async def _grace_watch(self, cs: trio.CancelScope, grace: float) -> None:
         """Runs from a stop request with a ``stop_grace`` until the scope closes its host:

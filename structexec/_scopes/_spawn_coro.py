@@ -1,0 +1,281 @@
+"""The direct path of ``scope.spawn(coro)`` and ``scope.spawn_future(coro)`` inside ``async
+with counting_scope()``.
+
+[exec.spawn], [exec.spawn.future], docs/scopes.md "The nursery face: `async with`";
+docs/internals.md §3 (the switch ``FAST_SPAWN_CORO``).
+
+A coroutine object given to ``spawn`` or ``spawn_future`` is a sender ([exec.connect]
+connect-awaitable): its operation (``_trio/_coroutine_sender.TrioHostedOp``) runs it in a trio
+task of the scope's hosted nursery, inside a shielded cancel scope of its own that the work's
+stop token cancels. Inside a ``counting_scope``'s ``async with`` block, on its trio thread, this
+module starts that task directly, without the sender, receiver and environment objects of the
+general path and without a stop callback per task, with the same observable effects in the same
+order:
+
+* the association is taken before the task exists and released when the work completes;
+* the task has the coroutine's name and runs in the hosted nursery, in a copy of the spawner's
+  context, inside its own shielded cancel scope; senders awaited inside see the forwarding part
+  of the work's environment (``hosted_env``: the scope's stop token, its trio scheduler and host
+  nursery) and the host mark of the stopped rule;
+* the scope's stop request cancels that cancel scope: the scope keeps the cancel scopes of its
+  running direct tasks (``_coro_scopes``) and cancels them where it cancels its hosted nursery
+  (``CountingHost._stop_hosted``, on the trio thread); a task that starts after the request
+  cancels its own at once. ``spawn_future``'s own stop source (the future abandoned, its
+  consumer stopped, or the work asking for its stop token) cancels it too; that source and its
+  callback are created only when something asks for them (:class:`_CoroFutureState`);
+* the outcome, as ``TrioHostedOp`` + the receiver: returning a value completes ``set_value``
+  (``spawn``: returning ``None``; any other value is the ``TypeError`` of value datums); an
+  ``Exception`` completes ``set_error`` (``spawn``: recorded by the scope); ``sx.Stopped`` or
+  the cancellation of the task's cancel scope is stopped; a coroutine that caught the stop of an
+  awaited sender and returned completes with the ``RuntimeError`` of the stopped rule; a
+  ``KeyboardInterrupt`` or ``SystemExit`` completes stopped and is the scope's to raise
+  (``NurseryFace._task_raised``).
+
+``simple_counting_scope`` does not take it (``_coro_scopes`` is ``None``: its coroutines go
+the general way, which the issue-18 rows do not measure). ``FAST_SPAWN_CORO = False``
+sends every call through the general path (``tests/test_spawn_coro_fast_path.py`` compares
+both).
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import threading
+import types
+from typing import Any
+
+import trio
+import trio.lowlevel as tl
+
+from .._core._coroutine_driver import HostMark, host_mark, swallowed_stop_message
+from .._core._env import fwd_env
+from .._core._errors import Stopped
+from .._core._stop_token import stop_callback_for
+from .._core._values import values
+from .._trio._coroutine_sender import _connected, name_of
+from .._trio._trio_bridge import call_in_run, hosted_env, runs_by_thread
+from . import _introspect
+from ._site import note_error
+from ._spawn import value_datums_error
+from ._spawn_future import _LAZY, _FutureSender, _FutureState
+
+__all__: list[str] = []
+
+#: The switch of the direct path (docs/internals.md §3): ``False`` runs coroutines given to
+#: ``scope.spawn``/``scope.spawn_future`` through the general sender machinery.
+FAST_SPAWN_CORO = True
+
+_CoroutineType = types.CoroutineType
+_get_ident = threading.get_ident
+_runs_get = runs_by_thread.get
+_current_task = tl.current_task
+_state_of = inspect.getcoroutinestate
+_CREATED = inspect.CORO_CREATED
+_NOTHING: Any = object()
+_getframe = sys._getframe
+
+
+def direct_ok(scope: Any, coro: Any) -> bool:
+    """Whether ``coro`` given to ``scope`` takes the direct path: a coroutine object not yet
+    started or connected, a ``counting_scope`` inside ``async with``, its trio thread."""
+    run = scope._run
+    return (
+        FAST_SPAWN_CORO
+        and type(coro) is _CoroutineType
+        and scope._coro_scopes is not None
+        and run is not None
+        and _runs_get(_get_ident()) is run
+        and _state_of(coro) == _CREATED
+        and id(coro) not in _connected
+    )
+
+
+def _env_of(scope: Any) -> Any:
+    """``hosted_env`` of a directly spawned coroutine: ``FWD-ENV`` of the work's environment
+    (the scope's stop token, then the scope's trio scheduler and host nursery), once per block."""
+    e = scope._coro_env
+    if e is None:
+        from .._algorithms._stop_when import StopTokenEnv
+
+        e = scope._coro_env = fwd_env(StopTokenEnv(scope._stop_token, fwd_env(scope._spawn_env)))
+    return e
+
+
+def _caller_site() -> tuple[Any, int]:
+    """``(code, instruction offset)`` of the user's call: two frames above the direct path's
+    entry (user -> ``scope.spawn``/``scope.spawn_future`` -> entry -> here is three)."""
+    try:
+        f = _getframe(3)
+    except ValueError:  # called from a C-level thread entry: no frame above the library
+        f = _getframe(0)
+    return f.f_code, f.f_lasti
+
+
+def spawn_coro(scope: Any, coro: Any) -> None:
+    """``scope.spawn(coro)`` on the direct path (see the module docstring)."""
+    site = _caller_site()
+    if not scope._try_associate():
+        coro.close()  # dropped silently ([exec.spawn]): never started
+        return
+    cs = trio.CancelScope(shield=True)
+    try:
+        scope._nursery.start_soon(_spawned, scope, coro, cs, site, name=name_of(coro))
+    except BaseException:  # pragma: no cover - the nursery is open while the scope is entered
+        scope._disassociate()
+        coro.close()
+        raise
+
+
+async def _spawned(scope: Any, coro: Any, cs: trio.CancelScope, site: Any = None) -> None:
+    # (``coro`` and ``site`` are read by sx.operation_tree(): _introspect.HOSTED_CODES)
+    hosted_env.set(_env_of(scope))
+    mark = HostMark(_current_task())
+    host_mark.set(mark)
+    scopes = scope._coro_scopes
+    scopes.add(cs)
+    if scope._source.stop_requested():
+        cs.cancel()
+    result: Any = _NOTHING
+    try:
+        with cs:
+            result = await coro
+    except Stopped:
+        pass
+    except Exception as e:
+        note_error(e, site, scope)
+        scope._record_error(e)
+    except BaseException as e:
+        # KeyboardInterrupt, SystemExit, ...: the work completes stopped, then the scope
+        # raises it (as TrioHostedOp and _guarded do).
+        if not isinstance(e, trio.Cancelled):
+            note_error(e, site, scope)
+        scopes.discard(cs)
+        scope._disassociate()
+        if isinstance(e, trio.Cancelled) or scope._task_raised(e):
+            raise
+        return
+    else:
+        if result is not _NOTHING:
+            if mark.stopped:
+                scope._record_error(
+                    RuntimeError(swallowed_stop_message(f"the coroutine {name_of(coro)}"))
+                )
+            elif result is not None:
+                scope._record_error(
+                    value_datums_error(tuple(result) if type(result) is values else (result,))
+                )
+    scopes.discard(cs)
+    scope._disassociate()
+
+
+# --------------------------------------------------------------------------- spawn_future
+
+
+class _CoroFutureState(_FutureState):
+    """The state of ``scope.spawn_future(coro)`` on the direct path: its own stop source,
+    once something creates it (the future abandoned, its consumer stopped, or the work asking
+    for its stop token), cancels the task's cancel scope."""
+
+    __slots__ = ("_cs", "_run", "_src_cb")
+    _cs: trio.CancelScope
+    _run: Any
+    _src_cb: Any
+
+    def _get_source(self) -> Any:
+        src = self._source
+        if src is None:
+            src = super()._get_source()
+            with _LAZY:
+                if self._src_cb is None:  # (_CLOSED once the work has completed)
+                    self._src_cb = stop_callback_for(src.get_token(), self._cancel_task)
+        return src
+
+    def _cancel_task(self) -> None:
+        call_in_run(self._run, self._cs.cancel)  # False: the run has ended, nothing to cancel
+
+
+def spawn_future_coro(scope: Any, coro: Any) -> _FutureSender:
+    """``scope.spawn_future(coro)`` on the direct path (see the module docstring)."""
+    st = _CoroFutureState(scope, True, fwd_env(scope._spawn_env), coro)
+    st._code, st._lasti = _caller_site()
+    st._run = scope._run
+    st._src_cb = None
+    cs = st._cs = trio.CancelScope(shield=True)
+    if not scope._try_associate():
+        coro.close()  # never runs ([exec.spawn.future])
+        st.set_stopped()
+        return _FutureSender(st)
+    st._associated.append(None)
+    try:
+        scope._nursery.start_soon(_future_task, scope, st, coro, cs, name=name_of(coro))
+    except BaseException:  # pragma: no cover - the nursery is open while the scope is entered
+        coro.close()
+        st._start_raised()
+        raise
+    return _FutureSender(st)
+
+
+async def _future_task(scope: Any, st: _CoroFutureState, coro: Any, cs: trio.CancelScope) -> None:
+    hosted_env.set(fwd_env(st))
+    mark = HostMark(_current_task())
+    host_mark.set(mark)
+    scopes = scope._coro_scopes
+    scopes.add(cs)
+    if scope._source.stop_requested():
+        cs.cancel()
+    result: Any = _NOTHING
+    err: Any = None
+    kind = 0
+    try:
+        with cs:
+            result = await coro
+    except Stopped:
+        kind = 2
+    except Exception as e:
+        kind, err = 1, e
+    except BaseException as e:
+        # KeyboardInterrupt, SystemExit, ...: the future completes stopped, then the scope
+        # raises it (as TrioHostedOp and _guarded do).
+        if not isinstance(e, trio.Cancelled):
+            note_error(e, st._site, scope)
+        scopes.discard(cs)
+        _close_cb(st)
+        st.set_stopped()
+        if isinstance(e, trio.Cancelled) or scope._task_raised(e):
+            raise
+        return
+    scopes.discard(cs)
+    if kind == 0:
+        if result is _NOTHING:
+            kind = 2  # the task's cancel scope caught its Cancelled: the stop request
+        elif mark.stopped:
+            kind, err = 1, RuntimeError(swallowed_stop_message(f"the coroutine {name_of(coro)}"))
+    _close_cb(st)
+    if kind == 0:
+        if result is None:
+            st.set_value()
+        elif type(result) is values:
+            st.set_value(*result)
+        else:
+            st.set_value(result)
+    elif kind == 1:
+        st.set_error(err)
+    else:
+        st.set_stopped()
+
+
+def _close_cb(st: _CoroFutureState) -> None:
+    """Deregister the stop source's callback before completing (as ``TrioHostedOp``)."""
+    with _LAZY:
+        cb = st._src_cb
+        st._src_cb = _CLOSED
+    if cb is not None and cb is not _CLOSED:  # type: ignore[redundant-expr, unused-ignore]
+        cb.close()
+
+
+_CLOSED: Any = object()
+
+
+_introspect.HOSTED_CODES[_spawned.__code__] = "spawn"
+_introspect.HOSTED_CODES[_future_task.__code__] = "future"
