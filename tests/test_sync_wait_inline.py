@@ -192,9 +192,11 @@ def test_inline_and_loop_paths_agree(kind: str, stages: int, via_loop: bool) -> 
     for _ in range(stages):
         s = s | sx.then(_inc)
     if via_loop:
-        s = sx.let_value(
-            sx.read_env(sx.get_scheduler), lambda sch, s=s: s | sx.continues_on(sch)
-        ) | sx.let_error(sx.just_error) | sx.let_stopped(sx.just_stopped)
+        s = (
+            sx.let_value(sx.read_env(sx.get_scheduler), lambda sch, s=s: s | sx.continues_on(sch))
+            | sx.let_error(sx.just_error)
+            | sx.let_stopped(sx.just_stopped)
+        )
 
     def outcome() -> Any:
         try:
