@@ -46,13 +46,20 @@ class _LetReceiver2:
     def get_env(self) -> Any:
         return join_env(self._letenv, fwd_env(get_env(self._rcvr)))
 
+    # Each completion first forgets the holder: holder -> its _op2 -> ... -> this receiver ->
+    # holder is a reference cycle, which must not outlive the work (reference counting, not
+    # the cycle collector, frees a finished let).
+
     def set_value(self, *vals: Any) -> None:
+        self._holder = None
         self._rcvr.set_value(*vals)
 
     def set_error(self, err: Any) -> None:
+        self._holder = None
         self._rcvr.set_error(err)
 
     def set_stopped(self) -> None:
+        self._holder = None
         self._rcvr.set_stopped()
 
 

@@ -54,7 +54,10 @@ class _SyncWaitEnv(TryEnv):
 
     def _sx_try(self, q: Any, default: Any) -> Any:
         if q is get_scheduler or q is get_delegation_scheduler:
-            return self._rcvr._get_loop().get_scheduler()
+            loop = self._rcvr._loop
+            if loop is None:
+                loop = self._rcvr._get_loop()
+            return loop.get_scheduler()
         if q is raised_sink:
             return self._rcvr._take_raised
         return default
