@@ -40,6 +40,7 @@ from ._run_loop import raised_sink, run_loop
 __all__ = ["sync_wait", "sync_wait_with_variant"]
 
 _default_apply = default_domain.apply_sender
+_new = object.__new__
 
 
 class _SyncWaitEnv(TryEnv):
@@ -172,7 +173,13 @@ def _run(sndr: Any) -> tuple[Any, ...] | None:
             "loop forever. Use `await sndr` in trio code, or call sync_wait from "
             "trio.to_thread.run_sync ([exec.sync.wait])"
         )
-    rcvr = _SyncWaitReceiver()
+    # _SyncWaitReceiver() without the __init__ frame
+    rcvr: _SyncWaitReceiver = _new(_SyncWaitReceiver)
+    init: Any = rcvr
+    init._loop = None
+    init._kind = 0
+    init._result = None
+    init._finished = False
     # connect(sndr, rcvr) without the domain lookup when no custom domain exists
     op = sndr.connect(rcvr) if is_sndr and not _domain._domains_on else connect(sndr, rcvr)
     try:

@@ -348,4 +348,5 @@ def on_trio_thread() -> bool:
 
 
 _hooks.await_sender = await_sender
-_hooks.on_trio_thread = on_trio_thread
+# The function itself rather than the wrapper above: sync_wait asks on every call.
+_hooks.on_trio_thread = in_trio_run
