@@ -22,8 +22,8 @@ N = 1e3, 1e4, 1e5 (and 1e6 where that is cheap), in the same process:
 
 **Growth** is the per-op time at the largest N over the per-op time at the smallest N;
 above 1.5x the case is flagged super-linear. The small-N time is the median of several
-runs (up to 5), the large-N time one run (a run of 1e5 operations averages the noise
-itself); run.py runs these rows once (``reps=1``).
+runs (up to 5), the large-N time the median of 3 runs up to N = 1e4, one run above (a run
+of 1e5 operations averages the noise itself); run.py runs these rows once (``reps=1``).
 
 Two ways to run it:
 
@@ -342,9 +342,9 @@ CASES = [
 
 
 def per_op(cost: Callable[[int], float], n: int, largest: int) -> float:
-    """Per-op seconds at ``n``: the median of ``min(5, largest // n)`` runs (one at the
-    largest size)."""
-    runs = max(1, min(5, largest // n))
+    """Per-op seconds at ``n``: the median of ``min(5, largest // n)`` runs, and of at least
+    3 up to 1e4 operations (one run of 1e5 operations averages the noise itself)."""
+    runs = min(5, max(largest // n, 3 if n <= 10_000 else 1))
     return statistics.median(cost(n) for _ in range(runs))
 
 
