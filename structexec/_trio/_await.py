@@ -341,12 +341,7 @@ def await_sender(sndr: Any) -> Generator[Any, Any, Any]:
     raise Stopped()
 
 
-def on_trio_thread() -> bool:
-    """True on a thread that is running ``trio.run`` (``sync_wait`` refuses there,
-    docs/trio.md "Threads")."""
-    return in_trio_run()
-
-
 _hooks.await_sender = await_sender
-# The function itself rather than the wrapper above: sync_wait asks on every call.
+# True on a thread that is running ``trio.run`` (``sync_wait`` refuses there, docs/trio.md
+# "Threads"): trio's own function, no wrapper frame (sync_wait asks on every call).
 _hooks.on_trio_thread = in_trio_run
