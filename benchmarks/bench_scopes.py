@@ -337,3 +337,36 @@ def trio_sleeping_task_bytes(k: int) -> float:
 def pending_memory(b: Bench) -> Pair:
     k = b.n(20_000)
     return pending_spawn_bytes(k), trio_sleeping_task_bytes(k)
+
+
+# --------------------------------------------------------------------------- introspection
+
+
+def operation_tree_cost(k: int) -> float:
+    """Seconds per pending operation for one ``sx.operation_tree()`` of a scope with ``k``
+    pending spawned senders (the snapshot walks the heap once; docs/debugging.md)."""
+    scope = sx.counting_scope(name="bench")
+    tok = scope.get_token()
+    s = _UntilStopped()
+    for _ in range(k):
+        sx.spawn(s, tok)
+    try:
+        sx.operation_tree()  # warm-up
+        t = time.perf_counter()
+        tree = sx.operation_tree()
+        dt = time.perf_counter() - t
+        assert sum(len(x.operations) for x in tree if x.name == "bench") == k
+    finally:
+        scope.request_stop()
+        sx.sync_wait(scope.join())
+    return dt / k
+
+
+@row(
+    metric="sx.operation_tree() of a scope with 1,000 pending spawned senders, per operation "
+    "(debugging only, not on any hot path)",
+    unit="us/op",
+    better="lower",
+)
+def operation_tree(b: Bench) -> Pair:
+    return operation_tree_cost(b.n(1_000)), None

@@ -57,9 +57,11 @@ from ._core._tags import (
 )
 from ._core._protocol import (
     Closure as Closure,
+    MapClosure as MapClosure,
     OperationState as OperationState,
     Receiver as Receiver,
     Sender as Sender,
+    WidenClosure as WidenClosure,
     is_scheduler as is_scheduler,
     is_sender as is_sender,
     set_error as set_error,
@@ -215,6 +217,19 @@ from ._scopes._spawn_future import (
     spawn_future as spawn_future,
 )
 
+# -- seeing what runs (docs/debugging.md)
+from ._scopes._introspect import (
+    OperationInfo as OperationInfo,
+    ScopeInfo as ScopeInfo,
+    dump as dump,
+    install_dump_on_signal as install_dump_on_signal,
+    operation_tree as operation_tree,
+)
+from ._scopes._site import (
+    StuckWorkWarning as StuckWorkWarning,
+    set_stop_grace as set_stop_grace,
+)
+
 # -- the parallel scheduler and its replaceability API
 from ._parallel._parallel_scheduler import (
     get_parallel_scheduler as get_parallel_scheduler,
@@ -278,6 +293,8 @@ __all__ = [
     "set_stopped_t",
     "set_value_t",
     "Closure",
+    "MapClosure",
+    "WidenClosure",
     "OperationState",
     "Receiver",
     "Sender",
@@ -356,6 +373,13 @@ __all__ = [
     "associate",
     "spawn",
     "spawn_future",
+    "OperationInfo",
+    "ScopeInfo",
+    "dump",
+    "install_dump_on_signal",
+    "operation_tree",
+    "StuckWorkWarning",
+    "set_stop_grace",
     "get_parallel_scheduler",
     "parallel_scheduler",
     "system_context_replaceability",

@@ -144,8 +144,57 @@ def test_unpicklable_work_fails_before_any_chunk_runs(
     msg = str(info.value)
     assert "value #1" in msg and "lock" in msg and "no chunk was run" in msg
     assert list(tmp_path.iterdir()) == []
-    with pytest.raises(UnpicklableWorkError, match=r"the bulk function \(function .*<lambda>"):
-        sx.sync_wait(sx.schedule(sch) | sx.bulk(sx.par, 3, lambda i: None))
+    # A function that closes over something unpicklable is named as the culprit.
+
+    def uses_lock(i: int) -> None:
+        with lock:
+            pass
+
+    with pytest.raises(UnpicklableWorkError, match=r"the bulk function \(function .*uses_lock"):
+        sx.sync_wait(sx.schedule(sch) | sx.bulk(sx.par, 3, uses_lock))
+
+
+def test_a_lambda_runs_in_the_worker_processes(sch: sx.parallel_scheduler) -> None:
+    """The work is pickled with cloudpickle: lambdas travel by value ([exec.sysctxrepl.psb])."""
+    out = [0] * 40
+    plus_one = sx.bulk(sx.par, 40, lambda i, o: o.__setitem__(i, i + 1))
+    sx.sync_wait(sx.just(out) | sx.continues_on(sch) | plus_one)
+    assert out == [i + 1 for i in range(40)]
+    pids = [0] * 8
+    sx.sync_wait(
+        sx.just(pids)
+        | sx.continues_on(sch)
+        | sx.bulk(sx.par, 8, lambda i, p: p.__setitem__(i, os.getpid()))
+    )
+    assert os.getpid() not in pids
+
+
+def test_a_closure_runs_in_the_worker_processes(sch: sx.parallel_scheduler) -> None:
+    """A nested function and the values it closes over are sent by value; a chunked closure
+    too. The worker's copies of the captured values are its own (nothing comes back through
+    them), as with the values the predecessor sends."""
+    offset = 1000
+    table = {"scale": 3}
+
+    def scaled(i: int, out: list[int]) -> None:
+        out[i] = offset + table["scale"] * i
+
+    def chunk(b: int, e: int, out: list[int]) -> None:
+        for i in range(b, e):
+            out[i] = -i - offset
+
+    out = [0] * 30
+    sx.sync_wait(sx.just(out) | sx.continues_on(sch) | sx.bulk(sx.par, 30, scaled))
+    assert out == [1000 + 3 * i for i in range(30)]
+    sx.sync_wait(sx.just(out) | sx.continues_on(sch) | sx.bulk_chunked(sx.par, 30, chunk))
+    assert out == [-i - 1000 for i in range(30)]
+
+    def fails(i: int) -> None:
+        if i == offset - 997:
+            raise KeyError(f"closure {i}")
+
+    with pytest.raises(KeyError, match="closure 3"):
+        sx.sync_wait(sx.schedule(sch) | sx.bulk(sx.par, 10, fails))
 
 
 def test_errors_keep_their_type(sch: sx.parallel_scheduler) -> None:
@@ -218,3 +267,41 @@ def test_constructor_checks() -> None:
         ProcessPoolBackend("2")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         ProcessPoolBackend(0)
+
+
+def thread_name() -> str:
+    return threading.current_thread().name
+
+
+def test_a_continuation_after_the_bulk_runs_on_the_thread_pool(
+    sch: sx.parallel_scheduler,
+) -> None:
+    """Only a hand-off consumer (sync_wait, await) is completed on the executor's result
+    thread; anything else runs on the backend's own agents ([exec.sysctxrepl.psb])."""
+    rec = RecordingReceiver()
+    rec.run(sx.schedule(sch) | sx.bulk(sx.par, 4, squares_noop) | sx.then(thread_name))
+    rec.wait()
+    assert rec.value is not None and rec.value[0].startswith("structexec-parallel")
+    res = sx.sync_wait(sx.schedule(sch) | sx.bulk(sx.par, 4, squares_noop) | sx.then(thread_name))
+    assert res is not None and res[0].startswith("structexec-parallel")
+
+
+async def test_await_in_trio_gets_the_results_and_cancellation_stops_the_work(
+    sch: sx.parallel_scheduler,
+) -> None:
+    """``await`` of bulk work on the process pool from a trio task (the hand-off completion
+    wakes the task directly); a trio cancellation stops the running chunks."""
+    import trio
+
+    out = [0] * 50
+    res = await (sx.just(out) | sx.continues_on(sch) | sx.bulk(sx.par, 50, squares))
+    assert res is out and out == [i * i for i in range(50)]
+    with pytest.raises(ValueError, match="bad index 5"):
+        await (sx.schedule(sch) | sx.bulk(sx.par, 20, raise_value_error))
+    slow_out = [0] * 400  # 8 s of work on 2 processes
+    t0 = time.monotonic()
+    with trio.move_on_after(0.3) as cs:
+        await (sx.just(slow_out) | sx.continues_on(sch) | sx.bulk(sx.par, 400, slow))
+    assert cs.cancelled_caught
+    assert time.monotonic() - t0 < 4.0
+    assert sum(slow_out) < 400

@@ -430,7 +430,10 @@ def test_100000_inline_attempts_use_constant_stack_and_memory() -> None:
     finally:
         tracemalloc.stop()
     assert len(depths) == 1
-    assert marks[100_000] - marks[10_000] < 10_000, marks
+    # A per-attempt leak would hold at least 90,000 x tens of bytes (megabytes) between the two
+    # marks; what moves otherwise is interpreter noise (free lists, exception caches: ~3 KB on
+    # 3.11, ~33 KB on 3.13), so the bound is 100 KB, as in tests/test_repeat.py.
+    assert marks[100_000] - marks[10_000] < 100_000, marks
 
 
 def test_many_attempts_with_delays_on_the_virtual_clock() -> None:

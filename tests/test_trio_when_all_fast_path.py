@@ -61,6 +61,7 @@ from hypothesis import strategies as st
 
 import structexec as sx
 from structexec._core import _domain
+from structexec._trio import _trio_compat
 from structexec._trio import _when_all_nursery as wan
 from structexec.testing import no_leaks
 from structexec.testing import strategies as sxst
@@ -865,9 +866,9 @@ async def test_private_deadline_check_agrees_with_trio_current_effective_deadlin
     async def check(expected: bool) -> None:
         public = trio.current_effective_deadline()
         assert (public not in (math.inf, -math.inf)) is expected
-        status = trio.lowlevel.current_task()._cancel_status
+        status = _trio_compat.cancel_status(trio.lowlevel.current_task())
         assert wan._deadline_is_finite(status) is expected
-        assert wan._deadline_is_finite(object()) is expected  # the public fallback
+        assert wan._deadline_is_finite(None) is expected  # the public fallback
         await trio.lowlevel.cancel_shielded_checkpoint()
 
     await check(False)
@@ -899,10 +900,7 @@ async def test_without_trios_private_cancel_status_the_outcomes_still_agree(
     """The fast path reads ``Task._cancel_status.effectively_cancelled`` (private trio state)
     when the last child finishes; without it, it looks when the awaiting task resumes."""
 
-    class NoStatus:
-        pass
-
-    monkeypatch.setattr(wan, "_current_task", NoStatus)
+    monkeypatch.setattr(wan, "_cancel_status", lambda task: None)  # the shim's fallback
     out = await both([stopped(0, delay=1), shielded(1, 3)], cancel_at=2)
     assert out.result == ("Cancelled",)
     out = await both([stopped(0, delay=1), shielded(1, 3)], cancel_at=4)

@@ -21,6 +21,7 @@ complete where it started (``just``, ``just_error``, ``just_stopped``, ``read_en
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any, TypeVar, overload
 
 from .._core._adaptor_util import UnarySender
@@ -238,7 +239,7 @@ class affine_on_t(Algorithm, Closure[Any]):
             )
         return _AffineOnSender(sndr, sch)
 
-    def __ror__(self, sndr: Any) -> Sender[Any]:
+    def __ror__(self, sndr: Awaitable[T]) -> Sender[T]:
         if not is_sender(sndr):
             raise TypeError(
                 f"affine_on was applied to {type(sndr).__name__}, which is not a sender"

@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
-from typing import Any, TypeVar, overload
+from typing import Any, NoReturn, TypeVar, overload
 
 from .._core._adaptor_util import ChildOp, UnarySender, check_sender, early_child, is_async_fn
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
 from .._core._connect import connect_unchecked as connect
 from .._core._env import fwd_env
-from .._core._protocol import Algorithm, Closure, Sender, completed_twice
+from .._core._protocol import Algorithm, Closure, Sender, WidenClosure, completed_twice
 from .._core._tags import set_error_t, set_value_t
 
 __all__ = [
@@ -303,7 +303,7 @@ class _BulkAlgorithm(Algorithm):
     @overload
     def __call__(
         self, policy: execution_policy, shape: int, f: Callable[..., Any], /
-    ) -> Closure[Any]: ...
+    ) -> WidenClosure[NoReturn]: ...
     @overload
     def __call__(
         self, sndr: Sender[T], policy: execution_policy, shape: int, f: Callable[..., Any], /

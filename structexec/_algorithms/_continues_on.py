@@ -13,7 +13,7 @@ scheduling operation sees the receiver's stop token ([exec.schedule.from]).
 
 from __future__ import annotations
 
-from typing import Any, TypeVar, overload
+from typing import Any, NoReturn, TypeVar, overload
 
 from .._core._adaptor_util import (
     BinaryAdaptor,
@@ -30,7 +30,7 @@ from .._core._adaptor_util import (
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
 from .._core._connect import connect_unchecked as connect
 from .._core._env import fwd_env, get_env, join_env, sched_attrs
-from .._core._protocol import Algorithm, Closure, Sender, completed_twice
+from .._core._protocol import Algorithm, Sender, WidenClosure, completed_twice
 from .._core._trampoline import trampoline_start
 
 __all__ = ["continues_on", "schedule_from"]
@@ -230,7 +230,7 @@ class continues_on_t(BinaryAdaptor):
     _arg = "sch"
 
     @overload
-    def __call__(self, sch: Any, /) -> Closure[Any]: ...
+    def __call__(self, sch: Any, /) -> WidenClosure[NoReturn]: ...
     @overload
     def __call__(self, sndr: Sender[T], sch: Any, /) -> Sender[T]: ...
     def __call__(self, *args: Any) -> Any:

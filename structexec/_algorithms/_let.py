@@ -10,14 +10,20 @@ chain of 100,000 forwarding receivers (P3552R1 4.10).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, overload
 
 from .._core._adaptor_util import ChildOp, FnAdaptor, UnarySender
 from .._core._connect import connect_unchecked as connect
 from .._core._domain import completion_domain
 from .._core._env import EMPTY_ENV, fwd_env, get_env, join_env, prop, sched_env
-from .._core._protocol import Closure, Sender, completed_twice, is_sender
+from .._core._protocol import (
+    MapClosure,
+    Sender,
+    WidenClosure,
+    completed_twice,
+    is_sender,
+)
 from .._core._queries import _MISSING, get_completion_scheduler, get_domain, query_or
 from .._core._tags import set_error_t, set_stopped_t, set_value_t
 from .._core._trampoline import trampoline_start
@@ -25,6 +31,14 @@ from .._core._trampoline import trampoline_start
 __all__ = ["let_error", "let_stopped", "let_value"]
 
 R = TypeVar("R")
+T = TypeVar("T")
+# ``bound=Any``: see ``_then.py`` (unannotated lambdas under pyright; docs/typing.md).
+A = TypeVar("A", bound=Any)
+B = TypeVar("B", bound=Any)
+C = TypeVar("C", bound=Any)
+D = TypeVar("D", bound=Any)
+E = TypeVar("E", bound=Any)
+F = TypeVar("F", bound=Any)
 _VALUE, _ERROR, _STOPPED = 0, 1, 2
 _TAGS = (set_value_t, set_error_t, set_stopped_t)
 
@@ -263,10 +277,57 @@ class let_value_t(_LetAlgorithm):
     _cls = _LetValueSender
     _name = "let_value"
 
+    # ``f`` returns a sender or a coroutine object: either is an ``Awaitable[R]``. Arities as
+    # for ``then`` (the sender's value type is ``None``, ``A`` or ``tuple[A, B]``).
     @overload
-    def __call__(self, f: Callable[..., Any], /) -> Closure[Any]: ...
+    def __call__(self, f: Callable[[A], Awaitable[R]], /) -> MapClosure[A, R]: ...
     @overload
-    def __call__(self, sndr: Any, f: Callable[..., Any], /) -> Sender[Any]: ...
+    def __call__(self, f: Callable[[], Awaitable[R]], /) -> MapClosure[None, R]: ...
+    @overload
+    def __call__(self, f: Callable[[A, B], Awaitable[R]], /) -> MapClosure[tuple[A, B], R]: ...
+    @overload
+    def __call__(
+        self, f: Callable[[A, B, C], Awaitable[R]], /
+    ) -> MapClosure[tuple[A, B, C], R]: ...
+    @overload
+    def __call__(
+        self, f: Callable[[A, B, C, D], Awaitable[R]], /
+    ) -> MapClosure[tuple[A, B, C, D], R]: ...
+    @overload
+    def __call__(
+        self, f: Callable[[A, B, C, D, E], Awaitable[R]], /
+    ) -> MapClosure[tuple[A, B, C, D, E], R]: ...
+    @overload
+    def __call__(
+        self, f: Callable[[A, B, C, D, E, F], Awaitable[R]], /
+    ) -> MapClosure[tuple[A, B, C, D, E, F], R]: ...
+    @overload
+    def __call__(self, sndr: Awaitable[A], f: Callable[[A], Awaitable[R]], /) -> Sender[R]: ...
+    @overload
+    def __call__(self, sndr: Awaitable[None], f: Callable[[], Awaitable[R]], /) -> Sender[R]: ...
+    @overload
+    def __call__(
+        self, sndr: Awaitable[tuple[A, B]], f: Callable[[A, B], Awaitable[R]], /
+    ) -> Sender[R]: ...
+    @overload
+    def __call__(
+        self, sndr: Awaitable[tuple[A, B, C]], f: Callable[[A, B, C], Awaitable[R]], /
+    ) -> Sender[R]: ...
+    @overload
+    def __call__(
+        self, sndr: Awaitable[tuple[A, B, C, D]], f: Callable[[A, B, C, D], Awaitable[R]], /
+    ) -> Sender[R]: ...
+    @overload
+    def __call__(
+        self, sndr: Awaitable[tuple[A, B, C, D, E]], f: Callable[[A, B, C, D, E], Awaitable[R]], /
+    ) -> Sender[R]: ...
+    @overload
+    def __call__(
+        self,
+        sndr: Awaitable[tuple[A, B, C, D, E, F]],
+        f: Callable[[A, B, C, D, E, F], Awaitable[R]],
+        /,
+    ) -> Sender[R]: ...
     def __call__(self, *args: Any) -> Any:
         return self._build(args)
 
@@ -295,9 +356,11 @@ class let_error_t(_LetAlgorithm):
     _name = "let_error"
 
     @overload
-    def __call__(self, f: Callable[[Any], Any], /) -> Closure[Any]: ...
+    def __call__(self, f: Callable[[Any], Awaitable[R]], /) -> WidenClosure[R]: ...
     @overload
-    def __call__(self, sndr: Any, f: Callable[[Any], Any], /) -> Sender[Any]: ...
+    def __call__(
+        self, sndr: Awaitable[T], f: Callable[[Any], Awaitable[R]], /
+    ) -> Sender[T | R]: ...
     def __call__(self, *args: Any) -> Any:
         return self._build(args)
 
@@ -327,9 +390,9 @@ class let_stopped_t(_LetAlgorithm):
     _name = "let_stopped"
 
     @overload
-    def __call__(self, f: Callable[[], Any], /) -> Closure[Any]: ...
+    def __call__(self, f: Callable[[], Awaitable[R]], /) -> WidenClosure[R]: ...
     @overload
-    def __call__(self, sndr: Any, f: Callable[[], Any], /) -> Sender[Any]: ...
+    def __call__(self, sndr: Awaitable[T], f: Callable[[], Awaitable[R]], /) -> Sender[T | R]: ...
     def __call__(self, *args: Any) -> Any:
         return self._build(args)
 

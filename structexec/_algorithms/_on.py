@@ -16,6 +16,7 @@ domain is in use, so the behaviour is the same either way.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any, TypeVar, overload
 
 from .._core._adaptor_util import (
@@ -33,7 +34,7 @@ from .._core._completion_signatures import (
 )
 from .._core._connect import connect_unchecked as connect
 from .._core._env import EMPTY_ENV, fwd_env, get_env, join_env, sched_env
-from .._core._protocol import Algorithm, Closure, Sender, is_sender
+from .._core._protocol import Algorithm, Closure, MapClosure, Sender, WidenClosure, is_sender
 from .._core._queries import _MISSING, get_completion_scheduler, get_scheduler, query_or
 from .._core._tags import set_value_t
 from ._continues_on import continues_on
@@ -43,6 +44,8 @@ from ._write_env import write_env
 __all__ = ["on"]
 
 T = TypeVar("T")
+A = TypeVar("A")
+R = TypeVar("R")
 
 
 def _no_scheduler(form: str) -> TypeError:
@@ -156,7 +159,19 @@ class on_t(Algorithm):
     @overload
     def __call__(self, sch: Any, sndr: Sender[T], /) -> Sender[T]: ...
     @overload
+    def __call__(self, sch: Any, closure: MapClosure[A, R], /) -> MapClosure[A, R]: ...
+    @overload
+    def __call__(self, sch: Any, closure: WidenClosure[R], /) -> WidenClosure[R]: ...
+    @overload
     def __call__(self, sch: Any, closure: Closure[Any], /) -> Closure[Any]: ...
+    @overload
+    def __call__(
+        self, sndr: Awaitable[A], sch: Any, closure: MapClosure[A, R], /
+    ) -> Sender[R]: ...
+    @overload
+    def __call__(
+        self, sndr: Awaitable[T], sch: Any, closure: WidenClosure[R], /
+    ) -> Sender[T | R]: ...
     @overload
     def __call__(self, sndr: Sender[Any], sch: Any, closure: Closure[Any], /) -> Sender[Any]: ...
     def __call__(self, *args: Any) -> Any:

@@ -14,17 +14,20 @@ then loop in constant stack, as ``repeat_n`` does).
 from __future__ import annotations
 
 import math
-from typing import Any, overload
+from collections.abc import Awaitable
+from typing import Any, NoReturn, TypeVar, overload
 
 from .._core._adaptor_util import check_sender, early_child
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
 from .._core._env import fwd_env, get_env
-from .._core._protocol import Algorithm, Closure, Sender
+from .._core._protocol import Algorithm, Closure, Sender, WidenClosure
 from .._core._queries import _MISSING, get_scheduler, query_or
 from .._core._tags import set_error_t, set_stopped_t
 from ._repeat import _DONE, LoopOp, check_count
 
 __all__ = ["retry"]
+
+T = TypeVar("T")
 
 
 def _timed_scheduler(env: Any, delay: float) -> Any:
@@ -232,18 +235,18 @@ class retry_t(Algorithm):
         delay: float = 0.0,
         backoff: float = 1.0,
         retry_on: type[BaseException] | tuple[type[BaseException], ...] = Exception,
-    ) -> Closure[Any]: ...
+    ) -> WidenClosure[NoReturn]: ...
     @overload
     def __call__(
         self,
-        sndr: Any,
+        sndr: Awaitable[T],
         /,
         *,
         attempts: int | None = None,
         delay: float = 0.0,
         backoff: float = 1.0,
         retry_on: type[BaseException] | tuple[type[BaseException], ...] = Exception,
-    ) -> Sender[Any]: ...
+    ) -> Sender[T]: ...
     def __call__(
         self,
         *args: Any,

@@ -10,7 +10,8 @@ does the same work directly with one forwarding receiver instead of two operatio
 
 from __future__ import annotations
 
-from typing import Any, TypeVar, overload
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, overload
 
 from .._core._adaptor_util import (
     BinaryAdaptor,
@@ -26,7 +27,7 @@ from .._core._completion_signatures import (
 )
 from .._core._connect import connect_unchecked as connect
 from .._core._env import fwd_env, get_env
-from .._core._protocol import Closure, Sender, is_sender
+from .._core._protocol import Sender, WidenClosure, is_sender
 from .._core._tags import set_error_t, set_stopped_t, set_value_t
 from .._core._values import values
 from ._just import just, just_error
@@ -175,6 +176,15 @@ class stopped_as_optional_t(UnaryAdaptor):
         r: Sender[Any] = early_child(sndr, _StoppedAsOptionalSender(sndr))
         return r
 
+    if TYPE_CHECKING:
+        # For type checkers: a stop becomes ``None`` (docs/typing.md).
+        @overload
+        def __call__(self, /) -> stopped_as_optional_t: ...
+        @overload
+        def __call__(self, sndr: Awaitable[T], /) -> Sender[T | None]: ...
+        def __call__(self, *args: Any) -> Any: ...
+        def __ror__(self, sndr: Awaitable[T]) -> Sender[T | None]: ...
+
     def transform_sender(self, sndr: Any, env: Any = None) -> Any:
         """The lowering to ``let_stopped(then(...), ...)`` at ``connect`` ([exec.stopped.opt],
         [exec.snd.transform])."""
@@ -275,7 +285,7 @@ class stopped_as_error_t(BinaryAdaptor):
     _arg = "err"
 
     @overload
-    def __call__(self, err: Any, /) -> Closure[Any]: ...
+    def __call__(self, err: Any, /) -> WidenClosure[NoReturn]: ...
     @overload
     def __call__(self, sndr: Sender[T], err: Any, /) -> Sender[T]: ...
     def __call__(self, *args: Any) -> Any:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import inspect
 import types
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, overload
 
 from .._core import _domain
@@ -33,13 +33,29 @@ from .._core._adaptor_util import (
 from .._core._connect import connect_unchecked as connect
 from .._core._domain import get_domain_late, transform_sender
 from .._core._env import fwd_env, get_env
-from .._core._protocol import Closure, Sender, completed_twice, twice_started
+from .._core._protocol import (
+    MapClosure,
+    Sender,
+    WidenClosure,
+    completed_twice,
+    twice_started,
+)
 from .._core._values import values
 from ._just import _JustSender
 
 __all__ = ["then", "upon_error", "upon_stopped"]
 
 R = TypeVar("R")
+# ``bound=Any``: pyright types an unannotated lambda's parameter as the type variable itself,
+# so ``then(lambda x: x + 1)`` would be an error with a plain TypeVar; with ``Any`` as the
+# bound the lambda's body is not checked (mypy infers it from the sender, docs/typing.md).
+T = TypeVar("T")
+A = TypeVar("A", bound=Any)
+B = TypeVar("B", bound=Any)
+C = TypeVar("C", bound=Any)
+D = TypeVar("D", bound=Any)
+E = TypeVar("E", bound=Any)
+F = TypeVar("F", bound=Any)
 _VALUE, _ERROR, _STOPPED = 0, 1, 2
 _CoroutineType = types.CoroutineType
 _FunctionType = types.FunctionType
@@ -418,10 +434,49 @@ class then_t(FnAdaptor):
     _name = "then"
     _sync_only = True
 
+    # The value type of a sender (what ``await`` gives) is ``None`` for no datums, ``A`` for
+    # one and ``tuple[A, B]`` for two, so ``f``'s parameters are checked against it by arity;
+    # one parameter first: ``then(str)`` takes one argument, though ``str()`` also works.
     @overload
-    def __call__(self, f: Callable[..., R], /) -> Closure[R]: ...
+    def __call__(self, f: Callable[[A], R], /) -> MapClosure[A, R]: ...
     @overload
-    def __call__(self, sndr: Any, f: Callable[..., R], /) -> Sender[R]: ...
+    def __call__(self, f: Callable[[], R], /) -> MapClosure[None, R]: ...
+    @overload
+    def __call__(self, f: Callable[[A, B], R], /) -> MapClosure[tuple[A, B], R]: ...
+    @overload
+    def __call__(self, f: Callable[[A, B, C], R], /) -> MapClosure[tuple[A, B, C], R]: ...
+    @overload
+    def __call__(self, f: Callable[[A, B, C, D], R], /) -> MapClosure[tuple[A, B, C, D], R]: ...
+    @overload
+    def __call__(
+        self, f: Callable[[A, B, C, D, E], R], /
+    ) -> MapClosure[tuple[A, B, C, D, E], R]: ...
+    @overload
+    def __call__(
+        self, f: Callable[[A, B, C, D, E, F], R], /
+    ) -> MapClosure[tuple[A, B, C, D, E, F], R]: ...
+    @overload
+    def __call__(self, sndr: Awaitable[A], f: Callable[[A], R], /) -> Sender[R]: ...
+    @overload
+    def __call__(self, sndr: Awaitable[None], f: Callable[[], R], /) -> Sender[R]: ...
+    @overload
+    def __call__(self, sndr: Awaitable[tuple[A, B]], f: Callable[[A, B], R], /) -> Sender[R]: ...
+    @overload
+    def __call__(
+        self, sndr: Awaitable[tuple[A, B, C]], f: Callable[[A, B, C], R], /
+    ) -> Sender[R]: ...
+    @overload
+    def __call__(
+        self, sndr: Awaitable[tuple[A, B, C, D]], f: Callable[[A, B, C, D], R], /
+    ) -> Sender[R]: ...
+    @overload
+    def __call__(
+        self, sndr: Awaitable[tuple[A, B, C, D, E]], f: Callable[[A, B, C, D, E], R], /
+    ) -> Sender[R]: ...
+    @overload
+    def __call__(
+        self, sndr: Awaitable[tuple[A, B, C, D, E, F]], f: Callable[[A, B, C, D, E, F], R], /
+    ) -> Sender[R]: ...
     def __call__(self, *args: Any) -> Any:
         global _last_sync_fn
         if len(args) == 1:  # _closure, inlined
@@ -468,9 +523,9 @@ class upon_error_t(FnAdaptor):
     _sync_only = True
 
     @overload
-    def __call__(self, f: Callable[[Any], R], /) -> Closure[Any]: ...
+    def __call__(self, f: Callable[[Any], R], /) -> WidenClosure[R]: ...
     @overload
-    def __call__(self, sndr: Any, f: Callable[[Any], R], /) -> Sender[Any]: ...
+    def __call__(self, sndr: Awaitable[T], f: Callable[[Any], R], /) -> Sender[T | R]: ...
     def __call__(self, *args: Any) -> Any:
         return _closure(self, args)
 
@@ -499,9 +554,9 @@ class upon_stopped_t(FnAdaptor):
     _sync_only = True
 
     @overload
-    def __call__(self, f: Callable[[], R], /) -> Closure[Any]: ...
+    def __call__(self, f: Callable[[], R], /) -> WidenClosure[R]: ...
     @overload
-    def __call__(self, sndr: Any, f: Callable[[], R], /) -> Sender[Any]: ...
+    def __call__(self, sndr: Awaitable[T], f: Callable[[], R], /) -> Sender[T | R]: ...
     def __call__(self, *args: Any) -> Any:
         return _closure(self, args)
 

@@ -14,17 +14,20 @@ The clock is the scheduler of the receiver's environment (``get_scheduler``), wh
 from __future__ import annotations
 
 import math
-from typing import Any, overload
+from collections.abc import Awaitable
+from typing import Any, NoReturn, TypeVar, overload
 
 from .._core._adaptor_util import BinaryAdaptor, early_child
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
 from .._core._env import fwd_env, get_env
-from .._core._protocol import Closure, Sender
+from .._core._protocol import Sender, WidenClosure
 from .._core._queries import get_scheduler, query_or
 from .._core._tags import set_error_t, set_stopped_t
 from ._when_any import ERROR, STOPPED, RaceOp, RaceReceiver, child_env_for
 
 __all__ = ["stop_after", "timeout"]
+
+T = TypeVar("T")
 
 _MISSING = object()
 
@@ -147,9 +150,9 @@ class _TimedAdaptor(BinaryAdaptor):
     _sender: type[_TimeoutSender]
 
     @overload
-    def __call__(self, seconds: float, /) -> Closure[Any]: ...
+    def __call__(self, seconds: float, /) -> WidenClosure[NoReturn]: ...
     @overload
-    def __call__(self, sndr: Any, seconds: float, /) -> Sender[Any]: ...
+    def __call__(self, sndr: Awaitable[T], seconds: float, /) -> Sender[T]: ...
     def __call__(self, *args: Any) -> Any:
         return self._build(args)
 

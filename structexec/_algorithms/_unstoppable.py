@@ -6,7 +6,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .._core._adaptor_util import UnaryAdaptor, early_child
 from .._core._infallible import UNSTOPPABLE_ENV
@@ -14,6 +15,8 @@ from .._core._protocol import Sender
 from ._write_env import _WriteEnvSender
 
 __all__ = ["unstoppable"]
+
+T = TypeVar("T")
 
 
 class unstoppable_t(UnaryAdaptor):
@@ -46,6 +49,15 @@ class unstoppable_t(UnaryAdaptor):
     def _apply(self, sndr: Any) -> Sender[Any]:
         r: Sender[Any] = early_child(sndr, _WriteEnvSender(sndr, UNSTOPPABLE_ENV))
         return r
+
+    if TYPE_CHECKING:
+        # For type checkers: the value type is kept (docs/typing.md).
+        @overload
+        def __call__(self, /) -> unstoppable_t: ...
+        @overload
+        def __call__(self, sndr: Awaitable[T], /) -> Sender[T]: ...
+        def __call__(self, *args: Any) -> Any: ...
+        def __ror__(self, sndr: Awaitable[T]) -> Sender[T]: ...
 
 
 unstoppable = unstoppable_t()

@@ -28,7 +28,8 @@ import reprlib
 import sys
 import threading
 import traceback
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar, overload
 
 from .._core._adaptor_util import close_op, early
 from .._core._completion_signatures import (
@@ -52,6 +53,13 @@ from .._core._tags import set_stopped_t, set_value_t
 from ._into_variant import into_variant
 from ._just import just, just_error, just_stopped
 from ._read_env import read_env
+
+T1 = TypeVar("T1")
+T2 = TypeVar("T2")
+T3 = TypeVar("T3")
+T4 = TypeVar("T4")
+T5 = TypeVar("T5")
+T6 = TypeVar("T6")
 
 __all__ = ["when_all", "when_all_with_variant"]
 
@@ -570,6 +578,55 @@ class when_all_t(Algorithm):
 
     __slots__ = ()
 
+    # Typing (docs/typing.md): children that send one datum each; ``await`` gives the tuple.
+    @overload
+    def __call__(self, s1: Awaitable[T1], /) -> Sender[T1]: ...
+    @overload
+    def __call__(self, s1: Awaitable[T1], s2: Awaitable[T2], /) -> Sender[tuple[T1, T2]]: ...
+    @overload
+    def __call__(
+        self, s1: Awaitable[T1], s2: Awaitable[T2], s3: Awaitable[T3], /
+    ) -> Sender[tuple[T1, T2, T3]]: ...
+    @overload
+    def __call__(
+        self, s1: Awaitable[T1], s2: Awaitable[T2], s3: Awaitable[T3], s4: Awaitable[T4], /
+    ) -> Sender[tuple[T1, T2, T3, T4]]: ...
+    @overload
+    def __call__(
+        self,
+        s1: Awaitable[T1],
+        s2: Awaitable[T2],
+        s3: Awaitable[T3],
+        s4: Awaitable[T4],
+        s5: Awaitable[T5],
+        /,
+    ) -> Sender[tuple[T1, T2, T3, T4, T5]]: ...
+    @overload
+    def __call__(
+        self,
+        s1: Awaitable[T1],
+        s2: Awaitable[T2],
+        s3: Awaitable[T3],
+        s4: Awaitable[T4],
+        s5: Awaitable[T5],
+        s6: Awaitable[T6],
+        /,
+    ) -> Sender[tuple[T1, T2, T3, T4, T5, T6]]: ...
+    @overload
+    def __call__(self) -> Sender[None]: ...
+    @overload
+    def __call__(
+        self,
+        s1: Awaitable[Any],
+        s2: Awaitable[Any],
+        s3: Awaitable[Any],
+        s4: Awaitable[Any],
+        s5: Awaitable[Any],
+        s6: Awaitable[Any],
+        s7: Awaitable[Any],
+        /,
+        *sndrs: Awaitable[Any],
+    ) -> Sender[tuple[Any, ...]]: ...
     def __call__(self, *sndrs: Any) -> Sender[Any]:
         return _make(_WhenAllSender, "when_all", sndrs)
 

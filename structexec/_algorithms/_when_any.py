@@ -33,14 +33,22 @@ from __future__ import annotations
 
 import reprlib
 import threading
-from typing import Any, overload
+from collections.abc import Awaitable
+from typing import Any, NoReturn, TypeVar, overload
 
 from .._core._adaptor_util import BinaryAdaptor, close_op, early, early_child
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
 from .._core._connect import connect_unchecked as connect
 from .._core._domain import domains_active
 from .._core._env import EMPTY_ENV, fwd_env, get_env
-from .._core._protocol import Algorithm, Closure, Sender, completed_twice, is_sender, twice_started
+from .._core._protocol import (
+    Algorithm,
+    Sender,
+    WidenClosure,
+    completed_twice,
+    is_sender,
+    twice_started,
+)
 from .._core._queries import get_stop_token, query_or
 from .._core._stop_token import (
     inplace_stop_source,
@@ -52,7 +60,16 @@ from .._core._tags import set_stopped_t
 from ._stop_when import StopTokenEnv
 from ._when_all import _common_domain
 
+T1 = TypeVar("T1")
+T2 = TypeVar("T2")
+T3 = TypeVar("T3")
+T4 = TypeVar("T4")
+T5 = TypeVar("T5")
+T6 = TypeVar("T6")
+
 __all__ = ["stop_when", "when_any"]
+
+T = TypeVar("T")
 
 VALUE, ERROR, STOPPED = 0, 1, 2
 _NEVER = never_stop_token()
@@ -386,6 +403,53 @@ class when_any_t(Algorithm):
 
     __slots__ = ()
 
+    # Typing (docs/typing.md): ``await`` gives the winner's value: the union of the children's.
+    @overload
+    def __call__(self, s1: Awaitable[T1], /) -> Sender[T1]: ...
+    @overload
+    def __call__(self, s1: Awaitable[T1], s2: Awaitable[T2], /) -> Sender[T1 | T2]: ...
+    @overload
+    def __call__(
+        self, s1: Awaitable[T1], s2: Awaitable[T2], s3: Awaitable[T3], /
+    ) -> Sender[T1 | T2 | T3]: ...
+    @overload
+    def __call__(
+        self, s1: Awaitable[T1], s2: Awaitable[T2], s3: Awaitable[T3], s4: Awaitable[T4], /
+    ) -> Sender[T1 | T2 | T3 | T4]: ...
+    @overload
+    def __call__(
+        self,
+        s1: Awaitable[T1],
+        s2: Awaitable[T2],
+        s3: Awaitable[T3],
+        s4: Awaitable[T4],
+        s5: Awaitable[T5],
+        /,
+    ) -> Sender[T1 | T2 | T3 | T4 | T5]: ...
+    @overload
+    def __call__(
+        self,
+        s1: Awaitable[T1],
+        s2: Awaitable[T2],
+        s3: Awaitable[T3],
+        s4: Awaitable[T4],
+        s5: Awaitable[T5],
+        s6: Awaitable[T6],
+        /,
+    ) -> Sender[T1 | T2 | T3 | T4 | T5 | T6]: ...
+    @overload
+    def __call__(
+        self,
+        s1: Awaitable[Any],
+        s2: Awaitable[Any],
+        s3: Awaitable[Any],
+        s4: Awaitable[Any],
+        s5: Awaitable[Any],
+        s6: Awaitable[Any],
+        s7: Awaitable[Any],
+        /,
+        *sndrs: Awaitable[Any],
+    ) -> Sender[Any]: ...
     def __call__(self, *sndrs: Any) -> Sender[Any]:
         if not sndrs:
             raise TypeError(
@@ -486,9 +550,9 @@ class stop_when_t(BinaryAdaptor):
     _arg = "trigger"
 
     @overload
-    def __call__(self, trigger: Any, /) -> Closure[Any]: ...
+    def __call__(self, trigger: Any, /) -> WidenClosure[NoReturn]: ...
     @overload
-    def __call__(self, sndr: Any, trigger: Any, /) -> Sender[Any]: ...
+    def __call__(self, sndr: Awaitable[T], trigger: Any, /) -> Sender[T]: ...
     def __call__(self, *args: Any) -> Any:
         return self._build(args)
 

@@ -9,7 +9,7 @@ It completes wherever its child completes, which ``affine_on`` relies on ([exec.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar, overload
+from typing import Any, NoReturn, TypeVar, overload
 
 from .._core._adaptor_util import (
     BinaryAdaptor,
@@ -21,7 +21,7 @@ from .._core._adaptor_util import (
 from .._core._completion_signatures import completion_signatures, dependent_sender_error
 from .._core._connect import connect_unchecked as connect
 from .._core._env import EMPTY_ENV, fwd_env, join_env
-from .._core._protocol import Closure, Sender
+from .._core._protocol import Sender, WidenClosure
 
 __all__ = ["write_env"]
 
@@ -100,7 +100,7 @@ class write_env_t(BinaryAdaptor):
     _arg = "env"
 
     @overload
-    def __call__(self, env: Any, /) -> Closure[Any]: ...
+    def __call__(self, env: Any, /) -> WidenClosure[NoReturn]: ...
     @overload
     def __call__(self, sndr: Sender[T], env: Any, /) -> Sender[T]: ...
     def __call__(self, *args: Any) -> Any:

@@ -27,11 +27,13 @@ __all__ = [
     "AffineSender",
     "AwaitableSendersState",
     "CompletesInline",
+    "HandOff",
     "JoinWaiter",
     "LateDomain",
     "PerInstanceSigs",
     "ProxyQueryHooks",
     "RangeProxy",
+    "SubmitAnywhere",
     "TrioSchedulerMark",
     "TryQuery",
 ]
@@ -213,6 +215,46 @@ class RangeProxy(Protocol):
     @property
     def _sx_range_ok(self) -> bool:
         """``True`` when ranges may replace single indices."""
+
+
+@runtime_checkable
+class HandOff(Protocol):
+    """``_sx_handoff``: the receiver's completion only records the result and wakes whoever
+    waits for it on another agent: it runs no user code, never blocks and is safe on any
+    thread, so a remote backend may call it on the thread that learned the result instead
+    of hopping to one of its own agents first (no one can tell the agents apart).
+
+    Provided by: ``_await._AwaitRcvr`` (``await sndr`` in a trio task: hands the wake-up to
+    trio), ``_sync_wait._SyncWaitReceiver`` (class attributes, ``True``); a property
+    forwarding to the downstream receiver on ``_parallel_scheduler``'s bulk proxy.
+
+    Called by: ``backends/_remote.RemoteJob.finish`` (the process pool completes on the
+    executor's result thread, dask on the client's callback thread). Absent means ``False``.
+    """
+
+    @property
+    def _sx_handoff(self) -> bool:
+        """``True`` when completing from any thread is cheap and runs nothing else."""
+
+
+@runtime_checkable
+class SubmitAnywhere(Protocol):
+    """``_sx_submit_anywhere``: the backend's bulk methods only hand the work to something
+    else (worker processes, a cluster) and return at once, so they may be called on any
+    thread, for example the one that starts ``schedule(sch) | bulk(...)``, instead of on one of
+    the backend's agents after a ``schedule`` hop. Read at ``start``: ``False`` means "not now"
+    (the hop is taken).
+
+    Provided by: ``backends/_remote.RemoteBackend`` (dask: ``True``; the process pool: while
+    its executor is running, so that starting worker processes never happens on the caller's
+    thread).
+
+    Called by: ``_parallel_scheduler._BulkOp.start``. Absent means the hop is always taken.
+    """
+
+    @property
+    def _sx_submit_anywhere(self) -> bool:
+        """``True`` when the bulk methods may be called from the caller's thread now."""
 
 
 @runtime_checkable

@@ -13,17 +13,19 @@ the pipe operator. The completion tags (``set_value_t``, ...) are in ``_tags.py`
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Generator
-from typing import Any, ClassVar, Generic, TypeVar
+from collections.abc import Awaitable, Callable, Generator
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, overload
 
 from . import _hooks
 from ._env import EMPTY_ENV
 
 __all__ = [
     "Closure",
+    "MapClosure",
     "OperationState",
     "Receiver",
     "Sender",
+    "WidenClosure",
     "is_scheduler",
     "is_sender",
     "set_error",
@@ -34,6 +36,9 @@ __all__ = [
 
 T_co = TypeVar("T_co", covariant=True)
 R = TypeVar("R")
+T = TypeVar("T")
+In_contra = TypeVar("In_contra", contravariant=True)
+Out_co = TypeVar("Out_co", covariant=True)
 
 
 def set_value(rcvr: Any, *vals: Any) -> None:
@@ -106,6 +111,16 @@ class Sender(Generic[T_co]):
 
     def __await__(self) -> Generator[Any, Any, T_co]:
         return _hooks.await_sender(self)
+
+    if TYPE_CHECKING:
+        # For type checkers only (at run time ``sndr | c`` is ``c.__ror__(sndr)``): offering
+        # the closure's type from the left lets mypy infer the parameter of a lambda given to
+        # ``then``/``let_value`` from the sender's value type (docs/typing.md).
+        @overload
+        def __or__(self, c: MapClosure[T_co, R], /) -> Sender[R]: ...
+        @overload
+        def __or__(self, c: WidenClosure[R], /) -> Sender[T_co | R]: ...
+        def __or__(self, c: Any, /) -> Any: ...
 
 
 class Receiver:
@@ -196,6 +211,47 @@ class Closure(Generic[R]):
             return other(first(s))
 
         return Closure(composed)
+
+
+class MapClosure(Closure[Any], Generic[In_contra, Out_co]):
+    """For type checkers: the type of a closure that turns a sender of ``In`` into a sender of
+    ``Out`` (``then(f)``, ``let_value(f)``; docs/typing.md). The objects are closures of other
+    (private) classes; this class only names their type."""
+
+    __slots__ = ()
+
+    if TYPE_CHECKING:
+
+        def __ror__(self, sndr: Awaitable[In_contra]) -> Sender[Out_co]: ...
+        def __call__(self, sndr: Awaitable[In_contra]) -> Sender[Out_co]: ...
+        @overload
+        def __or__(self, other: MapClosure[Out_co, R]) -> MapClosure[In_contra, R]: ...
+        @overload
+        def __or__(self, other: WidenClosure[R]) -> MapClosure[In_contra, Out_co | R]: ...
+        @overload
+        def __or__(self, other: Closure[R]) -> MapClosure[In_contra, R]: ...
+        def __or__(self, other: object) -> Any: ...
+
+
+class WidenClosure(Closure[Any], Generic[Out_co]):
+    """For type checkers: the type of a closure that turns a sender of ``T`` into a sender of
+    ``T | Out`` (``upon_error(f)``, ``let_stopped(f)``); ``WidenClosure[NoReturn]`` keeps the
+    value type (``continues_on(sch)``, ``write_env(env)``; docs/typing.md). The objects are
+    closures of other (private) classes; this class only names their type."""
+
+    __slots__ = ()
+
+    if TYPE_CHECKING:
+
+        def __ror__(self, sndr: Awaitable[T]) -> Sender[T | Out_co]: ...
+        def __call__(self, sndr: Awaitable[T]) -> Sender[T | Out_co]: ...
+        @overload
+        def __or__(self, other: WidenClosure[R]) -> WidenClosure[Out_co | R]: ...
+        @overload
+        def __or__(self, other: MapClosure[Any, R]) -> MapClosure[Any, R]: ...
+        @overload
+        def __or__(self, other: Closure[R]) -> Closure[R]: ...
+        def __or__(self, other: object) -> Any: ...
 
 
 def is_sender(x: object) -> bool:

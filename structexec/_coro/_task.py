@@ -35,10 +35,9 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Coroutine, Generator
-from typing import Any, Protocol, TypeVar, overload
+from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
 import trio.lowlevel as tl
-from typing_extensions import ParamSpec
 
 from .._core import _hooks
 from .._core._completion_signatures import completion_signatures

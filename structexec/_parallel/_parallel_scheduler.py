@@ -514,7 +514,17 @@ class _BulkOp(_ProxyOp, bulk_item_receiver_proxy):
         if self._state:
             raise twice_started(self)
         self._state = 1
-        self._child.start()
+        child = self._child
+        if type(child) is _Fused:
+            if self._backend._sx_submit_anywhere:
+                # schedule(sch) | bulk on a backend that only submits the work elsewhere:
+                # hand it the work now instead of hopping to one of its agents first
+                # (nothing runs in between; the backend checks the stop token itself).
+                self._child = None
+                self._launch(())
+                return
+            child = self._child = connect(child.sndr, _BulkChildReceiver(self))
+        child.start()
 
     def close(self) -> None:
         """Never started: close the predecessor's operation
@@ -522,7 +532,8 @@ class _BulkOp(_ProxyOp, bulk_item_receiver_proxy):
         if not self._state:
             self._state = 1
             child, self._child = self._child, None
-            close_op(child)
+            if type(child) is not _Fused:
+                close_op(child)
 
     # -- the child's completions (through _BulkChildReceiver)
 
@@ -599,6 +610,12 @@ class _BulkOp(_ProxyOp, bulk_item_receiver_proxy):
             if len(part):
                 vals[k][b : b + len(part)] = part
 
+    @property
+    def _sx_handoff(self) -> bool:
+        """Completing this proxy is a hand-off when completing its receiver is
+        (contracts.HandOff): the proxy itself only checks and forwards."""
+        return getattr(self._rcvr, "_sx_handoff", False) is True
+
     def set_value(self) -> None:
         self._finish("set_value")
         vals = self._vals
@@ -620,6 +637,17 @@ class _BulkOp(_ProxyOp, bulk_item_receiver_proxy):
 
     def __repr__(self) -> str:
         return f"<parallel_scheduler bulk operation on {self._backend!r}>"
+
+
+class _Fused:
+    """``_BulkOp._child`` for ``schedule(sch) | bulk(...)`` on a backend with
+    ``_sx_submit_anywhere``: the schedule sender, connected only if the backend says no at
+    ``start``."""
+
+    __slots__ = ("sndr",)
+
+    def __init__(self, sndr: Any) -> None:
+        self.sndr = sndr
 
 
 class _BulkChildReceiver:
@@ -693,8 +721,19 @@ class _ParBulkSender(Sender[Any]):
         unchunked = algo is _bulk_mod.bulk_unchunked
         mode = CHUNKED if algo is _bulk_mod.bulk_chunked else PER_INDEX
         parallel = _is_parallel_policy(self._policy)
-        op = _BulkOp(self._sch._backend, rcvr, mode, unchunked, parallel, self._shape, self._f)
-        op._child = connect(self._child, _BulkChildReceiver(op))
+        backend = self._sch._backend
+        op = _BulkOp(backend, rcvr, mode, unchunked, parallel, self._shape, self._f)
+        child = self._child
+        if (
+            type(child) is _ScheduleSender
+            and child._sch._backend is backend
+            and hasattr(type(backend), "_sx_submit_anywhere")
+        ):
+            # (connect would not transform the schedule sender: its late domain is always
+            # the parallel domain, whose transform of schedule is the identity.)
+            op._child = _Fused(child)
+        else:
+            op._child = connect(child, _BulkChildReceiver(op))
         return op
 
     def get_env(self) -> _ParBulkAttrs:

@@ -78,6 +78,9 @@ class _SyncWaitReceiver:
     work asks for the scheduler, or when it has not completed by the time ``start`` returns.
     Work that completes inside ``start`` (``just(x) | then(f)``) needs no loop at all."""
 
+    #: Completing only records the result and wakes the waiting thread (contracts.HandOff).
+    _sx_handoff = True
+
     __slots__ = ("_finished", "_kind", "_loop", "_result")
 
     def __init__(self) -> None:

@@ -10,18 +10,29 @@ was never started is closed (``close()``) or dropped.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, NoReturn, TypeVar, overload
 
 from .._core._adaptor_util import close_op
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
 from .._core._connect import connect
 from .._core._domain import get_domain_early, may_transform, transform_sender
 from .._core._env import EMPTY_ENV, get_env
-from .._core._protocol import Algorithm, Closure, Sender, completed_twice, is_sender, twice_started
+from .._core._protocol import (
+    Algorithm,
+    Closure,
+    Sender,
+    WidenClosure,
+    completed_twice,
+    is_sender,
+    twice_started,
+)
 from .._core._tags import set_stopped_t
 from ._scope_token import check_scope_token, is_scope_token
 
 __all__ = ["associate"]
+
+T = TypeVar("T")
 
 
 class _AssociateOp:
@@ -210,7 +221,7 @@ class _AssociateSender(Sender[Any]):
 
 
 class associate_t(Algorithm):
-    """``associate(sndr, token)`` / ``sndr | associate(token)`` ([exec.associate], 27).
+    """``associate(sndr, token)`` / ``sndr | associate(token)`` ([exec.associate]).
 
     * Eager ([exec.associate]): ``token.wrap(sndr)`` and ``token.try_associate()`` run when
       ``associate`` is called; while the returned sender holds the association, the scope's
@@ -249,6 +260,10 @@ class associate_t(Algorithm):
 
     __slots__ = ()
 
+    @overload
+    def __call__(self, token: Any, /) -> WidenClosure[NoReturn]: ...
+    @overload
+    def __call__(self, sndr: Awaitable[T], token: Any, /) -> Sender[T]: ...
     def __call__(self, *args: Any) -> Any:
         if len(args) == 1:
             token = args[0]

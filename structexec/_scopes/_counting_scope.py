@@ -19,19 +19,23 @@ zero. The two public classes are composed from:
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+import time
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from .._algorithms._stop_when import stop_when
 from .._core._env import EMPTY_ENV
 from .._core._env import env as _env_cls
 from .._core._protocol import Sender
-from . import _spawn
+from . import _introspect, _spawn, _spawn_future
 from ._join import _JoinSender
 from ._nursery import CountingHost, NurseryFace, SimpleHost
 from ._spawn import FAST_TOKENS, as_exception, check_env, check_sender, spawn_into
 from ._spawn_future import spawn_future
 
 __all__ = ["counting_scope", "simple_counting_scope"]
+
+T = TypeVar("T")
 
 
 # --------------------------------------------------------------------------- tokens
@@ -86,7 +90,7 @@ class _SimpleToken(_Token):
 
     __slots__ = ()
 
-    def wrap(self, sndr: Any) -> Any:
+    def wrap(self, sndr: T) -> T:
         """Return ``sndr`` unchanged ([exec.simple.counting.token])."""
         return sndr
 
@@ -124,7 +128,7 @@ class _ScopeBase(NurseryFace):
 
     # -- public members
 
-    def get_token(self) -> Any:
+    def get_token(self) -> _Token:
         """The scope's token: give it to ``spawn``, ``spawn_future`` and ``associate``
         ([exec.scope.concepts])."""
         return self._token_type(self)
@@ -145,6 +149,12 @@ class _ScopeBase(NurseryFace):
         instead of ``set_value()`` (docs/scopes.md).
         """
         return _JoinSender(self)
+
+    def outstanding(self) -> tuple[Any, ...]:
+        """The scope's outstanding operations right now, as ``sx.OperationInfo`` records:
+        spawned and associated work still running, futures whose result nobody consumed yet,
+        hosted trio tasks (docs/debugging.md). A snapshot; it keeps nothing alive."""
+        return _introspect.outstanding(self)
 
     @property
     def unhandled_errors(self) -> tuple[Any, ...]:
@@ -184,12 +194,15 @@ class _ScopeBase(NurseryFace):
         check_sender("spawn", sndr)
         spawn_into(sndr, self, e)
 
-    def spawn_future(self, sndr: Any, env: Any = EMPTY_ENV) -> Sender[Any]:
+    def spawn_future(self, sndr: Awaitable[T], env: Any = EMPTY_ENV) -> Sender[T]:
         """``sx.spawn_future(sndr, self.get_token(), env)`` ([exec.spawn.future]), with the
         same environment additions as :meth:`spawn`. ``await scope.spawn_future(x)`` gives
         ``x``'s result."""
         e = self._spawn_env if env is EMPTY_ENV else _env_cls(env, self._spawn_env)
         return spawn_future(sndr, self._token_type(self), e)
+
+
+_spawn_future._SCOPE_SPAWN_FUTURE[0] = _ScopeBase.spawn_future.__code__
 
 
 class simple_counting_scope(SimpleHost, _ScopeBase):
@@ -222,11 +235,20 @@ class simple_counting_scope(SimpleHost, _ScopeBase):
     * Dropping a scope that is not unused, unused-and-closed or joined is a contract
       violation: a ``ResourceWarning`` when it is garbage-collected
       ([exec.counting.scopes]). Not copyable.
+    * Debugging (docs/debugging.md): ``name=`` appears in ``repr``, in ``sx.dump()`` and in
+      the note ``spawned at app.py:42 into simple_counting_scope 'jobs'`` that errors of its
+      work carry (unnamed scopes add no note); ``stop_grace=`` (seconds, default
+      ``sx.set_stop_grace``'s) warns (``sx.StuckWorkWarning``) when the exit of ``async
+      with`` has waited that long; ``scope.outstanding()`` lists the work still running.
     """
 
     __slots__ = ()
     token: ClassVar[type[_Token]] = _SimpleToken
     _token_type = _SimpleToken
+
+    if TYPE_CHECKING:
+
+        def get_token(self) -> _SimpleToken: ...
 
 
 class counting_scope(CountingHost, _ScopeBase):
@@ -252,12 +274,18 @@ class counting_scope(CountingHost, _ScopeBase):
     * ``strict_exception_groups`` (default ``True``, as ``trio.open_nursery``): whatever
       leaves the block comes out in a ``BaseExceptionGroup``; ``False`` lets a lone
       exception out as it is.
+    * ``stop_grace=`` also warns, that many seconds after a stop request, about each
+      operation still running, with where it was spawned (docs/debugging.md).
     * Everything else as :class:`simple_counting_scope`.
     """
 
     __slots__ = ()
     token: ClassVar[type[_Token]] = _CountingToken
     _token_type = _CountingToken
+
+    if TYPE_CHECKING:
+
+        def get_token(self) -> _CountingToken: ...
 
     def request_stop(self) -> None:
         """Request stop on every associated operation ([exec.scope.counting]); thread-safe,
@@ -266,6 +294,8 @@ class counting_scope(CountingHost, _ScopeBase):
         Inside ``async with`` it also cancels the scope's hosted trio tasks. It does not close
         the scope or change its state.
         """
+        if self._stop_since is None:
+            self._stop_since = time.monotonic()
         self._source.request_stop()
 
     def _record_error(self, err: Any) -> None:

@@ -15,15 +15,16 @@ this module only calls its methods.
 
 from __future__ import annotations
 
-import contextvars
 import inspect
 import sys
 import threading
+import time
+import warnings
 from collections.abc import Awaitable, Callable, Coroutine
 from functools import partial
 from types import CoroutineType as _CoroutineType
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import trio
 
@@ -35,7 +36,9 @@ from .._core._queries import get_scheduler
 from .._core._stop_token import inplace_stop_callback, inplace_stop_source
 from .._trio._trio_bridge import RunState, call_in_run, current_run, host_env
 from .._trio._trio_scheduler import trio_scheduler
+from . import _introspect
 from ._join import ERRORS_MESSAGE, _TrioJoinWaiter
+from ._site import OPEN_SCOPES, StuckWorkWarning, check_grace, grace_of, note_error, scope_label
 from ._spawn import as_exception
 from ._state import AssociationState
 
@@ -48,11 +51,14 @@ if sys.version_info < (3, 11):  # pragma: no cover
 
 __all__: list[str] = []
 
+_Scope = TypeVar("_Scope", bound="NurseryFace")
+
 _STRICT_MESSAGE = "exceptions from the counting scope"
 # The trio names of the scopes' own tasks, as they were when these methods were defined on the
 # public classes (trio names a task after its function: module and qualified name).
 _HOST_TASK_NAME = "structexec._scopes._counting_scope.simple_counting_scope._host"
 _WATCH_TASK_NAME = "structexec._scopes._counting_scope.counting_scope._watch"
+_GRACE_TASK_NAME = "structexec stop_grace watcher"
 
 class _TaskStatus:
     """Wraps trio's ``task_status`` to know whether ``started()`` moved the task into the
@@ -103,7 +109,7 @@ def _check_coroutine(who: str, async_fn: Any, coro: Any) -> Coroutine[Any, Any, 
     )
 
 
-def _hosted_task(scope: Any, async_fn: Any, args: tuple[Any, ...]) -> Any:
+def _hosted_task(scope: Any, async_fn: Any, args: tuple[Any, ...], site: Any = None) -> Any:
     """What ``scope.start_soon`` gives trio's ``nursery.start_soon``: trio calls it inside
     the new task's own copy of the context (so whatever ``async_fn(*args)`` does to
     contextvars, or sniffio, stays in the task), synchronously (so a ``TypeError`` for a
@@ -111,11 +117,17 @@ def _hosted_task(scope: Any, async_fn: Any, args: tuple[Any, ...]) -> Any:
     coro = async_fn(*args)
     if type(coro) is not _CoroutineType:
         coro = _check_coroutine("start_soon", async_fn, coro)
-    return _hosted(scope, coro)
+    return _hosted(scope, coro, site)
 
 
 def _hosted_start_task(
-    scope: Any, async_fn: Any, args: tuple[Any, ...], ran: list[bool], *, task_status: Any
+    scope: Any,
+    async_fn: Any,
+    args: tuple[Any, ...],
+    ran: list[bool],
+    site: Any = None,
+    *,
+    task_status: Any,
 ) -> Any:
     """What ``scope.start`` gives trio's ``nursery.start``: as :func:`_hosted_task`, trio
     calls it synchronously in the new task's context, so whatever ``async_fn`` raises while
@@ -125,7 +137,7 @@ def _hosted_start_task(
     coro = async_fn(*args, task_status=status)
     if type(coro) is not _CoroutineType:
         coro = _check_coroutine("start", async_fn, coro)
-    return scope._hosted_start(coro, status, ran)
+    return scope._hosted_start(coro, status, ran, site)
 
 
 def _user_traceback(e: BaseException) -> BaseException:
@@ -137,11 +149,13 @@ def _user_traceback(e: BaseException) -> BaseException:
     return e
 
 
-async def _hosted(scope: Any, coro: Coroutine[Any, Any, Any]) -> None:
-    """The body of a task started with ``scope.start_soon``."""
+async def _hosted(scope: Any, coro: Coroutine[Any, Any, Any], site: Any = None) -> None:
+    """The body of a task started with ``scope.start_soon`` (``site``: where it was called,
+    for the note on its errors and ``sx.operation_tree()``)."""
     try:
         await coro
     except Exception as e:
+        note_error(e, site, scope, task=True)
         scope._record_error(_user_traceback(e))
     except trio.Cancelled:
         if not scope._stopping():
@@ -151,6 +165,8 @@ async def _hosted(scope: Any, coro: Coroutine[Any, Any, Any]) -> None:
     except Stopped:
         pass  # an awaited sender completed stopped: the task ends stopped, like spawned work
     except BaseException as e:  # KeyboardInterrupt, SystemExit, groups: see _task_raised
+        if not isinstance(e, trio.Cancelled):
+            note_error(e, site, scope, task=True)
         if scope._task_raised(e):
             raise
     finally:
@@ -162,11 +178,15 @@ async def _guarded(scope: Any, async_fn: Callable[..., Any], args: tuple[Any, ..
     complete their own operation first): a ``BaseException`` other than ``Cancelled`` that
     escapes it is the scope's to raise, not the host nursery's (see ``_ScopeBase._interrupt``).
     """
+    # The spawn state of the coroutine sender (its operation's receiver), for the note: read
+    # now, the operation forgets its receiver when it completes.
+    st = getattr(getattr(async_fn, "__self__", None), "_rcvr", None)
     try:
         await async_fn(*args)
     except trio.Cancelled:
         raise
     except BaseException as e:
+        note_error(e, getattr(st, "_site", None), scope)
         if scope._task_raised(e):
             raise
 
@@ -192,9 +212,17 @@ class _HostNursery:
 
 #: The scopes the current trio task has entered and not yet left, innermost first (a linked
 #: list of ``(scope, rest)`` pairs): how a scope's exit finds scopes misnested inside it.
-_OPEN_SCOPES: contextvars.ContextVar[tuple[Any, Any] | None] = contextvars.ContextVar(
-    "structexec_open_scopes", default=None
-)
+_OPEN_SCOPES = OPEN_SCOPES
+
+
+def safe_warn(message: str) -> None:
+    """Issue a :class:`StuckWorkWarning` from inside the scope's machinery: a filter that
+    turns it into an error must not break the scope's join, so the warning is then shown
+    instead of raised."""
+    try:
+        warnings.warn(message, StuckWorkWarning, stacklevel=2)
+    except Warning:
+        warnings.showwarning(message, StuckWorkWarning, __file__, 0)
 
 
 def _task_finished(task: trio.lowlevel.Task) -> bool:
@@ -236,18 +264,32 @@ class NurseryFace(AssociationState):
         "_body_cs",
         "_cancel_scope",
         "_entered",
+        "_name",
         "_nursery",
         "_parent_task",
         "_reason",
         "_run",
         "_spawn_env",
         "_stop_cb",
+        "_stop_grace",
+        "_stop_since",
         "_strict",
     )
 
-    def __init__(self, *, strict_exception_groups: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        strict_exception_groups: bool = True,
+        name: str | None = None,
+        stop_grace: float | None = None,
+    ) -> None:
         super().__init__()
         self._strict = strict_exception_groups
+        # docs/debugging.md: the name in notes, trees and reprs; the stuck-work warnings;
+        # when stop was requested (time.monotonic(), for the tree).
+        self._name = None if name is None else str(name)
+        self._stop_grace = check_grace(stop_grace)
+        self._stop_since: float | None = None
         self._entered = False
         self._body_cs: Any = None
         self._cancel_scope: Any = None
@@ -327,9 +369,11 @@ class NurseryFace(AssociationState):
                 f"scope.start_soon(): {self!r} does not accept new work (it was closed, or "
                 "max_associations is reached); the task was not started"
             )
+        f = sys._getframe(1)  # the caller, for notes and trees (docs/debugging.md)
         try:
             nursery.start_soon(
-                _hosted_task, self, fn, args, name=async_fn if name is None else name
+                _hosted_task, self, fn, args, (f.f_code, f.f_lasti),
+                name=async_fn if name is None else name,
             )
         except BaseException:
             self._disassociate()
@@ -362,9 +406,10 @@ class NurseryFace(AssociationState):
                 f"scope.start(): {self!r} does not accept new work (it is closed or joined)"
             )
         ran = [False]
+        f = sys._getframe(1)
         try:
             return await nursery.start(
-                _hosted_start_task, self, async_fn, args, ran,
+                _hosted_start_task, self, async_fn, args, ran, (f.f_code, f.f_lasti),
                 name=async_fn if name is None else name,
             )
         except BaseException:
@@ -380,7 +425,7 @@ class NurseryFace(AssociationState):
         )
 
     async def _hosted_start(
-        self, coro: Coroutine[Any, Any, Any], status: _TaskStatus, ran: list[bool]
+        self, coro: Coroutine[Any, Any, Any], status: _TaskStatus, ran: list[bool], site: Any
     ) -> None:
         ran[0] = True
         try:
@@ -388,6 +433,7 @@ class NurseryFace(AssociationState):
         except Exception as e:
             if not status.called:
                 raise  # before started(): to the caller of start(), as in trio
+            note_error(e, site, self, task=True)
             self._record_error(_user_traceback(e))
         except trio.Cancelled:
             if not (status.called and self._stopping()):
@@ -396,6 +442,8 @@ class NurseryFace(AssociationState):
             if not status.called:
                 raise
         except BaseException as e:
+            if status.called:
+                note_error(e, site, self, task=True)
             if not status.called or self._task_raised(e):
                 raise  # before started(): to the caller of start()
         finally:
@@ -492,7 +540,7 @@ class NurseryFace(AssociationState):
         pass
 
     @enable_ki_protection
-    async def __aenter__(self) -> Any:
+    async def __aenter__(self: _Scope) -> _Scope:
         if self._entered:
             raise RuntimeError(f"{self!r} is already open as a nursery (async with)")
         if self._joining_or_joined():
@@ -524,6 +572,24 @@ class NurseryFace(AssociationState):
 
     def _on_enter(self) -> None:
         pass
+
+    async def _wait_joined(self, event: trio.Event, warn_at: list[float | None]) -> None:
+        """Wait for the join (``event``); with a ``stop_grace``, once ``warn_at[0]`` has
+        passed, issue the :class:`StuckWorkWarning` with the tree of what the exit waits for
+        (once: ``warn_at[0]`` becomes ``None``)."""
+        when = warn_at[0]
+        if when is not None:
+            with trio.move_on_at(when):
+                await event.wait()
+                return
+            warn_at[0] = None
+            waited = trio.current_time() - when + (grace_of(self) or 0.0)
+            safe_warn(
+                f"the exit of `async with {scope_label(self)}` has waited {waited:.1f} s "
+                f"for {self.count} associated operation(s):\n"
+                + _introspect.format_tree(_introspect.scope_info(self))
+            )
+        await event.wait()
 
     def _pop_open_scopes(self) -> None:
         """Take this scope off the task's list of open scopes. Scopes entered after it in
@@ -596,13 +662,22 @@ class NurseryFace(AssociationState):
             # counting_scope: once stop was requested the wait is inside the cancelled
             # nursery of the hosted tasks, so it waits shielded (a Ctrl-C still arrives).
             shielded = self._hosted_cancelled()
+            grace = grace_of(self)  # docs/debugging.md: warn once the exit waited that long
+            warn_at: list[float | None] | None = (
+                None if grace is None else [trio.current_time() + grace]
+            )
             while True:
                 try:
                     if shielded:
                         with trio.CancelScope(shield=True):
-                            await waiter.event.wait()
-                    else:
+                            if warn_at is None:
+                                await waiter.event.wait()
+                            else:
+                                await self._wait_joined(waiter.event, warn_at)
+                    elif warn_at is None:
                         await waiter.event.wait()
+                    else:
+                        await self._wait_joined(waiter.event, warn_at)
                     break
                 except trio.Cancelled as c:
                     # The enclosing code was cancelled while joining: counting_scope
@@ -706,6 +781,13 @@ class NurseryFace(AssociationState):
 
 
 _WRAPPERS = frozenset((_hosted.__code__, NurseryFace._hosted_start.__code__, _guarded.__code__))
+_introspect.HOSTED_CODES.update(
+    {
+        _hosted.__code__: "start_soon",
+        NurseryFace._hosted_start.__code__: "start",
+        _guarded.__code__: "guarded",
+    }
+)
 
 
 def _nursery_env(nursery: Any) -> Any:
@@ -773,6 +855,7 @@ class CountingHost(NurseryFace):
     """How ``counting_scope`` hosts its trio tasks and stops them ([exec.scope.counting])."""
 
     __slots__ = (
+        "_grace_cs",
         "_source",
         "_stop_env",
         "_stop_token",
@@ -782,8 +865,17 @@ class CountingHost(NurseryFace):
         "_work_cm",
     )
 
-    def __init__(self, *, strict_exception_groups: bool = True) -> None:
-        super().__init__(strict_exception_groups=strict_exception_groups)
+    def __init__(
+        self,
+        *,
+        strict_exception_groups: bool = True,
+        name: str | None = None,
+        stop_grace: float | None = None,
+    ) -> None:
+        super().__init__(
+            strict_exception_groups=strict_exception_groups, name=name, stop_grace=stop_grace
+        )
+        self._grace_cs: Any = None
         self._source = inplace_stop_source()
         self._stop_token = self._source.get_token()
         self._stop_env = StopTokenEnv(self._stop_token, EMPTY_ENV)
@@ -821,6 +913,9 @@ class CountingHost(NurseryFace):
         self._work_cm = work_cm
 
     async def _close_host(self) -> None:
+        gcs = self._grace_cs
+        if gcs is not None:
+            gcs.cancel()  # the stuck-work watcher: everything has finished
         release = self._watch_release
         if release is not None:
             self._watch_release = None
@@ -838,6 +933,8 @@ class CountingHost(NurseryFace):
         return n is not None and bool(n.cancel_scope.cancel_called)
 
     def _cancel_hosted(self) -> None:
+        if self._stop_since is None:
+            self._stop_since = time.monotonic()
         if self._nursery is not None:
             self._in_trio(self._stop_hosted)
 
@@ -846,6 +943,11 @@ class CountingHost(NurseryFace):
         n = self._nursery
         if n is None:
             return
+        grace = grace_of(self)
+        wn = self._watch_nursery
+        if grace is not None and self._grace_cs is None and wn is not None:
+            cs = self._grace_cs = trio.CancelScope()
+            wn.start_soon(self._grace_watch, cs, grace, name=_GRACE_TASK_NAME)
         body = self._body_cs
         if (
             body is not None
@@ -859,6 +961,19 @@ class CountingHost(NurseryFace):
                 self._watch, self._watch_release, name=_WATCH_TASK_NAME
             )
         _cancel(n.cancel_scope, self._reason)
+
+    async def _grace_watch(self, cs: trio.CancelScope, grace: float) -> None:
+        """Runs from a stop request with a ``stop_grace`` until the scope closes its host:
+        after ``grace`` seconds, one :class:`StuckWorkWarning` per operation still running
+        (docs/debugging.md)."""
+        with cs:
+            await trio.sleep(grace)
+            for op in _introspect.outstanding(self):
+                where = f" (spawned at {op.spawned_at})" if op.spawned_at else ""
+                safe_warn(
+                    f"{op.kind} {op.description}{where} has ignored the stop request of "
+                    f"{scope_label(self)} for {grace:g} s; it is {op.state}"
+                )
 
     async def _watch(self, release: trio.Event) -> None:
         """Runs from a stop request while the body runs until the body leaves: forwards a

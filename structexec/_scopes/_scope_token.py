@@ -32,7 +32,7 @@ def is_scope_token(token: object) -> bool:
 
 
 def check_scope_token(token: Any, who: str) -> None:
-    """Raise ``TypeError`` naming ``who`` unless ``token`` is a scope token ([exec.spawn], 27)."""
+    """Raise ``TypeError`` naming ``who`` unless ``token`` is a scope token ([exec.spawn])."""
     if not is_scope_token(token):
         names = ("try_associate", "disassociate", "wrap")
         missing = [m for m in names if not callable(getattr(token, m, None))]

@@ -12,6 +12,7 @@ Only coroutines are hosted in trio tasks.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from .._algorithms._stop_when import StopTokenEnv, child_token
@@ -29,6 +30,7 @@ from .._core._trampoline import drain as _drain_queue
 from .._core._trampoline import trampoline_start
 from .._schedulers._run_loop import raised_sink
 from ._scope_token import check_scope_token
+from ._site import note_error
 
 __all__ = ["spawn"]
 
@@ -47,6 +49,7 @@ FAST_SPAWN = True
 
 _DONE: Any = object()
 _new = object.__new__
+_getframe = sys._getframe
 
 
 def check_sender(who: str, sndr: Any) -> None:
@@ -175,6 +178,7 @@ def scope_sink(st: Any, scope: Any) -> Any:
     waits for the work, so the fallback applies (a ``KeyboardInterrupt`` becomes a Ctrl-C)."""
 
     def sink(exc: BaseException) -> bool:
+        note_error(exc, st._site, scope)
         lost(st, scope._disassociate)
         if scope._entered:
             scope._interrupt(exc)
@@ -188,13 +192,25 @@ class _ScopeSpawnState(TryEnv):
     """``spawn-state`` + ``spawn-receiver`` for the library's own scopes ([exec.spawn]); also
     the work's environment (``TryEnv``: ``query`` through ``_sx_try``)."""
 
-    __slots__ = ("_env", "_op", "_scope")
+    # _code, _lasti: the code object and instruction offset of the spawning call (two slots:
+    # no tuple per spawn; docs/debugging.md); _sndr: the spawned sender, described only when
+    # a tree is printed.
+    __slots__ = ("_code", "_env", "_lasti", "_op", "_scope", "_sndr")
     _unsupported = "the environment of spawned work does not support {q!r}"
 
-    def __init__(self, scope: Any, env: Any) -> None:
+    def __init__(self, scope: Any, env: Any, sndr: Any = None, site: Any = None) -> None:
         self._scope = scope
         self._env = env
         self._op: Any = None
+        self._sndr = sndr
+        self._code: Any = None if site is None else site[0]
+        self._lasti: int = 0 if site is None else site[1]
+
+    @property
+    def _site(self) -> Any:
+        """Where the work was spawned: ``(code, offset)`` or ``None`` (``_core._describe``)."""
+        code = self._code
+        return None if code is None else (code, self._lasti)
 
     def get_env(self) -> Any:
         return self
@@ -225,6 +241,7 @@ class _ScopeSpawnState(TryEnv):
             raise completed_twice(self, "set_error")
         self._op = _DONE
         scope = self._scope
+        note_error(err, self._site, scope)
         scope._record_error(err)
         scope._disassociate()
 
@@ -241,13 +258,15 @@ class _FastSpawnState(_ScopeSpawnState):
     ``env``.
     """
 
-    __slots__ = ("_base", "_sndr")
+    __slots__ = ("_base",)
 
     def __init__(self, scope: Any, sndr: Any, base: Any) -> None:
         self._scope = scope
         self._sndr = sndr
         self._base = base
         self._op: Any = None
+        self._code: Any = None
+        self._lasti = 0
 
     def get_env(self) -> Any:
         return self
@@ -276,6 +295,12 @@ def spawn_fast(sndr: Any, scope: Any) -> None:
     st = _new(_FastSpawnState)
     st._scope = scope
     st._sndr = sndr
+    try:
+        f = _getframe(2)  # the user's call (through spawn_t.__call__ or scope.spawn)
+    except ValueError:  # called from a C-level thread entry: no frame above the library
+        f = _getframe(0)
+    st._code = f.f_code  # formatted only when asked (docs/debugging.md)
+    st._lasti = f.f_lasti
     st._base = scope._spawn_env  # trio scheduler + host nursery inside `async with`
     sigs = sndr.get_completion_signatures(st)
     if sigs is not None:
@@ -354,7 +379,11 @@ def spawn_into(sndr: Any, scope: Any, env: Any) -> None:
     senv = spawned_env(sndr, env)
     cenv = fast_child_env(scope, senv)
     check_spawn_signatures(sndr, cenv)
-    st = _ScopeSpawnState(scope, cenv)
+    try:
+        f = _getframe(2)  # the user's call (through spawn_t.__call__ or scope.spawn)
+    except ValueError:  # called from a C-level thread entry: no frame above the library
+        f = _getframe(0)
+    st = _ScopeSpawnState(scope, cenv, sndr, (f.f_code, f.f_lasti))
     op = st._op = connect(sndr, st)  # an exception here leaves no association ([exec.spawn])
     if scope._try_associate():
         start_or_release(op, st, scope._disassociate)

@@ -19,8 +19,10 @@ the future is abandoned): a future of work that never looks at its token costs n
 
 from __future__ import annotations
 
+import sys
 import threading
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 from .._algorithms._stop_when import stop_when
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
@@ -37,7 +39,10 @@ from .._core._stop_token import (
 from .._core._tags import set_stopped_t
 from .._core._trampoline import trampoline_start
 from .._schedulers._run_loop import raised_sink
+from ._site import note_error
 from ._spawn import FAST_TOKENS, check_args, spawned_env, with_scope_env
+
+T = TypeVar("T")
 
 __all__ = ["spawn_future"]
 
@@ -78,11 +83,13 @@ class _FutureState:
 
     __slots__ = (
         "_associated",
+        "_code",
         "_env",
         "_ext",
         "_fast",
         "_flag",
         "_kind",
+        "_lasti",
         "_parked",
         "_result",
         "_slot",
@@ -106,6 +113,14 @@ class _FutureState:
         self._parked = False  # an unconsumed error known to the scope (fast path)
         self._result: Any = None
         self._ext: _ConsumerStop | None = None
+        # the code object and instruction offset of the spawning call (docs/debugging.md)
+        self._code: Any = None
+        self._lasti = 0
+
+    @property
+    def _site(self) -> Any:
+        code = self._code
+        return None if code is None else (code, self._lasti)
 
     # -- the stop source, created on demand
 
@@ -175,6 +190,8 @@ class _FutureState:
             )
         self._kind = kind
         self._result = data
+        if kind == _ERROR and self._fast:
+            note_error(data, self._site, self._token)
         self._complete()
 
     # -- the three events
@@ -324,6 +341,8 @@ class _FutureState:
         consumer never waits forever."""
         scope = self._token
         took = self._fast and scope._entered
+        if self._fast:
+            note_error(exc, self._site, scope)
         if took:
             scope._interrupt(exc)
         if self._kind < 0:
@@ -478,12 +497,20 @@ class spawn_future_t(Algorithm):
 
     __slots__ = ()
 
-    def __call__(self, sndr: Any, token: Any, env: Any = EMPTY_ENV) -> Sender[Any]:
+    def __call__(self, sndr: Awaitable[T], token: Any, env: Any = EMPTY_ENV) -> Sender[T]:
         if type(token) in FAST_TOKENS:
             if not isinstance(sndr, Sender) or env is not EMPTY_ENV:
                 check_args("spawn_future", sndr, token, env)
             scope = token._scope
             st = _FutureState(scope, True, fwd_env(with_scope_env(scope, env)), sndr)
+            try:
+                f = sys._getframe(1)
+            except ValueError:  # called from a C-level thread entry
+                f = sys._getframe(0)
+            if f.f_code is _SCOPE_SPAWN_FUTURE[0]:
+                f = f.f_back or f  # through scope.spawn_future(): the user's call is above
+            st._code = f.f_code
+            st._lasti = f.f_lasti
             op = connect(sndr, st)
             if scope._try_associate():
                 st._start(op)
@@ -506,3 +533,7 @@ class spawn_future_t(Algorithm):
 
 
 spawn_future = spawn_future_t()
+
+#: The code of ``_ScopeBase.spawn_future`` (set by ``_counting_scope``): a spawn site found
+#: there is the library's, the user's call is one frame further up.
+_SCOPE_SPAWN_FUTURE: list[Any] = [None]

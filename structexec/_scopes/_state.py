@@ -216,6 +216,12 @@ class AssociationState:
         with self._lock:
             return len(self._errors)
 
+    def _errors_unlocked(self) -> int:
+        """How many errors the join would report, read without the lock: for a tree printed
+        by a signal handler, which may interrupt a holder of the lock on its own thread
+        (``_introspect``; a snapshot, possibly stale by one)."""
+        return len(self._errors) + len(self._pending)
+
     def _errors_snapshot(self, forget: bool = False) -> list[Any]:
         """The errors the scope reports: those recorded, then those of finished futures
         that nobody has consumed. ``forget``: the ``async with`` exit reports them for good
@@ -264,7 +270,9 @@ class AssociationState:
     # -- representation and dropping
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {NAMES[self._state]}, {self._count} associated>"
+        name = getattr(self, "_name", None)  # a named scope (docs/debugging.md)
+        label = type(self).__name__ if name is None else f"{type(self).__name__} {name!r}"
+        return f"<{label} {NAMES[self._state]}, {self._count} associated>"
 
     def __del__(self) -> None:
         st = getattr(self, "_state", UNUSED)

@@ -93,6 +93,8 @@ class _AwaitRcvr:
     (docs/trio.md "Awaiting a sender")."""
 
     __slots__ = ("_base", "_cancelled", "_kind", "_parked", "_result", "_run", "_src", "_task")
+    #: Completing only records the result and wakes the task (contracts.HandOff).
+    _sx_handoff = True
 
     def __init__(self, run: RunState, base: Any) -> None:
         self._run = run

@@ -153,7 +153,7 @@ class _TrioScheduler(TryEnv):
 _trio_bridge.scheduler_class = _TrioScheduler
 
 
-def trio_scheduler() -> Any:
+def trio_scheduler() -> _TrioScheduler:
     """The scheduler of the trio run this is called in (docs/trio.md "The trio scheduler").
 
     ``sx.schedule(sch)`` gives a sender that completes on the trio thread of this run, after
@@ -180,4 +180,5 @@ def trio_scheduler() -> Any:
     the trio thread once the time has come (a ``trio.testing.MockClock`` drives them), from
     any thread; ``await sx.schedule_after(sch, s)`` in a task of the run is ``trio.sleep(s)``.
     """
-    return current_run().sched
+    sch: _TrioScheduler = current_run().sched
+    return sch

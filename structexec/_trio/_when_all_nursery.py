@@ -43,7 +43,8 @@ general path's:
 Whether the awaiting task's cancellation hit before the last child finished is read from
 trio's private ``Task._cancel_status.effectively_cancelled`` of the awaiting task (read only;
 without it, at the moment the task resumes); its deadline is read from the same private chain
-(``_deadline_is_finite``; the public ``trio.current_effective_deadline()`` if that fails).
+(the public ``trio.current_effective_deadline()`` without it). Both, and trio's
+``collapse_exception_group``, go through the version-checked shim ``_trio_compat``.
 
 The remaining differences, asserted in ``tests/test_trio_when_all_fast_path.py``:
 
@@ -81,17 +82,15 @@ from .._core._errors import Stopped
 from .._core._queries import QueryError, get_stop_token
 from .._core._stop_token import combined_stop_token, inplace_stop_source, inplace_stop_token
 from .._core._values import values
+from . import _trio_compat
 from ._coroutine_sender import name_of
 from ._trio_bridge import hosted_env
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found, unused-ignore]
 
-_collapse_group: Any
-try:  # trio's own helper, so that the child boundary matches CancelScope.__exit__ exactly
-    from trio._core._run import collapse_exception_group as _collapse_group
-except ImportError:  # pragma: no cover - a trio without it: groups are kept as they are
-    _collapse_group = lambda excgroup: excgroup  # noqa: E731
+# trio's own helper (through the shim), so that the child boundary matches CancelScope.__exit__
+_collapse_group = _trio_compat.collapse_exception_group
 
 
 __all__: list[str] = []
@@ -109,10 +108,12 @@ _Cancelled = trio.Cancelled
 _CoroutineType = types.CoroutineType
 _getcoroutinestate = inspect.getcoroutinestate
 _CORO_CREATED = inspect.CORO_CREATED
-_INF = math.inf
 _NEG_INF = -math.inf
 _enable_ki_protection = tl.enable_ki_protection
 _checkpoint = tl.checkpoint
+_cancel_status = _trio_compat.cancel_status
+_deadline_is_finite = _trio_compat.deadline_is_finite
+_effectively_cancelled = _trio_compat.effectively_cancelled
 
 _STARTED, _ERROR_D, _STOPPED_D = 0, 1, 2
 
@@ -135,37 +136,13 @@ def nursery_state(children: tuple[Any, ...], parent: Any) -> _NurseryWhenAll | N
         task = _current_task()
     except RuntimeError:  # not in a trio task: the general path says why
         return None
-    # The task's innermost CancelStatus, outside the nursery (private trio state, read only):
-    # tells whether *its* cancellation hit, as opposed to the when_all's own stop request.
-    status = getattr(task, "_cancel_status", None)
+    # The task's innermost CancelStatus, outside the nursery (private trio state, read only,
+    # None without it): tells whether *its* cancellation hit, as opposed to the when_all's own
+    # stop request.
+    status = _cancel_status(task)
     if _deadline_is_finite(status):
         return None
     return _NurseryWhenAll(len(children), status, parent)
-
-
-def _deadline_is_finite(status: Any) -> bool:
-    """Is ``trio.current_effective_deadline()`` finite (neither ``inf`` nor ``-inf``)?
-
-    Reads trio's private ``CancelStatus`` chain of the current task (read only), which costs a
-    sixth of the public call; if trio's internals look different, asks the public function.
-    Never says "not finite" when the public function gives a finite deadline (a scope whose
-    deadline is ``-inf`` but not yet processed counts as finite: the general path is taken).
-    """
-    try:
-        if status.effectively_cancelled:
-            return False
-        s = status
-        while s is not None:
-            scope = s._scope
-            if scope._deadline != _INF:
-                return True
-            if scope._shield:
-                return False
-            s = s._parent
-        return False
-    except AttributeError:
-        d = _current_effective_deadline()
-        return d != _INF and d != _NEG_INF
 
 
 class _NurseryWhenAll:
@@ -282,7 +259,7 @@ class _NurseryWhenAll:
         path turns that into a stop request as soon as the task parks)."""
         if self._disp != _STARTED or self._cancel_seen:
             return True
-        return getattr(self._outer, "effectively_cancelled", None) is True
+        return _effectively_cancelled(self._outer) is True
 
     def _token(self) -> Any:
         src = self._src
@@ -366,8 +343,7 @@ class _NurseryWhenAll:
             # waited, i.e. before the last child completed: look now, not when it resumes.
             outer = self._outer
             self._outer = None
-            st = getattr(outer, "effectively_cancelled", None)
-            self._outer_cancelled = st if type(st) is bool else None
+            self._outer_cancelled = _effectively_cancelled(outer)
 
 
 class _FastChildEnv:

@@ -4,7 +4,10 @@ A :class:`RemoteJob` tracks the chunks of one bulk operation that run elsewhere 
 pool, a dask cluster): it merges each chunk's results into the parent's values as the chunk
 finishes, remembers the first error and whether a stop request cut the work short, and
 completes the proxy once every chunk has finished, on the process-wide thread pool, so that
-downstream work never runs on (and never blocks) the engine's own callback thread.
+downstream work never runs on (and never blocks) the engine's own callback thread. The one
+exception is a consumer whose completion is only a hand-off (``_sx_handoff``, see
+``_core/_contracts.HandOff``: ``await`` in trio, ``sync_wait``): it runs no user code, so it
+is completed on the callback thread at once, saving a thread hop per operation.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from .._core._errors import terminate
 from .._core._stop_token import inplace_stop_callback
 from .._parallel._backend_error import BackendError
 from .._parallel._replacement_api import parallel_scheduler_backend
-from ._thread_pool import default_thread_pool
+from ._thread_pool import _completion_raised, default_thread_pool
 
 __all__ = ["RemoteBackend", "RemoteJob", "complete_soon"]
 
@@ -38,6 +41,10 @@ class RemoteBackend(parallel_scheduler_backend):
     ``schedule`` stays in this process (continuations are local code: the process-wide
     thread pool completes them), both bulk forms go to :meth:`_bulk` with a checked shape, and
     the backend is a context manager whose exit calls :meth:`_close`."""
+
+    #: ``schedule(sch) | bulk(...)`` may hand the bulk work to this backend from the thread
+    #: that starts it (contracts.SubmitAnywhere): the bulk methods only submit the work.
+    _sx_submit_anywhere = True
 
     def schedule(self, r: Any, s: memoryview) -> None:
         """Complete ``r`` on the process-wide thread pool (continuations are local)."""
@@ -173,9 +180,19 @@ class RemoteJob:
                 terminate("releasing the resources of a remote bulk operation raised", exc)
         r = self.r
         self.r = None
+        fn: Callable[[], object]
         if self.error is not None:
-            complete_soon(partial(r.set_error, self.error))
+            fn = partial(r.set_error, self.error)
         elif self.stopped:
-            complete_soon(r.set_stopped)
+            fn = r.set_stopped
         else:
-            complete_soon(r.set_value)
+            fn = r.set_value
+        if getattr(r, "_sx_handoff", False) is True:
+            # The consumer only records the result and wakes its waiter (contracts.HandOff:
+            # ``await`` in trio, ``sync_wait``): complete here, one thread hop fewer.
+            try:
+                fn()
+            except BaseException as exc:
+                _completion_raised(r, exc)
+        else:
+            complete_soon(fn)

@@ -1,0 +1,684 @@
+"""What is running: a snapshot of every live scope and its outstanding operations.
+
+docs/debugging.md "Debugging structexec programs"; ``sx.operation_tree()``, ``sx.dump()``,
+``sx.install_dump_on_signal()``, ``scope.outstanding()``.
+
+Nothing is registered while the program runs, so nothing is kept alive and the hot paths pay
+nothing for the tree. A snapshot finds the objects the garbage collector knows
+(``gc.get_objects()``): the scopes (``AssociationState``), the states of spawned work
+(``_spawn``'s spawn states, ``_spawn_future``'s future states, ``_associate``'s operations)
+and, through each scope's nursery, its hosted trio tasks. A spawn stores only the sender it was
+given (which its state holds anyway) and the caller's code object and instruction offset; the
+sender's description (``_core._describe``), the file and line are computed here.
+
+What an operation waits on is found by walking its operation state downwards (the slots of the
+library's operations, never a receiver or an environment) for a pending timer, a hosted trio
+task or a parallel-scheduler operation, and by looking for the operation in the stacks of the
+other threads (``sys._current_frames()``).
+
+No lock is taken (a tree may be printed by a signal handler that interrupted a holder of a
+scope's lock on the same thread): counts, states and flags are read as they are.
+
+Nesting: a scope entered with ``async with`` by a task is inside the scope that task entered
+before it (the task's ``OPEN_SCOPES`` list, read from its context); when the entering task is
+a hosted task of that scope, the nested scope hangs under that task's operation.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal as _signal
+import sys
+import sysconfig
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from types import CodeType, FrameType
+from typing import IO, Any
+
+from .._algorithms._timed import TimerOp
+from .._core._describe import describe, scheduler_label, site_line
+from .._parallel._parallel_scheduler import _ScheduleOp as _ParScheduleOp
+from .._trio._coroutine_sender import TrioHostedOp
+from . import _spawn
+from ._associate import _AssociateOp
+from ._join import _JoinOp
+from ._site import OPEN_SCOPES
+from ._spawn_future import _FutureOp, _FutureSender, _FutureState
+from ._state import AssociationState
+
+__all__ = [
+    "OperationInfo",
+    "ScopeInfo",
+    "dump",
+    "format_tree",
+    "install_dump_on_signal",
+    "operation_tree",
+    "outstanding",
+]
+
+#: The code objects of the coroutines that host ``start_soon``/``start`` tasks and coroutine
+#: senders, and what they are (filled by ``_nursery``, which defines them).
+HOSTED_CODES: dict[CodeType, str] = {}
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@dataclass(frozen=True)
+class OperationInfo:
+    """One outstanding operation of a scope, in :func:`operation_tree` (docs/debugging.md).
+
+    * ``kind``: ``"spawn"``, ``"spawn_future"``, ``"associate"``, ``"start_soon"`` or
+      ``"start"``.
+    * ``description``: the sender (``just(1) | then(parse)``, functions by qualified name) or,
+      for a trio task, its function.
+    * ``filename``, ``lineno``, ``spawned_at`` (``"app.py:42"``): where it was spawned, if
+      known.
+    * ``state``: what it is doing, in words (``running``, ``waiting on a timer, due in 2 s``,
+      ``future: value not yet consumed``, ``in trio task ...``).
+    * ``thread``: the name of the thread running its code right now, if any; ``scheduler``:
+      the scheduler it waits on, if known.
+    * ``trio_task``, ``await_frame``: the hosting trio task's name and where it waits
+      (``handler at app.py:31``).
+    * ``stop_requested``: a stop request reached it (its scope's, or its future's own).
+    * ``scopes``: scopes entered by this operation's trio task (nested).
+    """
+
+    kind: str
+    description: str
+    filename: str | None
+    lineno: int | None
+    state: str
+    thread: str | None = None
+    scheduler: str | None = None
+    trio_task: str | None = None
+    await_frame: str | None = None
+    stop_requested: bool = False
+    scopes: tuple[ScopeInfo, ...] = ()
+
+    @property
+    def spawned_at(self) -> str | None:
+        """``"app.py:42"`` (the file's base name), or ``None``."""
+        if self.filename is None:
+            return None
+        return f"{os.path.basename(self.filename)}:{self.lineno}"
+
+
+@dataclass(frozen=True)
+class ScopeInfo:
+    """One live scope in :func:`operation_tree` (docs/debugging.md).
+
+    * ``kind`` (``"counting_scope"``, ``"simple_counting_scope"``), ``name`` (``None`` if
+      unnamed), ``state`` (the spec's state name), ``count`` (associations held);
+    * ``stop_requested`` and ``stop_requested_for`` (seconds since, when known);
+    * ``entered_by``: the trio task that entered ``async with`` (``None`` otherwise);
+    * ``errors``: errors recorded and not yet reported;
+    * ``operations``: the outstanding operations; ``scopes``: scopes nested in the
+      ``async with`` body (scopes nested in a hosted task are under its operation).
+    """
+
+    kind: str
+    name: str | None
+    state: str
+    count: int
+    stop_requested: bool = False
+    stop_requested_for: float | None = None
+    entered_by: str | None = None
+    errors: int = 0
+    operations: tuple[OperationInfo, ...] = ()
+    scopes: tuple[ScopeInfo, ...] = field(default=())
+
+    @property
+    def label(self) -> str:
+        """``counting_scope 'connections'`` or ``counting_scope``."""
+        return self.kind if self.name is None else f"{self.kind} {self.name!r}"
+
+
+# --------------------------------------------------------------------------- the scan
+
+
+def _subclasses(cls: type) -> set[type]:
+    out = {cls}
+    todo = [cls]
+    while todo:
+        sub: type
+        for sub in todo.pop().__subclasses__():
+            if sub not in out:
+                out.add(sub)
+                todo.append(sub)
+    return out
+
+
+class _Snapshot:
+    """What one ``gc.get_objects()`` pass found, grouped by scope (by ``id``)."""
+
+    def __init__(self) -> None:
+        self.scopes: list[Any] = []
+        self.states: dict[int, list[Any]] = {}
+        self.futures: dict[int, list[Any]] = {}
+        self.associates: dict[int, list[Any]] = {}
+        self.held: set[int] = set()  # future states a future sender/operation still holds
+        spawn_types = {
+            _spawn._ScopeSpawnState,
+            _spawn._FastSpawnState,
+        }
+        done = _spawn._DONE
+        scope_types = _subclasses(AssociationState)
+        for o in gc.get_objects():
+            t = type(o)
+            if t in spawn_types:
+                if o._op is not done and o._op is not None:
+                    self.states.setdefault(id(o._scope), []).append(o)
+            elif t is _FutureState:
+                if o._fast:
+                    self.futures.setdefault(id(o._token), []).append(o)
+            elif t is _FutureSender or t is _FutureOp:
+                sh = o._shared
+                if sh is not None:
+                    self.held.add(id(sh))
+            elif t is _AssociateOp:
+                tok = o._token
+                if o._phase == 1 and tok is not None:
+                    sc = getattr(tok, "_scope", None)
+                    if sc is not None:
+                        self.associates.setdefault(id(sc), []).append(o)
+            elif t in scope_types:
+                self.scopes.append(o)
+
+
+# --------------------------------------------------------------------------- op states
+
+_SLOTS: dict[type, tuple[str, ...]] = {}
+# Slots that lead up (receivers), sideways (environments, scopes, schedulers, tokens) or into
+# another agent's machinery: never walked.
+_UP = frozenset(
+    (
+        "_rcvr", "_scope", "_owner", "_run", "_backend", "_token", "_env", "_sch", "_source",
+        "_cb", "_base", "_sndr", "_stop_cb", "_link", "_tok", "_nursery", "_letenv", "_key",
+        "_shared",
+    )
+)
+
+
+def _slots_of(t: type) -> tuple[str, ...]:
+    s = _SLOTS.get(t)
+    if s is None:
+        names: list[str] = []
+        for c in t.__mro__:
+            sl = c.__dict__.get("__slots__", ())
+            names.extend([sl] if isinstance(sl, str) else sl)
+        s = _SLOTS[t] = tuple(n for n in names if n not in _UP and not n.startswith("__"))
+    return s
+
+
+def _walk(op: Any, limit: int = 300) -> list[Any]:
+    """The operation states below ``op`` (``op`` included; objects with a ``start``),
+    breadth first, through their slots and attributes other than those in ``_UP``."""
+    out: list[Any] = []
+    seen: set[int] = set()
+    todo = [op]
+    while todo and len(out) < limit:
+        o = todo.pop(0)
+        if id(o) in seen or o is None:
+            continue
+        seen.add(id(o))
+        if isinstance(o, (list, tuple)):
+            todo.extend(o[:64])
+            continue
+        if o is not op and not hasattr(o, "start"):
+            continue  # only operation states: not stop callbacks, tokens, environments
+        out.append(o)
+        if isinstance(o, AssociationState):
+            continue
+        d = getattr(o, "__dict__", None)
+        if d is not None:
+            todo.extend(v for k, v in d.items() if k not in _UP)
+        for name in _slots_of(type(o)):
+            v = getattr(o, name, None)
+            if v is not None and not isinstance(v, (int, float, str, bytes, CodeType)):
+                todo.append(v)
+    return out
+
+
+def _owner_label(owner: Any) -> str:
+    sch = getattr(owner, "sched", None)  # a trio run's RunState
+    return scheduler_label(sch) if sch is not None else scheduler_label(owner)
+
+
+def _frame_label(f: FrameType) -> str:
+    code = f.f_code
+    name = getattr(code, "co_qualname", code.co_name)
+    return f"{name} at {os.path.basename(code.co_filename)}:{f.f_lineno}"
+
+
+_STDLIB = sysconfig.get_paths().get("stdlib", "\0")
+
+
+def read_locals(f: FrameType, names: Iterable[str]) -> dict[str, Any]:
+    """The values of the local variables ``names`` of the function frame ``f``.
+
+    Before Python 3.13 ``f.f_locals`` is a snapshot dict that the frame keeps: it would keep
+    the values alive after the function dropped them (a reference the program did not make),
+    so it is emptied after reading (that does not touch the variables themselves). From 3.13
+    it is a view: nothing to undo.
+    """
+    loc = f.f_locals
+    out = {n: loc[n] for n in names if n in loc}
+    if sys.version_info < (3, 13) and type(loc) is dict and loc is not f.f_globals:
+        loc.clear()
+    return out
+
+
+def _call_args(coro: Any) -> str:
+    """``(conn_id=3)``: the arguments a coroutine was called with (its frame's parameters,
+    as they are now), each cut short."""
+    f = getattr(coro, "cr_frame", None)
+    if f is None:
+        return "()"
+    code = f.f_code
+    n = code.co_argcount + code.co_kwonlyargcount
+    names = [v for v in code.co_varnames[:n] if v != "task_status"]
+    loc = read_locals(f, code.co_varnames[:n])
+    parts = []
+    for v in names:
+        r = repr(loc.get(v, "?"))
+        parts.append(f"{v}={r if len(r) <= 30 else r[:27] + '...'}")
+    return f"({', '.join(parts)})"
+
+
+def _is_library(filename: str) -> bool:
+    """Code of structexec, trio or the standard library (not where a user looks first)."""
+    return (
+        filename.startswith(_PKG_DIR)
+        or filename.startswith(_STDLIB)
+        or f"{os.sep}trio{os.sep}" in filename
+        or filename.startswith("<frozen")
+    )
+
+
+def _await_frame(coro: Any) -> str | None:
+    """Where a coroutine (a trio task's) waits: its innermost frame outside trio and
+    structexec, else its innermost frame."""
+    frames: list[FrameType] = []
+    c = coro
+    for _ in range(200):
+        f = getattr(c, "cr_frame", None) or getattr(c, "gi_frame", None)
+        if f is None:
+            break
+        frames.append(f)
+        nxt = getattr(c, "cr_await", None)
+        if nxt is None:
+            nxt = getattr(c, "gi_yieldfrom", None)
+        if nxt is None:
+            break
+        c = nxt
+    for f in reversed(frames):
+        if not _is_library(f.f_code.co_filename):
+            return _frame_label(f)
+    return _frame_label(frames[-1]) if frames else None
+
+
+def _threads_running(objs: dict[int, int]) -> dict[int, tuple[str, str | None]]:
+    """For each key of ``objs`` (an ``id`` of an operation object → the index of its root
+    operation): the thread whose stack runs one of its methods right now, and the innermost
+    frame of that stack outside the library."""
+    found: dict[int, tuple[str, str | None]] = {}
+    me = threading.get_ident()
+    # threading.enumerate() takes a lock the interrupted code may hold (a signal handler)
+    active: dict[int, threading.Thread] = dict(getattr(threading, "_active", {}))
+    names = {ident: t.name for ident, t in active.items()}
+    frames = sys._current_frames()
+    frames.pop(me, None)  # this frame among them would make a reference cycle
+    f: FrameType | None = None
+    top: FrameType | None = None
+    try:
+        for ident, top in frames.items():
+            user: str | None = None
+            f = top
+            while f is not None:
+                code = f.f_code
+                if user is None and not _is_library(code.co_filename):
+                    user = _frame_label(f)
+                if code.co_varnames[:1] == ("self",) and code.co_filename.startswith(_PKG_DIR):
+                    root = objs.get(id(read_locals(f, ("self",)).get("self")))
+                    if root is not None and root not in found:
+                        found[root] = (names.get(ident, str(ident)), user)
+                        break
+                f = f.f_back
+    finally:
+        frames.clear()
+        f = top = None
+    return found
+
+
+def _state_of(
+    op: Any, tasks: dict[int, Any]
+) -> tuple[str, str | None, str | None, str | None]:
+    """``(state, scheduler, trio task, await frame)`` of a running operation."""
+    for o in _walk(op):
+        if isinstance(o, TimerOp) and o._key is not None:  # queued, pending
+            owner = o._owner
+            key = o._key
+            try:
+                left = key[0] - owner._timer_now()
+                when = f", due in {left:.3g} s"
+            except Exception:
+                when = ""
+            return f"waiting on a timer{when}", _owner_label(owner), None, None
+        if isinstance(o, TrioHostedOp) and o._started:
+            task = tasks.get(id(o))
+            if task is not None:
+                return "in a trio task", "trio_scheduler", task.name, _await_frame(task.coro)
+            return "hosted in a trio task", "trio_scheduler", None, None
+        if isinstance(o, _ParScheduleOp):
+            return "on the parallel scheduler", "parallel_scheduler", None, None
+        if isinstance(o, _JoinOp) and o._started:
+            return f"waiting for the join of {o._scope!r}", None, None, None
+    return "running", None, None, None
+
+
+# --------------------------------------------------------------------------- building
+
+
+def _future_op(fs: Any) -> Any:
+    """The operation of a future's running work: the object whose receiver is the state (the
+    state does not hold it; found among the state's referrers, so only when asked)."""
+    for r in gc.get_referrers(fs):
+        if getattr(r, "_rcvr", None) is fs and hasattr(r, "start"):
+            return r
+    return None
+
+
+_LINES: dict[Any, tuple[str, int] | None] = {}
+
+
+def _site_fields(site: Any) -> tuple[str | None, int | None]:
+    """``(filename, line)`` of a site; cached in ``_LINES`` while one snapshot is built
+    (many operations are spawned by the same line)."""
+    if site is None:
+        return None, None
+    fl = _LINES.get(site, _LINES)
+    if fl is _LINES:
+        fl = _LINES[site] = site_line(site)
+    return (None, None) if fl is None else fl  # type: ignore[return-value]
+
+
+def _hosted_tasks(scope: Any) -> list[Any]:
+    n = getattr(scope, "_nursery", None)
+    if n is None:
+        return []
+    return list(n.child_tasks)
+
+
+class _Builder:
+    def __init__(self, snap: _Snapshot) -> None:
+        self.snap = snap
+        # id(scope) -> scopes nested in its body; (id(scope), id(task)) -> scopes in a task
+        self.body: dict[int, list[Any]] = {}
+        self.in_task: dict[tuple[int, int], list[Any]] = {}
+        self.roots: list[Any] = []
+        self.now = time.monotonic()
+
+    def place(self) -> None:
+        by_id = {id(s): s for s in self.snap.scopes}
+        for s in self.snap.scopes:
+            parent, task = self._parent_of(s, by_id)
+            if parent is None:
+                self.roots.append(s)
+            elif task is None:
+                self.body.setdefault(id(parent), []).append(s)
+            else:
+                self.in_task.setdefault((id(parent), id(task)), []).append(s)
+
+    def _parent_of(self, s: Any, by_id: dict[int, Any]) -> tuple[Any, Any]:
+        task = getattr(s, "_parent_task", None)
+        if task is None or not getattr(s, "_entered", False):
+            return None, None
+        try:
+            node = task.context.get(OPEN_SCOPES)
+        except Exception:  # pragma: no cover - a task without a context
+            return None, None
+        while node is not None and node[0] is not s:
+            node = node[1]
+        if node is None or node[1] is None:
+            return None, None
+        parent = node[1][0]
+        if id(parent) not in by_id:
+            return None, None
+        if getattr(parent, "_parent_task", None) is task:
+            return parent, None
+        pn = getattr(parent, "_nursery", None)
+        t = task
+        for _ in range(100):
+            nur = getattr(t, "parent_nursery", None)
+            if nur is None:
+                break
+            if nur is pn:
+                return parent, t
+            t = nur.parent_task
+        return parent, None
+
+    def scope(self, s: Any) -> ScopeInfo:
+        ops = self._operations(s)
+        src = getattr(s, "_source", None)
+        stop = bool(src is not None and src.stop_requested())
+        since = getattr(s, "_stop_since", None)
+        ptask = getattr(s, "_parent_task", None)
+        entered = getattr(s, "_entered", False)
+        return ScopeInfo(
+            kind=type(s).__name__,
+            name=getattr(s, "_name", None),
+            state=s.state,
+            count=s.count,
+            stop_requested=stop,
+            stop_requested_for=None if not stop or since is None else self.now - since,
+            entered_by=ptask.name if entered and ptask is not None else None,
+            errors=s._errors_unlocked(),  # no lock: a signal handler may run this
+            operations=tuple(ops),
+            scopes=tuple(self.scope(c) for c in self.body.get(id(s), ())),
+        )
+
+    def _operations(self, s: Any) -> list[OperationInfo]:
+        snap = self.snap
+        stop_src = getattr(s, "_source", None)
+        scope_stop = bool(stop_src is not None and stop_src.stop_requested())
+        # hosted trio tasks: those of coroutine senders belong to their operations
+        op_tasks: dict[int, Any] = {}
+        plain_tasks: list[tuple[Any, str]] = []
+        for task in _hosted_tasks(s):
+            coro = task.coro
+            kind = HOSTED_CODES.get(getattr(coro, "cr_code", None))  # type: ignore[arg-type]
+            cf = getattr(coro, "cr_frame", None)
+            loc = {} if cf is None else read_locals(cf, ("async_fn",))
+            if kind == "guarded":
+                owner = getattr(loc.get("async_fn"), "__self__", None)
+                if owner is not None:
+                    op_tasks[id(owner)] = task
+            elif kind is not None:
+                plain_tasks.append((task, kind))
+        entries: list[tuple[Any, OperationInfo]] = []
+        pending: list[tuple[str, str, Any, bool, Any]] = []
+        for st in snap.states.get(id(s), ()):
+            pending.append(("spawn", describe(st._sndr) if st._sndr is not None else "?",
+                            st._site, scope_stop, st._op))
+        for fs in snap.futures.get(id(s), ()):
+            fstop = scope_stop or bool(fs._source is not None and fs._source.stop_requested())
+            desc = describe(fs._sndr)
+            if fs._kind < 0 and fs._associated:
+                pending.append(("spawn_future", desc, fs._site, fstop, _future_op(fs)))
+            elif fs._kind in (0, 1, 2) and id(fs) in snap.held and fs._flag == []:
+                what = ("value", "error", "stopped")[fs._kind]
+                fn, ln = _site_fields(fs._site)
+                entries.append((None, OperationInfo(
+                    "spawn_future", desc, fn, ln,
+                    f"finished: future holds an unconsumed {what} result",
+                    stop_requested=fstop)))
+        for ao in snap.associates.get(id(s), ()):
+            pending.append(("associate", describe(getattr(ao._op, "_sndr", None) or ao._op),
+                            None, scope_stop, ao._op))
+        # which thread runs which operation
+        walked: dict[int, int] = {}
+        walks: list[list[Any]] = []
+        for i, p in enumerate(pending):
+            objs = [] if p[4] is None else _walk(p[4])  # None: a future's unknown operation
+            walks.append(objs)
+            for o in objs:
+                walked.setdefault(id(o), i)
+        running = _threads_running(walked) if walked else {}
+        for i, (kind, desc, site, stop, op) in enumerate(pending):
+            fn, ln = _site_fields(site)
+            if op is not None:
+                state, sched, tname, frame = _state_of(op, op_tasks)
+            else:
+                state, sched, tname, frame = "running", None, None, None
+            thread = None
+            if i in running:
+                thread, where = running[i]
+                state = f"running on thread {thread!r}" + (f" in {where}" if where else "")
+            if stop:
+                state += "; stop requested"
+            nested: list[Any] = []
+            for o in walks[i]:
+                t = op_tasks.get(id(o))
+                if t is not None:
+                    nested.extend(self.in_task.get((id(s), id(t)), ()))
+            entries.append((op, OperationInfo(
+                kind, desc, fn, ln, state, thread=thread, scheduler=sched, trio_task=tname,
+                await_frame=frame, stop_requested=stop,
+                scopes=tuple(self.scope(c) for c in nested))))
+        for task, kind in plain_tasks:
+            cf = task.coro.cr_frame
+            loc = {} if cf is None else read_locals(cf, ("coro", "site"))
+            inner = loc.get("coro")
+            desc = getattr(inner, "__qualname__", task.name) + _call_args(inner)
+            fn, ln = _site_fields(loc.get("site"))
+            frame = _await_frame(task.coro)
+            state = f"in trio task, awaiting in {frame}" if frame else "in trio task"
+            if scope_stop:
+                state += "; stop requested"
+            entries.append((None, OperationInfo(
+                kind, desc, fn, ln, state, scheduler="trio_scheduler",
+                trio_task=task.name, await_frame=frame, stop_requested=scope_stop,
+                scopes=tuple(self.scope(c) for c in self.in_task.get((id(s), id(task)), ())))))
+        infos = [e[1] for e in entries]
+        infos.sort(key=lambda o: (o.filename or "~", o.lineno or 0, o.kind, o.description))
+        return infos
+
+
+def _snapshot_roots(only: Any = None) -> tuple[ScopeInfo, ...]:
+    try:
+        b = _Builder(_Snapshot())
+        b.place()
+        if only is not None:
+            return (b.scope(only),)
+        return tuple(b.scope(s) for s in b.roots)
+    finally:
+        _LINES.clear()  # keeps no code object alive after the snapshot
+
+
+def operation_tree() -> tuple[ScopeInfo, ...]:
+    """A snapshot of every live scope of the process and its outstanding operations, as data
+    (docs/debugging.md).
+
+    Returns the outermost scopes (:class:`ScopeInfo`); nested scopes are in their ``scopes``
+    (entered in the ``async with`` body) or in the ``scopes`` of the operation whose trio task
+    entered them. Each scope lists its outstanding operations (:class:`OperationInfo`): spawned
+    and associated work still running, futures whose result nobody consumed yet, hosted trio
+    tasks. Scopes and operations are found by the garbage collector's list of objects, so
+    taking a snapshot keeps nothing alive, and costs nothing until it is asked for
+    (it walks the whole heap: milliseconds to a second).
+
+    Example:
+
+    >>> import structexec as sx
+    >>> scope = sx.counting_scope(name="demo")
+    >>> [s.label for s in sx.operation_tree() if s.name == "demo"]
+    ["counting_scope 'demo'"]
+    """
+    return _snapshot_roots()
+
+
+def outstanding(scope: Any) -> tuple[OperationInfo, ...]:
+    """The outstanding operations of one scope (``scope.outstanding()``)."""
+    return _snapshot_roots(scope)[0].operations
+
+
+def scope_info(scope: Any) -> ScopeInfo:
+    """The tree below one scope."""
+    return _snapshot_roots(scope)[0]
+
+
+def _fmt_scope(s: ScopeInfo, indent: str, out: list[str]) -> None:
+    bits = [s.state, f"{s.count} associated"]
+    if s.stop_requested:
+        ago = "" if s.stop_requested_for is None else f" {s.stop_requested_for:.1f} s ago"
+        bits.append(f"stop requested{ago}")
+    if s.errors:
+        bits.append(f"{s.errors} error(s) recorded")
+    if s.entered_by:
+        bits.append(f"entered by trio task {s.entered_by!r}")
+    out.append(f"{indent}{s.label} [{', '.join(bits)}]")
+    for op in s.operations:
+        where = f" spawned at {op.spawned_at}" if op.spawned_at else ""
+        out.append(f"{indent}  - {op.kind} {op.description}{where}")
+        out.append(f"{indent}      {op.state}")
+        if op.trio_task and "trio task" not in op.state:
+            out.append(f"{indent}      trio task {op.trio_task!r}, awaiting in {op.await_frame}")
+        for c in op.scopes:
+            _fmt_scope(c, indent + "      ", out)
+    for c in s.scopes:
+        _fmt_scope(c, indent + "  ", out)
+
+
+def format_tree(tree: ScopeInfo | Iterable[ScopeInfo] | None = None) -> str:
+    """The tree as indented text (:func:`operation_tree` by default)."""
+    if tree is None:
+        tree = operation_tree()
+    scopes = (tree,) if isinstance(tree, ScopeInfo) else tuple(tree)
+    out: list[str] = []
+    for s in scopes:
+        _fmt_scope(s, "", out)
+    if not out:
+        out.append("(no live structexec scopes)")
+    return "\n".join(out)
+
+
+def dump(file: IO[str] | None = None) -> str:
+    """Print the tree of every live scope and its outstanding operations to ``file``
+    (``sys.stderr`` by default) and return the text (docs/debugging.md).
+
+    Example:
+
+    >>> import io, structexec as sx
+    >>> scope = sx.simple_counting_scope(name="example")
+    >>> "simple_counting_scope 'example' [unused, 0 associated]" in sx.dump(io.StringIO())
+    True
+    """
+    text = format_tree(operation_tree())
+    out = sys.stderr if file is None else file
+    out.write("structexec operation tree:\n" + text + "\n")
+    out.flush()
+    return text
+
+
+def install_dump_on_signal(
+    signum: int = _signal.SIGUSR1 if hasattr(_signal, "SIGUSR1") else _signal.SIGINT,
+    file: IO[str] | None = None,
+) -> Callable[..., Any] | int | None:
+    """Print :func:`dump` to ``file`` (``sys.stderr``) whenever the process gets ``signum``
+    (``SIGUSR1`` by default), and return the previous handler (docs/debugging.md).
+
+    Call it in the main thread, before or inside ``trio.run``; then ``kill -USR1 <pid>`` a
+    stuck program prints its tree and goes on. Give the returned handler back to
+    ``signal.signal`` to uninstall it.
+    """
+
+    def handler(sig: int, frame: Any) -> None:
+        try:
+            dump(file)
+        except Exception as e:  # pragma: no cover - a dump never stops the program
+            print(f"structexec: dump failed: {e!r}", file=sys.stderr)
+
+    return _signal.signal(signum, handler)

@@ -1,0 +1,126 @@
+"""Where scoped work came from: spawn sites, scope names, the note on errors of spawned work,
+and the settings of the stuck-work warnings (docs/debugging.md).
+
+The lowest module of the scope introspection; ``_spawn``, ``_spawn_future`` and ``_nursery``
+use it on their error paths only. A spawn stores ``(code object, instruction offset)`` of the
+caller's frame (``_core._describe.site_of``, done inline in the fast paths); the file and line
+are computed here, when an error is noted or a tree is printed (``_introspect``).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import sys
+from typing import Any
+
+from .._core._describe import Site, format_site
+
+__all__ = ["StuckWorkWarning", "set_stop_grace"]
+
+#: The scopes the current trio task has entered and not yet left, innermost first (a linked
+#: list of ``(scope, rest)`` pairs): how a scope's exit finds scopes misnested inside it
+#: (``_nursery``) and how ``sx.operation_tree()`` nests scopes (``_introspect``).
+OPEN_SCOPES: contextvars.ContextVar[tuple[Any, Any] | None] = contextvars.ContextVar(
+    "structexec_open_scopes", default=None
+)
+
+#: The process-wide default of ``stop_grace`` (:func:`set_stop_grace`); ``None``: no warnings.
+_settings: dict[str, float | None] = {"stop_grace": None}
+
+
+class StuckWorkWarning(RuntimeWarning):
+    """Issued by a scope with a ``stop_grace`` (docs/debugging.md "Stuck-work warnings").
+
+    * when an operation associated with a ``counting_scope`` is still running ``stop_grace``
+      seconds after the scope requested stop; the message names the operation (its sender's
+      description, or the trio task) and where it was spawned;
+    * when the exit of an ``async with`` block has waited ``stop_grace`` seconds for the
+      scope's work; the message has the tree of what it waits for (``sx.operation_tree()``).
+
+    Each is issued once per scope and stop. Seconds are trio's clock, so ``MockClock`` tests
+    them without waiting.
+    """
+
+
+def set_stop_grace(seconds: float | None) -> float | None:
+    """Set the process-wide default of the scopes' ``stop_grace``; return the previous one.
+
+    ``None`` (the default) switches the stuck-work warnings off for every scope that was not
+    given its own ``stop_grace``; a number of seconds switches them on
+    (:class:`StuckWorkWarning`, docs/debugging.md). ``ValueError`` for a negative number.
+
+    Example:
+
+    >>> import structexec as sx
+    >>> old = sx.set_stop_grace(5.0)
+    >>> sx.set_stop_grace(old)
+    5.0
+    """
+    if seconds is not None:
+        seconds = float(seconds)
+        if not seconds >= 0:
+            raise ValueError(f"stop_grace must be None or >= 0 seconds, got {seconds!r}")
+    old = _settings["stop_grace"]
+    _settings["stop_grace"] = seconds
+    return old
+
+
+def check_grace(grace: float | None) -> float | None:
+    if grace is None:
+        return None
+    g = float(grace)
+    if not g >= 0:
+        raise ValueError(f"stop_grace must be None or >= 0 seconds, got {grace!r}")
+    return g
+
+
+def grace_of(scope: Any) -> float | None:
+    """The scope's ``stop_grace``, else the process-wide one."""
+    g: float | None = getattr(scope, "_stop_grace", None)
+    return _settings["stop_grace"] if g is None else g
+
+
+def scope_label(scope: Any) -> str:
+    """``counting_scope 'connections'``, or ``counting_scope`` for an unnamed one."""
+    name = getattr(scope, "_name", None)
+    kind = type(scope).__name__
+    return kind if name is None else f"{kind} {name!r}"
+
+
+def spawn_note(site: Site, scope: Any, how: str = "spawned") -> str:
+    """``spawned at app.py:42 into counting_scope 'connections'``."""
+    where = format_site(site)
+    at = f" at {where}" if where is not None else ""
+    return f"{how}{at} into {scope_label(scope)}"
+
+
+def add_note(exc: Any, note: str) -> None:
+    """Add ``note`` to the exception ``exc`` once (``add_note``; ``__notes__`` on 3.10, which
+    the ``exceptiongroup`` backport prints). Non-exception error datums are left alone."""
+    if not isinstance(exc, BaseException):
+        return
+    notes = getattr(exc, "__notes__", None)
+    if isinstance(notes, list) and note in notes:
+        return
+    try:
+        if sys.version_info >= (3, 11):
+            exc.add_note(note)
+        elif isinstance(notes, list):  # pragma: no cover - 3.10
+            notes.append(note)
+        else:  # pragma: no cover - 3.10
+            exc.__notes__ = [note]  # type: ignore[attr-defined]
+    except Exception:  # pragma: no cover - an exception type that refuses attributes
+        pass
+
+
+def note_error(exc: Any, site: Site, scope: Any, how: str = "spawned", task: bool = False) -> None:
+    """Note on ``exc`` where its work was spawned and which scope records it.
+
+    Errors of spawned *senders* (``spawn``, ``spawn_future``, a spawned coroutine) always get
+    the note: a nursery has no such work, so no nursery-written test can depend on their text.
+    Errors of trio tasks (``task=True``: ``start_soon``/``start``) get it only if the scope has
+    a name: an unnamed scope leaves them exactly as a trio nursery does, since a test matching a
+    task error's whole text (``pytest.raises(match="^...$")`` also reads the notes) must pass
+    for a scope as for a nursery (docs/debugging.md)."""
+    if not task or getattr(scope, "_name", None) is not None:
+        add_note(exc, spawn_note(site, scope, how))

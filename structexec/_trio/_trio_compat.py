@@ -1,0 +1,154 @@
+"""The one place where structexec touches trio's private internals (read only), behind a
+version check and feature detection, each with a public fallback.
+
+The fast path of ``await sx.when_all(<coroutines>)`` (``_when_all_nursery``) needs three things
+trio has no public API for:
+
+* whether the awaiting task's own cancellation has hit (``Task._cancel_status`` and its
+  ``effectively_cancelled``), read at the await and again when the last child has finished;
+* whether the task's effective deadline is finite, cheaply (the chain of ``CancelStatus._scope``
+  / ``._parent`` and ``CancelScope._deadline`` / ``._shield``; the public
+  ``trio.current_effective_deadline()`` costs about six times as much);
+* trio's own ``collapse_exception_group``, so that a group escaping a child is collapsed exactly
+  as ``CancelScope.__exit__`` collapses it (a non-strict nursery's one-exception group becomes
+  its exception).
+
+:data:`PRIVATE_STATE` says whether the private state is used: trio at least
+:data:`MIN_TRIO` and every attribute above present (checked once, at import, on trio's
+classes). Otherwise every function here falls back to public trio:
+``cancel_status`` gives ``None``, ``effectively_cancelled`` gives ``None`` (the caller then
+looks at ``trio.current_effective_deadline() == -inf`` when it needs the answer), and
+``deadline_is_finite`` asks ``trio.current_effective_deadline()``. :data:`HAS_COLLAPSE` is the
+same for ``collapse_exception_group`` (without it a group is kept as it is).
+
+:data:`VERIFIED` lists the trio releases ``tests/test_trio_compat.py`` was run against (its
+``test_running_trio_is_verified`` fails on any other release, so a new trio is looked at
+before it is trusted; the detection above keeps the library correct meanwhile).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+__all__: list[str] = []
+
+
+def _version(text: str) -> tuple[int, int]:
+    m = re.match(r"(\d+)\.(\d+)", text)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+#: The running trio's ``(major, minor)``.
+TRIO_VERSION = _version(trio.__version__)
+#: The oldest trio whose private state is read (older ones use the public fallbacks).
+MIN_TRIO = (0, 25)
+#: ``(major, minor)`` of the trio releases the compat tests were run against.
+VERIFIED = frozenset((0, minor) for minor in range(25, 36))  # 0.25 ... 0.35
+
+_INF = math.inf
+_NEG_INF = -math.inf
+_current_effective_deadline = trio.current_effective_deadline
+
+
+def _slot_names(cls: Any) -> set[str]:
+    """The attribute names an instance of ``cls`` has: attrs fields, slots, descriptors."""
+    names: set[str] = set()
+    for k in getattr(cls, "__mro__", (cls,)):
+        names.update(vars(k))
+        slots = vars(k).get("__slots__", ())
+        names.update((slots,) if isinstance(slots, str) else slots)
+    attrs_fields = getattr(cls, "__attrs_attrs__", ())
+    names.update(a.name for a in attrs_fields)
+    return names
+
+
+def _detect_private_state() -> bool:
+    if TRIO_VERSION < MIN_TRIO:
+        return False
+    try:
+        from trio._core import _run
+
+        task_cls: Any = trio.lowlevel.Task
+        status_cls: Any = _run.CancelStatus
+        scope_cls: Any = trio.CancelScope
+    except (ImportError, AttributeError):  # pragma: no cover - a trio laid out differently
+        return False
+    return (
+        "_cancel_status" in _slot_names(task_cls)
+        and {"effectively_cancelled", "_scope", "_parent"} <= _slot_names(status_cls)
+        and {"_deadline", "_shield"} <= _slot_names(scope_cls)
+    )
+
+
+def _detect_collapse() -> Callable[[BaseException], BaseException] | None:
+    if TRIO_VERSION < MIN_TRIO:
+        return None
+    try:
+        from trio._core._run import collapse_exception_group
+    except ImportError:  # pragma: no cover - a trio without it
+        return None
+    fn: Callable[[BaseException], BaseException] = collapse_exception_group  # type: ignore[assignment, unused-ignore]
+    return fn
+
+
+#: Whether the private cancel state (``Task._cancel_status`` and the chain above it) is read.
+PRIVATE_STATE = _detect_private_state()
+_collapse = _detect_collapse()
+#: Whether trio's own ``collapse_exception_group`` is used.
+HAS_COLLAPSE = _collapse is not None
+
+
+def cancel_status(task: Any) -> Any:
+    """``task``'s innermost ``CancelStatus`` (opaque; pass it to the functions below), or
+    ``None`` when the private state is not used."""
+    if PRIVATE_STATE:
+        return getattr(task, "_cancel_status", None)
+    return None
+
+
+def effectively_cancelled(status: Any) -> bool | None:
+    """Whether the cancel status from :func:`cancel_status` is cancelled now; ``None`` when
+    unknown (no private state): the caller then asks the public API."""
+    if status is None:
+        return None
+    return status.effectively_cancelled is True
+
+
+def deadline_is_finite(status: Any) -> bool:
+    """Is ``trio.current_effective_deadline()`` finite (neither ``inf`` nor ``-inf``) for the
+    current task, whose :func:`cancel_status` is ``status``?
+
+    With the private state this walks the ``CancelStatus`` chain (read only). It never says
+    "not finite" when the public function gives a finite deadline (a scope whose deadline is
+    ``-inf`` but not yet processed counts as finite).
+    """
+    if status is not None:
+        try:
+            if status.effectively_cancelled:
+                return False
+            s = status
+            while s is not None:
+                scope = s._scope
+                if scope._deadline != _INF:
+                    return True
+                if scope._shield:
+                    return False
+                s = s._parent
+            return False
+        except AttributeError:  # pragma: no cover - detection passed, so not expected
+            pass
+    d = _current_effective_deadline()
+    return d != _INF and d != _NEG_INF
+
+
+def collapse_exception_group(group: BaseException) -> BaseException:
+    """What ``CancelScope.__exit__`` makes of ``group``: trio's own collapse (a non-strict
+    nursery's one-exception group becomes that exception), or ``group`` as it is without it."""
+    if _collapse is not None:
+        return _collapse(group)
+    return group
