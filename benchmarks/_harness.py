@@ -13,6 +13,9 @@ each side separately. The ratio is always ``structexec / baseline``:
 - ``better="lower"`` (time, cost): ``ok`` when ``ratio <= target``;
 - ``better="higher"`` (throughput): ``ok`` when ``ratio >= target``.
 
+``reps`` (optional) overrides the number of repetitions for one row: a row that repeats its
+own measurements (the scaling rows of ``bench_scaling.py``, which run up to N = 1e5) sets 1.
+
 ``limit`` is an optional absolute bound, in the display unit, on the structexec value (or on
 the baseline value when the row has no structexec side); for ``better="lower"`` the value must
 be ``<= limit``, for ``"higher"`` ``>= limit``. A row with neither ``target`` nor ``limit``
@@ -103,6 +106,9 @@ class Row:
     fn: Callable[..., Pair]
     module: str
     note: str = ""
+    #: Repetitions for this row, overriding the run's ``--reps`` (a row that repeats its
+    #: measurements itself, e.g. a scaling row that runs up to N = 1e5, sets 1).
+    reps: int | None = None
     #: Filled by the runner.
     samples: list[Pair] = field(default_factory=list)
 
@@ -149,6 +155,7 @@ def row(
     target: float | None = None,
     limit: float | None = None,
     note: str = "",
+    reps: int | None = None,
 ) -> Callable[[Callable[..., Pair]], Callable[..., Pair]]:
     """Register a benchmark row (see the module docstring for the semantics)."""
     if better not in ("lower", "higher"):
@@ -165,6 +172,7 @@ def row(
                 fn=fn,
                 module=fn.__module__,
                 note=note,
+                reps=reps,
             )
         )
         return fn

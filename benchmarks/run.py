@@ -111,7 +111,7 @@ def measure(r: Row, bench: Bench, reps: int) -> Result:
     res.target = r.target_text()
     t0 = time.perf_counter()
     try:
-        samples = [r.call(bench) for _ in range(reps)]
+        samples = [r.call(bench) for _ in range(r.reps or reps)]
     except Exception as exc:
         res.ok = "ERROR"
         res.error = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))

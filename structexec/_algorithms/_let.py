@@ -44,24 +44,36 @@ _TAGS = (set_value_t, set_error_t, set_stopped_t)
 
 
 class _LetReceiver2:
-    """``receiver2``: forwards to the outer receiver, env ``JOIN-ENV(let-env, FWD-ENV(env))``."""
+    """``receiver2``: forwards to the outer receiver, env ``JOIN-ENV(let-env, FWD-ENV(env))``.
 
-    __slots__ = ("_letenv", "_rcvr")
+    ``_holder`` is the let operation whose ``_op2`` keeps alive the operation that completes
+    to this receiver (see :meth:`_LetOp._matched`).
+    """
 
-    def __init__(self, rcvr: Any, letenv: Any) -> None:
+    __slots__ = ("_holder", "_letenv", "_rcvr")
+
+    def __init__(self, rcvr: Any, letenv: Any, holder: Any = None) -> None:
         self._rcvr = rcvr
         self._letenv = letenv
+        self._holder = holder
 
     def get_env(self) -> Any:
         return join_env(self._letenv, fwd_env(get_env(self._rcvr)))
 
+    # Each completion first forgets the holder: holder -> its _op2 -> ... -> this receiver ->
+    # holder is a reference cycle, which must not outlive the work (reference counting, not
+    # the cycle collector, frees a finished let).
+
     def set_value(self, *vals: Any) -> None:
+        self._holder = None
         self._rcvr.set_value(*vals)
 
     def set_error(self, err: Any) -> None:
+        self._holder = None
         self._rcvr.set_error(err)
 
     def set_stopped(self) -> None:
+        self._holder = None
         self._rcvr.set_stopped()
 
 
@@ -90,7 +102,7 @@ def _receiver2(rcvr: Any, letenv: Any) -> Any:
             return rcvr
         old = rcvr._letenv
         if old is EMPTY_ENV or _shadows(letenv, old):
-            return _LetReceiver2(rcvr._rcvr, letenv)
+            return _LetReceiver2(rcvr._rcvr, letenv, rcvr._holder)
     return _LetReceiver2(rcvr, letenv)
 
 
@@ -142,6 +154,21 @@ class _LetOp(ChildOp):
         except Exception as e:
             rcvr.set_error(e)
             return
+        # A loop of nested lets (``f`` returns ``just(...) | let_value(f)``): when this
+        # operation is the second operation of an outer let whose receiver2 is collapsed into
+        # r2 (``_receiver2``), the outer let (the holder) keeps alive, in its ``_op2``, the
+        # operation of the current iteration. This operation's part is done: its first child
+        # completed, ``f`` ran, and op2 will complete straight to r2, never through it. The
+        # holder then keeps op2 instead, and this iteration (operation, datums) is freed as
+        # soon as its frames return: a loop of N iterations holds O(1) operations, not N.
+        h = r2._holder
+        if h is not None and h._op2 is self:
+            h._op2 = op2
+            # Not kept here either: a frame up the stack that still refers to this operation
+            # (the outermost let's, while the trampoline drains) must not keep the chain.
+            self._op2 = None
+        else:
+            r2._holder = self
         trampoline_start(op2)
 
 

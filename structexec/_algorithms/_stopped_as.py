@@ -57,15 +57,15 @@ def _just_none() -> Sender[None]:
 
 
 class _OptionalReceiver:
-    __slots__ = ("_env", "_rcvr", "set_error")
+    __slots__ = ("_rcvr", "set_error")
 
     def __init__(self, rcvr: Any) -> None:
         self._rcvr = rcvr
         self.set_error = rcvr.set_error
-        self._env = fwd_env(get_env(rcvr))
 
     def get_env(self) -> Any:
-        return self._env
+        # Made when asked: work that never queries its environment does not pay for it.
+        return fwd_env(get_env(self._rcvr))
 
     def set_value(self, *vals: Any) -> None:
         if len(vals) == 1:

@@ -299,7 +299,8 @@ class _ThenBase(UnarySender):
         child = self._child
         if type(child) is _JustSender and self._kind == _VALUE:  # just(...) | then(f)
             return _JustThen1Op(rcvr, child._vals, self._fn)  # the hot path: one object
-        base, stages, fns = self._flatten()
+        flat = self._flat
+        base, stages, fns = self._flatten() if flat is None else flat
         if fns is not None and type(base) is _JustSender:
             return _JustThenOp(rcvr, base._vals, fns)  # no child operation
         op = _ThenOp(rcvr, stages, fns)

@@ -24,23 +24,23 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from .._core import _hooks
+from .._core import _domain, _hooks
 from .._core._connect import connect
 from .._core._domain import (
-    apply_customized,
     apply_sender,
     default_domain,
     get_domain_early,
 )
 from .._core._env import TryEnv
 from .._core._errors import ErrorValue
-from .._core._protocol import Algorithm, completed_twice, is_sender
+from .._core._protocol import Algorithm, Sender, completed_twice, is_sender
 from .._core._queries import get_delegation_scheduler, get_scheduler
 from ._run_loop import raised_sink, run_loop
 
 __all__ = ["sync_wait", "sync_wait_with_variant"]
 
 _default_apply = default_domain.apply_sender
+_new = object.__new__
 
 
 class _SyncWaitEnv(TryEnv):
@@ -55,7 +55,10 @@ class _SyncWaitEnv(TryEnv):
 
     def _sx_try(self, q: Any, default: Any) -> Any:
         if q is get_scheduler or q is get_delegation_scheduler:
-            return self._rcvr._loop.get_scheduler()
+            loop = self._rcvr._loop
+            if loop is None:
+                loop = self._rcvr._get_loop()
+            return loop.get_scheduler()
         if q is raised_sink:
             return self._rcvr._take_raised
         return default
@@ -65,29 +68,72 @@ class _SyncWaitEnv(TryEnv):
 #: completions are ignored: another agent raised a BaseException for us, or we were left.
 _RAISED, _ABANDONED = 4, 5
 _TAKE_LOCK = threading.Lock()
+#: Guards the lazy creation of a receiver's loop against a completion on another thread
+#: (``_SyncWaitReceiver._get_loop``).
+_LOOP_LOCK = threading.Lock()
 
 
 class _SyncWaitReceiver:
-    __slots__ = ("_kind", "_loop", "_result")
+    """The receiver of ``sync_wait``. Its ``run_loop`` is made only when needed: when the
+    work asks for the scheduler, or when it has not completed by the time ``start`` returns.
+    Work that completes inside ``start`` (``just(x) | then(f)``) needs no loop at all."""
+
     #: Completing only records the result and wakes the waiting thread (contracts.HandOff).
     _sx_handoff = True
 
-    def __init__(self, loop: run_loop) -> None:
-        self._loop = loop
+    __slots__ = ("_finished", "_kind", "_loop", "_result")
+
+    def __init__(self) -> None:
+        self._loop: run_loop | None = None
         self._kind = 0
         self._result: Any = None
+        self._finished = False  # finish() was called on _loop
 
     def get_env(self) -> _SyncWaitEnv:
         return _SyncWaitEnv(self)
+
+    def _get_loop(self) -> run_loop:
+        """The loop, made on first use. If the work completed before the loop existed, the
+        loop is finished at once (its ``run()`` returns when its queue is empty)."""
+        loop = self._loop
+        if loop is not None:
+            return loop
+        with _LOOP_LOCK:
+            loop = self._loop
+            if loop is None:
+                loop = run_loop()
+                if self._kind == _ABANDONED:
+                    loop._abandon()  # work scheduled onto it later is dropped (never run)
+                elif self._kind:
+                    self._finished = True
+                    loop.finish()
+                self._loop = loop
+        return loop
+
+    def _wake(self) -> None:
+        """A completion arrived (``_kind`` is set): finish the loop if there is one, once.
+
+        The completions call this when ``_LOOP_LOCK`` is held or the loop exists, checked in
+        that order. ``_get_loop`` holds the lock from before it reads ``_kind`` until after
+        it has published the loop, so either it saw the completion (and finished the loop
+        itself), or the completion sees the lock held or the loop published. No completion
+        is lost, and a loop is never finished twice (``_finished``, under the lock).
+        """
+        with _LOOP_LOCK:
+            loop = self._loop
+            if loop is None or self._finished:
+                return
+            self._finished = True
+        loop.finish()
 
     def _take_raised(self, exc: BaseException) -> bool:
         """The ``raised_sink``: ``exc`` was raised on another agent while completing this work."""
         with _TAKE_LOCK:
             if self._kind:
                 return False  # completed already (or abandoned): not ours to raise
+            self._result = exc
             self._kind = _RAISED
-        self._result = exc
-        self._loop.finish()
+        self._wake()
         return True
 
     def set_value(self, *vals: Any) -> None:
@@ -95,18 +141,20 @@ class _SyncWaitReceiver:
             if self._kind >= _RAISED:
                 return  # a late completion of abandoned work
             raise completed_twice(self, "set_value")
-        self._kind = 1
         self._result = vals
-        self._loop.finish()
+        self._kind = 1
+        if _LOOP_LOCK.locked() or self._loop is not None:  # this order: see _wake
+            self._wake()
 
     def set_error(self, err: Any) -> None:
         if self._kind:
             if self._kind >= _RAISED:
                 return
             raise completed_twice(self, "set_error")
-        self._kind = 2
         self._result = err
-        self._loop.finish()
+        self._kind = 2
+        if _LOOP_LOCK.locked() or self._loop is not None:  # this order: see _wake
+            self._wake()
 
     def set_stopped(self) -> None:
         if self._kind:
@@ -114,11 +162,13 @@ class _SyncWaitReceiver:
                 return
             raise completed_twice(self, "set_stopped")
         self._kind = 3
-        self._loop.finish()
+        if _LOOP_LOCK.locked() or self._loop is not None:  # this order: see _wake
+            self._wake()
 
 
 def _run(sndr: Any) -> tuple[Any, ...] | None:
-    if not is_sender(sndr):
+    is_sndr = isinstance(sndr, Sender)
+    if not is_sndr and not is_sender(sndr):
         raise TypeError(f"sync_wait() needs a sender, got {type(sndr).__name__}")
     if _hooks.on_trio_thread():
         raise RuntimeError(
@@ -126,16 +176,24 @@ def _run(sndr: Any) -> tuple[Any, ...] | None:
             "loop forever. Use `await sndr` in trio code, or call sync_wait from "
             "trio.to_thread.run_sync ([exec.sync.wait])"
         )
-    loop = run_loop()
-    rcvr = _SyncWaitReceiver(loop)
-    op = connect(sndr, rcvr)
+    # _SyncWaitReceiver() without the __init__ frame
+    rcvr: _SyncWaitReceiver = _new(_SyncWaitReceiver)
+    init: Any = rcvr
+    init._loop = None
+    init._kind = 0
+    init._result = None
+    init._finished = False
+    # connect(sndr, rcvr) without the domain lookup when no custom domain exists
+    op = sndr.connect(rcvr) if is_sndr and not _domain._domains_on else connect(sndr, rcvr)
     try:
         op.start()
-        loop.run()
+        if rcvr._loop is not None or not rcvr._kind:
+            # Not completed inline, or the work uses the loop: drive it ([exec.sync.wait]).
+            rcvr._get_loop().run()
     except BaseException:
         # Raised on this thread (inline in start, by an item of the loop, or a signal while
         # the loop waits): leave with it, and leave nothing behind (module docstring).
-        _abandon(rcvr, loop)
+        _abandon(rcvr)
         raise
     kind = rcvr._kind
     if kind == 1:
@@ -150,15 +208,23 @@ def _run(sndr: Any) -> tuple[Any, ...] | None:
     if kind == _RAISED:
         exc: BaseException = rcvr._result
         rcvr._result = None
-        _abandon(rcvr, loop)
+        _abandon(rcvr)
         raise exc
     return None
 
 
-def _abandon(rcvr: _SyncWaitReceiver, loop: run_loop) -> None:
+def _abandon(rcvr: _SyncWaitReceiver) -> None:
     with _TAKE_LOCK:
         if not rcvr._kind:
             rcvr._kind = _ABANDONED
+    with _LOOP_LOCK:
+        loop = rcvr._loop
+        if loop is None:
+            # A loop made later (a late get_scheduler query) is abandoned at birth: the
+            # _kind check in _get_loop. A completed, loopless operation leaves nothing.
+            if rcvr._kind != _ABANDONED:
+                rcvr._kind = _ABANDONED
+            return
     loop._abandon()
 
 
@@ -199,7 +265,7 @@ class sync_wait_t(Algorithm):
     __slots__ = ()
 
     def __call__(self, sndr: Any) -> tuple[Any, ...] | None:
-        if apply_customized():
+        if _domain._apply_customized:  # apply_customized(), inlined
             dom = get_domain_early(sndr)
             if type(dom).apply_sender is not _default_apply:
                 r: tuple[Any, ...] | None = apply_sender(dom, self, sndr)

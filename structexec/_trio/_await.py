@@ -42,7 +42,7 @@ import trio
 import trio.lowlevel as tl
 
 from .._algorithms._when_all import _WhenAllSender
-from .._core import _hooks
+from .._core import _domain, _hooks
 from .._core._connect import connect_unchecked as connect
 from .._core._coroutine_driver import host_mark
 from .._core._errors import ErrorValue, Stopped
@@ -81,6 +81,7 @@ _get_hosted = hosted_env.get
 _get_mark = host_mark.get
 _runs_get = runs_by_thread.get
 _current_task = tl.current_task
+_new = object.__new__
 
 _PENDING, _VALUE, _ERROR, _STOPPED = 0, 1, 2, 3
 #: ``raised_sink`` took a BaseException raised while another agent completed this work.
@@ -216,6 +217,15 @@ class _AwaitRcvr:
             _reschedule(self._task)
 
     def set_value(self, *vals: Any) -> None:
+        # The trio-thread branch of _complete, inlined: the hot path (await sx.just(x)).
+        run = self._run
+        if not self._kind and _get_ident() == run.thread and not run.finished:
+            self._result = vals
+            self._kind = _VALUE
+            if self._parked:
+                self._parked = False
+                _reschedule(self._task)
+            return
         self._complete(_VALUE, vals, "set_value")
 
     def set_error(self, err: Any) -> None:
@@ -270,8 +280,25 @@ def await_sender(sndr: Any) -> Generator[Any, Any, Any]:
         else:
             yield from trio.sleep_until(sndr._t).__await__()
         return None
-    r = _AwaitRcvr(run, _get_hosted())
-    op = connect(sndr, r)
+    # _AwaitRcvr(run, _get_hosted()) without the __init__ frame
+    r = _new(_AwaitRcvr)
+    r._run = run
+    r._base = _get_hosted()
+    r._kind = _PENDING
+    r._result = None
+    r._src = None
+    r._cancelled = False
+    r._parked = False
+    r._task = None
+    if _domain._domains_on:
+        op = connect(sndr, r)
+    else:  # connect(sndr, r) without the domain lookup when no custom domain exists
+        try:
+            m = sndr.connect
+        except AttributeError:
+            op = connect(sndr, r)
+        else:
+            op = m(r)
     op.start()
     if not r._kind:
         try:
@@ -316,11 +343,7 @@ def await_sender(sndr: Any) -> Generator[Any, Any, Any]:
     raise Stopped()
 
 
-def on_trio_thread() -> bool:
-    """True on a thread that is running ``trio.run`` (``sync_wait`` refuses there,
-    docs/trio.md "Threads")."""
-    return in_trio_run()
-
-
 _hooks.await_sender = await_sender
-_hooks.on_trio_thread = on_trio_thread
+# True on a thread that is running ``trio.run`` (``sync_wait`` refuses there, docs/trio.md
+# "Threads"): trio's own function, no wrapper frame (sync_wait asks on every call).
+_hooks.on_trio_thread = in_trio_run
