@@ -130,7 +130,9 @@ def run(case: dict[str, Any], fast: bool) -> list[Any]:
                     how = item["how"]
                     s = sx.then(sx.just(), lambda i=i, x=inner, how=how: spawn_one(i, x, how))
                 spawn_one(i, s, item["how"])
-            order: Interleaving = case["order"]
+            # A fresh cursor per run: an Interleaving is consumed as it is used, and the two
+            # runs of one case must make the same choices.
+            order = Interleaving(case["order"].choices)
             step = 0
             while True:
                 if step == case["stop_at"] and hasattr(scope, "request_stop"):
