@@ -38,10 +38,23 @@ def _pyproject() -> dict[str, Any]:
 
 
 def test_package_imports_from_this_checkout() -> None:
+    """The suite tests this source tree's structexec: imported from it (a checkout, an
+    editable install) or installed from it (.ci/package runs the tests of an unpacked sdist
+    against the package installed from that sdist)."""
     import structexec
 
     assert structexec.__file__ is not None
-    assert Path(structexec.__file__).resolve().parent == ROOT / "structexec"
+    package = Path(structexec.__file__).resolve().parent
+    source = ROOT / "structexec"
+    if package == source:
+        return
+    # An installed copy: it must be the installed distribution's, with this tree's modules.
+    installed = Path(str(importlib.metadata.distribution("structexec").locate_file("structexec")))
+    assert package == installed.resolve(), f"structexec imported from {package}"
+    modules = sorted(p.relative_to(source) for p in source.rglob("*.py"))
+    assert modules == sorted(p.relative_to(package) for p in package.rglob("*.py"))
+    changed = [m for m in modules if (package / m).read_bytes() != (source / m).read_bytes()]
+    assert changed == [], f"the installed structexec differs from {source}"
 
 
 def test_distribution_metadata() -> None:
