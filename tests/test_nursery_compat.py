@@ -365,7 +365,7 @@ async def test_start_exit_without_started_raises(open_nursery: Any) -> None:
 
 @pytest.mark.skipif(
     Version(importlib.metadata.version("trio")) < Version("0.34"),
-    reason="trio < 0.34 drops the cause of an exception raised before started() (trio.s start)",
+    reason="trio < 0.34 drops the cause of an exception raised before started() (trio's start)",
 )
 async def test_start_exception_keeps_cause_and_context(open_nursery: Any) -> None:
     async def task(*, task_status: Any) -> None:
