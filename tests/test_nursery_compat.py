@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextvars
 import gc
+import importlib.metadata
 import sys
 from collections.abc import Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -26,6 +27,7 @@ import sniffio
 import trio
 import trio.testing
 from _subproc import HangGuard, run_child
+from packaging.version import Version
 from trio.testing import wait_all_tasks_blocked
 
 import structexec as sx
@@ -361,6 +363,10 @@ async def test_start_exit_without_started_raises(open_nursery: Any) -> None:
             await n.start(task)
 
 
+@pytest.mark.skipif(
+    Version(importlib.metadata.version("trio")) < Version("0.34"),
+    reason="trio < 0.34 drops the cause of an exception raised before started() (trio's start)",
+)
 async def test_start_exception_keeps_cause_and_context(open_nursery: Any) -> None:
     async def task(*, task_status: Any) -> None:
         e = ValueError("foo")

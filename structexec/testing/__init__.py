@@ -8,8 +8,9 @@ docs/testing.md (test vocabulary), 2 (the asynchronous-operation contract).
   order it says; :class:`ThreadScheduler`: one dedicated worker thread.
 * :func:`no_leaks` / :func:`assert_no_leaks`: a trio test leaked no task, no cancel scope and
   triggered no contract violation; :func:`record_terminate` records terminate-handler calls.
-* :mod:`structexec.testing.strategies` (needs ``hypothesis``): strategies for random sender
-  trees with a model of their outcome, stop schedules and scheduler interleavings.
+* :mod:`structexec.testing.strategies` (needs ``hypothesis``: the ``testing`` extra):
+  strategies for random sender trees with a model of their outcome, stop schedules and
+  scheduler interleavings.
 * :mod:`structexec.testing.plugin`: the pytest plugin (fixtures), registered under the
   ``pytest11`` entry point ``structexec``.
 

@@ -1,7 +1,9 @@
 """Hypothesis strategies for property-testing senders and cancellation.
 
 [exec.async.ops], docs/testing.md (2.2: "a property test across random
-compositions"). Needs ``hypothesis``. Strategies, usable together or alone:
+compositions"). Needs ``hypothesis`` (``pip install 'structexec[testing]'``; importing this
+module without it raises :class:`ModuleNotFoundError` naming the extra). Strategies, usable
+together or alone:
 
 * :func:`sender_trees` generates random sender trees (:class:`Tree`): factories,
   ``then``/``upon_*``/``let_*``, ``when_all``/``when_all_with_variant``, ``into_variant``,
@@ -41,7 +43,16 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from hypothesis import strategies as st
+try:
+    from hypothesis import strategies as st
+except ModuleNotFoundError as exc:  # pragma: no cover - tested in a subprocess
+    if exc.name is None or exc.name.partition(".")[0] != "hypothesis":
+        raise
+    raise ModuleNotFoundError(
+        "structexec.testing.strategies needs hypothesis, which is not installed; "
+        "install it with the 'testing' extra: pip install 'structexec[testing]'",
+        name=exc.name,
+    ) from exc
 
 import structexec as sx
 
