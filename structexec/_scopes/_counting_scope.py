@@ -249,7 +249,8 @@ class simple_counting_scope(SimpleHost, _ScopeBase):
       ([exec.counting.scopes]). Not copyable.
     * Debugging (docs/debugging.md): ``name=`` appears in ``repr``, in ``sx.dump()`` and in
       the note ``spawned at app.py:42 into simple_counting_scope 'jobs'`` that errors of its
-      work carry (unnamed scopes add no note); ``stop_grace=`` (seconds, default
+      work carry (errors of ``start_soon``/``start`` tasks only in a named scope, as a nursery
+      adds none); ``stop_grace=`` (seconds, default
       ``sx.set_stop_grace``'s) warns (``sx.StuckWorkWarning``) when the exit of ``async
       with`` has waited that long; ``scope.outstanding()`` lists the work still running.
     """
