@@ -153,8 +153,13 @@ class LoopOp:
         self._state = _BETWEEN
         self._op = None
 
-    def set_value(self, *vals: Any) -> None:
-        raise NotImplementedError
+    def set_value(self, *vals: Any) -> None:  # pragma: no cover - every loop overrides it
+        """What a value of one iteration means is the loop's own decision (repeat_effect_until,
+        repeat_n, retry each define it)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} must define set_value(): a LoopOp subclass decides whether "
+            "an iteration's value ends the loop"
+        )
 
     def set_error(self, err: Any) -> None:
         self._completed("set_error")

@@ -279,7 +279,12 @@ class TimerSender(Sender[None]):
         self._t = t
 
     def _owner(self) -> Any:  # pragma: no cover - every subclass overrides it
-        raise NotImplementedError
+        """The timer queue's owner (a ``TimerOwner``): each timed scheduler's sender
+        subclass returns its own (run loop, trio run, parallel scheduler, ManualScheduler)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} must define _owner(): a TimerSender subclass names the "
+            "scheduler whose timer queue it uses"
+        )
 
     def connect(self, rcvr: Any) -> TimerOp:
         return self._op_type(self._owner(), rcvr, self._after, self._t)
