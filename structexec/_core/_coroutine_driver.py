@@ -61,7 +61,7 @@ from ._env import fwd_env, get_env
 from ._errors import ErrorValue, Stopped
 from ._protocol import completed_twice, twice_started
 from ._queries import _MISSING
-from ._values import values
+from ._values import send_result
 
 __all__: list[str] = []
 
@@ -430,12 +430,7 @@ class CoroutineDriver(CoroutineLoop):
     def _complete(self, fr: Any, kind: int, data: Any) -> None:
         rcvr = self._rcvr
         if kind == SEND:
-            if data is None:
-                rcvr.set_value()
-            elif type(data) is values:
-                rcvr.set_value(*data)
-            else:
-                rcvr.set_value(data)
+            send_result(rcvr, data)
         elif kind == THROW:
             rcvr.set_error(data)
         else:

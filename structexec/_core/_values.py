@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["values"]
+__all__ = ["send_result", "values"]
 
 
 class values(tuple):  # type: ignore[type-arg]
@@ -29,3 +29,16 @@ class values(tuple):  # type: ignore[type-arg]
 
     def __repr__(self) -> str:
         return f"values{tuple.__repr__(self)}"
+
+
+def send_result(rcvr: Any, result: Any) -> None:
+    """Complete ``rcvr`` with a function's or coroutine's result by the rule above: ``None``
+    sends no datum, ``values(*xs)`` the datums ``xs``, anything else one datum. The one place
+    that maps a coroutine's result to ``set_value`` (the coroutine loop, ``task``, coroutine
+    senders, the direct path of ``scope.spawn_future(coro)``)."""
+    if result is None:
+        rcvr.set_value()
+    elif type(result) is values:
+        rcvr.set_value(*result)
+    else:
+        rcvr.set_value(result)

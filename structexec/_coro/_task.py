@@ -59,7 +59,7 @@ from .._core._stop_token import (
     never_stop_token,
     stop_callback_for,
 )
-from .._core._values import values
+from .._core._values import send_result
 from .._schedulers._run_loop import raised_sink, sink_of
 from .._trio._coroutine_sender import TrioHostedOp
 from .._trio._trio_bridge import (
@@ -413,12 +413,7 @@ class _TaskOp:
         self.rcvr = None
         try:
             if kind == SEND:
-                if data is None:
-                    rcvr.set_value()
-                elif type(data) is values:
-                    rcvr.set_value(*data)
-                else:
-                    rcvr.set_value(data)
+                send_result(rcvr, data)
             elif kind == THROW:
                 rcvr.set_error(data)
             else:

@@ -52,7 +52,7 @@ from .._core._coroutine_driver import HostMark, host_mark, swallowed_stop_messag
 from .._core._env import fwd_env
 from .._core._errors import Stopped
 from .._core._stop_token import stop_callback_for
-from .._core._values import values
+from .._core._values import send_result, values
 from .._trio._coroutine_sender import _connected, name_of
 from .._trio._trio_bridge import call_in_run, hosted_env, runs_by_thread
 from . import _introspect
@@ -253,12 +253,7 @@ async def _future_task(scope: Any, st: _CoroFutureState, coro: Any, cs: trio.Can
             kind, err = 1, RuntimeError(swallowed_stop_message(f"the coroutine {name_of(coro)}"))
     _close_cb(st)
     if kind == 0:
-        if result is None:
-            st.set_value()
-        elif type(result) is values:
-            st.set_value(*result)
-        else:
-            st.set_value(result)
+        send_result(st, result)
     elif kind == 1:
         st.set_error(err)
     else:

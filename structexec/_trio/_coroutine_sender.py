@@ -63,7 +63,7 @@ from .._core._errors import Stopped, terminate
 from .._core._protocol import twice_started
 from .._core._queries import get_stop_token, query_or
 from .._core._stop_token import stop_callback_for
-from .._core._values import values
+from .._core._values import send_result
 from .._schedulers._run_loop import sink_of
 from ._trio_bridge import (
     RunState,
@@ -221,12 +221,7 @@ class TrioHostedOp:
         self._rcvr = self._env = self._scope = None
         try:
             if kind == 0:
-                if data is None:
-                    rcvr.set_value()
-                elif type(data) is values:
-                    rcvr.set_value(*data)
-                else:
-                    rcvr.set_value(data)
+                send_result(rcvr, data)
             elif kind == 1:
                 rcvr.set_error(data)
             else:
