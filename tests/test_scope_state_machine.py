@@ -870,3 +870,48 @@ def test_token_wrap_keeps_the_completion_signatures(kind: Any) -> None:
             assert sx.get_completion_signatures(tok.wrap(s), e) == sx.get_completion_signatures(
                 s, e
             )
+
+
+@pytest.mark.parametrize("make", SCOPES)
+@pytest.mark.parametrize("pending", [False, True])
+def test_a_finished_join_leaves_no_cycle(make: Callable[[], Any], pending: bool) -> None:
+    """``sync_wait(scope.join())``, inline (count already 0) or after the last disassociate:
+    once it returns, reference counting alone frees the scope ([exec.scope.join]; the join's
+    schedule operation is dropped at completion)."""
+    import weakref
+
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        scope = make()
+        if pending:
+            sch = ManualScheduler()
+            sx.spawn(sx.schedule(sch) | sx.then(lambda: None), scope.get_token())
+            rec = RecordingReceiver(extra_env=sx.prop(sx.get_scheduler, sch))
+            rec.run(scope.join())
+            sch.drain()
+            assert rec.value == ()
+            rec.op = None  # the recording receiver's own reference to the operation
+            sch.envs.clear()  # the test scheduler's record of environments (a cycle of its own)
+            del rec, sch
+        else:
+            assert sx.sync_wait(scope.join()) == ()
+        ref = weakref.ref(scope)
+        del scope
+        assert ref() is None
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+@pytest.mark.parametrize("make", SCOPES)
+def test_a_never_started_join_closes_its_schedule_op(make: Callable[[], Any]) -> None:
+    """A join connected and dropped without ``start``: ``close()`` releases its schedule
+    operation, and a later ``start`` is refused."""
+    scope = make()
+    sch = ManualScheduler()
+    op = sx.connect(scope.join(), RecordingReceiver(extra_env=sx.prop(sx.get_scheduler, sch)))
+    op.close()
+    with pytest.raises(RuntimeError):
+        op.start()
+    assert sx.sync_wait(scope.join()) == ()

@@ -17,6 +17,7 @@ from typing import Any
 import trio
 
 from .._algorithms._schedule import schedule
+from .._core._adaptor_util import close_op
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
 from .._core._connect import connect
 from .._core._env import get_env
@@ -56,7 +57,22 @@ class _JoinOp:
             raise twice_started(self)
         self._started = True
         if self._scope._start_join(self):
+            self._drop_sched_op()  # not needed
             self._deliver()  # complete-inline: set_value directly ([exec.scope.join])
+
+    def close(self) -> None:
+        """A connected join that is never started: release its schedule operation now
+        (docs/senders.md "Writing your own sender"). No effect once started."""
+        if not self._started:
+            self._started = True
+            self._drop_sched_op()
+
+    def _drop_sched_op(self) -> None:
+        # Also dropped at completion (set_*): no join op <-> schedule op cycle keeps the scope
+        # alive until the garbage collector runs.
+        op, self._sched_op = self._sched_op, None
+        if op is not None:
+            close_op(op)
 
     def _sx_join_complete(self) -> None:
         # complete(): start the schedule op, so set_value arrives on the receiver's
@@ -68,12 +84,15 @@ class _JoinOp:
         return get_env(self._rcvr)
 
     def set_value(self, *vals: Any) -> None:
+        self._sched_op = None
         self._deliver()
 
     def set_error(self, err: Any) -> None:
+        self._sched_op = None
         self._rcvr.set_error(err)
 
     def set_stopped(self) -> None:
+        self._sched_op = None
         self._rcvr.set_stopped()
 
     def _deliver(self) -> None:
