@@ -731,15 +731,23 @@ def _query(attrs: Any, q: Any) -> Any:
         return None
 
 
-def _stalled(run: _Run, what: str) -> bool:
+def _stalled(run: _Run, what: str, done: Any) -> bool:
     """Nothing is queued or running and ``what`` has not completed: is it lost?
 
-    Collects garbage once: if that makes progress, an association or stop callback was being
+    The caller has just seen no queued item, no busy worker thread and no parallel hop in
+    flight. Those counters drop only after the work's effects are visible, so the snapshot taken
+    here includes everything tracked work did; but ``done()`` and the queues were read before
+    the counters, and the last tracked completion may have landed in between (on a worker or
+    pool thread): then this is progress, not a stall, and the caller drives on.
+
+    Then collects garbage once: if that makes progress, an association or stop callback was being
     held by an unreachable cycle (docs/senders.md "Writing your own sender" forbids relying on it)
     and the run carries on with ``gc_needed`` set. Returns ``True`` if the run must stop
     (``result.hung`` is set).
     """
     before = (run.w.pending(), [s.count for s in run.w.scopes], run.rec.done, run.joins_done())
+    if done() or before[0]:
+        return False  # completed, or queued more work, after the caller looked
     # Recorded error datums keep their tracebacks, whose frames keep operations alive: drop
     # them so that only the library's own references remain.
     errs = [a[0] for k, a in run.rec.events if k == "error"]
@@ -774,10 +782,15 @@ def _drive_sync(run: _Run, done: Any, what: str, timeout: float) -> None:
                 continue
             run.result.hung = f"{what}: work on the worker thread did not finish in {timeout} s"
             return
-        if run.w.in_flight and time.monotonic() < deadline:
-            time.sleep(0.0002)  # work may be running on the parallel scheduler's threads
-            continue
-        if _stalled(run, what):
+        if run.w.in_flight:
+            if time.monotonic() < deadline:
+                time.sleep(0.0002)  # work may be running on the parallel scheduler's threads
+                continue
+            run.result.hung = (
+                f"{what}: work on the parallel scheduler did not finish in {timeout} s"
+            )
+            return
+        if _stalled(run, what, done):
             return
 
 
@@ -897,7 +910,7 @@ async def _drive_trio(run: _Run, done: Any, what: str, timeout: float) -> None:
             if done() or run.w.pending():
                 break
         else:
-            if _stalled(run, what):
+            if _stalled(run, what, done):
                 return
 
 
