@@ -593,6 +593,12 @@ class _BulkOp(_ProxyOp, bulk_item_receiver_proxy):
                 return
             f(i, *vals)
 
+    def try_query(self, *args: Any) -> Any:
+        if len(args) == 1 and args[0] is get_stop_token:  # the common question, fast
+            tok = self._tok
+            return _resolve_token(self) if tok is _UNSET else tok
+        return super().try_query(*args)
+
     def remote_work(self) -> RemoteBulkWork:
         cb = self._copy_back
         if cb is None:

@@ -102,7 +102,8 @@ class RemoteBulkWork:
                         e = i
                         break
                     f(i, *vals)
-        return stopped, tuple(vals[k][b:e] for k in self.copy_back)
+        cb = self.copy_back
+        return stopped, tuple(vals[k][b:e] for k in cb) if cb else ()
 
     def __repr__(self) -> str:
         kind = "chunked" if self.mode == CHUNKED else "per-index"

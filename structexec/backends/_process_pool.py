@@ -24,7 +24,7 @@ from ._common import (
     pickle_work,
     run_chunk_remotely,
 )
-from ._remote import RemoteBackend, RemoteJob, complete_soon
+from ._remote import RemoteBackend, RemoteJob, complete, complete_soon
 from ._thread_pool import default_thread_pool
 
 __all__ = ["ProcessPoolBackend"]
@@ -285,14 +285,14 @@ class ProcessPoolBackend(RemoteBackend):
         if n == 1 and tok is None:
             # One chunk, and nothing can ask it to stop (``sync_wait``): no stop flag, no
             # stop callback, no other chunk to cancel.
-            job = RemoteJob(r)
-            job.remaining = 1
             try:
                 fut = ex.submit(_run_chunk, payload, 0, 1, -1, reuse)
             except (BrokenProcessPool, RuntimeError) as exc:
+                job = RemoteJob(r)
+                job.remaining = 1
                 self._submit_failed(ex, exc, job, [], 1)
                 return
-            fut.add_done_callback(self._on_done(job, ex, 0, 1))
+            fut.add_done_callback(partial(self._one_done, r, ex))
             return
         nchunks = min(n, 4 * self._max_workers)
         size = -(-n // nchunks)
@@ -378,6 +378,21 @@ class ProcessPoolBackend(RemoteBackend):
                 self._payloads[key] = payload
                 return payload, True
         return pickle_work(work, self._work_dumps, "ProcessPoolBackend", "cloudpickle"), False
+
+    def _one_done(self, r: Any, ex: ProcessPoolExecutor, fut: Future[Any]) -> None:
+        """The done callback of a bulk operation of one chunk without a stop token: a chunk
+        that ran to the end with nothing to copy back completes ``r`` directly; any other
+        outcome goes through :meth:`_on_done`."""
+        try:
+            done = fut.exception() is None and fut.result() is None
+        except BaseException:
+            done = False  # cancelled (shutdown): _on_done says so
+        if done:
+            complete(r, r.set_value)
+            return
+        job = RemoteJob(r)
+        job.remaining = 1
+        self._on_done(job, ex, 0, 1)(fut)
 
     def _on_done(self, job: RemoteJob, ex: ProcessPoolExecutor, b: int, e: int) -> Any:
         def on_done(fut: Future[Any]) -> None:
