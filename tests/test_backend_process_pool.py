@@ -305,3 +305,54 @@ async def test_await_in_trio_gets_the_results_and_cancellation_stops_the_work(
     assert cs.cancelled_caught
     assert time.monotonic() - t0 < 4.0
     assert sum(slow_out) < 400
+
+
+# -- one-chunk round trips and work without values (pickled once, reused by the workers)
+
+
+def raise_at_zero(i: int) -> None:
+    raise ValueError(f"raised at {i}")
+
+
+def twin(i: int) -> None:
+    raise ValueError("the first twin")
+
+
+first_twin = twin
+
+
+def twin(i: int) -> None:  # the module's `twin` is now this function
+    raise KeyError("the second twin")
+
+
+def test_one_chunk_round_trips_complete_every_way(sch: sx.parallel_scheduler) -> None:
+    """``bulk(par, 1, f)`` (one chunk) under ``sync_wait`` (no stop token), repeated: the
+    value, the function's error with its type, and the next round trips unharmed."""
+    one = sx.schedule(sch) | sx.bulk(sx.par, 1, squares_noop)
+    for _ in range(3):
+        assert sx.sync_wait(one) == ()
+        with pytest.raises(ValueError, match="raised at 0"):
+            sx.sync_wait(sx.schedule(sch) | sx.bulk(sx.par, 1, raise_at_zero))
+    out = [0]
+    assert sx.sync_wait(sx.just(out) | sx.continues_on(sch) | sx.bulk(sx.par, 1, squares)) == (
+        [0],
+    )
+    out = [5, 5]
+    seq = sx.just(out) | sx.continues_on(sch) | sx.bulk(sx.seq, 2, squares)  # one chunk
+    assert sx.sync_wait(seq) == ([0, 1],)
+
+
+def test_work_without_values_is_sent_by_reference_only_while_the_module_binds_it(
+    sch: sx.parallel_scheduler,
+) -> None:
+    """A function that its module no longer binds under its name (``first_twin``, whose
+    name ``twin`` now means another function) is not sent by reference (that would run the
+    other function in the worker): it travels by value, every time, while ``twin`` itself
+    travels by reference; the pickled work kept for one is never used for the other."""
+    for _ in range(2):
+        with pytest.raises(ValueError, match="the first twin"):
+            sx.sync_wait(sx.schedule(sch) | sx.bulk(sx.par, 1, first_twin))
+        with pytest.raises(KeyError, match="the second twin"):
+            sx.sync_wait(sx.schedule(sch) | sx.bulk(sx.par, 1, twin))
+        with pytest.raises(ValueError, match="the first twin"):
+            sx.sync_wait(sx.schedule(sch) | sx.bulk(sx.par, 3, first_twin))

@@ -170,8 +170,13 @@ def run_chunk_remotely(
     loads: Callable[[bytes], Any],
     who: str,
     how: str,
-) -> bytes:
+    *,
+    none_if_done: bool = False,
+) -> bytes | None:
     """In a worker process: run chunk ``[b, e)`` of ``work`` and return its pickled result.
+
+    With ``none_if_done``, a chunk that ran to the end and has nothing to copy back (the
+    result ``(False, ())``) returns ``None``: nothing to pickle here or unpickle there.
 
     Whatever happens, what comes back to the parent is either the pickled ``(stopped,
     parts)`` or an exception that pickles, so that the parent always learns what went wrong
@@ -206,6 +211,8 @@ def run_chunk_remotely(
             "operation raise an Exception; to end it early, request stop on it "
             "([exec.sysctxrepl.psb])."
         ) from None
+    if none_if_done and not result[1] and not result[0]:
+        return None
     try:
         return dumps(result)
     except Exception as exc:

@@ -13,7 +13,7 @@ import time
 import uuid
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 from .._core._queries import get_stop_token
 from ._common import (
@@ -66,10 +66,11 @@ def _dask_chunk(payload: bytes, b: int, e: int, flag: str | None) -> bytes:
             return bool(event.is_set())
 
     work = cloudpickle.loads(payload)
-    return run_chunk_remotely(
+    blob = run_chunk_remotely(
         work, b, e, should_stop, cloudpickle.dumps, cloudpickle.loads, "DaskBackend",
         "cloudpickle",
     )
+    return cast(bytes, blob)  # never None without none_if_done
 
 
 # --------------------------------------------------------------------------- the backend

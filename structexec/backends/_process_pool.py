@@ -6,14 +6,17 @@ import importlib
 import multiprocessing
 import os
 import pickle
+import sys
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from functools import partial
+from types import FunctionType
 from typing import Any
 
 from .._core._queries import get_stop_token
+from .._parallel._remote_work import RemoteBulkWork
 from ._common import (
     BackendError,
     UnpicklableWorkError,
@@ -21,7 +24,7 @@ from ._common import (
     pickle_work,
     run_chunk_remotely,
 )
-from ._remote import RemoteBackend, RemoteJob, complete_soon
+from ._remote import RemoteBackend, RemoteJob, complete, complete_soon
 from ._thread_pool import default_thread_pool
 
 __all__ = ["ProcessPoolBackend"]
@@ -29,6 +32,8 @@ __all__ = ["ProcessPoolBackend"]
 #: Number of cooperative stop flags shared with the workers (bulk operations in flight at
 #: once that can be stopped while running; more still run, and stop between chunks).
 _NSLOTS = 256
+#: Entries of the payload caches (parent: work -> bytes; worker: bytes -> work).
+_CACHE_SIZE = 64
 
 # --------------------------------------------------------------------------- worker side
 
@@ -40,9 +45,15 @@ def _init_worker(flags: Any) -> None:
     _worker_flags = flags
 
 
-def _run_chunk(payload: bytes, b: int, e: int, slot: int) -> bytes:
+#: Work this worker has unpickled, by payload, for payloads the parent marked reusable (no
+#: values, a function sent by reference: running the work does not change it).
+_work_cache: dict[bytes, Any] = {}
+
+
+def _run_chunk(payload: bytes, b: int, e: int, slot: int, reuse: bool = False) -> bytes | None:
     """Runs in a worker process: unpickle the work, run one chunk, return the pickled
-    ``(stopped, parts)`` (see :func:`run_chunk_remotely` for what happens on failure)."""
+    ``(stopped, parts)``, or ``None`` for a chunk that ran to the end with nothing to copy
+    back (see :func:`run_chunk_remotely` for what happens on failure)."""
     flags = _worker_flags
     if slot >= 0 and flags is not None:
         if flags[slot]:
@@ -56,9 +67,18 @@ def _run_chunk(payload: bytes, b: int, e: int, slot: int) -> bytes:
     # The work was pickled with pickle or cloudpickle; both load with the stdlib unpickler (which
     # imports cloudpickle for functions sent by value). Results and exceptions are plain data
     # that concurrent.futures sends with the stdlib pickle anyway: checked with it here.
-    work = pickle.loads(payload)
+    if reuse:
+        work = _work_cache.get(payload)
+        if work is None:
+            work = pickle.loads(payload)
+            if len(_work_cache) >= _CACHE_SIZE:
+                _work_cache.clear()
+            _work_cache[payload] = work
+    else:
+        work = pickle.loads(payload)
     return run_chunk_remotely(
-        work, b, e, should_stop, _dumps, pickle.loads, "ProcessPoolBackend", "pickle"
+        work, b, e, should_stop, _dumps, pickle.loads, "ProcessPoolBackend", "pickle",
+        none_if_done=True,
     )
 
 
@@ -99,6 +119,16 @@ def _work_dumps() -> Callable[[Any], bytes]:
 
 
 _STOPPED_BEFORE_START = _dumps((True, ()))
+
+
+def _by_reference(f: FunctionType) -> bool:
+    """``f`` is a module-level function that pickle sends by reference (not from
+    ``__main__``, which cloudpickle sends by value): its module binds its name to it."""
+    mod = f.__module__
+    if mod == "__main__" or mod is None:
+        return False
+    m = sys.modules.get(mod)
+    return m is not None and getattr(m, f.__qualname__, None) is f
 
 
 # --------------------------------------------------------------------------- the backend
@@ -167,6 +197,9 @@ class ProcessPoolBackend(RemoteBackend):
         self._free = list(range(_NSLOTS - 1, -1, -1))
         self._closed = False
         self._work_dumps = _work_dumps()
+        #: Pickled work by ``(f, mode, shape, parallel)``, for work without values whose
+        #: function travels by reference (the bytes then never change): see _payload.
+        self._payloads: dict[tuple[Any, ...], bytes] = {}
 
     @property
     def _sx_submit_anywhere(self) -> bool:  # type: ignore[override]
@@ -245,11 +278,21 @@ class ProcessPoolBackend(RemoteBackend):
             complete_soon(r.set_value)
             return
         try:
-            payload = pickle_work(
-                r.remote_work(), self._work_dumps, "ProcessPoolBackend", "cloudpickle"
-            )
+            payload, reuse = self._payload(r)
         except UnpicklableWorkError as err:
             complete_soon(partial(r.set_error, err))
+            return
+        if n == 1 and tok is None:
+            # One chunk, and nothing can ask it to stop (``sync_wait``): no stop flag, no
+            # stop callback, no other chunk to cancel.
+            try:
+                fut = ex.submit(_run_chunk, payload, 0, 1, -1, reuse)
+            except (BrokenProcessPool, RuntimeError) as exc:
+                job = RemoteJob(r)
+                job.remaining = 1
+                self._submit_failed(ex, exc, job, [], 1)
+                return
+            fut.add_done_callback(partial(self._one_done, r, ex))
             return
         nchunks = min(n, 4 * self._max_workers)
         size = -(-n // nchunks)
@@ -276,35 +319,96 @@ class ProcessPoolBackend(RemoteBackend):
         for k, (b, e) in enumerate(ranges):
             cb = on_done(job, ex, b, e)
             try:
-                fut = ex.submit(_run_chunk, payload, b, e, slot)
+                fut = ex.submit(_run_chunk, payload, b, e, slot, reuse)
             except (BrokenProcessPool, RuntimeError) as exc:
-                # The pool broke (or was shut down) while we were submitting.
-                if isinstance(exc, BrokenProcessPool):
-                    self._broken(ex)
-                died = WorkerDiedError(
-                    f"ProcessPoolBackend could not submit a chunk: {exc} (a worker process died)"
-                )
-                died.__cause__ = exc
-                job.fail(died, stop_others=False)
-                for f in futures:
-                    f.cancel()
-                for _ in range(len(ranges) - k):
-                    job.chunk_done()  # the chunks never submitted; the last one completes
+                self._submit_failed(ex, exc, job, futures, len(ranges) - k)
                 return
             futures.append(fut)
             fut.add_done_callback(cb)
+
+    def _submit_failed(
+        self,
+        ex: ProcessPoolExecutor,
+        exc: BaseException,
+        job: RemoteJob,
+        futures: list[Future[Any]],
+        unsubmitted: int,
+    ) -> None:
+        """The pool broke (or was shut down) while we were submitting."""
+        if isinstance(exc, BrokenProcessPool):
+            self._broken(ex)
+        died = WorkerDiedError(
+            f"ProcessPoolBackend could not submit a chunk: {exc} (a worker process died)"
+        )
+        died.__cause__ = exc
+        job.fail(died, stop_others=False)
+        for f in futures:
+            f.cancel()
+        for _ in range(unsubmitted):
+            job.chunk_done()  # the chunks never submitted; the last one completes
+
+    def _payload(self, r: Any) -> tuple[bytes, bool]:
+        """The pickled work of ``r`` and whether a worker may reuse what it unpickled.
+
+        Work without values whose function is a module-level function travels by
+        reference (module and name): its bytes depend only on the function and the shape,
+        so they are pickled once and kept (checked on each use: the module still binds
+        that name to that function, or the work is pickled afresh), and a worker that has
+        unpickled them may run the same object again (nothing in it changes).
+        """
+        work = r.remote_work()
+        f = getattr(work, "f", None)
+        if (
+            type(work) is RemoteBulkWork
+            and not work.vals
+            and type(f) is FunctionType
+            and _by_reference(f)
+        ):
+            key = (f, work.mode, work.shape, work.parallel)
+            payload = self._payloads.get(key)
+            if payload is not None:
+                return payload, True
+            try:
+                payload = _dumps(work)
+            except Exception:
+                pass  # pickle_work below names the culprit
+            else:
+                if len(self._payloads) >= _CACHE_SIZE:
+                    self._payloads.clear()
+                self._payloads[key] = payload
+                return payload, True
+        return pickle_work(work, self._work_dumps, "ProcessPoolBackend", "cloudpickle"), False
+
+    def _one_done(self, r: Any, ex: ProcessPoolExecutor, fut: Future[Any]) -> None:
+        """The done callback of a bulk operation of one chunk without a stop token: a chunk
+        that ran to the end with nothing to copy back completes ``r`` directly; any other
+        outcome goes through :meth:`_on_done`."""
+        try:
+            done = fut.exception() is None and fut.result() is None
+        except BaseException:
+            done = False  # cancelled (shutdown): _on_done says so
+        if done:
+            complete(r, r.set_value)
+            return
+        job = RemoteJob(r)
+        job.remaining = 1
+        self._on_done(job, ex, 0, 1)(fut)
 
     def _on_done(self, job: RemoteJob, ex: ProcessPoolExecutor, b: int, e: int) -> Any:
         def on_done(fut: Future[Any]) -> None:
             # Runs on the pool's manager thread, which swallows what a callback raises: the
             # chunk is counted as done whatever happens, or the operation would never end.
             try:
-                if fut.cancelled():
+                try:
+                    exc = fut.exception()
+                except CancelledError:
                     job.stopped = True
                     return
-                exc = fut.exception()
                 if exc is None:
-                    stopped, parts = pickle.loads(fut.result())
+                    res = fut.result()
+                    if res is None:
+                        return  # ran to the end, nothing to copy back
+                    stopped, parts = pickle.loads(res)
                     if stopped:
                         job.stopped = True
                     else:

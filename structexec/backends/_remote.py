@@ -25,7 +25,7 @@ from .._parallel._backend_error import BackendError
 from .._parallel._replacement_api import parallel_scheduler_backend
 from ._thread_pool import _completion_raised, default_thread_pool
 
-__all__ = ["RemoteBackend", "RemoteJob", "complete_soon"]
+__all__ = ["RemoteBackend", "RemoteJob", "complete", "complete_soon"]
 
 
 def complete_soon(fn: Callable[[], object]) -> None:
@@ -187,12 +187,18 @@ class RemoteJob:
             fn = r.set_stopped
         else:
             fn = r.set_value
-        if getattr(r, "_sx_handoff", False) is True:
-            # The consumer only records the result and wakes its waiter (contracts.HandOff:
-            # ``await`` in trio, ``sync_wait``): complete here, one thread hop fewer.
-            try:
-                fn()
-            except BaseException as exc:
-                _completion_raised(r, exc)
-        else:
-            complete_soon(fn)
+        complete(r, fn)
+
+
+def complete(r: Any, fn: Callable[[], object]) -> None:
+    """Run ``fn``, a completion of the proxy ``r``, from an engine's callback thread: at once
+    when completing ``r`` is a hand-off, else on the process-wide thread pool."""
+    if getattr(r, "_sx_handoff", False) is True:
+        # The consumer only records the result and wakes its waiter (contracts.HandOff:
+        # ``await`` in trio, ``sync_wait``): complete here, one thread hop fewer.
+        try:
+            fn()
+        except BaseException as exc:
+            _completion_raised(r, exc)
+    else:
+        complete_soon(fn)
