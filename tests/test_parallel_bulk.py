@@ -97,30 +97,6 @@ def test_bulk_chunked_reaches_schedule_bulk_chunked_with_the_values() -> None:
     assert seen == [(0, 5, "a", 2)]
 
 
-def test_schedule_then_bulk_senders_connected_again_and_again_keep_their_own_work() -> None:
-    """``schedule(sch) | bulk*(...)`` senders, each connected several times, alternately and
-    to different consumers: each reaches its own backend with its own shape, form and
-    function (the transform of the last one connected is remembered, never mixed up)."""
-    b1, b2 = RecordingBackend(), RecordingBackend()
-    seen: list[tuple[str, int, int]] = []
-    s1 = sx.schedule(sx.parallel_scheduler(b1)) | sx.bulk_chunked(
-        sx.par, 3, lambda b, e: seen.append(("one", b, e))
-    )
-    s2 = sx.schedule(sx.parallel_scheduler(b2)) | sx.bulk_unchunked(
-        sx.par, 2, lambda i: seen.append(("two", i, i + 1))
-    )
-    for _ in range(2):
-        assert sx.sync_wait(s1) == ()
-        assert sx.sync_wait(s2) == ()
-        rec = RecordingReceiver()
-        rec.run(s2)
-        rec.wait()
-        assert rec.value == ()
-    assert b1.calls == [("schedule", 0), ("chunked", 3)] * 2
-    assert b2.calls == [("schedule", 0), ("unchunked", 2)] * 4
-    assert seen == ([("one", 0, 3)] + [("two", 0, 1), ("two", 1, 2)] * 2) * 2
-
-
 def test_bulk_unchunked_reaches_schedule_bulk_unchunked() -> None:
     backend = RecordingBackend()
     sch = sx.parallel_scheduler(backend)

@@ -806,9 +806,6 @@ class _ParallelDomain(default_domain):
     def transform_sender(self, sndr: Any, env: Any = None) -> Any:
         if env is None or type(sndr) is _ParBulkSender or type(sndr) is _ScheduleSender:
             return sndr
-        last = _last_transform
-        if last[0] is sndr:
-            return last[1]
         algo = getattr(sndr, "tag", None)
         if algo is not None and (
             algo is getattr(_bulk_mod, "bulk", _MISSING)
@@ -820,24 +817,8 @@ class _ParallelDomain(default_domain):
                 child, policy, shape, f = parts
                 sch = _scheduler_for(sndr, child, env)
                 if sch is not None:
-                    new = _ParBulkSender(sch, algo, child, policy, max(0, int(shape)), f)
-                    if type(child) is _ScheduleSender:
-                        _remember_transform(sndr, new)
-                    return new
+                    return _ParBulkSender(sch, algo, child, policy, max(0, int(shape)), f)
         return super().transform_sender(sndr, env)
-
-
-#: The last ``schedule(sch) | bulk*(...)`` sender transformed, and what it became. Such a
-#: sender transforms the same way whatever the receiver (its scheduler is its child's), and a
-#: round trip usually connects one sender again and again: remembered, the transform is one
-#: identity check. One entry: it keeps alive no values, only that sender (its scheduler and
-#: function) until another takes its place.
-_last_transform: tuple[Any, Any] = (None, None)
-
-
-def _remember_transform(sndr: Any, new: Any) -> None:
-    global _last_transform
-    _last_transform = (sndr, new)  # one tuple, published at once: safe from any thread
 
 
 _DOMAIN: Any = None
