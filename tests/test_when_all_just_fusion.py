@@ -10,6 +10,8 @@ domain that customises ``just`` still sees (and may replace) every ``just`` chil
 
 from __future__ import annotations
 
+import contextlib
+import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -136,3 +138,28 @@ def test_a_domain_customising_just_sees_every_just_child(monkeypatch: pytest.Mon
     rec.run(sx.when_all(sx.just(1), sx.just(2, 3)))
     assert rec.value == (10, 20, 30)
     assert seen == [(1,), (2, 3)]
+
+
+@pytest.mark.parametrize("on", [True, False])
+@pytest.mark.parametrize("last", ["value", "error", "stopped", "token"])
+def test_when_all_leaves_no_cyclic_garbage(on: bool, last: str) -> None:
+    """The operation drops its children's environment (which refers back to it) when it
+    completes, and each child's operation when that child completes: nothing is left for the
+    garbage collector ([exec.when.all]; docs/senders.md "Writing your own sender")."""
+    child = {
+        "value": sx.just(1) | sx.then(lambda x: x),
+        "error": sx.just_error(Boom(0)),
+        "stopped": sx.just_stopped(),
+        "token": sx.read_env(sx.get_stop_token),
+    }[last]
+    with fused(on):
+        s = sx.when_all(sx.just(1), sx.just(2, 3), child)
+        gc.collect()
+        gc.disable()
+        try:
+            for _ in range(3):
+                with contextlib.suppress(Boom):
+                    sx.sync_wait(s)
+            assert gc.collect() == 0
+        finally:
+            gc.enable()

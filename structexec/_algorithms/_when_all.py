@@ -121,7 +121,9 @@ class _ChildReceiver:
         self._done = False
 
     def get_env(self) -> _WhenAllEnv:
-        return self._op._cenv
+        op = self._op
+        cenv = op._cenv
+        return op._make_cenv() if cenv is None else cenv
 
     def set_value(self, *vals: Any) -> None:
         if self._done:
@@ -177,8 +179,16 @@ class _WhenAllOp:
         # receiver has a stop token to forward (start). Work whose children never ask, under
         # a consumer without a stop token (sync_wait), never makes one.
         self._src: inplace_stop_source | None = None
-        self._cenv: _WhenAllEnv
+        # The children's environment, made when a child (or the signature check) first asks;
+        # dropped at completion: it refers back to this operation (a cycle otherwise left to
+        # the garbage collector after every when_all).
+        self._cenv: _WhenAllEnv | None = None
         self._ops: list[Any]
+
+    def _make_cenv(self) -> _WhenAllEnv:
+        # Two children asking at once on two threads may each make one: they are equivalent.
+        cenv = self._cenv = _WhenAllEnv(self, get_env(self._rcvr))
+        return cenv
 
     def close(self) -> None:
         """Drop a connected, never-started operation: close the children's operations at
@@ -310,6 +320,7 @@ class _WhenAllOp:
             self._complete()
 
     def _complete(self) -> None:
+        self._cenv = None  # break the op <-> environment cycle (a late query makes a new one)
         on_stop = self._on_stop
         if on_stop is not None:  # deregister before completing ([exec.recv.concepts])
             self._on_stop = None
@@ -453,13 +464,12 @@ class _WhenAllSender(Sender[Any]):
     def connect(self, rcvr: Any) -> _WhenAllOp:
         children = self._children
         op = _WhenAllOp(rcvr, len(children))
-        cenv = op._cenv = _WhenAllEnv(op, get_env(rcvr))
         checked = self._checked
         if checked is None:
             self._check_child_sigs(None)
             checked = self._checked
         if not checked:
-            self._check_child_sigs(cenv)
+            self._check_child_sigs(op._make_cenv())
         ops: list[Any] = []
         # A domain that customises `just` must see every just connected (connect_unchecked).
         fuse = FUSE_JUST and not (
