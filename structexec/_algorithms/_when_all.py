@@ -39,6 +39,7 @@ import reprlib
 import sys
 import threading
 import traceback
+import types
 from collections.abc import Awaitable
 from typing import Any, TypeVar, overload
 
@@ -76,6 +77,7 @@ T6 = TypeVar("T6")
 __all__ = ["when_all", "when_all_with_variant"]
 
 _STARTED, _ERROR, _STOPPED = 0, 1, 2
+_CoroutineType = types.CoroutineType
 #: ``just(...)`` children are fused into ``when_all``'s operation: connecting one makes neither
 #: an operation state nor a receiver, and ``start`` delivers its datums where it would have
 #: started it (module docstring). ``False``: every child is connected (for tests).
@@ -578,10 +580,12 @@ def _make(cls: type[_WhenAllSender], name: str, sndrs: tuple[Any, ...]) -> Sende
             "sx.just()"
         )
     for i, s in enumerate(sndrs):
-        if not is_sender(s):
+        # A sender or a coroutine object (the common children) need no is_sender call.
+        t = type(s)
+        if t is not _CoroutineType and not (t in _SENDER_TYPES or is_sender(s)):
             raise TypeError(f"{name}(): argument #{i} must be a sender, got {type(s).__name__}")
     sndr = cls(sndrs)
-    if domains_active():
+    if _domain._domains_on:  # domains_active(), inlined
         return early(_common_domain(sndrs), sndr)  # type: ignore[no-any-return]
     return sndr
 
@@ -722,6 +726,8 @@ _AT_MOST_ONE_VALUE_SIG: set[type] = {
     type(into_variant(just())),
     _WhenAllSender,
 }
+#: Types ``_make`` accepts without calling ``is_sender``: a sender type known to the library.
+_SENDER_TYPES = frozenset(_AT_MOST_ONE_VALUE_SIG)
 when_all_with_variant = when_all_with_variant_t()
 _WhenAllSender.tag = when_all
 _WhenAllWithVariantSender.tag = when_all_with_variant

@@ -191,8 +191,14 @@ def _run(alg: Any, sndr: Any, custom: bool = True) -> tuple[Any, ...] | None:
     init._kind = 0
     init._result = None
     init._finished = False
-    # connect(sndr, rcvr) without the domain lookup when no custom domain exists
-    op = sndr.connect(rcvr) if is_sndr and not _domain._domains_on else connect(sndr, rcvr)
+    # connect(sndr, rcvr) without the domain layer when no domain may transform sndr
+    if is_sndr and not (
+        _domain._domains_on
+        and (_domain._customize_all or getattr(sndr, "tag", None) in _domain._customized_tags)
+    ):
+        op = sndr.connect(rcvr)
+    else:
+        op = connect(sndr, rcvr)
     try:
         op.start()
         if rcvr._loop is not None or not rcvr._kind:

@@ -290,9 +290,11 @@ def await_sender(sndr: Any) -> Generator[Any, Any, Any]:
     r._cancelled = False
     r._parked = False
     r._task = None
-    if _domain._domains_on:
+    if _domain._domains_on and (
+        _domain._customize_all or getattr(sndr, "tag", None) in _domain._customized_tags
+    ):
         op = connect(sndr, r)
-    else:  # connect(sndr, r) without the domain lookup when no custom domain exists
+    else:  # connect(sndr, r) without the domain layer when no domain may transform sndr
         try:
             m = sndr.connect
         except AttributeError:
