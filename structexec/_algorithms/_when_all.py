@@ -51,7 +51,7 @@ from .._core._completion_signatures import (
     get_completion_signatures,
 )
 from .._core._connect import connect_unchecked as connect
-from .._core._domain import default_domain, domains_active, get_domain_early
+from .._core._domain import default_domain, domains_active, get_domain_early, may_transform
 from .._core._env import EMPTY_ENV, fwd_env, get_env, prop
 from .._core._errors import ErrorValue
 from .._core._protocol import Algorithm, Sender, completed_twice, is_sender, twice_started
@@ -585,7 +585,9 @@ def _make(cls: type[_WhenAllSender], name: str, sndrs: tuple[Any, ...]) -> Sende
         if t is not _CoroutineType and not (t in _SENDER_TYPES or is_sender(s)):
             raise TypeError(f"{name}(): argument #{i} must be a sender, got {type(s).__name__}")
     sndr = cls(sndrs)
-    if _domain._domains_on:  # domains_active(), inlined
+    # early() leaves the sender as it is unless some domain may transform its tag: skip the
+    # children's common domain (a query per child) in that case too.
+    if _domain._domains_on and may_transform(cls.tag):
         return early(_common_domain(sndrs), sndr)  # type: ignore[no-any-return]
     return sndr
 

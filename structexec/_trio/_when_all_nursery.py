@@ -102,6 +102,7 @@ __all__: list[str] = []
 FAST_WHEN_ALL = True
 
 _set_hosted = hosted_env.set
+_new = object.__new__
 _set_mark = host_mark.set
 _current_task = tl.current_task
 _current_effective_deadline = trio.current_effective_deadline
@@ -279,7 +280,9 @@ class _NurseryWhenAll:
     @_enable_ki_protection
     async def _child(self, i: int, coro: Any) -> None:
         _set_hosted(self._env)  # this task's context only (trio copies it per task)
-        mark = HostMark(_current_task())
+        mark = _new(HostMark)  # HostMark(_current_task()) without the __init__ frame
+        mark.task = _current_task()
+        mark.stopped = False
         _set_mark(mark)
         try:
             result = await coro
