@@ -77,6 +77,44 @@ async def test_feature_detection_matches_the_running_trio() -> None:
         assert compat.HAS_COLLAPSE
 
 
+def test_fast_in_trio_run_agrees_with_trio() -> None:
+    # The sync_wait guard (_hooks.on_trio_thread) reads trio's run context without hasattr's
+    # AttributeError: the same answer as trio's in_trio_run everywhere a caller can be.
+    fast = compat.fast_in_trio_run
+    if compat.TRIO_VERSION in compat.VERIFIED:
+        assert fast is not None
+    if fast is None:  # pragma: no cover - the public function is used instead
+        return
+    from trio.lowlevel import in_trio_run
+
+    from structexec._core import _hooks
+    from structexec._trio import _trio_bridge
+
+    assert _trio_bridge.in_trio_run is fast and _hooks.on_trio_thread is fast
+    seen: list[tuple[str, bool, bool]] = []
+
+    def look(where: str) -> None:
+        seen.append((where, fast(), in_trio_run()))
+
+    async def main() -> None:
+        look("trio task")
+        await trio.to_thread.run_sync(look, "worker thread")
+        trio.lowlevel.current_trio_token().run_sync_soon(look, "run_sync_soon callback")
+        await trio.sleep(0)
+
+    look("before the run")
+    trio.run(main)
+    look("after the run")
+    assert [(w, f) for w, f, _ in seen] == [(w, t) for w, _, t in seen]
+    assert [f for _, f, _ in seen] == [False, True, False, True, False]
+    with pytest.raises(RuntimeError, match="thread that is running trio"):
+
+        async def refuse() -> None:
+            sx.sync_wait(sx.just(1))
+
+        trio.run(refuse)
+
+
 async def test_cancel_status_follows_the_tasks_cancellation() -> None:
     task = trio.lowlevel.current_task()
     st = compat.cancel_status(task)

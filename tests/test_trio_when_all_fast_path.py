@@ -850,11 +850,24 @@ async def test_fallback_corners_take_the_general_path(
 
         assert await sx.when_all(hosted(), sx.just()) == (1, 1)
         assert paths == ["system", "system"]
-        # A custom domain exists.
+        # A custom domain exists that may transform when_all: one customising every
+        # algorithm, or one listing when_all.
         paths.clear()
         monkeypatch.setattr(_domain, "_domains_on", True)
+        monkeypatch.setattr(_domain, "_customize_all", True)
         assert await sx.when_all(child(), child()) == (1, 1)
         assert paths == ["system", "system"]
+        paths.clear()
+        monkeypatch.setattr(_domain, "_customize_all", False)
+        monkeypatch.setattr(_domain, "_customized_tags", {sx.when_all})
+        assert await sx.when_all(child(), child()) == (1, 1)
+        assert paths == ["system", "system"]
+        # One that customises only other algorithms (the parallel scheduler's bulk domain)
+        # cannot reach a when_all of coroutines: the fast path stays.
+        paths.clear()
+        monkeypatch.setattr(_domain, "_customized_tags", {sx.bulk, sx.bulk_chunked})
+        assert await sx.when_all(child(), child()) == (1, 1)
+        assert paths == ["nursery", "nursery"]
 
 
 async def test_private_deadline_check_agrees_with_trio_current_effective_deadline(

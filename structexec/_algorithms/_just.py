@@ -13,6 +13,7 @@ __all__ = ["just", "just_error", "just_stopped"]
 T = TypeVar("T")
 U = TypeVar("U")
 V = TypeVar("V")
+_new = object.__new__
 
 
 class _JustOp:
@@ -38,7 +39,12 @@ class _JustSender(Sender[Any]):
         self._vals = vals
 
     def connect(self, rcvr: Any) -> _JustOp:
-        return _JustOp(rcvr, self._vals)
+        # _JustOp(rcvr, self._vals) without the __init__ frame (the await hot path)
+        op = _new(_JustOp)
+        op._rcvr = rcvr
+        op._vals = self._vals
+        op._started = False
+        return op
 
     def get_completion_signatures(self, env: Any = None) -> completion_signatures:
         return completion_signatures(set_value_t(*(type(v) for v in self._vals)))
@@ -90,7 +96,11 @@ class just_t(Algorithm):
     def __call__(self, *vals: Any) -> Sender[Any]:
         # A sender is an immutable, reusable value ([exec.snd.concepts]): every ``just()`` can
         # be the same one.
-        return _JustSender(vals) if vals else _JUST_NOTHING
+        if vals:
+            s = _new(_JustSender)  # _JustSender(vals) without the __init__ frame
+            s._vals = vals
+            return s
+        return _JUST_NOTHING
 
 
 class _JustErrorOp:

@@ -61,6 +61,9 @@ _CoroutineType = types.CoroutineType
 _FunctionType = types.FunctionType
 _CO_COROUTINE = inspect.CO_COROUTINE
 _NAMES = ("then", "upon_error", "upon_stopped")
+#: The types of a function's result that are not sent as one datum by the values convention:
+#: ``None`` (no datum), ``sx.values`` (several), a coroutine object (an error, [exec.then]).
+_NOT_ONE_DATUM = frozenset((type(None), values, _CoroutineType))
 #: The plain function that ``then(f)`` last found not to be an ``async def`` one (a one-entry
 #: cache: building ``then(f)`` in a loop then checks ``f`` once).
 _last_sync_fn: Any = None
@@ -98,25 +101,23 @@ def _apply_fns(fns: tuple[Any, ...], vals: tuple[Any, ...]) -> tuple[Any, ...]:
     it = iter(fns)
     for f in it:
         r = f(*vals)
-        if r is None:
-            vals = ()
-            continue
-        t = type(r)
-        if t is values:
-            vals = r
-            continue
-        if t is _CoroutineType:
+        if type(r) in _NOT_ONE_DATUM:
+            if r is None:
+                vals = ()
+                continue
+            if type(r) is values:
+                vals = r
+                continue
             raise returned_coroutine(_VALUE, f, r)
         for f in it:  # one datum r
             x = f(r)
-            if x is None:
-                vals = ()
-                break
-            t = type(x)
-            if t is values:
-                vals = x
-                break
-            if t is _CoroutineType:
+            if type(x) in _NOT_ONE_DATUM:  # one test per stage for the common case
+                if x is None:
+                    vals = ()
+                    break
+                if type(x) is values:
+                    vals = x
+                    break
                 raise returned_coroutine(_VALUE, f, x)
             r = x
         else:

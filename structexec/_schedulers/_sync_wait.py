@@ -166,7 +166,15 @@ class _SyncWaitReceiver:
             self._wake()
 
 
-def _run(sndr: Any) -> tuple[Any, ...] | None:
+def _run(alg: Any, sndr: Any, custom: bool = True) -> tuple[Any, ...] | None:
+    """``sync_wait(sndr)`` (``alg`` is ``sync_wait``, ``custom`` true: a domain may customise it,
+    [exec.sync.wait]), and the body of ``sync_wait_with_variant`` and of ``apply_sender``
+    (``custom`` false). It is ``sync_wait_t.__call__`` itself: one frame per call."""
+    if custom and _domain._apply_customized:  # apply_customized(), inlined
+        dom = get_domain_early(sndr)
+        if type(dom).apply_sender is not _default_apply:
+            res: tuple[Any, ...] | None = apply_sender(dom, alg, sndr)
+            return res
     is_sndr = isinstance(sndr, Sender)
     if not is_sndr and not is_sender(sndr):
         raise TypeError(f"sync_wait() needs a sender, got {type(sndr).__name__}")
@@ -183,8 +191,14 @@ def _run(sndr: Any) -> tuple[Any, ...] | None:
     init._kind = 0
     init._result = None
     init._finished = False
-    # connect(sndr, rcvr) without the domain lookup when no custom domain exists
-    op = sndr.connect(rcvr) if is_sndr and not _domain._domains_on else connect(sndr, rcvr)
+    # connect(sndr, rcvr) without the domain layer when no domain may transform sndr
+    if is_sndr and not (
+        _domain._domains_on
+        and (_domain._customize_all or getattr(sndr, "tag", None) in _domain._customized_tags)
+    ):
+        op = sndr.connect(rcvr)
+    else:
+        op = connect(sndr, rcvr)
     try:
         op.start()
         if rcvr._loop is not None or not rcvr._kind:
@@ -264,16 +278,11 @@ class sync_wait_t(Algorithm):
 
     __slots__ = ()
 
-    def __call__(self, sndr: Any) -> tuple[Any, ...] | None:
-        if _domain._apply_customized:  # apply_customized(), inlined
-            dom = get_domain_early(sndr)
-            if type(dom).apply_sender is not _default_apply:
-                r: tuple[Any, ...] | None = apply_sender(dom, self, sndr)
-                return r
-        return _run(sndr)
+    # ``sync_wait(sndr)`` is ``_run(sync_wait, sndr)``: no frame of its own.
+    __call__ = _run
 
     def apply_sender(self, sndr: Any) -> tuple[Any, ...] | None:
-        return _run(sndr)
+        return _run(self, sndr, False)
 
 
 class sync_wait_with_variant_t(Algorithm):
@@ -299,7 +308,7 @@ class sync_wait_with_variant_t(Algorithm):
     __slots__ = ()
 
     def __call__(self, sndr: Any) -> tuple[Any, ...] | None:
-        return _run(sndr)
+        return _run(self, sndr, False)
 
 
 sync_wait = sync_wait_t()

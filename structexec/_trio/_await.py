@@ -46,7 +46,7 @@ from .._core import _domain, _hooks
 from .._core._connect import connect_unchecked as connect
 from .._core._coroutine_driver import host_mark
 from .._core._errors import ErrorValue, Stopped
-from .._core._protocol import completed_twice
+from .._core._protocol import Sender, completed_twice
 from .._core._queries import _MISSING, QueryError, get_scheduler, get_stop_token, query_or
 from .._core._stop_token import (
     combined_stop_token,
@@ -290,9 +290,11 @@ def await_sender(sndr: Any) -> Generator[Any, Any, Any]:
     r._cancelled = False
     r._parked = False
     r._task = None
-    if _domain._domains_on:
+    if _domain._domains_on and (
+        _domain._customize_all or getattr(sndr, "tag", None) in _domain._customized_tags
+    ):
         op = connect(sndr, r)
-    else:  # connect(sndr, r) without the domain lookup when no custom domain exists
+    else:  # connect(sndr, r) without the domain layer when no domain may transform sndr
         try:
             m = sndr.connect
         except AttributeError:
@@ -344,6 +346,10 @@ def await_sender(sndr: Any) -> Generator[Any, Any, Any]:
 
 
 _hooks.await_sender = await_sender
+# ``await sndr`` calls this generator function directly (``Sender.__await__`` would only call
+# the hook above: one frame less on every await of a sender in trio).
+Sender.__await__ = await_sender  # type: ignore[method-assign,assignment]
 # True on a thread that is running ``trio.run`` (``sync_wait`` refuses there, docs/trio.md
-# "Threads"): trio's own function, no wrapper frame (sync_wait asks on every call).
+# "Threads"): no wrapper frame, and no hasattr miss (_trio_compat.fast_in_trio_run; sync_wait
+# asks on every call).
 _hooks.on_trio_thread = in_trio_run

@@ -51,6 +51,7 @@ from .._core._env import TryEnv
 from .._core._errors import terminate
 from .._core._queries import Query, get_scheduler, query_or
 from .._core._stop_token import stop_callback_for
+from ._trio_compat import fast_in_trio_run
 
 if TYPE_CHECKING:
     from .._core._contracts import TrioSchedulerMark
@@ -60,7 +61,8 @@ __all__: list[str] = []
 _get_ident = threading.get_ident
 
 try:
-    in_trio_run: Callable[[], bool] = tl.in_trio_run
+    # trio's own in_trio_run, or the same answer without its hasattr miss (_trio_compat).
+    in_trio_run: Callable[[], bool] = fast_in_trio_run or tl.in_trio_run
 except AttributeError:  # pragma: no cover - trio < 0.26
 
     def in_trio_run() -> bool:

@@ -13,6 +13,14 @@ trio has no public API for:
   as ``CancelScope.__exit__`` collapses it (a non-strict nursery's one-exception group becomes
   its exception).
 
+And one more, for ``sync_wait`` (which refuses to run on a trio thread) and the other callers
+of ``in_trio_run``: :func:`fast_in_trio_run`, the same answer as ``trio.lowlevel.in_trio_run()``
+(``hasattr`` of ``runner`` on trio's thread-local run context) read as a key of that
+thread-local's per-thread ``__dict__``. ``hasattr`` on a ``threading.local`` builds and
+discards an ``AttributeError`` on every miss (the common answer: not on a trio thread), which
+made it the largest single cost of ``sync_wait`` of work that completes inline (about
+0.2-0.8 us of 1.6-3 us); the key lookup costs a few tens of nanoseconds.
+
 :data:`PRIVATE_STATE` says whether the private state is used: trio at least
 :data:`MIN_TRIO` and every attribute above present (checked once, at import, on trio's
 classes). Otherwise every function here falls back to public trio:
@@ -30,6 +38,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -98,6 +107,36 @@ def _detect_collapse() -> Callable[[BaseException], BaseException] | None:
 
 #: Whether the private cancel state (``Task._cancel_status`` and the chain above it) is read.
 PRIVATE_STATE = _detect_private_state()
+
+
+def _detect_fast_in_trio_run() -> Callable[[], bool] | None:
+    """``fast_in_trio_run`` if trio keeps its run context as we expect, else ``None``."""
+    if TRIO_VERSION < MIN_TRIO:
+        return None
+    try:
+        from trio._core._run import GLOBAL_RUN_CONTEXT
+    except ImportError:  # pragma: no cover - a trio laid out differently
+        return None
+    ctx: Any = GLOBAL_RUN_CONTEXT
+    # in_trio_run() is hasattr(ctx, "runner"): the same as a key of the per-thread __dict__
+    # when ctx is a threading.local whose class does not define "runner" itself.
+    if not isinstance(ctx, threading.local) or hasattr(type(ctx), "runner"):
+        return None  # pragma: no cover - not trio's layout
+    try:
+        if "runner" in ctx.__dict__:  # pragma: no cover - imported inside trio.run
+            return None
+    except Exception:  # pragma: no cover - not trio's layout
+        return None
+
+    def fast_in_trio_run() -> bool:
+        return "runner" in ctx.__dict__
+
+    return fast_in_trio_run
+
+
+#: ``trio.lowlevel.in_trio_run`` without its ``hasattr`` miss (see the module docstring), or
+#: ``None`` when trio's run context is not laid out as expected (use the public function).
+fast_in_trio_run = _detect_fast_in_trio_run()
 _collapse = _detect_collapse()
 #: Whether trio's own ``collapse_exception_group`` is used.
 HAS_COLLAPSE = _collapse is not None

@@ -5,8 +5,9 @@ See docs/trio.md "Awaiting a sender", "trio cancellation becomes a stop request"
 are senders; a stop request cancels them", docs/scopes.md "The nursery face: `async with`" and
 docs/task.md 'How "stopped" unwinds a task'. In a plain trio task (not inside a
 structexec-hosted coroutine), when every child is a not-yet-started ``types.CoroutineType``, no
-custom domain exists and the task has no finite effective deadline, the children run as tasks of a
-trio nursery opened inside the awaiting task instead of as hosted system tasks, each in its own
+custom domain may transform ``when_all`` (none customises it, nor every algorithm) and the
+task has no finite effective deadline, the children run as tasks of a trio nursery opened
+inside the awaiting task instead of as hosted system tasks, each in its own
 shielded cancel scope, behind the generic ``when_all`` operation. The observable outcome is the
 general path's:
 
@@ -76,6 +77,7 @@ import trio
 import trio.lowlevel as tl
 
 from .._algorithms._when_all import report_dropped_errors
+from .._algorithms._when_all import when_all as _when_all_tag
 from .._core import _domain
 from .._core._coroutine_driver import HostMark, host_mark, swallowed_stop_message
 from .._core._errors import Stopped
@@ -100,6 +102,7 @@ __all__: list[str] = []
 FAST_WHEN_ALL = True
 
 _set_hosted = hosted_env.set
+_new = object.__new__
 _set_mark = host_mark.set
 _current_task = tl.current_task
 _current_effective_deadline = trio.current_effective_deadline
@@ -122,7 +125,8 @@ def nursery_state(children: tuple[Any, ...], parent: Any) -> _NurseryWhenAll | N
     """The state for running ``await when_all(*children)`` in a nursery, or ``None`` if not.
 
     Only fresh coroutine objects (the general path raises ``TypeError`` at connect for a used
-    one), no custom domain (it could transform the sender), no finite deadline (hosted
+    one), no custom domain that may transform it (one customising ``when_all`` or every
+    algorithm; coroutine children have no tag, so only those reach them), no finite deadline (hosted
     children would not see it), and only in a trio task.
     """
     for c in children:
@@ -130,7 +134,9 @@ def nursery_state(children: tuple[Any, ...], parent: Any) -> _NurseryWhenAll | N
             return None
     if len(children) > 1 and len(set(map(id, children))) != len(children):
         return None  # one coroutine given twice: the general path's connect raises TypeError
-    if _domain._domains_on:
+    if _domain._domains_on and (
+        _domain._customize_all or _when_all_tag in _domain._customized_tags
+    ):
         return None
     try:
         task = _current_task()
@@ -274,7 +280,9 @@ class _NurseryWhenAll:
     @_enable_ki_protection
     async def _child(self, i: int, coro: Any) -> None:
         _set_hosted(self._env)  # this task's context only (trio copies it per task)
-        mark = HostMark(_current_task())
+        mark = _new(HostMark)  # HostMark(_current_task()) without the __init__ frame
+        mark.task = _current_task()
+        mark.stopped = False
         _set_mark(mark)
         try:
             result = await coro
