@@ -7,6 +7,7 @@ that its tests then shadow as a parameter.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -120,3 +121,36 @@ class TwoValueSigs(sx.Sender[Any]):
 
     def get_completion_signatures(self, env: Any = None) -> Any:
         return sx.completion_signatures(sx.set_value_t(int), sx.set_value_t(str, str))
+
+
+# A coroutine that awaits a sender resumes on the thread that completed it, unless the
+# completion lands while the sender's ``start`` is still running: then it resumes on the
+# starting thread (an inline completion). A test that asserts "resumed on the loop's thread"
+# must not let the loop run the item before ``start`` has returned; under load a worker
+# started up front can.
+def _parked(ident: int) -> bool:
+    """Whether thread ``ident`` waits inside ``sync_wait`` (its run loop), past ``start``."""
+    f = sys._current_frames().get(ident)
+    return (
+        f is not None
+        and f.f_code.co_name == "run"
+        and f.f_code.co_filename.endswith("_run_loop.py")
+        and f.f_back is not None
+        and f.f_back.f_code.co_filename.endswith("_sync_wait.py")
+    )
+
+
+def loop_thread_after_park(loop: Any, waiter: int | None = None) -> threading.Thread:
+    """A started thread that runs ``loop.run()`` once thread ``waiter`` (default: the caller)
+    is parked in ``sync_wait`` (waiting at most 10 s)."""
+    ident = threading.get_ident() if waiter is None else waiter
+
+    def work() -> None:
+        deadline = time.monotonic() + 10
+        while not _parked(ident) and time.monotonic() < deadline:
+            time.sleep(0.0005)
+        loop.run()
+
+    t = threading.Thread(target=work)
+    t.start()
+    return t

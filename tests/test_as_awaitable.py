@@ -244,7 +244,6 @@ def test_receiver_env_forwards_only_forwarding_queries() -> None:
 def test_cross_thread_completion_resumes_on_the_completing_thread() -> None:
     loop = sx.run_loop()
     worker = threading.Thread(target=loop.run)
-    worker.start()
     try:
         where: list[int] = []
 
@@ -254,11 +253,17 @@ def test_cross_thread_completion_resumes_on_the_completing_thread() -> None:
             where.append(threading.get_ident())
             return "ok"
 
+        # The loop's thread starts only once the coroutine has parked: a completion that lands
+        # while `start` is still running resumes the coroutine on the starting thread instead
+        # (an inline completion), which a worker started first could do at random.
         p = drive(body(), Promise())
+        assert not p.done.is_set()
+        worker.start()
         assert p.done.wait(10)
     finally:
         loop.finish()
-        worker.join(10)
+        if worker.ident is not None:
+            worker.join(10)
     assert p.outcome == ("value", "ok")
     assert where == [threading.get_ident(), worker.ident]  # no affinity in a bare promise
 

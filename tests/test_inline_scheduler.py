@@ -6,6 +6,7 @@ import threading
 from typing import Any
 
 import pytest
+from _helpers import loop_thread_after_park
 
 import structexec as sx
 from structexec.testing import RecordingReceiver
@@ -78,8 +79,7 @@ def test_task_on_inline_scheduler_skips_affinity_and_resumes_where_completed() -
         scheduler_type = sx.inline_scheduler
 
     loop = sx.run_loop()
-    worker = threading.Thread(target=loop.run)
-    worker.start()
+    worker = loop_thread_after_park(loop)  # the hop then completes after start
     try:
         seen: list[Any] = []
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import trio
+from _helpers import loop_thread_after_park
 
 import structexec as sx
 from structexec._core._coroutine_driver import CoroutineDriver
@@ -65,8 +66,7 @@ def test_a_hundred_thousand_inline_awaits_use_constant_stack() -> None:
 
 def test_nested_coroutines_and_run_loop_hops() -> None:
     loop = sx.run_loop()
-    worker = threading.Thread(target=loop.run)
-    worker.start()
+    worker = loop_thread_after_park(loop)  # the first hop then completes after start
     threads: list[int] = []
 
     async def inner(x: int) -> int:
