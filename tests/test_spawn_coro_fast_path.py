@@ -361,8 +361,11 @@ def test_directly_spawned_coroutines_leave_no_cyclic_garbage(kind: str) -> None:
 
     async def warm() -> None:
         async with sx.counting_scope() as scope:
-            scope.spawn(trio.sleep(0))
-            scope.spawn_future(trio.sleep(0)).close()
+            scope.spawn(work())
+            scope.spawn_future(work()).close()
+            if kind == "cancelled":
+                await trio.testing.wait_all_tasks_blocked()
+                scope.request_stop()
 
     async def run() -> int:
         await warm()
