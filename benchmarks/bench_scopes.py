@@ -17,7 +17,10 @@ Every row measures structexec and its baseline in the same call:
   (issue 18: within 1.3x), and ``spawn_future(coro)`` + ``await`` vs aioresult's
   ``ResultCapture.start_soon`` + ``wait_done()`` + ``result()``;
 * ``scope.spawn(just() | then(f))`` vs a minimal pure-Python model of the same protocol steps
-  (:class:`FloorScope`: a plain class per protocol role, no checks), in the same run.
+  (:class:`FloorScope`: a plain class per protocol role, no checks), in the same run;
+* the trio floors of the scope rows (informational): the trio objects an empty block,
+  ``scope.start_soon`` and ``scope.spawn(coro)`` need, without structexec, beside the real
+  thing and beside the nursery baseline.
 """
 
 from __future__ import annotations
@@ -591,3 +594,134 @@ def scope_spawn_then_cost(n: int) -> float:
 def spawn_floor(b: Bench) -> Pair:
     n = b.n(50_000)
     return _abba(lambda: scope_spawn_then_cost(n), lambda: floor_spawn_cost(n))
+
+
+# --------------------------------------------------------------------------- trio floors
+#
+# What the scope rows cannot go below with trio's public API (issue 18, benchmarks/README.md
+# "session 6, scope rows"): the trio objects each path needs, with no structexec code.
+#
+# * ``counting_scope`` as a nursery needs two nurseries (the watcher's, whose cancel scope is
+#   ``scope.cancel_scope``, and the hosted tasks') and the body's cancel scope
+#   (docs/internals.md §5): :func:`_floor_block`.
+# * ``scope.start_soon`` needs a wrapper coroutine around the user's (the association is
+#   released and errors recorded when the task ends) and a locked count: :func:`_floor_start_soon`.
+# * ``scope.spawn(coro)`` needs that plus a shielded cancel scope per task (spawned work sees
+#   its stop token, not an enclosing cancellation; a future's abandon cancels its one task):
+#   :func:`_floor_spawn_coro`.
+
+
+async def _floor_block() -> None:
+    async with trio.open_nursery(), trio.open_nursery():
+        with trio.CancelScope():  # noqa: ASYNC100 - the body's cancel scope, empty here
+            pass
+
+
+class _FloorCount:
+    __slots__ = ("count", "lock")
+
+    def __init__(self) -> None:
+        import threading
+
+        self.lock = threading.Lock()
+        self.count = 0
+
+
+def _floor_task(c: _FloorCount, fn: Callable[[], Any]) -> Any:
+    return _floor_wrapper(c, fn())
+
+
+async def _floor_wrapper(c: _FloorCount, coro: Any) -> None:
+    try:
+        await coro
+    finally:
+        with c.lock:
+            c.count -= 1
+
+
+async def _floor_cs_wrapper(c: _FloorCount, coro: Any, cs: trio.CancelScope) -> None:
+    try:
+        with cs:
+            await coro
+    finally:
+        with c.lock:
+            c.count -= 1
+
+
+def floor_start_soon_cost(n: int) -> float:
+    async def spawn(k: int) -> None:
+        c = _FloorCount()
+        async with trio.open_nursery() as nursery:
+            for _ in range(k):
+                with c.lock:
+                    c.count += 1
+                nursery.start_soon(_floor_task, c, _anoop)
+
+    return timeit_trio(spawn, n, batch=True)
+
+
+def floor_spawn_coro_cost(n: int) -> float:
+    async def spawn(k: int) -> None:
+        c = _FloorCount()
+        async with trio.open_nursery() as nursery:
+            for _ in range(k):
+                with c.lock:
+                    c.count += 1
+                nursery.start_soon(_floor_cs_wrapper, c, _anoop(), trio.CancelScope(shield=True))
+
+    return timeit_trio(spawn, n, batch=True)
+
+
+@row(
+    metric="empty `async with counting_scope()` vs its trio floor (two nurseries and a "
+    "cancel scope, empty)",
+    unit="us/op",
+    better="lower",
+)
+def open_close_floor(b: Bench) -> Pair:
+    n = b.n(20_000)
+    return _abba(lambda: timeit_trio(_empty_scope, n), lambda: timeit_trio(_floor_block, n))
+
+
+@row(
+    metric="trio floor of a counting_scope block (two nurseries and a cancel scope) vs an "
+    "empty nursery",
+    unit="us/op",
+    better="lower",
+)
+def floor_block_vs_nursery(b: Bench) -> Pair:
+    n = b.n(20_000)
+    return _abba(lambda: timeit_trio(_floor_block, n), lambda: timeit_trio(_empty_nursery, n))
+
+
+@row(
+    metric="scope.start_soon(async_noop) vs its floor (nursery.start_soon of a wrapper "
+    "coroutine with a locked count), per task",
+    unit="us/op",
+    better="lower",
+)
+def start_soon_floor(b: Bench) -> Pair:
+    n = b.n(20_000)
+    return _abba(lambda: scope_start_soon_cost(n), lambda: floor_start_soon_cost(n))
+
+
+@row(
+    metric="scope.spawn(async_noop()) vs its floor (the start_soon floor plus a shielded "
+    "cancel scope per task), per task",
+    unit="us/op",
+    better="lower",
+)
+def spawn_coro_floor(b: Bench) -> Pair:
+    n = b.n(20_000)
+    return _abba(lambda: scope_spawn_coro_cost(n), lambda: floor_spawn_coro_cost(n))
+
+
+@row(
+    metric="the floor of scope.spawn(coro) vs the floor of scope.start_soon (the cost of "
+    "the per-task cancel scope), per task",
+    unit="us/op",
+    better="lower",
+)
+def cancel_scope_floor(b: Bench) -> Pair:
+    n = b.n(20_000)
+    return _abba(lambda: floor_spawn_coro_cost(n), lambda: floor_start_soon_cost(n))

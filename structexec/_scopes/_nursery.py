@@ -287,12 +287,12 @@ class NurseryFace(AssociationState):
         name: str | None = None,
         stop_grace: float | None = None,
     ) -> None:
-        super().__init__()
+        AssociationState.__init__(self)
         self._strict = strict_exception_groups
         # docs/debugging.md: the name in notes, trees and reprs; the stuck-work warnings;
         # when stop was requested (time.monotonic(), for the tree).
         self._name = None if name is None else str(name)
-        self._stop_grace = check_grace(stop_grace)
+        self._stop_grace = None if stop_grace is None else check_grace(stop_grace)
         self._stop_since: float | None = None
         self._entered = False
         self._body_cs: Any = None
@@ -645,12 +645,15 @@ class NurseryFace(AssociationState):
             raise RuntimeError(f"{self!r}: __aexit__ without __aenter__")
         body_exc = exc
         self._pop_open_scopes()
-        arrived = self._error_count()  # errors that came before the body's exception
+        # The errors that came before the body's exception (read only when there is one).
+        arrived = 0 if exc is None else self._error_count()
         body_cs, self._body_cs = self._body_cs, None
         try:
             if body_cs.__exit__(exc_type, exc, tb):
                 exc = None  # the body was cancelled by this scope, because work failed
         except BaseException as rest:  # what is left once this scope's Cancelled is removed
+            if body_exc is None:
+                arrived = self._error_count()  # (a misnested cancel scope: trio's RuntimeError)
             exc = rest
         # A Cancelled that reaches here while the hosted tasks' nursery (which encloses the
         # body) is cancelled by the scope's own stop may be that nursery's or an enclosing
@@ -672,9 +675,10 @@ class NurseryFace(AssociationState):
                 self._cancel_hosted()  # Ctrl-C in the body: the hosted tasks too
         cancelled: BaseException | None = None
         left: BaseException | None = None
-        waiter = _TrioJoinWaiter()
         # Join without closing first: spawned work may still spawn siblings (docs/scopes.md).
-        if not self._start_join(waiter):
+        # The waiter (a trio Event) is made only if the count is not already zero.
+        waiter = self._join_or_register(_TrioJoinWaiter)
+        if waiter is not None:
             # counting_scope: once stop was requested the wait is inside the cancelled
             # nursery of the hosted tasks, so it waits shielded (a Ctrl-C still arrives).
             shielded = self._hosted_cancelled()
@@ -733,8 +737,7 @@ class NurseryFace(AssociationState):
                 self._add_interrupt(e)
         if not self._is_joined():  # pragma: no cover - defensive
             raise RuntimeError(f"{self!r} left its async with block without being joined")
-        errors = self._errors_snapshot(forget=True)  # reported now, for good
-        interrupts = self._take_interrupts()
+        errors, interrupts = self._take_exit_report()  # reported now, for good
         out: BaseException | None
         ours = False  # out is a group made here
         if errors:
@@ -904,6 +907,7 @@ class CountingHost(NurseryFace):
 
     __slots__ = (
         "_coro_env",
+        "_coro_fwd_env",
         "_coro_scopes",
         "_grace_cs",
         "_source",
@@ -922,8 +926,8 @@ class CountingHost(NurseryFace):
         name: str | None = None,
         stop_grace: float | None = None,
     ) -> None:
-        super().__init__(
-            strict_exception_groups=strict_exception_groups, name=name, stop_grace=stop_grace
+        NurseryFace.__init__(
+            self, strict_exception_groups=strict_exception_groups, name=name, stop_grace=stop_grace
         )
         self._grace_cs: Any = None
         self._source = inplace_stop_source()
@@ -937,6 +941,7 @@ class CountingHost(NurseryFace):
         # the direct path (_spawn_coro), cancelled with the hosted nursery; and their env.
         self._coro_scopes: set[trio.CancelScope] | None = None
         self._coro_env: Any = None
+        self._coro_fwd_env: Any = None
 
     def _stopping(self) -> bool:
         # A hosted task of a counting_scope is cancelled by a stop of the scope (its
@@ -985,6 +990,7 @@ class CountingHost(NurseryFace):
         self._watch_nursery = None
         self._coro_scopes = None
         self._coro_env = None
+        self._coro_fwd_env = None
         await work_cm.__aexit__(None, None, None)
 
     async def _exit_cancel_scope(self, out: BaseException | None) -> BaseException | None:

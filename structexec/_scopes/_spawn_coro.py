@@ -72,6 +72,8 @@ _runs_get = runs_by_thread.get
 _current_task = tl.current_task
 _state_of = inspect.getcoroutinestate
 _CREATED = inspect.CORO_CREATED
+#: ``cr_suspended`` (3.11+) answers "not started yet" without ``inspect``'s call.
+_HAS_SUSPENDED = sys.version_info >= (3, 11)
 _NOTHING: Any = object()
 _getframe = sys._getframe
 
@@ -86,7 +88,11 @@ def direct_ok(scope: Any, coro: Any) -> bool:
         and scope._coro_scopes is not None
         and run is not None
         and _runs_get(_get_ident()) is run
-        and _state_of(coro) == _CREATED
+        and (
+            (coro.cr_frame is not None and not coro.cr_running and not coro.cr_suspended)  # type: ignore[attr-defined, unused-ignore]
+            if _HAS_SUSPENDED
+            else _state_of(coro) == _CREATED
+        )
         and id(coro) not in _connected
     )
 
@@ -165,6 +171,11 @@ async def _spawned(scope: Any, coro: Any, cs: trio.CancelScope, site: Any = None
                 scope._record_error(
                     value_datums_error(tuple(result) if type(result) is values else (result,))
                 )
+    finally:
+        # The coroutine is done: the mark no longer needs its task. Without this the task,
+        # its context (which holds the mark) and all they reference are a reference cycle,
+        # freed only by the cycle collector (issue 18: 7 objects of cyclic garbage a task).
+        mark.task = None
     scopes.discard(cs)
     scope._disassociate()
 
@@ -197,7 +208,10 @@ class _CoroFutureState(_FutureState):
 
 def spawn_future_coro(scope: Any, coro: Any) -> _FutureSender:
     """``scope.spawn_future(coro)`` on the direct path (see the module docstring)."""
-    st = _CoroFutureState(scope, True, fwd_env(scope._spawn_env), coro)
+    senv = scope._coro_fwd_env  # FWD-ENV of the scope's spawn env, made once per block
+    if senv is None:
+        senv = scope._coro_fwd_env = fwd_env(scope._spawn_env)
+    st = _CoroFutureState(scope, True, senv, coro)
     st._code, st._lasti = _caller_site()
     st._run = scope._run
     st._src_cb = None
@@ -245,6 +259,8 @@ async def _future_task(scope: Any, st: _CoroFutureState, coro: Any, cs: trio.Can
         if isinstance(e, trio.Cancelled) or scope._task_raised(e):
             raise
         return
+    finally:
+        mark.task = None  # no reference cycle task -> context -> mark -> task (see _spawned)
     scopes.discard(cs)
     if kind == 0:
         if result is _NOTHING:

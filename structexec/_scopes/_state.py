@@ -41,12 +41,15 @@ from __future__ import annotations
 import sys
 import threading
 import warnings
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 if TYPE_CHECKING:
     from .._core._contracts import JoinWaiter
 
 __all__ = ["AssociationState"]
+
+_W = TypeVar("_W", bound="JoinWaiter")
 
 # The seven states of [exec.counting.scopes.general].
 UNUSED, OPEN, CLOSED, OPEN_JOINING, CLOSED_JOINING, UNUSED_CLOSED, JOINED = range(7)
@@ -169,6 +172,28 @@ class AssociationState:
         lock.release()
         return False
 
+    def _join_or_register(self, factory: Callable[[], _W]) -> _W | None:
+        """``start-join-sender`` for the ``async with`` exit: ``None`` if the join completes
+        inline (as ``_start_join`` returning ``True``), else the join ``factory()`` made and
+        registered under the lock. The waiter is made only when there is something to wait
+        for (an empty block makes none: issue 18)."""
+        lock = self._lock
+        lock.acquire()
+        st = self._state
+        if self._count == 0 or st in JOIN_AT_ONCE:
+            self._state = JOINED
+            lock.release()
+            return None
+        try:
+            op = factory()
+        except BaseException:  # pragma: no cover - making a trio Event does not fail
+            lock.release()
+            raise
+        self._state = OPEN_JOINING if ACCEPTS[st] else CLOSED_JOINING
+        self._joiners.append(op)
+        lock.release()
+        return op
+
     def close(self) -> None:
         """Refuse new associations from now on; state changes as in [exec.counting.scopes].
 
@@ -234,6 +259,23 @@ class AssociationState:
                 self._errors = []
                 self._pending = {}
         return errors
+
+    def _take_exit_report(self) -> tuple[list[Any], list[BaseException]]:
+        """What the ``async with`` exit reports, taken for good in one step: the errors (as
+        ``_errors_snapshot(forget=True)``) and the interrupts (as ``_take_interrupts``)."""
+        lock = self._lock
+        lock.acquire()
+        errors = self._errors
+        interrupts = self._interrupts
+        if errors:
+            self._errors = []
+        if self._pending:
+            errors = errors + list(self._pending.values())
+            self._pending = {}
+        if interrupts:
+            self._interrupts = []
+        lock.release()
+        return errors, interrupts
 
     def _park_future_error(self, st: Any, err: Any) -> None:
         """A future's work failed and nobody consumes the future yet: if nobody has when the
