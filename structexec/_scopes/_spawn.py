@@ -305,8 +305,14 @@ def spawn_fast(sndr: Any, scope: Any) -> None:
     sigs = sndr.get_completion_signatures(st)
     if sigs is not None:
         check_signature_set(sndr, sigs)
-    # connect(sndr, st) without the domain lookup when no custom domain exists
-    op = st._op = sndr.connect(st) if not _domain._domains_on else connect(sndr, st)
+    # connect(sndr, st) without the domain layer unless a custom domain may transform sndr
+    # (not merely when one exists: the parallel scheduler makes one on first use)
+    if _domain._domains_on and (
+        _domain._customize_all or getattr(sndr, "tag", None) in _domain._customized_tags
+    ):
+        op = st._op = connect(sndr, st)
+    else:
+        op = st._op = sndr.connect(st)
     if not scope._try_associate():
         st._op = _DONE  # dropped silently ([exec.spawn])
         return

@@ -155,44 +155,50 @@ class TrioHostedOp:
         hosted_env.set(self._env)
         mark = HostMark(tl.current_task())
         host_mark.set(mark)
-        aw = self._aw
-        self._aw = None
-        result: Any = _NOTHING
-        kind = 0
-        err: Any = None
         try:
-            with self._scope:
-                result = await aw
-        except Stopped:
-            kind = 2
-        except Exception as e:
-            kind, err = 1, e
-        except BaseException as exc:
-            # KeyboardInterrupt, SystemExit, ...: never an error datum
-            # (docs/senders.md "What happens when things fail").
-            if (
-                self._nursery is None
-                and not isinstance(exc, trio.Cancelled)
-                and self._hand_over(exc)
-            ):
-                return  # the consumer raises it where it waits
-            # The operation still completes (stopped) so that nobody waits forever, and the
-            # exception goes on: into the host nursery (whose owner sees it, as a nursery
-            # child's), or out of this system task (trio.run then raises TrioInternalError
-            # caused by it; a KeyboardInterrupt is delivered as a Ctrl-C instead).
-            self._finish(2, None)
-            if self._nursery is None and isinstance(exc, KeyboardInterrupt) and _ki_ok():
-                _thread.interrupt_main()
-                return
-            raise
-        if kind == 0:
-            if result is _NOTHING:
-                kind = 2  # our scope caught its Cancelled: the stop request
-            elif mark.stopped:
-                # An awaited sender completed stopped, and the coroutine caught what that
-                # raised and returned: the rule of the coroutine driver (module docstring).
-                kind, err = 1, RuntimeError(swallowed_stop_message(f"the coroutine {name_of(aw)}"))
-        self._finish(kind, err if kind else result)
+            aw = self._aw
+            self._aw = None
+            result: Any = _NOTHING
+            kind = 0
+            err: Any = None
+            try:
+                with self._scope:
+                    result = await aw
+            except Stopped:
+                kind = 2
+            except Exception as e:
+                kind, err = 1, e
+            except BaseException as exc:
+                # KeyboardInterrupt, SystemExit, ...: never an error datum
+                # (docs/senders.md "What happens when things fail").
+                if (
+                    self._nursery is None
+                    and not isinstance(exc, trio.Cancelled)
+                    and self._hand_over(exc)
+                ):
+                    return  # the consumer raises it where it waits
+                # The operation still completes (stopped) so that nobody waits forever, and the
+                # exception goes on: into the host nursery (whose owner sees it, as a nursery
+                # child's), or out of this system task (trio.run then raises TrioInternalError
+                # caused by it; a KeyboardInterrupt is delivered as a Ctrl-C instead).
+                self._finish(2, None)
+                if self._nursery is None and isinstance(exc, KeyboardInterrupt) and _ki_ok():
+                    _thread.interrupt_main()
+                    return
+                raise
+            if kind == 0:
+                if result is _NOTHING:
+                    kind = 2  # our scope caught its Cancelled: the stop request
+                elif mark.stopped:
+                    # An awaited sender completed stopped, and the coroutine caught what that
+                    # raised and returned: the rule of the coroutine driver (module docstring).
+                    msg = swallowed_stop_message(f"the coroutine {name_of(aw)}")
+                    kind, err = 1, RuntimeError(msg)
+            self._finish(kind, err if kind else result)
+        finally:
+            # The coroutine is done: without this, the task, its context (which holds the
+            # mark) and the mark are a reference cycle left to the cycle collector.
+            mark.task = None
 
     def _hand_over(self, exc: BaseException) -> bool:
         """Give ``exc`` to the consumer that waits for this work (its ``raised_sink``: an

@@ -180,7 +180,7 @@ class _NurseryWhenAll:
         # a child asks for its stop token (see _FastChildEnv).
         self._src: inplace_stop_source | None = None
         self._cancel_seen = False
-        self._env = _FastChildEnv(self)
+        self._env: _FastChildEnv | None = _FastChildEnv(self)
         self._more: list[tuple[int, Any]] | None = None  # errors that lost to _err
         self._base: BaseException | None = None  # a child's KeyboardInterrupt, SystemExit
         # Set when used: _scope (in _run), _err (with _disp = _ERROR_D), _outer_cancelled (by
@@ -215,6 +215,8 @@ class _NurseryWhenAll:
                 raise
         else:
             ki = None
+        finally:
+            self._env = None  # the children are done: no when_all <-> child env cycle
         if ki is not None:
             raise ki
         base = self._base
@@ -296,6 +298,8 @@ class _NurseryWhenAll:
                 self._count -= 1
             else:
                 self._arrive()
+        finally:
+            mark.task = None  # no task -> context -> mark -> task cycle (as _coroutine_sender)
 
     def _raised(self, exc: BaseException, i: int) -> None:
         # What the general path's shielded CancelScope + ``except Stopped / Exception /
