@@ -159,18 +159,7 @@ class AssociationState:
     def _start_join(self, op: JoinWaiter) -> bool:
         """``start-join-sender``: ``True`` to complete inline, else ``op`` is registered and
         its ``_sx_join_complete()`` is called when the count reaches zero ([exec.scope.join])."""
-        lock = self._lock
-        lock.acquire()
-        st = self._state
-        if self._count == 0 or st in JOIN_AT_ONCE:
-            # [exec.scope.join]: a scope whose associations are all released joins at once.
-            self._state = JOINED
-            lock.release()
-            return True
-        self._state = OPEN_JOINING if ACCEPTS[st] else CLOSED_JOINING
-        self._joiners.append(op)
-        lock.release()
-        return False
+        return self._join_or_register(lambda: op) is None
 
     def _join_or_register(self, factory: Callable[[], _W]) -> _W | None:
         """``start-join-sender`` for the ``async with`` exit: ``None`` if the join completes
@@ -181,6 +170,7 @@ class AssociationState:
         lock.acquire()
         st = self._state
         if self._count == 0 or st in JOIN_AT_ONCE:
+            # [exec.scope.join]: a scope whose associations are all released joins at once.
             self._state = JOINED
             lock.release()
             return None
