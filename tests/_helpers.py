@@ -7,10 +7,11 @@ that its tests then shadow as a parameter.
 
 from __future__ import annotations
 
+import gc
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -154,3 +155,77 @@ def loop_thread_after_park(loop: Any, waiter: int | None = None) -> threading.Th
     t = threading.Thread(target=work)
     t.start()
     return t
+
+
+# The tests that assert "no cyclic garbage" count what gc.collect() finds. The count is
+# process-wide: another thread (a dask client's event loop left by an earlier test, a pool
+# thread finishing late) can make garbage of its own while a test runs, or drop the last
+# reference to a whole earlier trio run. Only garbage of the code under test counts here, and
+# a test measures up to GARBAGE_ATTEMPTS times: a cycle the library makes is there every
+# time, while trio itself leaves a Cancelled's traceback cycle only in rare timings (seen
+# under sys.setswitchinterval(1e-5) with trio's own nursery).
+GARBAGE_ATTEMPTS = 3
+_OWN_PACKAGES = frozenset({"structexec", "trio", "outcome", "exceptiongroup"})
+_OWN_PATHS = ("/structexec/", "/trio/", "/tests/")
+
+
+def _is_own(o: object) -> bool:
+    mod = getattr(type(o), "__module__", None) or ""
+    if mod.partition(".")[0] in _OWN_PACKAGES:
+        return True
+    code = None
+    for attr in ("cr_code", "gi_code", "ag_code", "f_code", "__code__"):
+        code = getattr(o, attr, None)
+        if code is not None:
+            break
+    if code is None:
+        return False
+    filename = getattr(code, "co_filename", "")
+    return any(p in filename for p in _OWN_PATHS)
+
+
+def own_cyclic_garbage() -> int:
+    """``gc.collect()``, counting only the unreachable objects of the code under test:
+    instances of structexec's and trio's classes, and coroutines, frames and functions of
+    their code or of the tests. A cycle made by the library always contains one of those."""
+    old = gc.get_debug()
+    gc.set_debug(old | gc.DEBUG_SAVEALL)
+    try:
+        gc.collect()
+        return sum(1 for o in gc.garbage if _is_own(o))
+    finally:
+        gc.garbage.clear()
+        gc.set_debug(old)
+
+
+async def cyclic_garbage_of(fn: Callable[[], Awaitable[Any]]) -> int:
+    """``await fn()`` with the cycle collector off, then :func:`own_cyclic_garbage`; up to
+    :data:`GARBAGE_ATTEMPTS` times, until a run leaves none. Returns the last count."""
+    n = 0
+    for _ in range(GARBAGE_ATTEMPTS):
+        gc.collect()
+        gc.disable()
+        try:
+            await fn()
+            n = own_cyclic_garbage()
+        finally:
+            gc.enable()
+        if n == 0:
+            break
+    return n
+
+
+def cyclic_garbage_of_sync(fn: Callable[[], Any]) -> int:
+    """:func:`cyclic_garbage_of` for a plain function."""
+    n = 0
+    for _ in range(GARBAGE_ATTEMPTS):
+        gc.collect()
+        gc.disable()
+        try:
+            fn()
+            n = own_cyclic_garbage()
+        finally:
+            gc.enable()
+        if n == 0:
+            break
+    return n

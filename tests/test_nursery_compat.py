@@ -26,6 +26,7 @@ import pytest
 import sniffio
 import trio
 import trio.testing
+from _helpers import cyclic_garbage_of
 from _subproc import HangGuard, run_child
 from packaging.version import Version
 from trio.testing import wait_all_tasks_blocked
@@ -1905,13 +1906,7 @@ async def test_cancel_reason_for_child_when_body_raises(open_nursery: Any) -> No
 
 def _cyclic_garbage_after(fn: Callable[[], Any]) -> Callable[[], Any]:
     async def run() -> int:
-        gc.collect()
-        gc.disable()
-        try:
-            await fn()
-            return gc.collect()
-        finally:
-            gc.enable()
+        return await cyclic_garbage_of(fn)  # only the code under test's (tests/_helpers.py)
 
     return run
 

@@ -8,7 +8,6 @@ difference shows up as a failing parameter.
 from __future__ import annotations
 
 import contextvars
-import gc
 import sys
 import traceback
 from collections.abc import Callable
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from _helpers import cyclic_garbage_of
 from _subproc import HangGuard
 
 import structexec as sx
@@ -193,16 +193,7 @@ async def test_no_cyclic_garbage_after_an_enclosing_cancellation(
                 await trio.sleep_forever()
 
     await run_once()  # warm-up: caches, lazily created objects
-    gc.collect()
-    old = gc.get_debug()
-    gc.disable()
-    try:
-        gc.collect()
-        await run_once()
-        assert gc.collect() == 0
-    finally:
-        gc.enable()
-        gc.set_debug(old)
+    assert await cyclic_garbage_of(run_once) == 0  # the code under test's (tests/_helpers.py)
 
 
 async def test_entering_while_cancelled(opener: Callable[[], Any]) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from _helpers import cyclic_garbage_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -341,7 +342,6 @@ def test_directly_spawned_coroutines_leave_no_cyclic_garbage(kind: str) -> None:
     the task (task -> context -> mark -> task was a cycle; issue 18). Also when the work
     completes stopped or is stopped by the scope. (Not checked for errors: an exception
     leaving the block keeps its frames in its traceback, as in plain trio.)"""
-    import gc
 
     async def work() -> None:
         if kind == "stopped":
@@ -369,12 +369,6 @@ def test_directly_spawned_coroutines_leave_no_cyclic_garbage(kind: str) -> None:
 
     async def run() -> int:
         await warm()
-        gc.collect()
-        gc.disable()
-        try:
-            await main()
-            return gc.collect()
-        finally:
-            gc.enable()
+        return await cyclic_garbage_of(main)  # the code under test's (tests/_helpers.py)
 
     assert trio.run(run) == 0

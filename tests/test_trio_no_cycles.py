@@ -8,10 +8,9 @@ that only the cycle collector frees.
 
 from __future__ import annotations
 
-import gc
-
 import pytest
 import trio
+from _helpers import cyclic_garbage_of
 
 import structexec as sx
 
@@ -37,15 +36,12 @@ def test_finished_coroutine_tasks_leave_no_cyclic_garbage(path: str) -> None:
             async with sx.counting_scope() as scope:
                 sx.spawn(sx.write_env(quiet(), sx.env()), scope.get_token())  # general path
 
+    async def many() -> None:
+        for _ in range(20):
+            await once()
+
     async def run() -> int:
         await once()
-        gc.collect()
-        gc.disable()
-        try:
-            for _ in range(20):
-                await once()
-            return gc.collect()
-        finally:
-            gc.enable()
+        return await cyclic_garbage_of(many)  # the code under test's (tests/_helpers.py)
 
     assert trio.run(run) == 0

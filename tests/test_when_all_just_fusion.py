@@ -11,13 +11,12 @@ domain that customises ``just`` still sees (and may replace) every ``just`` chil
 from __future__ import annotations
 
 import contextlib
-import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from _helpers import restore_domain_dispatch, set_domain_dispatch
+from _helpers import cyclic_garbage_of_sync, restore_domain_dispatch, set_domain_dispatch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -154,12 +153,10 @@ def test_when_all_leaves_no_cyclic_garbage(on: bool, last: str) -> None:
     }[last]
     with fused(on):
         s = sx.when_all(sx.just(1), sx.just(2, 3), child)
-        gc.collect()
-        gc.disable()
-        try:
+
+        def runs() -> None:
             for _ in range(3):
                 with contextlib.suppress(Boom):
                     sx.sync_wait(s)
-            assert gc.collect() == 0
-        finally:
-            gc.enable()
+
+        assert cyclic_garbage_of_sync(runs) == 0  # the code under test's (tests/_helpers.py)
