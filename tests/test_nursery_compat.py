@@ -1,4 +1,5 @@
-"""``sx.counting_scope()`` as a drop-in ``trio.open_nursery()`` (issue 17, DESIGN.md 2.6b).
+"""``sx.counting_scope()`` as a drop-in ``trio.open_nursery()`` (docs/scopes.md
+"The nursery face: `async with`").
 
 Our own tests of the behaviours that trio's nursery tests (``_core/_tests/test_run.py``,
 ``test_cancelled.py``) and anyio's task-group tests (``tests/test_taskgroups.py``, trio backend)
@@ -51,7 +52,7 @@ _needs_311_refs = pytest.mark.skipif(
 
 def xfail_scope(reason: str) -> Callable[[Any], Any]:
     """Mark the ``counting_scope`` param of a test ``xfail(strict=True)``: ``reason`` says
-    what differs from a nursery (the work queue of issue 17)."""
+    what differs from a nursery (a known difference, to be fixed)."""
 
     def deco(fn: Any) -> Any:
         fn._xfail_scope = reason
@@ -75,7 +76,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "kind" not in metafunc.fixturenames:
         return
     reason = getattr(metafunc.function, "_xfail_scope", None)
-    marks = [pytest.mark.xfail(strict=True, reason=f"issue 17: {reason}")] if reason else []
+    marks = [pytest.mark.xfail(strict=True, reason=f"differs from a nursery: {reason}")]
+    marks = marks if reason else []
     trio_reason = getattr(metafunc.function, "_xfail_nursery", None)
     trio_marks = [pytest.mark.xfail(strict=True, reason=trio_reason)] if trio_reason else []
     metafunc.parametrize(
@@ -90,7 +92,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def scope_xfail(request: pytest.FixtureRequest, kind: str, reason: str) -> None:
     """At run time: this combination of parameters is a known difference of the scope."""
     if kind == "counting_scope":
-        request.node.add_marker(pytest.mark.xfail(strict=True, reason=f"issue 17: {reason}"))
+        request.node.add_marker(
+            pytest.mark.xfail(strict=True, reason=f"differs from a nursery: {reason}")
+        )
 
 
 @pytest.fixture

@@ -339,7 +339,7 @@ def test_stop_from_another_thread_cancels_a_directly_spawned_coroutine() -> None
 @pytest.mark.parametrize("kind", ["none", "stopped", "cancelled"])
 def test_directly_spawned_coroutines_leave_no_cyclic_garbage(kind: str) -> None:
     """A finished direct task is freed by reference counting: its host mark no longer holds
-    the task (task -> context -> mark -> task was a cycle; issue 18). Also when the work
+    the task (task -> context -> mark -> task was a cycle). Also when the work
     completes stopped or is stopped by the scope. (Not checked for errors: an exception
     leaving the block keeps its frames in its traceback, as in plain trio.)"""
 

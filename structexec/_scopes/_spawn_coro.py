@@ -174,7 +174,7 @@ async def _spawned(scope: Any, coro: Any, cs: trio.CancelScope, site: Any = None
     finally:
         # The coroutine is done: the mark no longer needs its task. Without this the task,
         # its context (which holds the mark) and all they reference are a reference cycle,
-        # freed only by the cycle collector (issue 18: 7 objects of cyclic garbage a task).
+        # freed only by the cycle collector (7 objects of cyclic garbage a task).
         mark.task = None
     scopes.discard(cs)
     scope._disassociate()

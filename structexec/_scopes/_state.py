@@ -165,7 +165,7 @@ class AssociationState:
         """``start-join-sender`` for the ``async with`` exit: ``None`` if the join completes
         inline (as ``_start_join`` returning ``True``), else the join ``factory()`` made and
         registered under the lock. The waiter is made only when there is something to wait
-        for (an empty block makes none: issue 18)."""
+        for (an empty block makes none: benchmarks/README.md, the scope rows)."""
         lock = self._lock
         lock.acquire()
         st = self._state
