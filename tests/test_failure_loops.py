@@ -233,8 +233,10 @@ class R:
     def set_error(self, e): seen.append("error")
     def set_stopped(self): seen.append("stopped")
 op = sx.connect(sx.schedule(ps) | sx.bulk(sx.par, 4, lambda i: kbi() if i == 1 else None), R())
-op.start()
 try:
+    # Inside the try: a pool thread can run the chunk and interrupt this thread before start
+    # returns (seen on a loaded machine).
+    op.start()
     for _ in range(100):  # short sleeps: a signal that lands just before a sleep waits for it
         time.sleep(0.05)
     print("bare-bulk: nothing", flush=True)
