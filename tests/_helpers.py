@@ -216,16 +216,16 @@ async def cyclic_garbage_of(fn: Callable[[], Awaitable[Any]]) -> int:
 
 
 def cyclic_garbage_of_sync(fn: Callable[[], Any]) -> int:
-    """:func:`cyclic_garbage_of` for a plain function."""
-    n = 0
-    for _ in range(GARBAGE_ATTEMPTS):
-        gc.collect()
-        gc.disable()
-        try:
-            fn()
-            n = own_cyclic_garbage()
-        finally:
-            gc.enable()
-        if n == 0:
-            break
-    return n
+    """:func:`cyclic_garbage_of` for a plain function (driven without an event loop)."""
+
+    async def call() -> None:
+        fn()
+
+    coro = cyclic_garbage_of(call)
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        n: int = done.value
+        return n
+    coro.close()
+    raise RuntimeError("cyclic_garbage_of_sync: the measurement suspended")
