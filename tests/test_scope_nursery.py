@@ -78,17 +78,19 @@ async def test_start_soon_runs_and_exit_waits(kind: Any) -> None:
 @pytest.mark.parametrize("kind", SCOPES)
 async def test_start_returns_the_started_value(kind: Any) -> None:
     log: list[str] = []
+    go = trio.Event()  # not a real sleep: a loaded machine resumes the caller late
 
     async def server(port: int, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         log.append("setup")
         task_status.started(port + 1)
-        await trio.sleep(0.001)
+        await go.wait()
         log.append("served")
 
     async with kind() as scope:
         got = await scope.start(server, 80)
         assert got == 81
         assert log == ["setup"]
+        go.set()
     assert log == ["setup", "served"]
 
 
