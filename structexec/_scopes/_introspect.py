@@ -675,11 +675,23 @@ def dump(file: IO[str] | None = None) -> str:
     >>> "simple_counting_scope 'example' [unused, 0 associated]" in sx.dump(io.StringIO())
     True
     """
+    check_text_file("dump()", file)
     text = format_tree(operation_tree())
     out = sys.stderr if file is None else file
     out.write("structexec operation tree:\n" + text + "\n")
     out.flush()
     return text
+
+
+def check_text_file(fn: str, file: Any) -> None:
+    """``file`` is ``None`` or has ``write()`` (and ``flush()``), else ``TypeError``."""
+    if file is not None and not (
+        callable(getattr(file, "write", None)) and callable(getattr(file, "flush", None))
+    ):
+        raise TypeError(
+            f"{fn}: file must be None (sys.stderr) or a text stream with write() and flush(), "
+            f"got {type(file).__name__}"
+        )
 
 
 def install_dump_on_signal(
@@ -693,6 +705,13 @@ def install_dump_on_signal(
     stuck program prints its tree and goes on. Give the returned handler back to
     ``signal.signal`` to uninstall it.
     """
+
+    check_text_file("install_dump_on_signal()", file)
+    if isinstance(signum, bool) or not isinstance(signum, int):  # signal.Signals is an int
+        raise TypeError(
+            "install_dump_on_signal(): signum must be a signal number (an int such as "
+            f"signal.SIGUSR1), got {type(signum).__name__}"
+        )
 
     def handler(sig: int, frame: Any) -> None:
         try:

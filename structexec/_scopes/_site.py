@@ -13,6 +13,7 @@ import contextvars
 import sys
 from typing import Any
 
+from .._core._args import real_seconds
 from .._core._describe import Site, format_site
 
 __all__ = ["StuckWorkWarning", "set_stop_grace"]
@@ -47,7 +48,9 @@ def set_stop_grace(seconds: float | None) -> float | None:
 
     ``None`` (the default) switches the stuck-work warnings off for every scope that was not
     given its own ``stop_grace``; a number of seconds switches them on
-    (:class:`StuckWorkWarning`, docs/debugging.md). ``ValueError`` for a negative number.
+    (:class:`StuckWorkWarning`, docs/debugging.md). ``seconds`` is ``None`` or a real number
+    (``int``, ``float``, ``Fraction``, ``Decimal``; ``TypeError`` for ``bool``, ``str`` and other
+    types); ``ValueError`` for a negative number, NaN or one too large for a float.
 
     Example:
 
@@ -56,22 +59,18 @@ def set_stop_grace(seconds: float | None) -> float | None:
     >>> sx.set_stop_grace(old)
     5.0
     """
-    if seconds is not None:
-        seconds = float(seconds)
-        if not seconds >= 0:
-            raise ValueError(f"stop_grace must be None or >= 0 seconds, got {seconds!r}")
+    seconds = check_grace(seconds, "set_stop_grace()", "seconds")
     old = _settings["stop_grace"]
     _settings["stop_grace"] = seconds
     return old
 
 
-def check_grace(grace: float | None) -> float | None:
+def check_grace(grace: Any, fn: str = "counting_scope()", name: str = "stop_grace") -> float | None:
+    """``None`` or the grace as a float: the numbers every time of the library accepts
+    (``_core._args``), ``>= 0``; ``inf`` is no warning."""
     if grace is None:
         return None
-    g = float(grace)
-    if not g >= 0:
-        raise ValueError(f"stop_grace must be None or >= 0 seconds, got {grace!r}")
-    return g
+    return real_seconds(grace, fn, f"{name} (None or seconds)")
 
 
 def grace_of(scope: Any) -> float | None:
