@@ -19,7 +19,6 @@ import inspect
 import sys
 import threading
 import time
-import warnings
 from collections.abc import Awaitable, Callable, Coroutine
 from functools import partial
 from types import CoroutineType as _CoroutineType
@@ -42,7 +41,15 @@ from .._trio._trio_bridge import (
 )
 from . import _introspect
 from ._join import ERRORS_MESSAGE, _TrioJoinWaiter
-from ._site import OPEN_SCOPES, StuckWorkWarning, check_grace, grace_of, note_error, scope_label
+from ._site import (
+    OPEN_SCOPES,
+    check_grace,
+    enter_site,
+    grace_of,
+    note_error,
+    scope_label,
+    warn_stuck,
+)
 from ._spawn import as_exception
 from ._state import AssociationState
 
@@ -219,14 +226,22 @@ class _HostNursery:
 _OPEN_SCOPES = OPEN_SCOPES
 
 
-def safe_warn(message: str) -> None:
-    """Issue a :class:`StuckWorkWarning` from inside the scope's machinery: a filter that
-    turns it into an error must not break the scope's join, so the warning is then shown
-    instead of raised."""
-    try:
-        warnings.warn(message, StuckWorkWarning, stacklevel=2)
-    except Warning:
-        warnings.showwarning(message, StuckWorkWarning, __file__, 0)
+def safe_warn(scope: Any, message: str) -> None:
+    """Issue a :class:`StuckWorkWarning` about ``scope``, attributed to the user's line that
+    entered it (``_site.warn_stuck``); shown, never raised, when a filter makes it an error."""
+    warn_stuck(message, getattr(scope, "_enter_site", None))
+
+
+def _no_trio_message(scope: Any) -> str:
+    """``async with scope`` outside trio (under asyncio, or with no event loop)."""
+    kind = type(scope).__name__
+    return (
+        f"`async with {kind}()` needs a running trio event loop on this thread (it was "
+        "entered outside trio.run, e.g. under asyncio): as a nursery, the scope hosts trio "
+        "tasks, and structexec's runtime is trio. Run the program with trio.run; or, without "
+        "`async with`, use the scope from any thread: spawn work with "
+        "sx.spawn(sndr, scope.get_token()) and wait for it with sx.sync_wait(scope.join())"
+    )
 
 
 def _task_finished(task: trio.lowlevel.Task) -> bool:
@@ -267,6 +282,7 @@ class NurseryFace(AssociationState):
     __slots__ = (
         "_body_cs",
         "_cancel_scope",
+        "_enter_site",
         "_entered",
         "_name",
         "_nursery",
@@ -568,8 +584,13 @@ class NurseryFace(AssociationState):
                 f"`async with` on {self!r}: the scope is {self._state_name()}, so it cannot "
                 "host new work; create a new scope"
             )
+        try:
+            run = current_run()
+        except RuntimeError:
+            raise RuntimeError(_no_trio_message(self)) from None
         self._entered = True
-        run = self._run = current_run()
+        self._enter_site = enter_site()  # the user's `async with` line, for warnings
+        self._run = run
         self._parent_task = trio.lowlevel.current_task()
         try:
             self._cancel_scope = await self._open_host()
@@ -600,6 +621,7 @@ class NurseryFace(AssociationState):
             warn_at[0] = None
             waited = trio.current_time() - when + (grace_of(self) or 0.0)
             safe_warn(
+                self,
                 f"the exit of `async with {scope_label(self)}` has waited {waited:.1f} s "
                 f"for {self.count} associated operation(s):\n"
                 + _introspect.format_tree(_introspect.scope_info(self))
@@ -1061,6 +1083,7 @@ class CountingHost(NurseryFace):
             for op in _introspect.outstanding(self):
                 where = f" (spawned at {op.spawned_at})" if op.spawned_at else ""
                 safe_warn(
+                    self,
                     f"{op.kind} {op.description}{where} has ignored the stop request of "
                     f"{scope_label(self)} for {grace:g} s; it is {op.state}"
                 )
