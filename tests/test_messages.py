@@ -122,3 +122,22 @@ async def test_dump_shows_a_task_in_a_shielded_cancel_scope(autojump_clock: Any)
         assert lines[i + 1].endswith(
             "; in a shielded cancel scope (a stop cannot cancel it); stop requested"
         )
+
+
+async def waits() -> None:
+    await trio.sleep(10)
+
+
+@pytest.mark.parametrize("how", ["spawn", "spawn_future"])
+async def test_a_spawned_coroutine_is_shielded_only_by_its_own_scope(
+    autojump_clock: Any, how: str
+) -> None:
+    # A coroutine spawned into an entered scope runs in a cancel scope of the library's (which
+    # a stop cancels): only a shield of the coroutine's own is reported.
+    async with sx.counting_scope() as scope:
+        keep = [getattr(scope, how)(stubborn()), getattr(scope, how)(waits())]
+        await trio.sleep(1)
+        assert "shielded" in _state_of(scope, "stubborn()")
+        assert "shielded" not in _state_of(scope, "waits()")
+        scope.request_stop()
+    del keep

@@ -321,15 +321,17 @@ def _await_frame(coro: Any) -> str | None:
     return _frame_label(frames[-1]) if frames else None
 
 
-def _shield_note(task: Any) -> str:
+def _shield_note(task: Any, own: bool = False) -> str:
     """``"; in a shielded cancel scope"`` when the trio task sits in a shielded cancel scope of
     its own (between it and the nursery that hosts it), which no stop can cancel; else ``""``.
-    Reads trio's cancel-status chain (private: anything unexpected reads as not shielded)."""
+    ``own``: the task's outermost scope is the library's (a hosted coroutine's, which a stop
+    cancels) and does not count. Reads trio's cancel-status chain (private: anything
+    unexpected reads as not shielded)."""
     try:
         st = task._cancel_status
         top = task.parent_nursery._cancel_status
         while st is not None and st is not top:
-            if st._scope.shield:
+            if st._scope.shield and not (own and st.parent is top):
                 return "; in a shielded cancel scope (a stop cannot cancel it)"
             st = st.parent
     except Exception:
@@ -387,7 +389,7 @@ def _state_of(
         if isinstance(o, TrioHostedOp) and o._started:
             task = tasks.get(id(o))
             if task is not None:
-                state = "in a trio task" + _shield_note(task)
+                state = "in a trio task" + _shield_note(task, True)
                 return state, "trio_scheduler", task.name, _await_frame(task.coro)
             return "hosted in a trio task", "trio_scheduler", None, None
         if isinstance(o, _ParScheduleOp):
@@ -534,7 +536,8 @@ class _Builder:
                 fn, ln = _site_fields(fs._site)
                 entries.append((None, OperationInfo(
                     "spawn_future", desc, fn, ln,
-                    "in a trio task" + _shield_note(ftask) + ("; stop requested" if fstop else ""),
+                    "in a trio task" + _shield_note(ftask, True)
+                    + ("; stop requested" if fstop else ""),
                     scheduler="trio_scheduler", trio_task=ftask.name,
                     await_frame=_await_frame(ftask.coro), stop_requested=fstop,
                     scopes=tuple(self.scope(c) for c in self.in_task.get((id(s), id(ftask)), ())))))
@@ -592,7 +595,7 @@ class _Builder:
             else:
                 desc = getattr(inner, "__qualname__", task.name) + _call_args(inner)
                 state = f"in trio task, awaiting in {frame}" if frame else "in trio task"
-            state += _shield_note(task)
+            state += _shield_note(task, kind == "spawn")
             if scope_stop:
                 state += "; stop requested"
             entries.append((None, OperationInfo(
