@@ -42,6 +42,7 @@ from .._algorithms._timed import TimerOp
 from .._core._describe import describe, scheduler_label, site_line
 from .._parallel._parallel_scheduler import _ScheduleOp as _ParScheduleOp
 from .._trio._coroutine_sender import TrioHostedOp
+from .._trio._trio_compat import shielded_in_task
 from . import _spawn
 from ._associate import _AssociateOp
 from ._join import _JoinOp
@@ -323,19 +324,10 @@ def _await_frame(coro: Any) -> str | None:
 
 def _shield_note(task: Any, own: bool = False) -> str:
     """``"; in a shielded cancel scope"`` when the trio task sits in a shielded cancel scope of
-    its own (between it and the nursery that hosts it), which no stop can cancel; else ``""``.
-    ``own``: the task's outermost scope is the library's (a hosted coroutine's, which a stop
-    cancels) and does not count. Reads trio's cancel-status chain (private: anything
-    unexpected reads as not shielded)."""
-    try:
-        st = task._cancel_status
-        top = task.parent_nursery._cancel_status
-        while st is not None and st is not top:
-            if st._scope.shield and not (own and st.parent is top):
-                return "; in a shielded cancel scope (a stop cannot cancel it)"
-            st = st.parent
-    except Exception:
-        pass
+    its own, which no stop can cancel; else ``""``. ``own``: the task's outermost scope is the
+    library's (a hosted coroutine's, which a stop cancels) and does not count."""
+    if shielded_in_task(task, own):
+        return "; in a shielded cancel scope (a stop cannot cancel it)"
     return ""
 
 
