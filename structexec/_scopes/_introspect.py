@@ -732,4 +732,7 @@ def install_dump_on_signal(
         except Exception as e:  # pragma: no cover - a dump never stops the program
             print(f"structexec: dump failed: {e!r}", file=sys.stderr)
 
-    return _signal.signal(signum, handler)
+    try:
+        return _signal.signal(signum, handler)
+    except ValueError as e:  # not a signal number, or not the main thread
+        raise ValueError(f"install_dump_on_signal(): signum={signum!r}: {e}") from None
