@@ -139,7 +139,7 @@ BAD: list[tuple[str, Callable[[], object], type[Exception], str]] = [
     ("install_dump_on_signal(file=42)", lambda: sx.install_dump_on_signal(file=42), TypeError,  # type: ignore[arg-type]
      r"^install_dump_on_signal\(\): file must be None \(sys.stderr\) or a text stream"),
     ("install_dump_on_signal(99999)", lambda: sx.install_dump_on_signal(99999), ValueError,
-     r"^install_dump_on_signal\(\): signum=99999: signal number out of range$"),
+     r"^install_dump_on_signal\(\): signum=99999: "),
     # -- environments
     ("env(3)", lambda: sx.env(sx.prop(sx.get_scheduler, 1), 3), TypeError,
      r"^env\(\): argument #1 must be an environment \(an object with a query\(\) method.*got int$"),
