@@ -43,16 +43,19 @@ def _flaky() -> Callable[[], int]:
 # outcomes: ("value", v) with v what `await` returns, ("error", type), ("stopped",)
 PATHS: dict[str, tuple[Callable[[Any], Any], tuple[Any, ...]]] = {
     "timeout fired": (
-        lambda s: sx.schedule_after(s, 0.05) | sx.timeout(0.001), ("error", TimeoutError)
+        lambda s: sx.schedule_after(s, 0.05) | sx.timeout(0.001),
+        ("error", TimeoutError),
     ),
     "timeout not fired": (
-        lambda s: sx.schedule_after(s, 0.001) | sx.then(lambda: 1) | sx.timeout(5), ("value", 1)
+        lambda s: sx.schedule_after(s, 0.001) | sx.then(lambda: 1) | sx.timeout(5),
+        ("value", 1),
     ),
-    "timeout of an error": (lambda s: sx.just() | sx.then(_boom) | sx.timeout(5),
-                            ("error", ValueError)),
+    "timeout of an error": (
+        lambda s: sx.just() | sx.then(_boom) | sx.timeout(5),
+        ("error", ValueError),
+    ),
     "timeout of a stop": (lambda s: sx.just_stopped() | sx.timeout(5), ("stopped",)),
-    "stop_after fired": (lambda s: sx.schedule_after(s, 0.05) | sx.stop_after(0.001),
-                         ("stopped",)),
+    "stop_after fired": (lambda s: sx.schedule_after(s, 0.05) | sx.stop_after(0.001), ("stopped",)),
     "when_any of timers": (
         lambda s: sx.when_any(
             sx.schedule_after(s, 0.001) | sx.then(lambda: 1),
@@ -65,7 +68,8 @@ PATHS: dict[str, tuple[Callable[[Any], Any], tuple[Any, ...]]] = {
         ("error", ValueError),
     ),
     "when_any stopped": (
-        lambda s: sx.when_any(sx.schedule_after(s, 0.05), sx.just_stopped()), ("stopped",)
+        lambda s: sx.when_any(sx.schedule_after(s, 0.05), sx.just_stopped()),
+        ("stopped",),
     ),
     "stop_when trigger first": (
         lambda s: sx.stop_when(sx.schedule_after(s, 0.05), sx.schedule_after(s, 0.001)),
@@ -89,8 +93,7 @@ PATHS: dict[str, tuple[Callable[[Any], Any], tuple[Any, ...]]] = {
         lambda s: sx.just() | sx.then(_boom) | sx.retry(attempts=2, delay=0.001),
         ("error", ValueError),
     ),
-    "schedule_after": (lambda s: sx.schedule_after(s, 0.001) | sx.then(lambda: 4),
-                       ("value", 4)),
+    "schedule_after": (lambda s: sx.schedule_after(s, 0.001) | sx.then(lambda: 4), ("value", 4)),
 }
 
 
