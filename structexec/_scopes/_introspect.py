@@ -4,12 +4,13 @@ docs/debugging.md "Debugging structexec programs"; ``sx.operation_tree()``, ``sx
 ``sx.install_dump_on_signal()``, ``scope.outstanding()``.
 
 Nothing is registered while the program runs, so nothing is kept alive and the hot paths pay
-nothing for the tree. A snapshot finds the objects the garbage collector knows
-(``gc.get_objects()``): the scopes (``AssociationState``), the states of spawned work
-(``_spawn``'s spawn states, ``_spawn_future``'s future states, ``_associate``'s operations)
-and, through each scope's nursery, its hosted trio tasks. A spawn stores only the sender it was
-given (which its state holds anyway) and the caller's code object and instruction offset; the
-sender's description (``_core._describe``), the file and line are computed here.
+nothing for the tree. A snapshot finds the objects the garbage collector knows (the
+referrers of the state classes, see ``_Snapshot``): the scopes (``AssociationState``), the
+states of spawned work (``_spawn``'s spawn states, ``_spawn_future``'s future states,
+``_associate``'s operations) and, through each scope's nursery, its hosted trio tasks. A
+spawn stores only the sender it was given (which its state holds anyway) and the caller's
+code object and instruction offset; the sender's description (``_core._describe``), the
+file and line are computed here.
 
 What an operation waits on is found by walking its operation state downwards (the slots of the
 library's operations, never a receiver or an environment) for a pending timer, a hosted trio
@@ -735,8 +736,10 @@ def operation_tree() -> tuple[ScopeInfo, ...]:
     entered them. Each scope lists its outstanding operations (:class:`OperationInfo`): spawned
     and associated work still running, futures whose result nobody consumed yet, hosted trio
     tasks. Scopes and operations are found by the garbage collector's list of objects, so
-    taking a snapshot keeps nothing alive, and costs nothing until it is asked for
-    (it walks the whole heap: milliseconds to a second).
+    taking a snapshot keeps nothing alive, and costs nothing until it is asked for: then one
+    scan of the heap in C (about 50 ms for 3 million objects) and about 4 us per outstanding
+    operation, with the cycle collector paused meanwhile. Work that another thread is setting
+    up or completing at that moment is left out; the snapshot never fails on it.
 
     Example:
 
