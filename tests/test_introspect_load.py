@@ -188,3 +188,52 @@ async def test_a_snapshot_costs_less_per_pending_operation_than_spawning_it() ->
             scope.request_stop()
         ratios.append(snap / spawn)
     assert min(ratios) < 1.1, ratios
+
+
+async def test_snapshots_in_trio_while_four_threads_spawn_timers() -> None:
+    """The same inside trio: four threads spawn timers of the trio scheduler (and plain
+    work) into an entered ``counting_scope`` while a trio task takes trees and dumps; the
+    timers complete on the trio thread, so snapshots see states being completed too."""
+    errors: list[BaseException] = []
+    stop = threading.Event()
+    spawned = [0] * 4
+    snapshots = 0
+    old = sys.getswitchinterval()
+    async with sx.counting_scope(name="trio-stress") as scope:
+        sch = sx.trio_scheduler()
+
+        def spawner(k: int) -> None:
+            try:
+                while not stop.is_set():
+                    for _ in range(20):
+                        scope.spawn(sx.schedule_after(sch, 0.0))
+                        scope.spawn(sx.just(k) | sx.then(lambda v: None))
+                        spawned[k] += 2
+                    time.sleep(0.0005)  # let the trio thread run the due timers
+            except BaseException as e:  # reported by the test
+                errors.append(e)
+
+        threads = [threading.Thread(target=spawner, args=(k,)) for k in range(4)]
+        sys.setswitchinterval(1e-6)
+        try:
+            for t in threads:
+                t.start()
+            deadline = time.monotonic() + STRESS_SECONDS
+            while time.monotonic() < deadline and not errors:
+                try:
+                    tree = sx.operation_tree()
+                    sx.dump(io.StringIO())
+                except BaseException as e:  # reported by the test
+                    errors.append(e)
+                    break
+                assert any(s.name == "trio-stress" for s in tree)
+                snapshots += 1
+                await trio.sleep(0)
+        finally:
+            sys.setswitchinterval(old)
+            stop.set()
+            for t in threads:
+                await trio.to_thread.run_sync(t.join, 10)
+    assert not errors, errors
+    assert snapshots > 0 and all(spawned)
+    assert scope.count == 0
