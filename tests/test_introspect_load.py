@@ -237,3 +237,32 @@ async def test_snapshots_in_trio_while_four_threads_spawn_timers() -> None:
     assert not errors, errors
     assert snapshots > 0 and all(spawned)
     assert scope.count == 0
+
+
+def test_a_snapshot_leaves_the_cycle_collector_as_it_found_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The collector is paused while a tree is built, then put back: on if it was on, off if
+    the program had turned it off."""
+    import gc
+
+    scope = sx.simple_counting_scope(name="gc-state")
+    seen: list[bool] = []
+    real = _introspect._Builder.place
+
+    def place(self: Any) -> None:
+        seen.append(gc.isenabled())
+        real(self)
+
+    monkeypatch.setattr(_introspect._Builder, "place", place)
+    assert gc.isenabled()
+    sx.operation_tree()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        sx.dump(io.StringIO())
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    assert seen == [False, False]  # paused while building, both times
+    assert scope.state == "unused"

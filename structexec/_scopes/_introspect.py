@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import MISSING, dataclass, field, fields
 from itertools import compress
+from operator import not_
 from types import CodeType, FrameType
 from typing import IO, Any
 
@@ -214,12 +215,17 @@ class _Snapshot:
             ids = {id(f) for f in running}
             ops = self._future_ops = {}
             refs = gc.get_referrers(*running) if running else []
-            for r in refs:
-                rc = getattr(r, "_rcvr", None) if type(r) is not tuple else None
+            # no tuple is kept (one may be a tuple another thread is filling: see above)
+            found = list(compress(refs, map(not_, map(_TUPLE.__contains__, map(type, refs)))))
+            del refs
+            for r in found:
+                rc = getattr(r, "_rcvr", None)
                 if rc is not None and id(rc) in ids and hasattr(r, "start"):
                     ops[id(rc)] = r
-            del refs
         return ops.get(id(fs))
+
+
+_TUPLE = frozenset((tuple,))
 
 
 def _scope_ready(s: Any) -> bool:
