@@ -227,6 +227,7 @@ class RaceOp:
                 # operation never completes (as when_all's), so forget the outer callback.
                 src.request_stop()
                 self._ops = []
+                self._rcvrs = ()  # never completes: leave no cycle through the receivers
                 for o in ops[i + 1 :]:
                     close_op(o)
                 on_stop, self._on_stop = self._on_stop, None
