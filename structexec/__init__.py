@@ -4,6 +4,10 @@ Senders, receivers, schedulers, stop tokens, counting scopes, ``task`` and the p
 on top of trio. ``import structexec as sx``; docs/index.md introduces the API. Every public name is
 re-exported here, explicitly, from the layered private subpackages (docs/internals.md "The
 layers"); each private module lists its public names in ``__all__``.
+
+The docstrings name the guides as ``docs/NAME.md`` ("docs/scopes.md"): files of the source
+distribution (``structexec-VERSION.tar.gz``) and of a clone, which the wheel does not carry; the
+documentation site (``bash .ci/docs``) turns each into a link to its page.
 """
 
 from typing import TYPE_CHECKING as _TYPE_CHECKING
