@@ -183,3 +183,14 @@ def test_readme_relative_links_name_existing_files() -> None:
     assert targets, "README.md links to no file of the repository"
     missing = [t for t in targets if not (ROOT / t.split("#", 1)[0]).exists()]
     assert not missing, f"README.md links to files that do not exist: {missing}"
+
+
+def test_table_pipes_hook_unescapes_code_spans_in_table_rows_only() -> None:
+    spec = importlib.util.spec_from_file_location("_table_pipes", DOCS / "_ext" / "table_pipes.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    page = "| a | `x \\| y` and a\\|b |\nprose `x \\| y`\n```\n| `x \\| y` |\n```\n"
+    assert module.unescape_table_pipes(page) == (
+        "| a | `x | y` and a\\|b |\nprose `x \\| y`\n```\n| `x \\| y` |\n```\n"
+    )
