@@ -46,7 +46,7 @@ def test_no_file_links_to_the_repository_that_does_not_exist() -> None:
     assert not found, "links to a repository that does not exist:\n" + "\n".join(found)
 
 
-_PAGE = re.compile(r"(?<![\w/])docs/([\w/-]+\.md)")
+_PAGE = re.compile(r"(?<![\w/])docs/([a-z][a-z0-9/_-]*\.md)")
 
 
 @pytest.mark.parametrize("top", ["structexec", "examples", "benchmarks"])

@@ -211,7 +211,7 @@ def test_plugin_fixture_names_are_prefixed() -> None:
 
 
 def test_old_fixture_names_are_deprecated_aliases(pytester: pytest.Pytester) -> None:
-    """Each unprefixed name of 0.1 still gives the same value and warns, naming the new one;
+    """Each unprefixed name used before still gives the same value and warns, naming the new one;
     a suite's own fixture of that name wins over the alias."""
     pytester.makeconftest(_PLUGIN_CONFTEST)
     pytester.makeini("[pytest]\ntrio_mode = true\n")

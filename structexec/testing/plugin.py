@@ -25,7 +25,7 @@ with a test suite's own fixtures:
   environment variable ``STRUCTEXEC_PROPERTY_EXAMPLES`` (default 100); use it as
   ``settings(max_examples=...)`` through :func:`structexec.testing.strategies.max_examples`.
 
-The unprefixed names of 0.1 (``recording_receiver``, ``make_receiver``, ``manual_scheduler``,
+The unprefixed names used before (``recording_receiver``, ``make_receiver``, ``manual_scheduler``,
 ``thread_scheduler``, ``terminate_calls``, ``no_trio_leaks``, ``property_examples``) still work
 for one release: each is a deprecated alias of its ``sx_`` fixture that emits a
 ``DeprecationWarning`` naming the new name. A fixture of the same name in a ``conftest.py`` or
@@ -183,7 +183,7 @@ def sx_property_examples() -> int:
     return max_examples()
 
 
-# -- deprecated aliases: the unprefixed names of 0.1, kept for one release
+# -- deprecated aliases: the unprefixed names used before, kept for one release
 
 
 def _warn_deprecated(old: str) -> None:
