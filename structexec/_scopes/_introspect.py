@@ -48,7 +48,7 @@ from .._trio._coroutine_sender import TrioHostedOp
 from . import _spawn
 from ._associate import _AssociateOp
 from ._join import _JoinOp
-from ._site import OPEN_SCOPES
+from ._site import HOSTED_CODES, OPEN_SCOPES
 from ._spawn_future import _FutureOp, _FutureSender, _FutureState
 from ._state import AssociationState
 
@@ -61,10 +61,6 @@ __all__ = [
     "operation_tree",
     "outstanding",
 ]
-
-#: The code objects of the coroutines that host ``start_soon``/``start`` tasks and coroutine
-#: senders, and what they are (filled by ``_nursery``, which defines them).
-HOSTED_CODES: dict[CodeType, str] = {}
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
