@@ -14,12 +14,18 @@ import contextvars
 import os
 import sys
 import warnings
+from types import CodeType
 from typing import Any
 
 from .._core._args import real_seconds
 from .._core._describe import Site, format_site, site_line
 
 __all__ = ["StuckWorkWarning", "set_stop_grace"]
+
+#: The code objects of the coroutines that host ``start_soon``/``start`` tasks and coroutine
+#: senders, and what they are (filled by ``_nursery`` and ``_spawn_coro``, which define them;
+#: read by ``_introspect``, which is imported only when a program first looks).
+HOSTED_CODES: dict[CodeType, str] = {}
 
 #: The scopes the current trio task has entered and not yet left, innermost first (a linked
 #: list of ``(scope, rest)`` pairs): how a scope's exit finds scopes misnested inside it
