@@ -157,6 +157,17 @@ class TimerOwner(Protocol):
 _INIT, _PENDING, _DONE = 0, 1, 2
 
 
+def _set_stopped(rcvr: Any) -> None:
+    rcvr.set_stopped()
+
+
+#: How a stop request completes a pending timer: ``_schedulers._run_loop`` (a layer above,
+#: always imported by the package) replaces it with ``stopped_from_stop_callback``, which
+#: hands a ``BaseException`` raised by user code in that completion to the consumer's
+#: ``raised_sink`` (docs/time.md "Timed schedulers").
+STOPPED_BY_REQUEST: list[Any] = [_set_stopped]
+
+
 class TimerOp:
     """The operation of a timer sender.
 
@@ -234,7 +245,7 @@ class TimerOp:
             cb.close()
         if st == _PENDING:
             self._owner._timer_wake(empty)
-        self._rcvr.set_stopped()
+        STOPPED_BY_REQUEST[0](self._rcvr)
 
     def _execute(self) -> None:
         # On the owner's agent, after pop_due (or _timer_ready) marked it done.

@@ -210,6 +210,12 @@ class _HostNursery:
             _guarded, self._scope, async_fn, args, name=async_fn if name is None else name
         )
 
+    def interrupt(self, rcvr: Any, exc: BaseException) -> None:
+        """A hosted coroutine sender raised ``exc`` (not a cancellation, not a group): the
+        scope's to raise at its exit, told before its operation completes (as ``_guarded``)."""
+        note_error(exc, getattr(rcvr, "_site", None), self._scope)
+        self._scope._interrupt(exc)
+
     def __repr__(self) -> str:
         return f"<host nursery of {self._scope!r}>"
 

@@ -249,14 +249,18 @@ async def _future_task(scope: Any, st: _CoroFutureState, coro: Any, cs: trio.Can
     except Exception as e:
         kind, err = 1, e
     except BaseException as e:
-        # KeyboardInterrupt, SystemExit, ...: the future completes stopped, then the scope
-        # raises it (as TrioHostedOp and _guarded do).
+        # KeyboardInterrupt, SystemExit, ...: the scope raises it (as TrioHostedOp and
+        # _guarded do) and the future completes stopped. The scope hears of it first, so
+        # that the body awaiting the future is cancelled (as a nursery cancels its body
+        # when a child raises) before the stop reaches it: the block raises the interrupt
+        # alone, as for spawn, not a Stopped beside it.
         if not isinstance(e, trio.Cancelled):
             note_error(e, st._site, scope)
         scopes.discard(cs)
         _close_cb(st)
+        reraise = isinstance(e, trio.Cancelled) or scope._task_raised(e)
         st.set_stopped()
-        if isinstance(e, trio.Cancelled) or scope._task_raised(e):
+        if reraise:
             raise
         return
     finally:

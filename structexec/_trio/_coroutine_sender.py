@@ -48,6 +48,7 @@ import contextvars
 import functools
 import inspect
 import signal
+import sys
 import threading
 import types
 import weakref
@@ -55,6 +56,9 @@ from typing import Any
 
 import trio
 import trio.lowlevel as tl
+
+if sys.version_info < (3, 11):  # pragma: no cover - the exceptiongroup backport
+    from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found, unused-ignore]
 
 from .._core import _hooks
 from .._core._coroutine_driver import CoroutineDriver, HostMark, host_mark, swallowed_stop_message
@@ -177,6 +181,17 @@ class TrioHostedOp:
                     and self._hand_over(exc)
                 ):
                     return  # the consumer raises it where it waits
+                interrupt = getattr(self._nursery, "interrupt", None)
+                if interrupt is not None and not isinstance(
+                    exc, (trio.Cancelled, BaseExceptionGroup)
+                ):
+                    # A counting scope's host: the scope takes it (and raises it at its exit)
+                    # before the operation completes stopped, so that whoever awaits the
+                    # result (a future in the block's body) is cancelled with the block, as
+                    # a nursery's body is when a child raises.
+                    interrupt(self._rcvr, exc)
+                    self._finish(2, None)
+                    return
                 # The operation still completes (stopped) so that nobody waits forever, and the
                 # exception goes on: into the host nursery (whose owner sees it, as a nursery
                 # child's), or out of this system task (trio.run then raises TrioInternalError
@@ -237,6 +252,21 @@ class TrioHostedOp:
                 "a receiver's completion raised; completions must not raise ([exec.recv.concepts])",
                 exc,
             )
+        except BaseException as exc:
+            # User code run in the completion (an upon_stopped or then function) raised a
+            # KeyboardInterrupt, SystemExit, ...: the receivers between here and the consumer
+            # can no longer complete. As when the trio scheduler completes work, the consumer's
+            # raised_sink takes it (a scope: the work ends, the scope raises it at its exit);
+            # otherwise it goes on out of this task.
+            sink = sink_of(get_env(rcvr))
+            if sink is None:
+                raise
+            try:
+                taken = sink(exc) is True
+            except Exception:  # pragma: no cover - a broken sink: it goes on
+                taken = False
+            if not taken:
+                raise
 
 
 def _ki_ok() -> bool:
