@@ -41,6 +41,7 @@ from .._trio._trio_bridge import (
     trio_run,
 )
 from . import _introspect
+from ._detach import DETACHED, RELEASE, undetach, watch_run
 from ._join import ERRORS_MESSAGE, _TrioJoinWaiter
 from ._site import OPEN_SCOPES, StuckWorkWarning, check_grace, grace_of, note_error, scope_label
 from ._spawn import as_exception
@@ -159,6 +160,8 @@ async def _hosted(scope: Any, coro: Coroutine[Any, Any, Any], site: Any = None) 
     try:
         await coro
     except Exception as e:
+        if DETACHED and id(coro) in DETACHED:
+            raise  # the task detached (_detach): what its new driver sees, not the scope
         note_error(e, site, scope, task=True)
         scope._record_error(_user_traceback(e))
     except trio.Cancelled:
@@ -169,12 +172,15 @@ async def _hosted(scope: Any, coro: Coroutine[Any, Any, Any], site: Any = None) 
     except Stopped:
         pass  # an awaited sender completed stopped: the task ends stopped, like spawned work
     except BaseException as e:  # KeyboardInterrupt, SystemExit, groups: see _task_raised
+        if DETACHED and id(coro) in DETACHED:
+            raise  # detached, then closed (GeneratorExit) or resumed elsewhere: not ours
         if not isinstance(e, trio.Cancelled):
             note_error(e, site, scope, task=True)
         if scope._task_raised(e):
             raise
     finally:
-        scope._disassociate()
+        if not DETACHED or not undetach(coro):
+            scope._disassociate()
 
 
 async def _guarded(scope: Any, async_fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
@@ -190,9 +196,14 @@ async def _guarded(scope: Any, async_fn: Callable[..., Any], args: tuple[Any, ..
     except trio.Cancelled:
         raise
     except BaseException as e:
+        if DETACHED and undetach(async_fn):
+            raise  # the task detached (_detach): its operation already completed stopped
         note_error(e, getattr(st, "_site", None), scope)
         if scope._task_raised(e):
             raise
+    else:
+        if DETACHED:
+            undetach(async_fn)
 
 
 class _HostNursery:
@@ -441,6 +452,8 @@ class NurseryFace(AssociationState):
         try:
             await coro
         except Exception as e:
+            if DETACHED and id(coro) in DETACHED:
+                raise  # the task detached (_detach): not the scope's any more
             if not status.called:
                 raise  # before started(): to the caller of start(), as in trio
             note_error(e, site, self, task=True)
@@ -452,12 +465,15 @@ class NurseryFace(AssociationState):
             if not status.called:
                 raise
         except BaseException as e:
+            if DETACHED and id(coro) in DETACHED:
+                raise  # detached, then closed (GeneratorExit) or resumed elsewhere
             if status.called:
                 note_error(e, site, self, task=True)
             if not status.called or self._task_raised(e):
                 raise  # before started(): to the caller of start()
         finally:
-            self._disassociate()
+            if not DETACHED or not undetach(coro):
+                self._disassociate()
 
     def _stopping(self) -> bool:
         return False
@@ -576,6 +592,7 @@ class NurseryFace(AssociationState):
             )
         self._entered = True
         run = self._run = current_run()
+        watch_run(run)  # hosted tasks that detach their coroutine end (_detach)
         self._parent_task = trio.lowlevel.current_task()
         try:
             self._cancel_scope = await self._open_host()
@@ -716,6 +733,10 @@ class NurseryFace(AssociationState):
                         cancelled = c
                     self._stop_work()
                 except BaseException as e:
+                    if type(e) is GeneratorExit:
+                        # The coroutine is being closed: its run is gone (it crashed), so
+                        # nothing can end the wait; waiting again would loop forever.
+                        raise
                     # KeyboardInterrupt (Ctrl-C) while waiting: cancel the hosted tasks
                     # (counting_scope: request stop), wait for them, then raise it.
                     self._interrupt(e)
@@ -810,6 +831,28 @@ _introspect.HOSTED_CODES.update(
         _guarded.__code__: "guarded",
     }
 )
+
+
+def _release_hosted(f: dict[str, Any]) -> None:
+    """A ``start_soon``/``start`` task detached its coroutine (``_detach``): it has ended,
+    as a nursery sees it; its association is released now, not by the wrapper's finally."""
+    DETACHED.add(id(f["coro"]))
+    (f.get("scope") or f["self"])._disassociate()
+
+
+def _release_guarded(f: dict[str, Any]) -> None:
+    """A hosted coroutine sender's task detached its coroutine: its outcome will never
+    reach trio, so the operation completes stopped now (``TrioHostedOp.detached``)."""
+    fn = f["async_fn"]
+    detached = getattr(getattr(fn, "__self__", None), "detached", None)
+    if detached is not None:
+        DETACHED.add(id(fn))
+        detached()
+
+
+RELEASE[_hosted.__code__] = _release_hosted
+RELEASE[NurseryFace._hosted_start.__code__] = _release_hosted
+RELEASE[_guarded.__code__] = _release_guarded
 
 
 class _ScopeEnv(TryEnv):

@@ -56,6 +56,7 @@ from .._core._values import send_result, values
 from .._trio._coroutine_sender import _connected, name_of
 from .._trio._trio_bridge import call_in_run, hosted_env, runs_by_thread
 from . import _introspect
+from ._detach import DETACHED, RELEASE, undetach
 from ._site import note_error
 from ._spawn import value_datums_error
 from ._spawn_future import _LAZY, _FutureSender, _FutureState
@@ -149,9 +150,13 @@ async def _spawned(scope: Any, coro: Any, cs: trio.CancelScope, site: Any = None
     except Stopped:
         pass
     except Exception as e:
+        if DETACHED and undetach(coro):
+            raise  # the task detached (_detach): not the scope's any more
         note_error(e, site, scope)
         scope._record_error(e)
     except BaseException as e:
+        if DETACHED and undetach(coro):
+            raise  # detached, then closed (GeneratorExit) or resumed elsewhere
         # KeyboardInterrupt, SystemExit, ...: the work completes stopped, then the scope
         # raises it (as TrioHostedOp and _guarded do).
         if not isinstance(e, trio.Cancelled):
@@ -162,6 +167,8 @@ async def _spawned(scope: Any, coro: Any, cs: trio.CancelScope, site: Any = None
             raise
         return
     else:
+        if DETACHED and undetach(coro):
+            return  # the task detached (_detach): the scope let it go then
         if result is not _NOTHING:
             if mark.stopped:
                 scope._record_error(
@@ -176,6 +183,8 @@ async def _spawned(scope: Any, coro: Any, cs: trio.CancelScope, site: Any = None
         # its context (which holds the mark) and all they reference are a reference cycle,
         # freed only by the cycle collector (7 objects of cyclic garbage a task).
         mark.task = None
+    if DETACHED and undetach(coro):
+        return  # stopped after it detached (_detach): the scope let it go then
     scopes.discard(cs)
     scope._disassociate()
 
@@ -249,6 +258,8 @@ async def _future_task(scope: Any, st: _CoroFutureState, coro: Any, cs: trio.Can
     except Exception as e:
         kind, err = 1, e
     except BaseException as e:
+        if DETACHED and undetach(coro):
+            raise  # detached (_detach), then closed (GeneratorExit) or resumed elsewhere
         # KeyboardInterrupt, SystemExit, ...: the scope raises it (as TrioHostedOp and
         # _guarded do) and the future completes stopped. The scope hears of it first, so
         # that the body awaiting the future is cancelled (as a nursery cancels its body
@@ -265,6 +276,10 @@ async def _future_task(scope: Any, st: _CoroFutureState, coro: Any, cs: trio.Can
         return
     finally:
         mark.task = None  # no reference cycle task -> context -> mark -> task (see _spawned)
+    if DETACHED and undetach(coro):
+        if kind == 1:
+            raise err  # the task detached (_detach): its outcome is its new driver's
+        return
     scopes.discard(cs)
     if kind == 0:
         if result is _NOTHING:
@@ -294,3 +309,26 @@ _CLOSED: Any = object()
 
 _introspect.HOSTED_CODES[_spawned.__code__] = "spawn"
 _introspect.HOSTED_CODES[_future_task.__code__] = "future"
+
+
+def _release_spawned(f: dict[str, Any]) -> None:
+    """``scope.spawn(coro)``'s task detached its coroutine (``_detach``): the work has ended,
+    as a nursery sees a detached child (its association is released now)."""
+    scope = f["scope"]
+    DETACHED.add(id(f["coro"]))
+    scope._coro_scopes.discard(f["cs"])
+    scope._disassociate()
+
+
+def _release_future(f: dict[str, Any]) -> None:
+    """``scope.spawn_future(coro)``'s task detached its coroutine: its result will never
+    reach trio, so the future completes stopped now."""
+    st = f["st"]
+    DETACHED.add(id(f["coro"]))
+    f["scope"]._coro_scopes.discard(f["cs"])
+    _close_cb(st)
+    st.set_stopped()
+
+
+RELEASE[_spawned.__code__] = _release_spawned
+RELEASE[_future_task.__code__] = _release_future

@@ -175,6 +175,8 @@ class TrioHostedOp:
             except BaseException as exc:
                 # KeyboardInterrupt, SystemExit, ...: never an error datum
                 # (docs/senders.md "What happens when things fail").
+                if self._rcvr is None:
+                    raise  # completed when its task detached (detached()): not ours any more
                 if (
                     self._nursery is None
                     and not isinstance(exc, trio.Cancelled)
@@ -231,7 +233,17 @@ class TrioHostedOp:
             self._finish(2, None)
         return taken
 
+    def detached(self) -> None:
+        """The trio task running the awaitable detached its coroutine for good
+        (``trio.lowlevel.permanently_detach_coroutine_object``; a counting scope's detach
+        watch calls this): its outcome will never reach trio, so the operation completes
+        stopped now, and whatever the coroutine does later is no longer this operation's."""
+        if self._rcvr is not None:
+            self._finish(2, None)
+
     def _finish(self, kind: int, data: Any) -> None:
+        if self._rcvr is None:
+            return  # completed already, when its task detached (detached())
         cb = self._cb
         if cb is not None:
             self._cb = None

@@ -350,10 +350,12 @@ def current_run() -> RunState:
 def hand_to_run(run: RunState, fn: Callable[..., object], *args: Any) -> bool:
     """Queue ``fn(*args)`` to the trio thread of ``run`` (``TrioToken.run_sync_soon``; callable
     from any thread). ``False``, and ``fn`` is never called, when the run has finished
-    (``trio.RunFinishedError``)."""
+    (``trio.RunFinishedError``; ``OSError`` when the run crashed: trio closed its wake-up
+    socket without marking the run finished, and the callback can never run). Never raises
+    for a run that is gone: stop callbacks and finalizers call this."""
     try:
         run.token.run_sync_soon(fn, *args)
-    except trio.RunFinishedError:
+    except (trio.RunFinishedError, OSError):
         return False
     return True
 
