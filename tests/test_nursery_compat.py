@@ -2404,17 +2404,32 @@ async def main(kind, how):
                 except sx.Stopped:
                     print("future stopped", end=" ")
     print(kind.__name__, how, "exited", cs.cancelled_caught, s.count, flush=True)
+async def outside():
+    # no `async with`: the coroutine senders run in system tasks of the run
+    scope = sx.simple_counting_scope()
+    env = sx.prop(sx.get_scheduler, sx.trio_scheduler())
+    sx.spawn(detached(), scope.get_token(), env)
+    fut = sx.spawn_future(detached(), scope.get_token(), env)
+    with trio.move_on_after(5) as cs:
+        try:
+            await fut
+        except sx.Stopped:
+            print("future stopped", end=" ")
+        await scope.join()
+    print("outside joined", cs.cancelled_caught, scope.count, flush=True)
 for kind in (sx.counting_scope, sx.simple_counting_scope):
     for how in ("spawn", "spawn_general", "spawn_future"):
         trio.run(main, kind, how)
+trio.run(outside)
 print("end", flush=True)
 """
 
 
 async def test_spawned_work_that_detaches_its_coroutine_ends() -> None:
     """The same for coroutines given to ``scope.spawn``/``sx.spawn``/``scope.spawn_future``
-    (docs/scopes.md "What happens when things fail"): the block exits (the work has ended,
-    its association is released) and the future completes stopped, since the coroutine's
+    (docs/scopes.md "What happens when things fail"), inside the block and outside it
+    (system tasks): the block exits or ``join()`` completes (the work has ended, its
+    association is released) and the future completes stopped, since the coroutine's
     outcome will never reach trio. It used to wait forever."""
     r = await trio.to_thread.run_sync(lambda: run_child(_DETACH_SPAWN_CHILD, timeout=60))
     assert not r.timed_out, str(r)
@@ -2423,5 +2438,5 @@ async def test_spawned_work_that_detaches_its_coroutine_ends() -> None:
         f"{'future stopped ' if how == 'spawn_future' else ''}{kind} {how} exited False 0"
         for kind in ("counting_scope", "simple_counting_scope")
         for how in ("spawn", "spawn_general", "spawn_future")
-    ] + ["end"], str(r)
+    ] + ["future stopped outside joined False 0", "end"], str(r)
     assert r.returncode == 0, str(r)

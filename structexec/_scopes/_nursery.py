@@ -33,6 +33,7 @@ from .._core._env import EMPTY_ENV, TryEnv
 from .._core._errors import Stopped
 from .._core._queries import get_scheduler
 from .._core._stop_token import inplace_stop_callback, inplace_stop_source
+from .._trio._detach import DETACHED, RELEASE, undetach, watch_run
 from .._trio._trio_bridge import (
     RunState,
     call_in_run,
@@ -41,7 +42,6 @@ from .._trio._trio_bridge import (
     trio_run,
 )
 from . import _introspect
-from ._detach import DETACHED, RELEASE, undetach, watch_run
 from ._join import ERRORS_MESSAGE, _TrioJoinWaiter
 from ._site import OPEN_SCOPES, StuckWorkWarning, check_grace, grace_of, note_error, scope_label
 from ._spawn import as_exception

@@ -54,9 +54,9 @@ from .._core._errors import Stopped
 from .._core._stop_token import stop_callback_for
 from .._core._values import send_result, values
 from .._trio._coroutine_sender import _connected, name_of
+from .._trio._detach import DETACHED, RELEASE, undetach
 from .._trio._trio_bridge import call_in_run, hosted_env, runs_by_thread
 from . import _introspect
-from ._detach import DETACHED, RELEASE, undetach
 from ._site import note_error
 from ._spawn import value_datums_error
 from ._spawn_future import _LAZY, _FutureSender, _FutureState

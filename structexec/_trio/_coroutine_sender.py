@@ -69,6 +69,7 @@ from .._core._queries import get_stop_token, query_or
 from .._core._stop_token import stop_callback_for
 from .._core._values import send_result
 from .._schedulers._run_loop import sink_of
+from ._detach import RELEASE, watch_run
 from ._trio_bridge import (
     RunState,
     call_in_run,
@@ -150,6 +151,7 @@ class TrioHostedOp:
                 return
             except RuntimeError:
                 self._nursery = None  # closed: fall back to a system task of the run
+        watch_run(self._run)  # a coroutine that detaches itself ends the operation (_detach)
         tl.spawn_system_task(self._main, name=name, context=contextvars.copy_context())
 
     def _on_stop(self) -> None:
@@ -279,6 +281,15 @@ class TrioHostedOp:
                 taken = False
             if not taken:
                 raise
+
+
+def _release_main(f: dict[str, Any]) -> None:
+    """The system task running ``TrioHostedOp._main`` detached its coroutine (``_detach``):
+    the operation completes stopped (:meth:`TrioHostedOp.detached`)."""
+    f["self"].detached()
+
+
+RELEASE[TrioHostedOp._main.__code__] = _release_main
 
 
 def _ki_ok() -> bool:

@@ -2,6 +2,8 @@
 
 docs/scopes.md "What happens when things fail" (a detached coroutine).
 
+Lives with the trio bridge (the scopes and the coroutine senders both register here).
+
 ``trio.lowlevel.permanently_detach_coroutine_object`` (as trio-asyncio uses it) ends a trio
 task without finishing its coroutine: trio treats the task as exited with the given outcome,
 and its nursery no longer waits for it. The coroutine of a task a scope hosts is the scope's
@@ -9,15 +11,16 @@ wrapper around the user's coroutine (``_hosted``, ``_spawned``, ...), so detachi
 the wrapper too, and its ``finally`` (which releases the task's association) does not run:
 the scope's exit would wait for it forever.
 
-So that a scope behaves as a nursery does, each run in which a scope is entered gets one trio
-instrument (:func:`watch_run`) whose ``task_exited`` looks for a task whose coroutine has not
-finished (``cr_frame`` still set: it detached) and whose code is a scope's wrapper. Such a
-task is over for the scope: the wrapper's *release* function (registered by the module that
-defines the wrapper in :data:`RELEASE`) ends it as the scope sees it (a plain task: the
-association is released; an operation: it completes stopped, since its outcome is no longer
-trio's to see), and records the user's coroutine in :data:`DETACHED`. If whoever took the
-coroutine resumes it later (or drops it, which closes it with ``GeneratorExit``), the
-wrapper sees that record and does nothing more for the scope.
+So that a scope behaves as a nursery does, each run in which a scope is entered (or a
+coroutine sender is hosted in a system task) gets one trio instrument (:func:`watch_run`)
+whose ``task_exited`` looks for a task whose coroutine has not finished (``cr_frame`` still
+set: it detached) and whose code is one of the library's task wrappers. Such a task is over:
+the wrapper's *release* function (registered in :data:`RELEASE` by the module that defines
+the wrapper) ends it as the scope sees it (a plain task: the association is released; an
+operation: it completes stopped, since its outcome is no longer trio's to see), and records
+the user's coroutine in :data:`DETACHED`. If whoever took the coroutine resumes it later (or
+drops it, which closes it with ``GeneratorExit``), the wrapper sees that record and does
+nothing more for the scope.
 
 The instrument costs one call per task exit of that run; a task that finished normally has
 no frame and is skipped at once.
