@@ -6,11 +6,18 @@ and timers entered while already cancelled (docs/time.md, docs/scopes.md).
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import trio
-from _subproc import run_child
+import trio.testing
+from _helpers import cyclic_garbage_of
+from _subproc import HangGuard, run_child
 
 import structexec as sx
+
+if sys.version_info < (3, 11):
+    from exceptiongroup import BaseExceptionGroup
 
 CASES = {
 "stopped_body": """
@@ -283,3 +290,58 @@ def test_a_keyboard_interrupt_from_a_timers_stop_path_reaches_its_consumer(consu
     lines = [ln for ln in r.stdout.splitlines() if ln.strip()]
     assert lines == _STOP_PATH_EXPECTED[consumer], str(r)
     assert r.returncode == 0, str(r)
+
+
+@sx.task
+async def _task_raising_ki() -> None:
+    await trio.sleep(0)
+    raise KeyboardInterrupt("task")
+
+
+async def _coro_raising_ki() -> None:
+    await trio.sleep(0)
+    raise KeyboardInterrupt("coroutine")
+
+
+def _raise_ki() -> None:
+    raise KeyboardInterrupt("on_stop")
+
+
+@pytest.mark.parametrize(
+    "case", ["timer_stop", "coroutine_stop", "future_of_task", "future_of_coroutine"]
+)
+async def test_interrupt_paths_leave_no_cyclic_garbage(case: str) -> None:
+    """The operations a ``KeyboardInterrupt`` ends on these paths (a timer's and a
+    coroutine's stopped completion, the work of ``spawn_future``) die by reference counting:
+    no cyclic garbage of the library's objects (checked with ``gc.DEBUG_SAVEALL``). (That
+    they end at all is checked in child processes: ``future_of_task`` used to abort, the stop
+    paths to hang.)"""
+    guard = HangGuard(trio.lowlevel.current_trio_token(), 20.0)
+    sch = sx.trio_scheduler()
+
+    async def once() -> None:
+        with pytest.raises(BaseExceptionGroup) as info:
+            async with sx.counting_scope() as scope:
+                if case == "timer_stop":
+                    scope.spawn(sx.schedule_after(sch, 3600) | sx.upon_stopped(_raise_ki))
+                elif case == "coroutine_stop":
+                    scope.spawn(trio.sleep_forever() | sx.upon_stopped(_raise_ki))  # noqa: ASYNC105
+                elif case == "future_of_task":
+                    await scope.spawn_future(_task_raising_ki())
+                else:
+                    await scope.spawn_future(_coro_raising_ki())
+                await trio.testing.wait_all_tasks_blocked()
+                scope.request_stop()
+                await trio.sleep_forever()
+        assert [type(e) for e in info.value.exceptions] == [KeyboardInterrupt]
+        del info
+
+    terminated: list[str] = []  # a regression must not abort the suite's process
+    previous = sx.set_terminate_handler(lambda reason, exc: terminated.append(reason))
+    try:
+        await once()
+        assert await cyclic_garbage_of(once) == 0
+    finally:
+        sx.set_terminate_handler(previous)
+        guard.close()
+    assert terminated == []
