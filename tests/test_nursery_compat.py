@@ -2347,12 +2347,15 @@ async def detached(task_status=trio.TASK_STATUS_IGNORED):
         keep.append(trio.lowlevel.current_task().coro)
     await trio.lowlevel.permanently_detach_coroutine_object(outcome.Value(None))
 async def main():
+    import trio.testing
     with trio.move_on_after(5) as cs:
         async with {opener} as n:
             if HOW == "start":
                 await n.start(detached)
             else:
                 n.start_soon(detached)
+            if WHEN == "before_exit":
+                await trio.testing.wait_all_tasks_blocked()  # it has detached by now
     print("exited", cs.cancelled_caught, getattr(n, "count", 0), flush=True)
 try:
     trio.run(main)
@@ -2364,18 +2367,20 @@ print("end", flush=True)
 """
 
 
+@pytest.mark.parametrize("when", ["while_exiting", "before_exit"])
 @pytest.mark.parametrize("keep", [True, False], ids=["kept", "dropped"])
 @pytest.mark.parametrize("how", ["start_soon", "start"])
 async def test_a_task_that_detaches_its_coroutine_ends_as_in_a_nursery(
-    kind: str, keep: bool, how: str
+    kind: str, keep: bool, how: str, when: str
 ) -> None:
     """trio.lowlevel.permanently_detach_coroutine_object ends the trio task without finishing
     its coroutine: a nursery's block exits at once (the child has ended). The scope used to
     wait forever for the association of its wrapper (shielded: no deadline ended it) when the
     coroutine was kept alive, and to raise ``GeneratorExit`` in a group when it was dropped.
     Nothing is left associated, nothing is raised, and closing the coroutine later (dropping
-    it after the run) neither raises nor aborts."""
-    code = f"KEEP = {keep}\nHOW = {how!r}\n" + _DETACH_CHILD
+    it after the run) neither raises nor aborts; whether it detaches while the exit waits or
+    while the body still runs."""
+    code = f"KEEP = {keep}\nHOW = {how!r}\nWHEN = {when!r}\n" + _DETACH_CHILD
     r = await child_result(code, kind, timeout=30)
     assert not r.timed_out, str(r)
     assert r.stdout.split("\n")[:2] == ["exited False 0", "end"], str(r)

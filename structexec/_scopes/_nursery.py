@@ -33,7 +33,7 @@ from .._core._env import EMPTY_ENV, TryEnv
 from .._core._errors import Stopped
 from .._core._queries import get_scheduler
 from .._core._stop_token import inplace_stop_callback, inplace_stop_source
-from .._trio._detach import DETACHED, RELEASE, undetach, watch_run
+from .._trio._detach import DETACHED, RELEASE, begin_wait, end_wait, undetach, watch_run
 from .._trio._trio_bridge import (
     RunState,
     call_in_run,
@@ -172,14 +172,17 @@ async def _hosted(scope: Any, coro: Coroutine[Any, Any, Any], site: Any = None) 
     except Stopped:
         pass  # an awaited sender completed stopped: the task ends stopped, like spawned work
     except BaseException as e:  # KeyboardInterrupt, SystemExit, groups: see _task_raised
-        if DETACHED and id(coro) in DETACHED:
-            raise  # detached, then closed (GeneratorExit) or resumed elsewhere: not ours
+        if type(e) is GeneratorExit or (DETACHED and id(coro) in DETACHED):
+            # Detached (_detach), then closed or resumed elsewhere: not the scope's. (trio
+            # never closes a live task's coroutine: GeneratorExit means it was let go.)
+            raise
         if not isinstance(e, trio.Cancelled):
             note_error(e, site, scope, task=True)
         if scope._task_raised(e):
             raise
     finally:
         if not DETACHED or not undetach(coro):
+            scope._wrappers -= 1
             scope._disassociate()
 
 
@@ -193,17 +196,18 @@ async def _guarded(scope: Any, async_fn: Callable[..., Any], args: tuple[Any, ..
     st = getattr(getattr(async_fn, "__self__", None), "_rcvr", None)
     try:
         await async_fn(*args)
-    except trio.Cancelled:
-        raise
     except BaseException as e:
         if DETACHED and undetach(async_fn):
             raise  # the task detached (_detach): its operation already completed stopped
+        scope._wrappers -= 1
+        if isinstance(e, trio.Cancelled):
+            raise
         note_error(e, getattr(st, "_site", None), scope)
         if scope._task_raised(e):
             raise
     else:
-        if DETACHED:
-            undetach(async_fn)
+        if not DETACHED or not undetach(async_fn):
+            scope._wrappers -= 1
 
 
 class _HostNursery:
@@ -217,9 +221,13 @@ class _HostNursery:
         self._nursery = nursery
 
     def start_soon(self, async_fn: Callable[..., Any], *args: Any, name: object = None) -> None:
+        scope = self._scope
+        if not scope._run.watched:
+            watch_run(scope._run)  # a coroutine that detaches ends its operation (_detach)
         self._nursery.start_soon(
-            _guarded, self._scope, async_fn, args, name=async_fn if name is None else name
+            _guarded, scope, async_fn, args, name=async_fn if name is None else name
         )
+        scope._wrappers += 1
 
     def interrupt(self, rcvr: Any, exc: BaseException) -> None:
         """A hosted coroutine sender raised ``exc`` (not a cancellation, not a group): the
@@ -295,6 +303,7 @@ class NurseryFace(AssociationState):
         "_stop_grace",
         "_stop_since",
         "_strict",
+        "_wrappers",
     )
 
     def __init__(
@@ -406,6 +415,7 @@ class NurseryFace(AssociationState):
                     "trio.from_thread.run_sync(scope.start_soon, async_fn, *args)"
                 ) from None
             raise
+        self._wrappers += 1
 
     async def start(
         self, async_fn: Callable[..., Awaitable[Any]], *args: Any, name: object = None
@@ -428,6 +438,7 @@ class NurseryFace(AssociationState):
             )
         ran = [False]
         f = sys._getframe(1)
+        self._wrappers += 1
         try:
             return await nursery.start(
                 _hosted_start_task, self, async_fn, args, ran, (f.f_code, f.f_lasti),
@@ -435,6 +446,7 @@ class NurseryFace(AssociationState):
             )
         except BaseException:
             if not ran[0]:  # the task never ran, so its finally did not release
+                self._wrappers -= 1
                 self._disassociate()
             raise
 
@@ -465,14 +477,15 @@ class NurseryFace(AssociationState):
             if not status.called:
                 raise
         except BaseException as e:
-            if DETACHED and id(coro) in DETACHED:
-                raise  # detached, then closed (GeneratorExit) or resumed elsewhere
+            if type(e) is GeneratorExit or (DETACHED and id(coro) in DETACHED):
+                raise  # detached (_detach), then closed or resumed elsewhere: not ours
             if status.called:
                 note_error(e, site, self, task=True)
             if not status.called or self._task_raised(e):
                 raise  # before started(): to the caller of start()
         finally:
             if not DETACHED or not undetach(coro):
+                self._wrappers -= 1
                 self._disassociate()
 
     def _stopping(self) -> bool:
@@ -592,7 +605,7 @@ class NurseryFace(AssociationState):
             )
         self._entered = True
         run = self._run = current_run()
-        watch_run(run)  # hosted tasks that detach their coroutine end (_detach)
+        self._wrappers = 0  # its trio tasks whose wrapper has not finished (_detach)
         self._parent_task = trio.lowlevel.current_task()
         try:
             self._cancel_scope = await self._open_host()
@@ -702,6 +715,7 @@ class NurseryFace(AssociationState):
         # The waiter (a trio Event) is made only if the count is not already zero.
         waiter = self._join_or_register(_TrioJoinWaiter)
         if waiter is not None:
+            watched = begin_wait(self)  # tasks that detached their coroutine end (_detach)
             # counting_scope: once stop was requested the wait is inside the cancelled
             # nursery of the hosted tasks, so it waits shielded (a Ctrl-C still arrives).
             shielded = self._hosted_cancelled()
@@ -741,6 +755,7 @@ class NurseryFace(AssociationState):
                     # (counting_scope: request stop), wait for them, then raise it.
                     self._interrupt(e)
                 shielded = True
+            end_wait(watched)
         cb = self._stop_cb
         if cb is not None:
             self._stop_cb = None
@@ -836,8 +851,12 @@ _introspect.HOSTED_CODES.update(
 def _release_hosted(f: dict[str, Any]) -> None:
     """A ``start_soon``/``start`` task detached its coroutine (``_detach``): it has ended,
     as a nursery sees it; its association is released now, not by the wrapper's finally."""
-    DETACHED.add(id(f["coro"]))
-    (f.get("scope") or f["self"])._disassociate()
+    key = id(f["coro"])
+    if key not in DETACHED:
+        DETACHED.add(key)
+        scope = f.get("scope") or f["self"]
+        scope._wrappers -= 1
+        scope._disassociate()
 
 
 def _release_guarded(f: dict[str, Any]) -> None:
@@ -845,8 +864,9 @@ def _release_guarded(f: dict[str, Any]) -> None:
     reach trio, so the operation completes stopped now (``TrioHostedOp.detached``)."""
     fn = f["async_fn"]
     detached = getattr(getattr(fn, "__self__", None), "detached", None)
-    if detached is not None:
+    if detached is not None and id(fn) not in DETACHED:
         DETACHED.add(id(fn))
+        f["scope"]._wrappers -= 1
         detached()
 
 

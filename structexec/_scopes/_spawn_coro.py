@@ -54,7 +54,7 @@ from .._core._errors import Stopped
 from .._core._stop_token import stop_callback_for
 from .._core._values import send_result, values
 from .._trio._coroutine_sender import _connected, name_of
-from .._trio._detach import DETACHED, RELEASE, undetach
+from .._trio._detach import DETACHED, RELEASE, undetach, watch_run
 from .._trio._trio_bridge import call_in_run, hosted_env, runs_by_thread
 from . import _introspect
 from ._site import note_error
@@ -126,12 +126,15 @@ def spawn_coro(scope: Any, coro: Any) -> None:
         coro.close()  # dropped silently ([exec.spawn]): never started
         return
     cs = trio.CancelScope(shield=True)
+    if not scope._run.watched:
+        watch_run(scope._run)  # a coroutine that detaches ends the work at once (_detach)
     try:
         scope._nursery.start_soon(_spawned, scope, coro, cs, site, name=name_of(coro))
     except BaseException:  # pragma: no cover - the nursery is open while the scope is entered
         scope._disassociate()
         coro.close()
         raise
+    scope._wrappers += 1
 
 
 async def _spawned(scope: Any, coro: Any, cs: trio.CancelScope, site: Any = None) -> None:
@@ -162,6 +165,7 @@ async def _spawned(scope: Any, coro: Any, cs: trio.CancelScope, site: Any = None
         if not isinstance(e, trio.Cancelled):
             note_error(e, site, scope)
         scopes.discard(cs)
+        scope._wrappers -= 1
         scope._disassociate()
         if isinstance(e, trio.Cancelled) or scope._task_raised(e):
             raise
@@ -186,6 +190,7 @@ async def _spawned(scope: Any, coro: Any, cs: trio.CancelScope, site: Any = None
     if DETACHED and undetach(coro):
         return  # stopped after it detached (_detach): the scope let it go then
     scopes.discard(cs)
+    scope._wrappers -= 1
     scope._disassociate()
 
 
@@ -230,12 +235,15 @@ def spawn_future_coro(scope: Any, coro: Any) -> _FutureSender:
         st.set_stopped()
         return _FutureSender(st)
     st._associated.append(None)
+    if not scope._run.watched:
+        watch_run(scope._run)  # a coroutine that detaches stops its future at once (_detach)
     try:
         scope._nursery.start_soon(_future_task, scope, st, coro, cs, name=name_of(coro))
     except BaseException:  # pragma: no cover - the nursery is open while the scope is entered
         coro.close()
         st._start_raised()
         raise
+    scope._wrappers += 1
     return _FutureSender(st)
 
 
@@ -268,6 +276,7 @@ async def _future_task(scope: Any, st: _CoroFutureState, coro: Any, cs: trio.Can
         if not isinstance(e, trio.Cancelled):
             note_error(e, st._site, scope)
         scopes.discard(cs)
+        scope._wrappers -= 1
         _close_cb(st)
         reraise = isinstance(e, trio.Cancelled) or scope._task_raised(e)
         st.set_stopped()
@@ -281,6 +290,7 @@ async def _future_task(scope: Any, st: _CoroFutureState, coro: Any, cs: trio.Can
             raise err  # the task detached (_detach): its outcome is its new driver's
         return
     scopes.discard(cs)
+    scope._wrappers -= 1
     if kind == 0:
         if result is _NOTHING:
             kind = 2  # the task's cancel scope caught its Cancelled: the stop request
@@ -315,19 +325,26 @@ def _release_spawned(f: dict[str, Any]) -> None:
     """``scope.spawn(coro)``'s task detached its coroutine (``_detach``): the work has ended,
     as a nursery sees a detached child (its association is released now)."""
     scope = f["scope"]
-    DETACHED.add(id(f["coro"]))
-    scope._coro_scopes.discard(f["cs"])
-    scope._disassociate()
+    key = id(f["coro"])
+    if key not in DETACHED:
+        DETACHED.add(key)
+        scope._coro_scopes.discard(f["cs"])
+        scope._wrappers -= 1
+        scope._disassociate()
 
 
 def _release_future(f: dict[str, Any]) -> None:
     """``scope.spawn_future(coro)``'s task detached its coroutine: its result will never
     reach trio, so the future completes stopped now."""
     st = f["st"]
-    DETACHED.add(id(f["coro"]))
-    f["scope"]._coro_scopes.discard(f["cs"])
-    _close_cb(st)
-    st.set_stopped()
+    key = id(f["coro"])
+    if key not in DETACHED:
+        DETACHED.add(key)
+        scope = f["scope"]
+        scope._coro_scopes.discard(f["cs"])
+        scope._wrappers -= 1
+        _close_cb(st)
+        st.set_stopped()
 
 
 RELEASE[_spawned.__code__] = _release_spawned

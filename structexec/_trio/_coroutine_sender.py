@@ -151,7 +151,8 @@ class TrioHostedOp:
                 return
             except RuntimeError:
                 self._nursery = None  # closed: fall back to a system task of the run
-        watch_run(self._run)  # a coroutine that detaches itself ends the operation (_detach)
+        if not self._run.watched:
+            watch_run(self._run)  # a coroutine that detaches ends the operation (_detach)
         tl.spawn_system_task(self._main, name=name, context=contextvars.copy_context())
 
     def _on_stop(self) -> None:

@@ -115,6 +115,7 @@ class RunState:
         "timer_task",
         "timers",
         "token",
+        "watched",
     )
 
     def __init__(self) -> None:
@@ -128,6 +129,8 @@ class RunState:
         self.timer_task: Any = None
         self.timer_cs: trio.CancelScope | None = None
         self.sched = scheduler_class(self)
+        #: The detach watch (``_detach.watch_run``) is installed in this run.
+        self.watched = False
 
     # -- the trio scheduler's timers (the TimerOwner protocol of _algorithms._timed) ---------
 
