@@ -9,16 +9,16 @@ wrapper around the user's coroutine (``_hosted``, ``_spawned``, ...), so detachi
 the wrapper too, and its ``finally`` (which releases the task's association) does not run:
 the scope's exit would wait for it forever.
 
-So that a scope behaves as a nursery does, nothing is paid per task but a counter: a scope
-counts its wrapper tasks that have not finished (``_wrappers``). When its ``async with`` exit
-has to wait (:func:`begin_wait`):
+So that a scope behaves as a nursery does, a scope counts its wrapper tasks that have not
+finished (``_wrappers``). When its ``async with`` exit has to wait (:func:`begin_wait`):
 
 * if it counts more wrappers than its host nursery has tasks, some detached earlier: it
   finds their (suspended) wrapper coroutines among the live objects (``gc.get_objects()``,
   once) and releases them;
-* while it waits, one trio instrument per run (shared by the exits waiting in that run,
-  removed by :func:`end_wait` after the last) looks at each task that exits: a task whose
-  coroutine has not finished (``cr_frame`` still set) detached it.
+* while it waits for tasks, a trio instrument looks at each task that exits: a task whose
+  coroutine has not finished (``cr_frame`` still set) detached it. It is installed at the
+  first such wait of the run and stays for the rest of the run (:func:`watch_run`; adding
+  and removing it per wait would cost more): about half a microsecond per task exit.
 
 That is enough for ``start_soon``/``start`` tasks, whose end only the exit waits for (a task
 dropped after it detached is closed with ``GeneratorExit``, which its wrapper takes as its
@@ -39,7 +39,6 @@ and does nothing more for the scope.
 from __future__ import annotations
 
 import gc
-import weakref
 from collections.abc import Callable
 from types import CodeType, CoroutineType
 from typing import Any
@@ -57,10 +56,6 @@ DETACHED: set[int] = set()
 #: scope sees it, once (also one less in the scope's ``_wrappers``), and add its key to
 #: :data:`DETACHED`.
 RELEASE: dict[CodeType, Callable[[dict[str, Any]], None]] = {}
-
-#: run -> [exits waiting in it, its instrument]
-_WAITING: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
-
 
 class _DetachWatch(trio.abc.Instrument):
     """The instrument installed while an exit waits (see the module docstring)."""
@@ -117,28 +112,14 @@ def begin_wait(scope: Any) -> Any:
                 if _owner(f) is scope:
                     RELEASE[o.cr_code](f)
     run = scope._run
-    entry = _WAITING.get(run)
-    if entry is None:
-        inst = _DetachWatch()
-        trio.lowlevel.add_instrument(inst)
-        _WAITING[run] = [1, inst]
-    else:
-        entry[0] += 1
+    if scope._wrappers and not run.watched:
+        watch_run(run)
     return run
 
 
 def end_wait(run: Any) -> None:
-    """The exit that :func:`begin_wait` returned ``run`` for has finished waiting."""
-    entry = _WAITING.get(run)
-    if entry is None:  # pragma: no cover - begin_wait always registers
-        return
-    entry[0] -= 1
-    if entry[0] == 0:
-        del _WAITING[run]
-        try:
-            trio.lowlevel.remove_instrument(entry[1])
-        except (KeyError, RuntimeError):  # pragma: no cover - already gone with its run
-            pass
+    """The exit that :func:`begin_wait` returned ``run`` for has finished waiting (the
+    instrument stays: adding and removing one costs more than it saves)."""
 
 
 def watch_run(run: Any) -> None:
