@@ -373,6 +373,9 @@ def _state_of(
             if task is not None:
                 return "in a trio task", "trio_scheduler", task.name, _await_frame(task.coro)
             return "hosted in a trio task", "trio_scheduler", None, None
+        where = getattr(type(o), "where", None)  # a remote call (docs/parallel.md)
+        if where is not None and getattr(o, "_call", None) is not None:
+            return str(o.where()), "parallel_scheduler", None, None
         if isinstance(o, _ParScheduleOp):
             return "on the parallel scheduler", "parallel_scheduler", None, None
         if isinstance(o, _JoinOp) and o._started:

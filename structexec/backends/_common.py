@@ -6,6 +6,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from .._core._describe import describe_callable
 from .._parallel._backend_error import BackendError
 
 __all__ = [
@@ -246,7 +247,8 @@ def pickle_call(work: Any, dumps: Callable[[Any], bytes], who: str, how: str) ->
         try:
             dumps(obj)
         except Exception as exc:
-            culprit = f"{label} ({_describe(obj)})"
+            what = describe_callable(obj) if callable(obj) else _describe(obj)
+            culprit = f"{label} ({what})"
             cause = exc
             inner = _find_inner_call(obj, dumps)
             if inner is not None:
