@@ -77,12 +77,29 @@ def _dask_chunk(payload: bytes, b: int, e: int, flag: str | None) -> bytes:
     return cast(bytes, blob)  # never None without none_if_done
 
 
-def _dask_call(payload: bytes) -> bytes:
+#: Keys of calls a stop request cancelled, in this worker process (see ``_cancel_batch``).
+_cancelled_calls: set[str] = set()
+_CANCELLED_CAP = 100_000
+
+
+def _dask_call(payload: bytes, key: str) -> bytes | None:
     """Runs on a dask worker: run a pickled ``RemoteCallWork`` (see
     :func:`run_call_remotely`); the values come back pickled, so that values that cannot be
-    pickled fail here with a clear error."""
+    pickled fail here with a clear error. A call whose key a stop request cancelled returns
+    ``None`` without running (the scheduler may learn of a task after its cancellation: it
+    reads submissions in the background)."""
+    if key in _cancelled_calls:
+        _cancelled_calls.discard(key)
+        return None
     cloudpickle: Any = importlib.import_module("cloudpickle")
     return run_call_remotely(payload, cloudpickle.loads, _call_dumps, "DaskBackend")
+
+
+def _forget_calls(keys: list[str]) -> None:
+    """Runs on every dask worker: remember keys of cancelled calls (see :func:`_dask_call`)."""
+    if len(_cancelled_calls) > _CANCELLED_CAP:
+        _cancelled_calls.clear()
+    _cancelled_calls.update(keys)
 
 
 def _call_dumps(obj: Any) -> bytes:
@@ -190,7 +207,7 @@ class DaskBackend(RemoteBackend):
         #: the control thread; calls a stop request cancels, cancelled together likewise.
         self._calls_lock = threading.Lock()
         self._ready: list[tuple[_DaskCall, Any]] = []
-        self._to_cancel: list[Any] = []
+        self._to_cancel: list[_DaskCall] = []
         self._processing: tuple[float, dict[str, str]] = (0.0, {})
 
     @property
@@ -473,10 +490,9 @@ class DaskBackend(RemoteBackend):
                 "(the cluster went away or the client was closed)"
             )
         call = _DaskCall(self, payload, op, work)
+        key = f"structexec-call-{uuid.uuid4().hex}"
         try:
-            fut = client.submit(
-                _dask_call, payload, key=f"structexec-call-{uuid.uuid4().hex}", pure=False
-            )
+            fut = client.submit(_dask_call, payload, key, key=key, pure=False)
         except Exception as exc:
             failed = ClusterError(
                 f"DaskBackend could not submit the call ({type(exc).__name__}: {exc}); the "
@@ -516,7 +532,7 @@ class DaskBackend(RemoteBackend):
             if status == "error":
                 call.report(1, self._chunk_error(fut, {fut.key: ("the call", "")}, call))
             elif status == "cancelled" and call.cancelled:
-                call.report(2, None)
+                pass  # reported by _cancel_batch, once the workers know
             elif status == "lost" and self._client.status == "running":
                 call.report(1, self._call_lost(call))
             else:
@@ -554,7 +570,7 @@ class DaskBackend(RemoteBackend):
             return
         call.cancelled = True
         with self._calls_lock:
-            self._to_cancel.append(fut)
+            self._to_cancel.append(call)
             first = len(self._to_cancel) == 1
         if first:
             try:
@@ -563,13 +579,23 @@ class DaskBackend(RemoteBackend):
                 pass
 
     def _cancel_batch(self) -> None:
+        """On the control thread: cancel the tasks of stopped calls. The scheduler reads
+        submissions in the background, so a task may reach it after its cancellation: every
+        worker is also told the keys (a task that starts anyway returns at once without
+        running the call), and the cancellation is repeated once they know."""
         with self._calls_lock:
             batch, self._to_cancel = self._to_cancel, []
         if batch:
             try:
-                self._client.cancel(batch)
+                client = self._client
+                futs = [c.fut for c in batch]
+                client.cancel(futs)
+                client.run(_forget_calls, [f.key for f in futs])
+                client.cancel(futs)
             except Exception:
-                pass  # the cluster is gone: the futures report it
+                pass  # the cluster is gone: nothing will run the calls
+            for call in batch:
+                call.report(2, None)
 
     def _call_where(self, call: _DaskCall) -> str:
         fut = call.fut

@@ -214,6 +214,9 @@ def complete(r: Any, fn: Callable[[], object]) -> None:
         complete_soon(fn)
 
 
+_report_lock = threading.Lock()
+
+
 class RemoteCall:
     """One remote call (a chain of ``then``/``upon_*`` stages sent to a worker) in flight.
 
@@ -233,10 +236,11 @@ class RemoteCall:
         self.fns = work.functions
 
     def report(self, kind: int, data: Any) -> None:
-        op = self.op
-        if op is None:
-            return
-        self.op = None
+        with _report_lock:  # the first report wins (a finish may race with a cancel)
+            op = self.op
+            if op is None:
+                return
+            self.op = None
         self.payload = b""
         complete(op, partial(_deliver, op, kind, data, self))
 
