@@ -501,6 +501,7 @@ class DaskBackend(RemoteBackend):
             failed.__cause__ = exc
             raise failed from None
         call.fut = fut
+        call.key = key
         call.payload = b""
         fut.add_done_callback(partial(self._call_done, call))
         return call
@@ -529,6 +530,7 @@ class DaskBackend(RemoteBackend):
                 if first:
                     self._control_submit(self._gather_ready)
                 return
+            call.fut = None  # release the key on the cluster (the future is ``fut``)
             if status == "error":
                 call.report(1, self._chunk_error(fut, {fut.key: ("the call", "")}, call))
             elif status == "cancelled" and call.cancelled:
@@ -560,13 +562,13 @@ class DaskBackend(RemoteBackend):
                     call.report(1, self._lost(fut, "unavailable", exc))
             return
         for (call, _), blob in zip(batch, results):
+            call.fut = None  # release the key on the cluster
             call.report(0, blob)
 
     def _cancel_call(self, call: _DaskCall) -> None:
         """A stop request: cancel the call's task on the cluster (batched, on the control
         thread); dask then reports the future cancelled, queued or running."""
-        fut = call.fut
-        if fut is None:
+        if call.fut is None:
             return
         call.cancelled = True
         with self._calls_lock:
@@ -588,18 +590,19 @@ class DaskBackend(RemoteBackend):
         if batch:
             try:
                 client = self._client
-                futs = [c.fut for c in batch]
+                futs = [c.fut for c in batch if c.fut is not None]
                 client.cancel(futs)
-                client.run(_forget_calls, [f.key for f in futs])
+                client.run(_forget_calls, [c.key for c in batch])
                 client.cancel(futs)
+                del futs
             except Exception:
                 pass  # the cluster is gone: nothing will run the calls
             for call in batch:
+                call.fut = None
                 call.report(2, None)
 
     def _call_where(self, call: _DaskCall) -> str:
-        fut = call.fut
-        key = getattr(fut, "key", None)
+        key = call.key
         when, proc = self._processing
         now = time.monotonic()
         if now - when > 0.5:
@@ -633,11 +636,12 @@ class DaskBackend(RemoteBackend):
 class _DaskCall(RemoteCall):
     """One remote call on a :class:`DaskBackend` (a dask task)."""
 
-    __slots__ = ("cancelled", "fut")
+    __slots__ = ("cancelled", "fut", "key")
 
     def __init__(self, backend: DaskBackend, payload: bytes, op: Any, work: Any) -> None:
         super().__init__(backend, payload, op, work)
         self.fut: Any = None
+        self.key = ""
         self.cancelled = False
 
     def cancel(self) -> None:
