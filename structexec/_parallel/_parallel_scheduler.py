@@ -348,6 +348,12 @@ class parallel_scheduler:
       with ``seq``/``unseq`` it gets a shape of 1 and the one call runs every iteration in
       order (the policy permits no parallelism, [exec.bulk]). The values the
       predecessor sent are sent on after the iterations ([exec.bulk], [exec.par.scheduler]).
+    * On a backend that runs work in other processes (``ProcessPoolBackend``,
+      ``DaskBackend``), ``then``/``upon_error``/``upon_stopped`` functions that run on the
+      scheduler (after ``schedule``, ``continues_on`` or a ``bulk`` on it, or inside
+      ``starts_on(sch, ...)``) run on the backend's workers, consecutive stages in one call:
+      the scheduler's domain transforms them ([exec.snd.transform]; docs/parallel.md
+      "Running any function remotely"). ``let_value`` functions stay in this process.
 
     * It is *timed* (docs/time.md "Timed schedulers"), whatever the backend: ``now()`` is
       ``time.monotonic()``; ``schedule_after(seconds)``/``schedule_at(deadline)`` give senders

@@ -22,11 +22,14 @@ __all__ = [
 
 
 class WorkerDiedError(BackendError):
-    """A worker process died while it ran (or was about to run) a chunk of bulk work.
+    """A worker process died while it ran (or was about to run) a chunk of bulk work or a
+    remote ``then``/``upon_*`` call.
 
-    Raised as the error of the bulk operation by :class:`ProcessPoolBackend` (the pool was
-    broken: ``concurrent.futures.process.BrokenProcessPool`` is the ``__cause__``). The
-    backend replaces its pool, so the next operation runs normally.
+    Raised as the error of the operation by :class:`ProcessPoolBackend` (the pool was
+    broken: ``concurrent.futures.process.BrokenProcessPool`` is the ``__cause__``; every call
+    in the broken pool fails this way). The backend replaces its pool, so the next operation
+    runs normally. :class:`DaskBackend` raises it once dask gives up on work whose workers
+    kept dying (``__cause__``: dask's ``KilledWorker``) or lost it with its worker.
     """
 
 
@@ -38,14 +41,17 @@ class ClusterError(BackendError):
 
 
 class UnpicklableWorkError(TypeError):
-    """The function, a value or a result of a bulk operation cannot cross to or from another
-    process.
+    """The function, a value or a result of a bulk operation or of a remote ``then``/
+    ``upon_*`` call cannot cross to or from another process.
 
     Raised as the error of the operation by the process and dask backends: before any chunk
-    runs when the function or a value the predecessor sent cannot be pickled, or when a
-    chunk's results (the elements it left in a list, ``bytearray``, ``array.array`` or numpy
-    value) cannot be sent back. The message names the object that failed to pickle and why.
-    A ``TypeError`` because the work, not the backend, is at fault.
+    runs (before a call is sent) when the function or a value the predecessor sent cannot be
+    pickled (with pickle, then cloudpickle), or when a chunk's results (the elements it left
+    in a list, ``bytearray``, ``array.array`` or numpy value) or a call's returned values
+    cannot be sent back. The message names the function or value that failed to pickle and,
+    where it can tell, the object inside it (an argument of a ``functools.partial``, a
+    variable a closure uses, an element of a container), and why. A ``TypeError`` because the
+    work, not the backend, is at fault (docs/parallel.md "Running any function remotely").
     """
 
 

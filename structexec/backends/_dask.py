@@ -114,7 +114,8 @@ def _call_dumps(obj: Any) -> bytes:
 
 
 class DaskBackend(RemoteBackend):
-    """Runs bulk work on a dask.distributed cluster (``pip install structexec[dask]``).
+    """Runs bulk work, and ``then``/``upon_*`` functions, on a dask.distributed cluster
+    (``pip install structexec[dask]``).
 
     ``DaskBackend(client_or_address, *, chunks_per_thread=4)``: ``client_or_address`` is a
     ``distributed.Client``, a cluster object (``LocalCluster``, a dask-jobqueue or
@@ -125,8 +126,7 @@ class DaskBackend(RemoteBackend):
     ``sx.set_parallel_scheduler_backend(lambda: backend)`` points every parallel scheduler
     at the cluster; nothing else in the program changes.
 
-    * ``schedule(r, s)`` stays local: it runs on the process-wide thread pool, because what
-      follows it is local code.
+    * ``schedule(r, s)`` stays local: it runs on the process-wide thread pool.
     * ``schedule_bulk_chunked``/``schedule_bulk_unchunked``: on the backend's control
       thread (so the caller, for instance the trio thread, never blocks on the network), the
       work (function and values) is pickled with cloudpickle; if that fails the operation
@@ -155,6 +155,17 @@ class DaskBackend(RemoteBackend):
       naming the element. A ``KeyboardInterrupt``/``SystemExit`` raised by the function on
       a worker completes it with :class:`BackendError` (it neither kills the worker nor
       interrupts this program); an exception that cannot be pickled back likewise.
+    * ``then``/``upon_error``/``upon_stopped`` functions that run on the scheduler are sent
+      to the cluster as one task per chain of stages (docs/parallel.md "Running any
+      function remotely"), pickled first (pickle, else cloudpickle: ``UnpicklableWorkError``
+      names what fails); results of finished calls are fetched together, one ``gather`` per
+      batch, on the control thread. A stop request cancels the call's task
+      (``client.cancel``, batched) and tells the workers its key, so that a queued call never
+      runs; dask cannot stop a running task, so a running call is abandoned: the operation
+      completes ``set_stopped()`` and the task's result is dropped. A call whose workers keep
+      dying is rerun by dask, then fails with :class:`WorkerDiedError`.
+      ``sx.operation_tree()`` shows ``running on dask worker <address>`` (asking the
+      scheduler at most twice a second) or ``queued on the dask cluster``.
     * A cluster that goes away (the scheduler dies, the client is closed) completes the
       operation with :class:`ClusterError` saying what dask reported; nothing hangs. A
       worker that dies mid-chunk is dask's business: it reruns the chunk elsewhere and

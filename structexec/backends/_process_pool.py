@@ -158,7 +158,8 @@ def _by_reference(f: FunctionType) -> bool:
 
 
 class ProcessPoolBackend(RemoteBackend):
-    """Runs bulk work in a pool of worker processes (``concurrent.futures``).
+    """Runs bulk work, and ``then``/``upon_*`` functions, in a pool of worker processes
+    (``concurrent.futures``).
 
     ``ProcessPoolBackend(max_workers=None, *, mp_context=None)``: ``max_workers`` processes
     (default ``os.cpu_count()``), started on first use with ``mp_context`` (default
@@ -193,6 +194,14 @@ class ProcessPoolBackend(RemoteBackend):
     * A worker process that dies (``os._exit``, a signal, out of memory) completes the
       operation with :class:`WorkerDiedError`; the pool is replaced, so the backend stays
       usable.
+    * ``then``/``upon_error``/``upon_stopped`` functions that run on the scheduler are sent
+      to a worker with their arguments, consecutive stages in one call, and only the result
+      comes back (docs/parallel.md "Running any function remotely"): pickled before anything
+      is sent (``UnpicklableWorkError`` names what fails). At most ``max_workers`` calls are
+      in the pool at once; the others wait in the backend's own queue, from which a stop
+      request removes them at once (they complete ``set_stopped()`` and never run). A call
+      already running is not interrupted: it runs to the end and its outcome is delivered.
+      ``sx.operation_tree()`` shows ``queued in ...`` or ``running on worker process <pid>``.
     * A ``KeyboardInterrupt``/``SystemExit`` raised by the function in a worker, or an
       exception that cannot be pickled back, completes the operation with
       :class:`BackendError` naming it (it neither interrupts this program nor kills the
@@ -553,7 +562,9 @@ class ProcessPoolBackend(RemoteBackend):
                 default_thread_pool().call_soon(partial(self._send, nxt))
 
     def _call_done(self, call: _PoolCall, ex: ProcessPoolExecutor, fut: Future[Any]) -> None:
-        # On the pool's manager thread.
+        # On the pool's manager thread. (The future keeps this callback, which holds the
+        # call: forget the future, or the two would form a cycle.)
+        call.fut = None
         kind: int
         data: Any
         try:
