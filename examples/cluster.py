@@ -82,9 +82,28 @@ def main() -> None:
         n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None
     )
     with cluster, DaskBackend(cluster) as backend:
+        workers = set(backend.client.run(os.getpid).values())
         par = sx.parallel_scheduler(backend)
         trio.run(fan_out, par)
-    print("5. cluster closed: workers", "gone" if cluster.status.name == "closed" else "up")
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = sorted(pid for pid in workers if _alive(pid))
+    print("5. cluster closed: workers", f"still running: {left}" if left else "gone")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # an exited child not yet reaped is a zombie: not running
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return True
 
 
 if __name__ == "__main__":
