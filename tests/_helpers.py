@@ -95,9 +95,6 @@ def set_domain_dispatch(monkeypatch: pytest.MonkeyPatch, on: bool) -> None:
     restore_domain_dispatch(monkeypatch)
     monkeypatch.setattr(_domain, "_domains_on", on)
     monkeypatch.setattr(_domain, "_customize_all", on)
-    if not on:  # forget the tags of domains made by earlier tests (a remote scheduler's)
-        monkeypatch.setattr(_domain, "_customized_tags", set())
-        monkeypatch.setattr(_domain, "_registered", set())
 
 
 def domains_off_and_on(

@@ -26,6 +26,7 @@ from .._algorithms._timed import (
     check_deadline,
     check_seconds,
 )
+from .._core import _domain as _domain_mod
 from .._core._adaptor_util import close_op
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
 from .._core._connect import connect
@@ -853,7 +854,10 @@ class _RemoteParallelDomain(_ParallelDomain):
     on such a backend has been made, so programs without one never pay for it.
     """
 
-    customized_tags = _ParallelDomain.customized_tags | _then_mod._THEN_TAGS
+    # The then-chains reach it through ``_domain._then_hook`` (cheaper for every other then
+    # of the program than declaring the then tags here); ``transform_sender`` answers
+    # about them all the same.
+    customized_tags = _ParallelDomain.customized_tags
 
     def transform_sender(self, sndr: Any, env: Any = None) -> Any:
         if env is not None and isinstance(sndr, _then_mod._ThenBase):
@@ -871,7 +875,27 @@ def _remote_domain() -> Any:
     _ensure_domain()
     if _REMOTE_DOMAIN is None:
         _REMOTE_DOMAIN = _RemoteParallelDomain()
+        _domain_mod._then_hook = _then_hook
     return _REMOTE_DOMAIN
+
+
+def _then_hook(sndr: Any, rcvr: Any) -> RemoteThenSender | None:
+    """``_domain._then_hook``: the remote form of a then-chain being connected to ``rcvr``,
+    or ``None`` (see :class:`_RemoteParallelDomain`).
+
+    The same rule as its ``transform_sender``, with cheap questions first: a chain whose
+    predecessor completes on another scheduler, or has none and runs where the receiver's
+    domain is not a remote parallel scheduler's, is left alone without asking the receiver
+    for its scheduler (which can cost: ``sync_wait`` would make its ``run_loop``)."""
+    base = sndr._flatten()[0]
+    sch = query_or(get_env(base), _VALUE_SCHED, None)
+    env = get_env(rcvr)
+    if sch is None:
+        if query_or(env, get_domain, None) is not _REMOTE_DOMAIN:
+            return None
+    elif type(sch) is not parallel_scheduler or not is_remote_backend(sch._backend):
+        return None
+    return _remote_then_for(sndr, env)
 
 
 def _remote_then_for(sndr: Any, env: Any) -> RemoteThenSender | None:
