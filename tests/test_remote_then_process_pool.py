@@ -348,3 +348,25 @@ def test_remote_calls_leave_no_cyclic_garbage(par: sx.parallel_scheduler) -> Non
         assert r[0] == 2
 
     assert cyclic_garbage_of_sync(calls) == 0
+
+
+def test_shutdown_fails_queued_calls_and_waits_for_the_running_one(tmp_path: Path) -> None:
+    b = ProcessPoolBackend(1)
+    par = sx.parallel_scheduler(b)
+    sx.sync_wait(sx.schedule(par) | sx.then(getpid))
+    running = RecordingReceiver()
+    running.run(sx.schedule(par) | sx.then(functools.partial(started_then_wait, str(tmp_path), 0)))
+    queued = RecordingReceiver()
+    queued.run(sx.schedule(par) | sx.then(functools.partial(started_then_wait, str(tmp_path), 1)))
+    deadline = time.monotonic() + 20
+    while not started_calls(str(tmp_path)) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    b.shutdown(wait=False)  # the queued call fails at once; the running one goes on
+    (tmp_path / "release").touch()
+    queued.wait(10)
+    running.wait(10)
+    assert isinstance(queued.error, BackendError) and "shut down" in str(queued.error)
+    assert running.value == (0,)
+    assert started_calls(str(tmp_path)) == [0]
+    with pytest.raises(BackendError, match="shut down"):
+        sx.sync_wait(sx.schedule(par) | sx.then(getpid))
