@@ -76,7 +76,7 @@ def slow(i: int, out: list[int]) -> None:
 def test_results_of_the_chunks_reach_the_parent(sch: sx.parallel_scheduler) -> None:
     out = [0] * 50
     pids = [0] * 50
-    s = sx.schedule(sch) | sx.then(lambda: out) | sx.bulk(sx.par, 50, squares)
+    s = sx.just(out) | sx.continues_on(sch) | sx.bulk(sx.par, 50, squares)
     assert sx.sync_wait(s) == ([i * i for i in range(50)],)
     sx.sync_wait(sx.just(pids) | sx.continues_on(sch) | sx.bulk_unchunked(sx.par, 50, write_pid))
     assert os.getpid() not in pids and len(set(pids)) >= 1
@@ -209,7 +209,7 @@ def test_a_worker_that_dies_is_reported_and_the_pool_is_replaced(
         sx.sync_wait(sx.schedule(sch) | sx.bulk(sx.par, 8, die))
     assert isinstance(info.value, BackendError)
     out = [0] * 10
-    s = sx.schedule(sch) | sx.then(lambda: out) | sx.bulk(sx.par, 10, squares)
+    s = sx.just(out) | sx.continues_on(sch) | sx.bulk(sx.par, 10, squares)
     assert sx.sync_wait(s) == ([i * i for i in range(10)],)
 
 
@@ -218,7 +218,7 @@ def test_stop_cancels_queued_chunks_and_stops_running_ones(sch: sx.parallel_sche
     out = [0] * 400  # 8 s of work on 2 processes
     rec = RecordingReceiver()
     t0 = time.monotonic()
-    rec.run(sx.schedule(sch) | sx.then(lambda: out) | sx.bulk(sx.par, 400, slow))
+    rec.run(sx.just(out) | sx.continues_on(sch) | sx.bulk(sx.par, 400, slow))
     time.sleep(0.3)
     rec.request_stop()
     rec.wait(10)
