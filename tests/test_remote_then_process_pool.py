@@ -370,3 +370,25 @@ def test_shutdown_fails_queued_calls_and_waits_for_the_running_one(tmp_path: Pat
     assert started_calls(str(tmp_path)) == [0]
     with pytest.raises(BackendError, match="shut down"):
         sx.sync_wait(sx.schedule(par) | sx.then(getpid))
+
+
+async def test_a_trio_cancellation_cancels_a_queued_call(tmp_path: Path) -> None:
+    """trio's idiom: a cancel scope around the await. The call waiting for the busy worker is
+    cancelled when the deadline passes (it never runs); the await ends then, not when the
+    worker is free."""
+    where = str(tmp_path)
+    with ProcessPoolBackend(1) as b:
+        par = sx.parallel_scheduler(b)
+        await (sx.schedule(par) | sx.then(getpid))
+        busy = RecordingReceiver()
+        busy.run(sx.schedule(par) | sx.then(functools.partial(started_then_wait, where, 0)))
+        with trio.fail_after(20):
+            while not started_calls(where):
+                await trio.sleep(0.01)
+        with trio.move_on_after(0.2) as cs:
+            await (sx.schedule(par) | sx.then(functools.partial(started_then_wait, where, 1)))
+        assert cs.cancelled_caught
+        (tmp_path / "release").touch()
+        await trio.to_thread.run_sync(busy.wait, 10)
+        assert busy.value == (0,)
+    assert started_calls(where) == [0]
