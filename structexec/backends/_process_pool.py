@@ -37,25 +37,35 @@ __all__ = ["ProcessPoolBackend"]
 _NSLOTS = 256
 #: Entries of the payload caches (parent: work -> bytes; worker: bytes -> work).
 _CACHE_SIZE = 64
+#: Remote calls in the pool per worker process. One: a call handed to the pool starts at once,
+#: so a stop request never waits for a busy worker to skip a call (two would keep the
+#: workers busier with tiny calls, but a stop could then only complete a call waiting in the
+#: pool when a worker became free).
+_CALLS_PER_WORKER = 1
 
 # --------------------------------------------------------------------------- worker side
 
 _worker_flags: Any = None
 _worker_pids: Any = None
+_worker_call_flags: Any = None
 
 
-def _init_worker(flags: Any, pids: Any = None) -> None:
-    global _worker_flags, _worker_pids
+def _init_worker(flags: Any, pids: Any = None, call_flags: Any = None) -> None:
+    global _worker_flags, _worker_pids, _worker_call_flags
     _worker_flags = flags
     _worker_pids = pids
+    _worker_call_flags = call_flags
 
 
-def _run_call(payload: bytes, slot: int) -> bytes:
-    """Runs in a worker process: say which process runs call slot ``slot``, then run the
-    pickled ``RemoteCallWork`` (see :func:`run_call_remotely`)."""
-    pids = _worker_pids
-    if pids is not None and 0 <= slot < len(pids):
-        pids[slot] = os.getpid()
+def _run_call(payload: bytes, slot: int) -> bytes | None:
+    """Runs in a worker process: ``None`` without running anything if a stop request
+    cancelled call slot ``slot`` while the call waited in the pool; else say which process
+    runs it and run the pickled ``RemoteCallWork`` (see :func:`run_call_remotely`)."""
+    cancelled = _worker_call_flags
+    if cancelled is not None and 0 <= slot < len(cancelled):
+        if cancelled[slot]:
+            return None
+        _worker_pids[slot] = os.getpid()
     return run_call_remotely(payload, pickle.loads, _result_dumps, "ProcessPoolBackend")
 
 
@@ -197,10 +207,12 @@ class ProcessPoolBackend(RemoteBackend):
     * ``then``/``upon_error``/``upon_stopped`` functions that run on the scheduler are sent
       to a worker with their arguments, consecutive stages in one call, and only the result
       comes back (docs/parallel.md "Running any function remotely"): pickled before anything
-      is sent (``UnpicklableWorkError`` names what fails). At most ``max_workers`` calls are
-      in the pool at once; the others wait in the backend's own queue, from which a stop
-      request removes them at once (they complete ``set_stopped()`` and never run). A call
-      already running is not interrupted: it runs to the end and its outcome is delivered.
+      is sent (``UnpicklableWorkError`` names what fails). At most one call per worker is
+      in the pool at once; the others wait in the backend's own queue. A stop request
+      removes a queued call at once, and flags one handed to the pool that has not started
+      (it then returns without running): either completes ``set_stopped()`` and never runs.
+      A call already running is not interrupted: it runs to the end and its outcome is
+      delivered.
       ``sx.operation_tree()`` shows ``queued in ...`` or ``running on worker process <pid>``.
     * A ``KeyboardInterrupt``/``SystemExit`` raised by the function in a worker, or an
       exception that cannot be pickled back, completes the operation with
@@ -232,11 +244,15 @@ class ProcessPoolBackend(RemoteBackend):
         #: Pickled work by ``(f, mode, shape, parallel)``, for work without values whose
         #: function travels by reference (the bytes then never change): see _payload.
         self._payloads: dict[tuple[Any, ...], bytes] = {}
-        #: Remote calls (``then`` on a remote scheduler): at most ``max_workers`` are in the
-        #: pool at once, each with a slot of ``_pids`` (where its worker writes its pid); the
-        #: others wait here, where a stop request removes them at once.
+        #: Remote calls (``then`` on a remote scheduler): at most ``_CALLS_PER_WORKER *
+        #: max_workers`` are in the pool at once, each with a slot of ``_pids`` (where its
+        #: worker writes its pid) and of ``_call_flags`` (set by a stop request: a call that
+        #: has not started then returns without running); the others wait here, where a stop
+        #: request removes them at once.
         self._pids: Any = None
-        self._call_slots = list(range(max_workers - 1, -1, -1))
+        self._call_flags: Any = None
+        nslots = _CALLS_PER_WORKER * max_workers
+        self._call_slots = list(range(nslots - 1, -1, -1))
         self._call_queue: collections.deque[_PoolCall] = collections.deque()
 
     @property
@@ -259,12 +275,14 @@ class ProcessPoolBackend(RemoteBackend):
             if ex is None:
                 if self._flags is None:
                     self._flags = self._ctx.RawArray("b", _NSLOTS)
-                    self._pids = self._ctx.RawArray("i", self._max_workers)
+                    nslots = _CALLS_PER_WORKER * self._max_workers
+                    self._pids = self._ctx.RawArray("i", nslots)
+                    self._call_flags = self._ctx.RawArray("b", nslots)
                 ex = self._executor = ProcessPoolExecutor(
                     self._max_workers,
                     mp_context=self._ctx,
                     initializer=_init_worker,
-                    initargs=(self._flags, self._pids),
+                    initargs=(self._flags, self._pids, self._call_flags),
                 )
             return ex
 
@@ -304,6 +322,12 @@ class ProcessPoolBackend(RemoteBackend):
             self._executor = None
             queued = list(self._call_queue)
             self._call_queue.clear()
+            flags, pids = self._call_flags, self._pids
+            if flags is not None:  # calls in the pool that have not started: do not run
+                free = set(self._call_slots)
+                for slot in range(len(flags)):
+                    if slot not in free and not pids[slot]:
+                        flags[slot] = 1
         for call in queued:
             call.report(1, BackendError(f"{self!r} was shut down before the call ran"))
         if ex is not None:
@@ -549,6 +573,7 @@ class ProcessPoolBackend(RemoteBackend):
         with self._lock:
             if self._pids is not None:
                 self._pids[slot] = 0
+                self._call_flags[slot] = 0
             nxt = self._call_queue.popleft() if self._call_queue else None
             if nxt is not None:
                 nxt.slot = slot
@@ -573,7 +598,8 @@ class ProcessPoolBackend(RemoteBackend):
             kind, data = 2, None
         else:
             if exc is None:
-                kind, data = 0, fut.result()
+                res = fut.result()
+                kind, data = (0, res) if res is not None else (2, None)  # None: cancelled
             elif isinstance(exc, BrokenProcessPool):
                 self._broken(ex)
                 died = WorkerDiedError(
@@ -586,6 +612,8 @@ class ProcessPoolBackend(RemoteBackend):
                 kind, data = 1, died
             else:
                 kind, data = 1, exc
+        if kind == 2 and self._closed:
+            kind, data = 1, BackendError(f"{self!r} was shut down before the call ran")
         self._call_finished(call, ex)
         call.report(kind, data)
 
@@ -593,6 +621,8 @@ class ProcessPoolBackend(RemoteBackend):
         with self._lock:
             if call.state != 0:
                 queued = False
+                if call.state == 1 and call.slot >= 0 and self._call_flags is not None:
+                    self._call_flags[call.slot] = 1  # not started yet: it will not run
             else:
                 try:
                     self._call_queue.remove(call)
@@ -622,7 +652,7 @@ class ProcessPoolBackend(RemoteBackend):
             pid = pids[slot] if pids is not None and 0 <= slot < len(pids) else 0
             if pid:
                 return f"running on worker process {pid} of {self!r}"
-            return f"sent to a worker process of {self!r}"
+            return f"in the pool of {self!r}, waiting for a worker process"
         return f"finishing in {self!r}"
 
     def __repr__(self) -> str:
