@@ -252,3 +252,28 @@ def test_remote_calls_leave_no_cyclic_garbage(par: sx.parallel_scheduler) -> Non
         assert r[0] == 2
 
     assert cyclic_garbage_of_sync(calls) == 0
+
+
+def test_no_worker_process_is_left_after_the_backend_and_cluster_close() -> None:
+    cluster = distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=True, protocol="tcp",
+        host="127.0.0.1", dashboard_address=None,
+    )
+    with cluster, DaskBackend(cluster) as b:
+        pids = set(b.client.run(os.getpid).values())
+        par = sx.parallel_scheduler(b)
+        (pid,) = sx.sync_wait(sx.schedule(par) | sx.then(getpid))
+        assert pid in pids and pid != os.getpid()
+    deadline = time.monotonic() + 20
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not [p for p in pids if _alive(p)]
+
+
+def _alive(pid: int) -> bool:
+    """``pid`` runs (a zombie, exited and not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
