@@ -14,8 +14,9 @@ result waits, holding its slot, for the results before it).
 Failures: an item's error is offered downstream as an item that fails (``just_error(e)``),
 and the stage requests stop on its own stop source, which the producer and the items in flight
 see; the consumer downstream records the error and stops everything. An item that completes
-stopped while no stop was requested is offered as a stopped item the same way. Results of items
-that complete after the stop are dropped. When the downstream next sender completes
+stopped while no stop was requested is offered as a stopped item the same way; one stopped
+by a stop request is dropped. Errors are always offered (the consumer keeps the first and
+attaches later ones as notes). When the downstream next sender completes
 ``set_stopped()`` (the consumer wants no more, as after ``take(n)``), the stage stops its
 producer and its items and completes ``set_value()``. The stage completes only after the
 producer completed and every item it started completed and was delivered or dropped.
@@ -124,6 +125,7 @@ class _BoundedOp:
     def _finish(self) -> None:
         self._op = None
         kind, data = self._up_done
+        self._up_done = (kind, None)  # an error's traceback refers to this operation
         rcvr = self._rcvr
         if kind == ERROR:
             rcvr.set_error(data)
@@ -164,11 +166,11 @@ class _BoundedOp:
 
     def _item_done(self, work: _Work, kind: int, data: Any) -> None:
         """An item completed: deliver its result (or drop it), in the right order."""
-        if kind != VALUE:
-            if self._tok.stop_requested():
-                kind = _SKIP  # completed after a stop: dropped
-            else:
-                self._src.request_stop()
+        if kind == STOPPED and self._tok.stop_requested():
+            kind = _SKIP  # stopped by a stop request: dropped
+        elif kind != VALUE:
+            # Offered downstream (an error after the first becomes a note there).
+            self._src.request_stop()
         work._kind = kind
         work._data = data
         if not self._ordered:

@@ -123,6 +123,7 @@ class ConsumerOp:
         self._op = None
         rcvr = self._rcvr
         err = self._err
+        self._err = None  # the error's traceback refers to this operation: no cycle
         if err is not None:
             if kind == ERROR:
                 add_error_note(err, data, self._name)

@@ -77,7 +77,7 @@ class each(Generic[T]):
 
     async def _run(self, send: Any) -> None:
         try:
-            await into_channel(self._seq, send)
+            await into_channel(self._seq, send, close=False)
         except Exception as e:
             self._error = e
         finally:

@@ -143,8 +143,10 @@ class _MergeOp:
     def _finish(self) -> None:
         self._op = None
         rcvr = self._rcvr
-        if self._err is not None:
-            rcvr.set_error(self._err)
+        err = self._err
+        self._err = None  # the error's traceback refers to this operation: no cycle
+        if err is not None:
+            rcvr.set_error(err)
         elif (
             self._rt.stop_requested()
             or self._stopped
@@ -288,7 +290,9 @@ class _Watch:
         return get_env(self._rcvr)
 
     def start(self) -> None:
-        connect(self._ns, self).start()
+        ns = self._ns
+        self._ns = None  # the next sender's operation refers to this one: no cycle
+        connect(ns, self).start()
 
     def set_value(self, *vals: Any) -> None:
         self._rcvr.set_value()

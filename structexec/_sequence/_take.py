@@ -50,7 +50,9 @@ class _ThenNoMore:
         return op
 
     def start(self) -> None:
-        connect(self._ns, self).start()
+        ns = self._ns
+        self._ns = None  # the next sender's operation refers to this one: no cycle
+        connect(ns, self).start()
 
     def get_env(self) -> Any:
         return get_env(self._rcvr)
@@ -227,8 +229,10 @@ class _TakeUntilOp:
                 return
         self._up_op = self._trig_op = None
         rcvr = self._rcvr
-        if self._err is not None:
-            rcvr.set_error(self._err)
+        err = self._err
+        self._err = None  # the error's traceback refers to this operation: no cycle
+        if err is not None:
+            rcvr.set_error(err)
         elif self._rt.stop_requested() or (self._up_kind == STOPPED and not self._fired):
             rcvr.set_stopped()
         else:
