@@ -18,6 +18,7 @@ import pytest
 import trio
 import trio.testing
 from _helpers import cyclic_garbage_of, cyclic_garbage_of_sync
+from _subproc import run_child
 
 import structexec as sx
 
@@ -695,3 +696,55 @@ async def test_no_cyclic_garbage_trio() -> None:
 @pytest.fixture
 def autojump_clock() -> trio.testing.MockClock:
     return trio.testing.MockClock(autojump_threshold=0)
+
+
+SIGINT_CHILD = """
+import trio
+import structexec as sx
+
+log = []
+
+async def work(i):
+    try:
+        await trio.sleep(3600)
+    finally:
+        log.append(i)
+    return i
+
+async def main():
+    send, recv = trio.open_memory_channel(0)
+
+    async def feed():
+        i = 0
+        try:
+            while True:
+                await send.send(i)
+                i += 1
+        finally:
+            log.append("feed")
+
+    started = []
+
+    def begin(i):
+        started.append(i)
+        if len(started) == 3:
+            ready()
+        return work(i)
+
+    async with trio.open_nursery() as n:
+        n.start_soon(feed)
+        await sx.ignore_all_values(sx.from_channel(recv) | sx.let_each(begin, max_concurrency=3))
+
+try:
+    trio.run(main)
+except BaseException as e:  # KeyboardInterrupt, inside the group of the nursery
+    print("interrupted", leaf_names(e), sorted(map(str, log)))
+"""
+
+
+def test_real_sigint_stops_a_pipeline_cleanly() -> None:
+    r = run_child(SIGINT_CHILD, timeout=60, sigint_after_ready=True)
+    assert not r.timed_out, r
+    assert r.returncode == 0, r
+    # The three items in flight and the feeding task all ran their finally blocks.
+    assert "interrupted ['KeyboardInterrupt'] ['0', '1', '2', 'feed']" in r.stdout, r
