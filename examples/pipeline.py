@@ -61,6 +61,7 @@ async def main() -> None:
         | sx.let_each(fetch_with_retry, max_concurrency=CONCURRENCY)
         | sx.transform_each(sx.continues_on(par) | sx.then(parse), max_concurrency=2)
     )
+
     async def run_pipeline() -> None:
         # Awaiting the consumer sender runs the whole pipeline; it closes results_in at the end.
         await sx.into_channel(pipeline, results_in)
