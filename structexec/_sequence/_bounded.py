@@ -27,13 +27,17 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import trio
+
 from .._algorithms._stop_when import StopTokenEnv, child_token
+from .._core._adaptor_util import is_async_fn
 from .._core._connect import connect_unchecked as connect
 from .._core._env import fwd_env, get_env
 from .._core._protocol import twice_started
 from .._core._queries import get_stop_token, query_or
 from .._core._stop_token import inplace_stop_source, never_stop_token
 from ._protocol import ERROR, STOPPED, VALUE, SequenceSender, just_err, just_stopped, just_vals
+from ._trio_pool import TrioPool
 
 __all__ = ["BoundedSequence"]
 
@@ -58,6 +62,7 @@ class _BoundedOp:
         "_op",
         "_ordered",
         "_peak",
+        "_pool",
         "_rcvr",
         "_ready",
         "_rt",
@@ -79,6 +84,7 @@ class _BoundedOp:
     _op: Any
     _ordered: Any
     _peak: Any
+    _pool: Any
     _rcvr: Any
     _ready: Any
     _rt: Any
@@ -92,6 +98,9 @@ class _BoundedOp:
         if self._started:
             raise twice_started(self)
         self._started = True
+        pool = self._pool
+        if pool is not None:
+            pool.open(self._tok)
         self._op.start()
 
     def get_env(self) -> Any:
@@ -124,6 +133,10 @@ class _BoundedOp:
 
     def _finish(self) -> None:
         self._op = None
+        pool = self._pool
+        if pool is not None:
+            self._pool = None
+            pool.close()
         kind, data = self._up_done
         self._up_done = (kind, None)  # an error's traceback refers to this operation
         rcvr = self._rcvr
@@ -262,6 +275,11 @@ class _SlotNext:
         w._data = None
         w._inline = False
         w._pending = False
+        pool = op._pool
+        if pool is not None:
+            pool.submit(w, item)
+            self._rcvr.set_value()
+            return
         try:
             s = op._make(item)
         except Exception as e:
@@ -388,6 +406,15 @@ class BoundedSequence(SequenceSender[Any]):
         op._up_done = None
         op._no_more = False
         op._started = False
+        op._pool = None
+        fn = getattr(self._make, "_fn", None)
+        if (
+            fn is not None
+            and type(self._make).__name__ == "_LetItem"
+            and is_async_fn(fn)
+            and trio.lowlevel.in_trio_run()
+        ):
+            op._pool = TrioPool(op, fn)
         op._op = connect(self._up, op)
         return op
 
