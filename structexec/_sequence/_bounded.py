@@ -415,6 +415,8 @@ class BoundedSequence(SequenceSender[Any]):
             and trio.lowlevel.in_trio_run()
         ):
             op._pool = TrioPool(op, fn)
+        elif self._name == "as_completed" and trio.lowlevel.in_trio_run():
+            op._pool = TrioPool(op, None)
         op._op = connect(self._up, op)
         return op
 

@@ -1,6 +1,8 @@
 """Worker tasks for ``let_each(async_fn, max_concurrency=n)`` under trio (private module).
 
-Running every item's coroutine in a trio task of its own costs a task spawn per item. When a
+Running every item's coroutine in a trio task of its own costs a task spawn per item (and
+the general coroutine-sender machinery around it). For ``as_completed`` (``fn`` is ``None``)
+each item is itself the work: a coroutine object is awaited directly in a worker. When a
 ``let_each`` stage whose function is an ``async def`` one starts on the trio thread, its items
 run instead in at most ``n`` long-lived worker tasks (system tasks of the run, like the
 tasks that host coroutine senders), each taking the next item when it finished the previous
@@ -21,6 +23,7 @@ import _thread
 import contextvars
 import signal
 import threading
+import types
 from typing import Any
 
 import outcome
@@ -38,6 +41,7 @@ from ._protocol import ERROR, STOPPED, VALUE
 __all__ = ["TrioPool"]
 
 _get_ident = threading.get_ident
+_CoroutineType = types.CoroutineType
 
 
 def _ki_ok() -> bool:
@@ -156,11 +160,17 @@ class TrioPool:
             try:
                 while True:
                     try:
-                        if type(item) is _JustSender:
-                            vals = item._vals
+                        if fn is None:  # as_completed: the item is the work
+                            if type(item) is _CoroutineType:
+                                r = await item
+                            else:
+                                r = values(*await into_variant(item))
                         else:
-                            vals = await into_variant(item)
-                        r = await fn(*vals)
+                            if type(item) is _JustSender:
+                                vals = item._vals
+                            else:
+                                vals = await into_variant(item)
+                            r = await fn(*vals)
                     except (trio.Cancelled, Stopped):
                         kind: int = STOPPED
                         data: Any = None
