@@ -763,3 +763,45 @@ def test_real_sigint_stops_a_pipeline_cleanly() -> None:
     assert r.returncode == 0, r
     # The three items in flight and the feeding task all ran their finally blocks.
     assert "interrupted ['KeyboardInterrupt'] ['0', '1', '2', 'feed']" in r.stdout, r
+
+
+@pytest.mark.parametrize("ordered", [False, True])
+def test_thread_race_stress(ordered: bool) -> None:
+    # Items complete on pool threads while the producer runs on another: a tiny switch
+    # interval makes the hand-offs between threads race (lost wake-ups would hang, a slot
+    # counted twice would break the peak, a result delivered twice would break the list).
+    import sys
+
+    par = sx.get_parallel_scheduler()
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        for _ in range(5):
+            fl = _Flight()
+
+            def begin(i: int) -> int:
+                fl.start(i)
+                return i
+
+            seq = (
+                sx.iterate(range(300))
+                | sx.then_each(begin)
+                | sx.transform_each(
+                    sx.continues_on(par) | sx.then(lambda i: i * 2),
+                    max_concurrency=3,
+                    ordered=ordered,
+                )
+            )
+            (got,) = sx.sync_wait(sx.reduce(seq, fl.deliver, []))
+            assert sorted(got) == [i * 2 for i in range(300)]
+            if ordered:
+                assert got == [i * 2 for i in range(300)]
+            assert fl.peak <= 3
+            # An early end (take) while items are in flight on the pool.
+            seq2 = sx.iterate(range(10_000)) | sx.transform_each(
+                sx.continues_on(par) | sx.then(lambda i: i), max_concurrency=3, ordered=ordered
+            )
+            (first,) = sx.sync_wait(sx.to_list(seq2 | sx.take(7)))
+            assert len(first) == 7
+    finally:
+        sys.setswitchinterval(old)
