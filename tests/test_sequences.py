@@ -779,13 +779,9 @@ def test_thread_race_stress(ordered: bool) -> None:
         for _ in range(5):
             fl = _Flight()
 
-            def begin(i: int) -> int:
-                fl.start(i)
-                return i
-
             seq = (
                 sx.iterate(range(300))
-                | sx.then_each(begin)
+                | sx.then_each(lambda i, fl=fl: fl.start(i) or i)
                 | sx.transform_each(
                     sx.continues_on(par) | sx.then(lambda i: i * 2),
                     max_concurrency=3,
