@@ -801,3 +801,60 @@ def test_thread_race_stress(ordered: bool) -> None:
             assert len(first) == 7
     finally:
         sys.setswitchinterval(old)
+
+
+async def test_into_channel_send_loop_backpressure_error_and_threads() -> None:
+    # A channel of size 0 whose reader is slow: values wait in the send loop, in order.
+    send, recv = trio.open_memory_channel[int](0)
+    got: list[int] = []
+    async with trio.open_nursery() as n:
+
+        async def reader() -> None:
+            async for v in recv:
+                await trio.sleep(0)
+                got.append(v)
+
+        n.start_soon(reader)
+        await sx.into_channel(sx.iterate(range(50)), send)
+    assert got == list(range(50))
+    # The reader goes away after two values: the send that blocks fails, and so does the run.
+    send2, recv2 = trio.open_memory_channel[int](0)
+    async with trio.open_nursery() as n:
+
+        async def quitter() -> None:
+            async with recv2:
+                await recv2.receive()
+                await recv2.receive()
+
+        n.start_soon(quitter)
+        with pytest.raises(trio.BrokenResourceError):
+            await sx.into_channel(sx.iterate(range(50)), send2)
+    # Values that complete on pool threads are sent from the trio thread.
+    par = sx.get_parallel_scheduler()
+    send3, recv3 = trio.open_memory_channel[int](0)
+    got3: list[int] = []
+    async with trio.open_nursery() as n:
+
+        async def reader3() -> None:
+            async for v in recv3:
+                got3.append(v)
+
+        n.start_soon(reader3)
+        seq = sx.iterate(range(40)) | sx.transform_each(
+            sx.continues_on(par) | sx.then(lambda i: i), max_concurrency=3, ordered=True
+        )
+        await sx.into_channel(seq, send3)
+    assert got3 == list(range(40))
+
+
+async def test_ordered_stage_delivers_one_at_a_time_to_a_lazy_async_stage() -> None:
+    # The ordered stage offers its next result only when the previous one was delivered, even
+    # when delivering means running a coroutine downstream (a stage after it).
+    async def ck(v: int) -> int:
+        await trio.lowlevel.checkpoint()
+        return v
+
+    src = (14, 6, 10, 3, 13, 0, 2)
+    for _ in range(20):
+        seq = sx.iterate(src) | sx.let_each(ck, max_concurrency=3, ordered=True) | sx.let_each(ck)
+        assert await sx.to_list(seq) == list(src)

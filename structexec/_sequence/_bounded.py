@@ -340,11 +340,11 @@ class _Work:
         op = self._owner
         ns = op._rcvr.set_next(self._item_sender())
         self._inline = True
-        self._pending = False
+        self._pending = False  # set when the delivery completes inside start
         connect(ns, self).start()
         with op._lock:
             self._inline = False
-            done = not self._pending
+            done: bool = self._pending
         return done
 
     def _after_delivery(self, kind: int) -> None:
@@ -353,11 +353,9 @@ class _Work:
             op._delivered(kind)
             return
         with op._lock:
-            if self._inline:
+            inline = self._inline
+            if inline:
                 # Completed inside start: _deliver_ordered returns True, the drain goes on.
-                inline = True
-            else:
-                inline = False
                 self._pending = True
         if kind != VALUE and not op._rt.stop_requested():
             op._no_more = True

@@ -1,13 +1,18 @@
 """``into_channel(seq, send_channel, close=True)`` (private module).
 
-Each item's value is sent with ``send_nowait`` when the channel has room (no trio task, no
-checkpoint) and otherwise by awaiting ``send`` in a trio task, whose completion is the item's
-next sender: a full channel holds the producer back (trio's backpressure).
+Each item's value is sent with ``send_nowait`` when the channel has room and no value waits
+(no trio task, no checkpoint); otherwise it joins a queue that one trio task (the send loop,
+started when needed and ended when the queue is empty) sends from with ``await send``, and the
+item's next sender completes when its value was sent: a full channel holds the producer back
+(trio's backpressure). The queue holds at most one value per item in flight. Values from
+another thread are handed to the trio thread first, so the order of sends is the order in
+which items completed. The consumer completes only after the send loop ended.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import deque
 from typing import Any
 
 import trio
@@ -28,11 +33,47 @@ async def _send(ch: Any, v: Any) -> None:
     await ch.send(v)
 
 
+async def _send_loop(op: _IntoChannelOp) -> None:
+    """The one trio task that awaits ``send`` while values are waiting (one task for a run of
+    sends that would block, never one per value)."""
+    pending = op._pending
+    send = op._ch.send
+    while pending:
+        await send(pending[0][0])
+        n = pending.popleft()[1]
+        n._rcvr.set_value()
+
+
+class _LoopRcvr:
+    __slots__ = ("_op",)
+
+    def __init__(self, op: _IntoChannelOp) -> None:
+        self._op = op
+
+    def get_env(self) -> Any:
+        return self._op._env
+
+    def set_value(self, *vals: Any) -> None:
+        self._op._loop_done(None)
+
+    def set_error(self, err: Any) -> None:
+        self._op._loop_done(err)
+
+    def set_stopped(self) -> None:
+        self._op._loop_done(_STOPPED)
+
+
+_STOPPED = object()
+
+
 class _IntoChannelOp(ConsumerOp):
-    __slots__ = ("_ch", "_close", "_nowait", "_thread", "_token")
+    __slots__ = ("_busy", "_ch", "_close", "_held", "_nowait", "_pending", "_thread", "_token")
+    _busy: Any
     _ch: Any
     _close: Any
+    _held: Any
     _nowait: Any
+    _pending: Any
     _thread: Any
     _token: Any
     _name = "into_channel"
@@ -40,6 +81,9 @@ class _IntoChannelOp(ConsumerOp):
     def _setup(self, ch: Any, close: bool) -> None:
         self._ch = ch
         self._close = close
+        self._pending: deque[tuple[Any, Any]] = deque()
+        self._busy = False
+        self._held: Any = None
         self._nowait = getattr(ch, "send_nowait", None)
         if trio.lowlevel.in_trio_run():
             self._thread = _get_ident()
@@ -56,7 +100,38 @@ class _IntoChannelOp(ConsumerOp):
         n._phase = 0
         return n
 
+    def _enqueue(self, v: Any, n: Any) -> None:
+        """On the trio thread: ``v`` waits for room in the channel (the send-loop task)."""
+        self._pending.append((v, n))
+        if not self._busy:
+            self._busy = True
+            connect(_send_loop(self), _LoopRcvr(self)).start()
+
+    def _loop_done(self, res: Any) -> None:
+        pending = self._pending
+        if res is not None:
+            first = True
+            while pending:
+                n = pending.popleft()[1]
+                if first and res is not _STOPPED:
+                    self._fail(ERROR, res)
+                elif first:
+                    self._fail(STOPPED, None)
+                first = False
+                n._rcvr.set_stopped()
+        self._busy = False
+        held = self._held
+        if held is not None:
+            self._held = None
+            self._finish_now(*held)
+
     def _finish(self, kind: int, data: Any) -> None:
+        if self._busy:  # the send-loop task is still running: complete when it ended
+            self._held = (kind, data)
+            return
+        self._finish_now(kind, data)
+
+    def _finish_now(self, kind: int, data: Any) -> None:
         if self._close:
             close = getattr(self._ch, "close", None)
             if close is not None:
@@ -100,19 +175,25 @@ class _ChanNext:
             return
         owner = self._owner
         v = await_value(vals)
-        nowait = owner._nowait
-        if nowait is not None and owner._thread == _get_ident():
-            try:
-                nowait(v)
-            except _WouldBlock:
-                pass
-            except Exception as e:
-                owner._fail(ERROR, e)
-                self._rcvr.set_stopped()
-                return
-            else:
-                self._rcvr.set_value()
-                return
+        if owner._thread == _get_ident():
+            nowait = owner._nowait
+            if nowait is not None and not owner._pending:  # never overtake a waiting value
+                try:
+                    nowait(v)
+                except _WouldBlock:
+                    pass
+                except Exception as e:
+                    owner._fail(ERROR, e)
+                    self._rcvr.set_stopped()
+                    return
+                else:
+                    self._rcvr.set_value()
+                    return
+            owner._enqueue(v, self)
+            return
+        if owner._token is not None:  # another thread: hand the value to the trio thread
+            owner._token.run_sync_soon(owner._enqueue, v, self)
+            return
         self._phase = 1
         connect(_send(owner._ch, v), self).start()
 
