@@ -443,13 +443,14 @@ def test_exception_in_every_user_callable(where: str) -> None:
 
 
 @pytest.mark.parametrize("where", ["then_each", "filter_each", "reduce", "generator"])
-def test_base_exception_in_a_user_callable_propagates(where: str) -> None:
+@pytest.mark.parametrize("exc", [KeyboardInterrupt, SystemExit])
+def test_base_exception_in_a_user_callable_propagates(where: str, exc: type) -> None:
     def bad(*a: Any) -> Any:
-        raise KeyboardInterrupt
+        raise exc
 
     def gen() -> Iterator[int]:
         yield 1
-        raise KeyboardInterrupt
+        raise exc
 
     src = sx.iterate(gen()) if where == "generator" else sx.iterate([1, 2])
     if where == "then_each":
@@ -457,7 +458,7 @@ def test_base_exception_in_a_user_callable_propagates(where: str) -> None:
     elif where == "filter_each":
         src = src | sx.filter_each(bad)
     consumer = sx.reduce(src, bad, 0) if where == "reduce" else sx.to_list(src)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(exc):
         sx.sync_wait(consumer)
 
 
@@ -858,3 +859,35 @@ async def test_ordered_stage_delivers_one_at_a_time_to_a_lazy_async_stage() -> N
     for _ in range(20):
         seq = sx.iterate(src) | sx.let_each(ck, max_concurrency=3, ordered=True) | sx.let_each(ck)
         assert await sx.to_list(seq) == list(src)
+
+
+async def test_stop_requested_from_another_thread() -> None:
+    # The stop callback runs on the requesting thread; the worker tasks are cancelled on the
+    # trio thread (through run_sync_soon).
+    log: list[int] = []
+    started = trio.Event()
+
+    async def work(i: int) -> int:
+        try:
+            if i == 2:
+                started.set()
+            await trio.sleep(1000)
+        finally:
+            log.append(i)
+        return i
+
+    src = sx.inplace_stop_source()
+    consumer = sx.write_env(
+        sx.to_list(sx.iterate(range(100)) | sx.let_each(work, max_concurrency=3)),
+        sx.prop(sx.get_stop_token, src.get_token()),
+    )
+    async with trio.open_nursery() as n:
+
+        async def stopper() -> None:
+            await started.wait()
+            await trio.to_thread.run_sync(src.request_stop)
+
+        n.start_soon(stopper)
+        with pytest.raises(sx.Stopped):
+            await consumer
+    assert sorted(log) == [0, 1, 2]  # cancelled (real time: a hang would hit the suite timeout)
