@@ -26,7 +26,6 @@ import threading
 import types
 from typing import Any
 
-import outcome
 import trio
 import trio.lowlevel as tl
 
@@ -90,7 +89,9 @@ class TrioPool:
     def _submit(self, w: Any, item: Any) -> None:
         idle = self._idle
         if idle:
-            tl.reschedule(idle.pop(), outcome.Value((w, item)))
+            task, box = idle.pop()
+            box.append((w, item))
+            tl.reschedule(task)  # the worker finds its next item in its box
         else:
             tl.spawn_system_task(
                 self._worker,
@@ -115,7 +116,7 @@ class TrioPool:
     def _wake_idle(self) -> None:
         idle = self._idle
         while idle:
-            tl.reschedule(idle.pop(), outcome.Value(None))
+            tl.reschedule(idle.pop()[0])  # an empty box: the worker ends
 
     def _base_exception(self, w: Any, exc: BaseException) -> None:
         op = self._op
@@ -137,11 +138,12 @@ class TrioPool:
 
     def _abort(self, raise_cancel: Any) -> Any:
         task = tl.current_task()
-        try:
-            self._idle.remove(task)
-        except ValueError:  # pragma: no cover - rescheduled meanwhile
-            return tl.Abort.FAILED
-        return tl.Abort.SUCCEEDED
+        idle = self._idle
+        for i, entry in enumerate(idle):
+            if entry[0] is task:
+                del idle[i]
+                return tl.Abort.SUCCEEDED
+        return tl.Abort.FAILED  # pragma: no cover - rescheduled meanwhile
 
     async def _worker(self, w: Any, item: Any) -> None:
         # One cancel scope for the worker's life (a scope per item would cost more than the
@@ -191,10 +193,11 @@ class TrioPool:
                     w = data = None
                     if self._closed:
                         return
-                    self._idle.append(task)
-                    nxt = await tl.wait_task_rescheduled(self._abort)
-                    if nxt is None:
+                    box: list[tuple[Any, Any]] = []
+                    self._idle.append((task, box))
+                    await tl.wait_task_rescheduled(self._abort)
+                    if not box:
                         return
-                    w, item = nxt
+                    w, item = box[0]
             finally:
                 running.discard(cs)
