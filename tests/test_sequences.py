@@ -317,20 +317,28 @@ async def test_backpressure_blocks_the_sending_task(autojump_clock: Any) -> None
 
 
 def _peak_bytes(n: int) -> int:
+    """The tracemalloc peak above the start of a run of ``n`` items (the least of two runs:
+    other threads of the process, such as pool threads of earlier tests, allocate too)."""
     seq = sx.iterate(range(n)) | sx.let_each(sx.just, max_concurrency=16) | sx.then_each(str)
-    gc.collect()
-    tracemalloc.start()
-    try:
-        sx.sync_wait(sx.ignore_all_values(seq))
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    peaks = []
+    for _ in range(2):
+        gc.collect()
+        tracemalloc.start()
+        try:
+            base = tracemalloc.get_traced_memory()[0]
+            sx.sync_wait(sx.ignore_all_values(seq))
+            peaks.append(tracemalloc.get_traced_memory()[1] - base)
+        finally:
+            tracemalloc.stop()
+    return min(peaks)
 
 
 def test_memory_is_constant_in_the_number_of_items() -> None:
+    # O(number of items) would be megabytes at 50,000 items (tens of bytes per item at least);
+    # the bound leaves room for noise only.
     small = _peak_bytes(1_000)
     big = _peak_bytes(50_000)
-    assert big <= 1.5 * small + 20_000, (small, big)
+    assert big <= 2 * small + 100_000, (small, big)
 
 
 # --------------------------------------------------------------------------- parallel scheduler
