@@ -13,10 +13,9 @@ from typing import Any, TypeVar
 
 import trio
 
-from .._algorithms._stopped_as import stopped_as_optional
-from .._algorithms._then import then
 from .._core._connect import connect_unchecked as connect
 from .._core._env import get_env
+from .._core._protocol import Sender
 from .._core._queries import get_stop_token, query_or
 from .._core._stop_token import never_stop_token
 from ._protocol import SequenceSender, just_stopped, just_vals
@@ -27,23 +26,48 @@ T = TypeVar("T")
 _NEVER = never_stop_token()
 
 
-class _NextOutcome:
-    """Await a next sender, giving 1 for ``set_value()`` and 0 for ``set_stopped()``; an error
-    is raised."""
+class _NextOutcome(Sender[int]):
+    """A next sender, awaited: gives 1 for ``set_value()`` (more items wanted) and 0 for
+    ``set_stopped()``; an error is raised. A small sender of its own (no tag, so no domain
+    transforms it), whose operation drops its references when it completes."""
 
     __slots__ = ("_ns",)
-    _ns: Any
 
     def __init__(self, ns: Any) -> None:
         self._ns = ns
 
-    def __await__(self) -> Any:
-        r = yield from stopped_as_optional(then(self._ns, _one)).__await__()
-        return 0 if r is None else 1
+    def connect(self, rcvr: Any) -> _NextOutcomeOp:
+        return _NextOutcomeOp(self._ns, rcvr)
 
 
-def _one() -> int:
-    return 1
+class _NextOutcomeOp:
+    __slots__ = ("_ns", "_rcvr")
+
+    def __init__(self, ns: Any, rcvr: Any) -> None:
+        self._ns = ns
+        self._rcvr = rcvr
+
+    def get_env(self) -> Any:
+        return get_env(self._rcvr)
+
+    def start(self) -> None:
+        ns = self._ns
+        self._ns = None
+        connect(ns, self).start()
+
+    def _take(self) -> Any:
+        rcvr = self._rcvr
+        self._rcvr = None
+        return rcvr
+
+    def set_value(self, *vals: Any) -> None:
+        self._take().set_value(1)
+
+    def set_error(self, err: Any) -> None:
+        self._take().set_error(err)
+
+    def set_stopped(self) -> None:
+        self._take().set_value(0)
 
 
 async def _produce_aiter(src: Any, rcvr: Any) -> None:
