@@ -248,6 +248,44 @@ from ._parallel._replacement_api import (
 )
 
 
+# -- sequence senders (streams of items)
+from ._sequence._protocol import (
+    SequenceSender as SequenceSender,
+    is_sequence_sender as is_sequence_sender,
+    set_next as set_next,
+)
+from ._sequence._iterate import (
+    empty_sequence as empty_sequence,
+    iterate as iterate,
+)
+from ._sequence._from_aiter import (
+    from_aiter as from_aiter,
+    from_channel as from_channel,
+)
+from ._sequence._as_completed import as_completed as as_completed
+from ._sequence._transform_each import (
+    let_each as let_each,
+    then_each as then_each,
+    transform_each as transform_each,
+)
+from ._sequence._filter_each import filter_each as filter_each
+from ._sequence._take import (
+    take as take,
+    take_until as take_until,
+)
+from ._sequence._merge import (
+    merge as merge,
+    merge_each as merge_each,
+)
+from ._sequence._consume import (
+    ignore_all_values as ignore_all_values,
+    reduce as reduce,
+    to_list as to_list,
+)
+from ._sequence._into_channel import into_channel as into_channel
+from ._sequence._each import each as each
+
+
 # -- wiring. The parallel scheduler's interface ([exec.sysctxrepl]) knows no implementation;
 #    the package installs the default one here, at the top of the layers: the process-wide
 #    thread pool of structexec.backends, imported by the first query that needs it (importing
@@ -420,6 +458,27 @@ __all__ = [
     "system_context_replaceability",
     "query_parallel_scheduler_backend",
     "set_parallel_scheduler_backend",
+    "SequenceSender",
+    "is_sequence_sender",
+    "set_next",
+    "empty_sequence",
+    "iterate",
+    "from_aiter",
+    "from_channel",
+    "as_completed",
+    "let_each",
+    "then_each",
+    "transform_each",
+    "filter_each",
+    "take",
+    "take_until",
+    "merge",
+    "merge_each",
+    "ignore_all_values",
+    "reduce",
+    "to_list",
+    "into_channel",
+    "each",
 ]
 
 __version__ = "0.1.0"

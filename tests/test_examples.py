@@ -22,6 +22,7 @@ EXPECTED = {
     "failures.py": "2. reported by the block: ValueError('nobody awaited me')",
     "nursery_dropin.py": "3. child's parent is the opener: True",
     "timeouts.py": "3. race: fast mirror done after 0.2s (at 0.2s)",
+    "pipeline.py": "done: 20 pages fetched, parsed and written",
     "debugging.py": "      counting_scope 'connections' [open, 2 associated, entered by trio task",
     "cluster.py": "5. cluster closed: workers gone",
 }

@@ -14,7 +14,16 @@ import pytest
 
 import structexec as sx
 
-LAYERS = {"_core", "_algorithms", "_schedulers", "_trio", "_parallel", "_coro", "_scopes"}
+LAYERS = {
+    "_core",
+    "_algorithms",
+    "_schedulers",
+    "_trio",
+    "_parallel",
+    "_coro",
+    "_scopes",
+    "_sequence",
+}
 
 PUBLIC = frozenset(
     (
@@ -140,6 +149,28 @@ PUBLIC = frozenset(
         "with_awaitable_senders",
         "with_error",
         "write_env",
+        # sequence senders (streams of items)
+        "SequenceSender",
+        "is_sequence_sender",
+        "set_next",
+        "empty_sequence",
+        "iterate",
+        "from_aiter",
+        "from_channel",
+        "as_completed",
+        "let_each",
+        "then_each",
+        "transform_each",
+        "filter_each",
+        "take",
+        "take_until",
+        "merge",
+        "merge_each",
+        "ignore_all_values",
+        "reduce",
+        "to_list",
+        "into_channel",
+        "each",
     )
 )
 

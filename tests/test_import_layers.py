@@ -383,6 +383,7 @@ LAYERS = {
     "_trio": 3,
     "_parallel": 3,
     "_coro": 4,
+    "_sequence": 4,
     "_scopes": 5,
     "backends": 6,
     "testing": 7,

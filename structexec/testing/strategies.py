@@ -18,6 +18,10 @@ together or alone:
   ``timeout``/``stop_after``) whose model predicts the exact outcome and completion time on a
   ``ManualScheduler``'s virtual time; run them with :func:`run_timed_tree`
   (docs/testing.md "Timed trees"). :func:`sender_trees` never generates timed nodes.
+* :func:`pipelines` generates random sequence pipelines (:class:`Pipeline`: a source,
+  ``then_each``/``filter_each``/``let_each`` with random ``max_concurrency`` and ``ordered``/
+  ``take`` stages, failing items, a failing source, a stop point) whose model predicts the
+  outcome; run them with :func:`run_pipeline` (``sync_wait``) or :func:`run_pipeline_trio`.
 * :func:`interleavings` generates the order in which queued scheduler items run
   (:class:`Interleaving`), so hypothesis explores, and shrinks, schedules.
 
@@ -68,6 +72,14 @@ from ._driver import (
     run_tree_trio,
 )
 from ._manual import ManualScheduler
+from ._pipelines import (
+    Outcome,
+    Pipeline,
+    Stage,
+    StageFailure,
+    run_pipeline,
+    run_pipeline_trio,
+)
 from ._thread_sched import ThreadScheduler
 from ._timed_tree import (
     TIMEOUT,
@@ -121,6 +133,13 @@ from ._tree import (
 )
 
 __all__ = [
+    "Outcome",
+    "Pipeline",
+    "Stage",
+    "StageFailure",
+    "pipelines",
+    "run_pipeline",
+    "run_pipeline_trio",
     "ALL_KINDS",
     "Adaptor",
     "Custom",
@@ -591,3 +610,30 @@ def _value_signatures(n: Node) -> int:
     )
     sigs = sx.get_completion_signatures(n.build(timed_world(sch)), env)
     return 2 if sigs is None else int(sigs.count_of(sx.set_value_t))
+
+
+@st.composite
+def _stage(draw: st.DrawFn, values: list[int]) -> Stage:
+    kind = draw(st.sampled_from(("then_each", "filter_each", "let_each", "take")))
+    if kind == "then_each":
+        return Stage(kind, draw(st.integers(-3, 3)))
+    if kind == "filter_each":
+        return Stage(kind, draw(st.integers(1, 3)))
+    if kind == "take":
+        return Stage(kind, draw(st.integers(0, 6)))
+    fail = draw(st.frozensets(st.integers(-5, 25), max_size=2))
+    return Stage(kind, draw(st.integers(1, 4)), draw(st.booleans()), fail)
+
+
+@st.composite
+def pipelines(draw: st.DrawFn, max_items: int = 12, max_stages: int = 4) -> Pipeline:
+    """Random sequence pipelines (:class:`Pipeline`, docs/streams.md): a source of up to
+    ``max_items`` ints (sometimes failing after some of them), up to ``max_stages`` stages
+    (``then_each``, ``filter_each``, ``let_each`` with a random ``max_concurrency`` and
+    ``ordered`` and failing items, ``take``) and sometimes a stop request on the consumer's
+    token after the k-th value. ``pipeline.model()`` is the outcome a run must have."""
+    source = draw(st.lists(st.integers(0, 20), max_size=max_items))
+    stages = draw(st.lists(_stage(source), max_size=max_stages))
+    stop_at = draw(st.none() | st.integers(1, max(1, len(source))))
+    fails_at = draw(st.none() | st.integers(0, len(source)))
+    return Pipeline(tuple(source), tuple(stages), stop_at, fails_at)

@@ -63,3 +63,8 @@ async def tasks() -> None:
     double("a")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     t: str = await double(1)  # type: ignore[assignment]  # pyright: ignore[reportAssignmentType]
     del t
+
+
+def sequences() -> None:
+    sx.to_list(sx.just(1))  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    _ = sx.iterate([1]) | sx.then_each(len)  # type: ignore[arg-type]  # pyright: ignore[reportOperatorIssue]

@@ -159,3 +159,32 @@ def schedulers_and_stop() -> None:
     assert_type(src.request_stop(), bool)
     assert_type(sx.never_stop_token().stop_possible(), bool)
     del on_loop
+
+
+# --------------------------------------------------------------------------- sequences
+
+
+async def fetch_len(s: str) -> int:
+    return len(s)
+
+
+def positive(v: int) -> bool:
+    return v > 0
+
+
+def sequences() -> None:
+    seq = sx.iterate([1, 2])
+    assert_type(seq, sx.SequenceSender[int])
+    assert_type(seq | sx.then_each(str), sx.SequenceSender[str])
+    assert_type(sx.to_list(sx.iterate([1, 2]) | sx.then_each(str)), sx.Sender[list[str]])
+    assert_type(sx.reduce(seq, lambda a, v: a + v, 0), sx.Sender[int])
+    lens = seq | sx.then_each(str) | sx.let_each(fetch_len, max_concurrency=4)
+    assert_type(lens, sx.SequenceSender[int])
+    assert_type(sx.to_list(lens | sx.filter_each(positive)), sx.Sender[list[int]])
+    assert_type(sx.ignore_all_values(seq), sx.Sender[None])
+
+
+async def each_loop() -> None:
+    async with sx.each(sx.iterate(["a"])) as items:
+        async for v in items:
+            assert_type(v, str)

@@ -1,0 +1,135 @@
+"""``filter_each(pred)``: keep the items whose value satisfies ``pred`` (private module)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
+
+from .._core._connect import connect_unchecked as connect
+from .._core._env import get_env
+from ._protocol import (
+    SeqClosure,
+    SequenceSender,
+    await_value,
+    check_callable,
+    check_sequence,
+    just_err,
+    just_stopped,
+    just_vals,
+)
+from ._transform_each import _MapRcvr
+
+__all__ = ["filter_each"]
+
+T = TypeVar("T")
+_new = object.__new__
+
+
+class _FilterRcvr(_MapRcvr):
+    __slots__ = ()
+
+    def set_next(self, item: Any) -> Any:
+        n = _new(_FilterNext)
+        n._item = item
+        n._down = self._rcvr
+        n._pred = self._f
+        n._rcvr = None
+        return n
+
+
+class _FilterNext:
+    """The next sender of one item: runs the item, asks ``pred``, and offers the item
+    downstream (forwarding that next sender's completion) or asks for the next one."""
+
+    __slots__ = ("_down", "_item", "_pred", "_rcvr")
+    _down: Any
+    _item: Any
+    _pred: Any
+    _rcvr: Any
+    sender_concept = True
+
+    def connect(self, rcvr: Any) -> Any:
+        if self._rcvr is not None:
+            n = _new(_FilterNext)
+            n._item = self._item
+            n._down = self._down
+            n._pred = self._pred
+            n._rcvr = None
+            return n.connect(rcvr)
+        self._rcvr = rcvr
+        return self
+
+    def get_env(self) -> Any:
+        return get_env(self._down)
+
+    def start(self) -> None:
+        item = self._item
+        self._item = None
+        connect(item, self).start()
+
+    def _offer(self, s: Any) -> None:
+        connect(self._down.set_next(s), self._rcvr).start()
+
+    def set_value(self, *vals: Any) -> None:
+        try:
+            keep = self._pred(await_value(vals))
+        except Exception as e:
+            self._offer(just_err(e))
+            return
+        if keep:
+            self._offer(just_vals(vals))
+        else:
+            self._rcvr.set_value()
+
+    def set_error(self, err: Any) -> None:
+        self._offer(just_err(err))
+
+    def set_stopped(self) -> None:
+        self._offer(just_stopped())
+
+
+class _FilterSequence(SequenceSender[Any]):
+    __slots__ = ("_pred", "_up")
+    _pred: Any
+    _up: Any
+
+    def __init__(self, up: Any, pred: Any) -> None:
+        self._up = up
+        self._pred = pred
+
+    def connect(self, rcvr: Any) -> Any:
+        return connect(self._up, _FilterRcvr(rcvr, self._pred))
+
+    def __repr__(self) -> str:
+        return f"filter_each({self._up!r})"
+
+
+@overload
+def filter_each(pred: Callable[[T], object], /) -> SeqClosure[T, T]: ...
+@overload
+def filter_each(seq: SequenceSender[T], pred: Callable[[T], object], /) -> SequenceSender[T]: ...
+def filter_each(*args: Any) -> Any:
+    """``seq | filter_each(pred)``: keep the items whose value ``v`` (as ``await`` of the item
+    would give it) makes ``pred(v)`` true; the others are dropped.
+
+    The filter must know an item's value, so it starts each item itself, when the producer
+    offers it, and offers a kept item downstream as ``just(*values)``. Order is kept. An
+    ``Exception`` raised by ``pred`` or by the item is offered downstream as a failing item
+    (the consumer stops the sequence and completes with it); a ``BaseException`` propagates.
+
+    Raises ``TypeError`` at once if ``pred`` is not callable. Also ``filter_each(seq, pred)``.
+
+    >>> import structexec as sx
+    >>> sx.sync_wait(sx.to_list(sx.iterate(range(6)) | sx.filter_each(lambda v: v % 2)))
+    ([1, 3, 5],)
+    """
+    if len(args) == 1:
+        pred = args[0]
+        check_callable("filter_each", "pred", pred)
+        return SeqClosure(lambda s: _FilterSequence(s, pred))
+    if len(args) == 2:
+        seq, pred = args
+        check_sequence("filter_each()", "seq", seq)
+        check_callable("filter_each", "pred", pred)
+        return _FilterSequence(seq, pred)
+    raise TypeError(f"filter_each() takes (pred) or (seq, pred), got {len(args)} arguments")

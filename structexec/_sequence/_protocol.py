@@ -1,0 +1,214 @@
+"""The sequence-sender protocol: ``set_next``, ``SequenceSender``, sequence closures.
+
+A *sequence sender* is connected like any sender, to a receiver that also has
+``set_next(item)``. It produces zero or more *items* (each a lazy sender) by calling
+``set_next(rcvr, item)``, which returns the *next sender*; the producer connects and starts
+the next sender and pulls its next item only when the next sender completed ``set_value()``.
+That handshake is the backpressure of a pipeline. The next sender completes
+``set_stopped()`` when the consumer wants no more items (the producer then ends with
+``set_value()`` unless a stop was requested on its stop token) and ``set_error(e)`` to end the
+sequence with ``e``. The sequence itself completes ``set_value()`` (the end), ``set_error(e)``
+or ``set_stopped()`` only after every next sender it started completed ([exec.async.ops]:
+nothing outlives the operation).
+
+Items are started by whoever consumes them (a consumer such as ``to_list``, or an adaptor with
+``max_concurrency > 1``); their environment is that consumer's, so a stop request on the
+consumer's token reaches the producer and every item in flight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+from .._algorithms._just import _JustErrorSender, _JustSender, _JustStoppedSender
+from .._core._env import EMPTY_ENV
+
+__all__ = [
+    "SeqClosure",
+    "SequenceSender",
+    "is_sequence_sender",
+    "set_next",
+]
+
+T_co = TypeVar("T_co", covariant=True)
+In_contra = TypeVar("In_contra", contravariant=True)
+Out_co = TypeVar("Out_co", covariant=True)
+R = TypeVar("R")
+T = TypeVar("T")
+
+_new = object.__new__
+
+#: Completion kinds used by the sequence operations.
+VALUE, ERROR, STOPPED = 0, 1, 2
+
+
+def set_next(rcvr: Any, item: Any) -> Any:
+    """Offer one item to a sequence receiver: ``rcvr.set_next(item)``; returns the next sender.
+
+    ``item`` is a lazy sender (nothing runs until its consumer starts it). The returned *next
+    sender* completes ``set_value()`` when the consumer is done with the item and wants
+    another, ``set_stopped()`` when it wants no more, ``set_error(e)`` to end the sequence with
+    ``e``. A producer connects and starts the next sender, and produces its next item only
+    after it completed ``set_value()``: that is the backpressure of a sequence. It is the
+    Python spelling of stdexec's ``exec::set_next`` ([exec.async.ops] for the completion
+    rules that the next sender follows).
+
+    Raises ``TypeError`` if ``rcvr`` has no ``set_next`` method (a plain receiver cannot
+    accept items).
+    """
+    try:
+        m = rcvr.set_next
+    except AttributeError:
+        raise TypeError(
+            f"set_next(rcvr, item): {type(rcvr).__name__} is not a sequence receiver (it has "
+            "no set_next method); connect a sequence sender to a consumer such as "
+            "sx.to_list or sx.ignore_all_values"
+        ) from None
+    return m(item)
+
+
+def is_sequence_sender(x: object) -> bool:
+    """True for sequence senders: instances of :class:`SequenceSender`, or objects with a
+    ``connect`` method and a true class attribute ``sequence_concept``.
+
+    A sequence sender is also a sender in the sense of :func:`is_sender` (it has
+    ``connect``), but it must be connected to a receiver with ``set_next``
+    ([exec.snd.concepts] for senders in general).
+    """
+    if isinstance(x, SequenceSender):
+        return True
+    return bool(getattr(type(x), "sequence_concept", False)) and callable(
+        getattr(x, "connect", None)
+    )
+
+
+class SequenceSender(Generic[T_co]):
+    """Base class for sequence senders: streams of items ([exec.snd.concepts]).
+
+    ``T_co`` is the type of one item's value (what ``await item`` gives). Subclasses implement
+    ``connect(rcvr)``, where ``rcvr`` has ``set_next(item)`` besides the completion methods,
+    and may implement ``get_env()``. The pipe operator applies sequence adaptors:
+    ``sx.iterate(xs) | sx.then_each(f)``. A sequence sender is not awaitable; consume it with
+    ``sx.to_list``, ``sx.reduce``, ``sx.ignore_all_values``, ``sx.into_channel`` or
+    ``sx.each``.
+    """
+
+    __slots__ = ()
+    sequence_concept: ClassVar[bool] = True
+    sender_concept: ClassVar[bool] = True
+
+    def connect(self, rcvr: Any) -> Any:
+        raise TypeError(
+            f"{type(self).__name__} derives from sx.SequenceSender but has no connect()"
+        )
+
+    def get_env(self) -> Any:
+        return EMPTY_ENV
+
+    if TYPE_CHECKING:
+
+        def __or__(self, c: SeqClosure[T_co, R], /) -> SequenceSender[R]: ...
+
+
+class SeqClosure(Generic[In_contra, Out_co]):
+    """A sequence adaptor closure: ``then_each(f)``, ``take(3)``, ... ([exec.adapt.obj]).
+
+    ``seq | c`` is ``c(seq)``; ``c | d`` composes (``seq | (c | d)`` is ``(seq | c) | d``).
+    For type checkers it turns a ``SequenceSender[In]`` into a ``SequenceSender[Out]``.
+    """
+
+    __slots__ = ("_fn",)
+    _fn: Any
+
+    def __init__(self, fn: Callable[[Any], Any]) -> None:
+        self._fn = fn
+
+    def __call__(self, seq: SequenceSender[In_contra]) -> SequenceSender[Out_co]:
+        check_sequence("a sequence adaptor closure", "its argument", seq)
+        r: SequenceSender[Out_co] = self._fn(seq)
+        return r
+
+    def __ror__(self, seq: SequenceSender[In_contra]) -> SequenceSender[Out_co]:
+        return self(seq)
+
+    def __or__(self, other: SeqClosure[Out_co, R]) -> SeqClosure[In_contra, R]:
+        if not isinstance(other, SeqClosure):
+            return NotImplemented
+        first = self
+
+        def composed(s: Any) -> Any:
+            return other(first(s))
+
+        return SeqClosure(composed)
+
+
+def check_sequence(name: str, arg: str, x: Any) -> None:
+    """``TypeError`` naming the argument unless ``x`` is a sequence sender."""
+    if not is_sequence_sender(x):
+        raise TypeError(
+            f"{name}: {arg} must be a sequence sender (for example sx.iterate(xs)), got "
+            f"{type(x).__name__}"
+        )
+
+
+def check_max_concurrency(name: str, n: Any, *, allow_none: bool = False) -> None:
+    """``TypeError``/``ValueError`` naming ``max_concurrency`` for a bad value."""
+    if n is None and allow_none:
+        return
+    if type(n) is bool or not isinstance(n, int):
+        raise TypeError(
+            f"{name}(): max_concurrency must be an int >= 1"
+            + (" or None" if allow_none else "")
+            + f", got {type(n).__name__}"
+        )
+    if n < 1:
+        raise ValueError(f"{name}(): max_concurrency must be >= 1, got {n}")
+
+
+def check_callable(name: str, arg: str, f: Any) -> None:
+    if not callable(f):
+        raise TypeError(f"{name}(): {arg} must be callable, got {type(f).__name__}")
+
+
+def just_vals(vals: tuple[Any, ...]) -> Any:
+    """``just(*vals)`` without the argument checks (an item of a sequence)."""
+    s = _new(_JustSender)
+    s._vals = vals
+    return s
+
+
+def just_err(err: Any) -> Any:
+    s = _new(_JustErrorSender)
+    s._err = err
+    return s
+
+
+def just_stopped() -> Any:
+    return _new(_JustStoppedSender)
+
+
+def await_value(vals: tuple[Any, ...]) -> Any:
+    """What ``await`` of a sender completing ``set_value(*vals)`` gives (None, the datum, or
+    the tuple)."""
+    n = len(vals)
+    if n == 1:
+        return vals[0]
+    if n == 0:
+        return None
+    return vals
+
+
+def add_error_note(err: Any, other: Any, where: str) -> None:
+    """Attach ``other`` (an error that lost to ``err``) as a note on ``err``."""
+    if not isinstance(err, BaseException) or other is err:
+        return
+    note = f"{where}: another error was dropped (only the first is delivered): {other!r}"
+    notes = getattr(err, "__notes__", None)
+    if notes is None:
+        try:
+            err.__notes__ = notes = []  # type: ignore[attr-defined,unused-ignore]
+        except Exception:  # pragma: no cover - an exception type without a __dict__
+            return
+    if type(notes) is list and note not in notes:
+        notes.append(note)

@@ -1,0 +1,203 @@
+"""Worker tasks for ``let_each(async_fn, max_concurrency=n)`` under trio (private module).
+
+Running every item's coroutine in a trio task of its own costs a task spawn per item (and
+the general coroutine-sender machinery around it). For ``as_completed`` (``fn`` is ``None``)
+each item is itself the work: a coroutine object is awaited directly in a worker. When a
+``let_each`` stage whose function is an ``async def`` one starts on the trio thread, its items
+run instead in at most ``n`` long-lived worker tasks (system tasks of the run, like the
+tasks that host coroutine senders), each taking the next item when it finished the previous
+one: the structure of the trio idiom of ``n`` workers reading one memory channel, with the
+rules of the bounded stage (slots, order, delivery) unchanged.
+
+Cancellation: each worker runs in a cancel scope of its own; a stop request on the stage's
+stop token cancels the scopes of all the workers (off the trio thread, through
+``TrioToken.run_sync_soon``). An item that ends with ``trio.Cancelled`` completes stopped.
+Idle workers end when the stage completes. A ``BaseException`` raised by the function (not
+``trio.Cancelled`` of the item's scope) propagates out of the worker, as from a coroutine
+sender's task.
+"""
+
+from __future__ import annotations
+
+import _thread
+import contextvars
+import signal
+import threading
+import types
+from typing import Any
+
+import trio
+import trio.lowlevel as tl
+
+from .._algorithms._into_variant import into_variant
+from .._algorithms._just import _JustSender
+from .._core._errors import Stopped
+from .._core._stop_token import stop_callback_for
+from .._core._values import values
+from .._schedulers._run_loop import sink_of
+from ._protocol import ERROR, STOPPED, VALUE
+
+__all__ = ["TrioPool"]
+
+_get_ident = threading.get_ident
+_CoroutineType = types.CoroutineType
+
+
+def _ki_ok() -> bool:
+    try:
+        return callable(signal.getsignal(signal.SIGINT))
+    except Exception:  # pragma: no cover - no signal support
+        return False
+
+
+class TrioPool:
+    __slots__ = ("_cb", "_closed", "_fn", "_idle", "_op", "_running", "_thread", "_token")
+
+    def __init__(self, op: Any, fn: Any) -> None:
+        self._op = op
+        self._fn = fn
+        self._idle: list[Any] = []
+        self._running: set[trio.CancelScope] = set()
+        self._closed = False
+        self._thread = _get_ident()
+        self._token = tl.current_trio_token()
+        self._cb: Any = None
+
+    def open(self, tok: Any) -> None:
+        if tok.stop_possible():
+            self._cb = stop_callback_for(tok, self._on_stop)
+
+    def _on_stop(self) -> None:
+        if _get_ident() == self._thread:
+            self._cancel_all()
+        else:
+            try:
+                self._token.run_sync_soon(self._cancel_all)
+            except trio.RunFinishedError:  # pragma: no cover - the run is over: nothing runs
+                pass
+
+    def _cancel_all(self) -> None:
+        for cs in list(self._running):
+            cs.cancel()
+
+    def submit(self, w: Any, item: Any) -> None:
+        if _get_ident() == self._thread:
+            self._submit(w, item)
+        else:
+            self._token.run_sync_soon(self._submit, w, item)
+
+    def _submit(self, w: Any, item: Any) -> None:
+        idle = self._idle
+        if idle:
+            task, box = idle.pop()
+            box.append((w, item))
+            tl.reschedule(task)  # the worker finds its next item in its box
+        else:
+            tl.spawn_system_task(
+                self._worker,
+                w,
+                item,
+                name="structexec let_each worker",
+                context=contextvars.copy_context(),
+            )
+
+    def close(self) -> None:
+        """The stage completed: end the idle workers (on the trio thread)."""
+        self._closed = True
+        cb = self._cb
+        if cb is not None:
+            self._cb = None
+            cb.close()
+        if _get_ident() == self._thread:
+            self._wake_idle()
+        else:
+            self._token.run_sync_soon(self._wake_idle)
+
+    def _wake_idle(self) -> None:
+        idle = self._idle
+        while idle:
+            tl.reschedule(idle.pop()[0])  # an empty box: the worker ends
+
+    def _base_exception(self, w: Any, exc: BaseException) -> None:
+        op = self._op
+        sink = sink_of(op._env)
+        taken = False
+        if sink is not None:
+            try:
+                taken = sink(exc) is True
+            except Exception:  # pragma: no cover - a broken sink: fall back
+                taken = False
+        op._src.request_stop()
+        op._item_done(w, STOPPED, None)
+        if taken:
+            return
+        if isinstance(exc, KeyboardInterrupt) and _ki_ok():
+            _thread.interrupt_main()  # delivered as a Ctrl-C, as for a coroutine sender
+            return
+        raise exc
+
+    def _abort(self, raise_cancel: Any) -> Any:
+        task = tl.current_task()
+        idle = self._idle
+        for i, entry in enumerate(idle):
+            if entry[0] is task:
+                del idle[i]
+                return tl.Abort.SUCCEEDED
+        return tl.Abort.FAILED  # pragma: no cover - rescheduled meanwhile
+
+    async def _worker(self, w: Any, item: Any) -> None:
+        # One cancel scope for the worker's life (a scope per item would cost more than the
+        # item): a stop request cancels it, and every item that runs afterwards in this worker
+        # is cancelled at its first checkpoint; the stage is ending anyway, since a stop
+        # request on its token is never withdrawn.
+        fn = self._fn
+        op = self._op
+        tok = op._tok
+        running = self._running
+        task = tl.current_task()
+        with trio.CancelScope() as cs:
+            running.add(cs)
+            if tok.stop_requested():
+                cs.cancel()
+            try:
+                while True:
+                    try:
+                        if fn is None:  # as_completed: the item is the work
+                            if type(item) is _CoroutineType:
+                                r = await item
+                            else:
+                                r = values(*await into_variant(item))
+                        else:
+                            if type(item) is _JustSender:
+                                vals = item._vals
+                            else:
+                                vals = await into_variant(item)
+                            r = await fn(*vals)
+                    except (trio.Cancelled, Stopped):
+                        kind: int = STOPPED
+                        data: Any = None
+                    except Exception as e:
+                        kind, data = ERROR, e
+                    except BaseException as exc:
+                        # KeyboardInterrupt, SystemExit: never an error datum. Hand it to the
+                        # consumer that waits (an await in a trio task, sync_wait), which raises
+                        # it where it waits, as a coroutine sender's task does; the item
+                        # completes stopped, which stops the stage.
+                        self._base_exception(w, exc)
+                        return
+                    else:
+                        kind = VALUE
+                        data = () if r is None else (tuple(r) if type(r) is values else (r,))
+                    item = None
+                    op._item_done(w, kind, data)
+                    w = data = None
+                    if self._closed:
+                        return
+                    box: list[tuple[Any, Any]] = []
+                    self._idle.append((task, box))
+                    await tl.wait_task_rescheduled(self._abort)
+                    if not box:
+                        return
+                    w, item = box[0]
+            finally:
+                running.discard(cs)
