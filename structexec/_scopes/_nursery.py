@@ -27,6 +27,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import trio
+import trio._core._run as _trio_run_module
 
 from .._algorithms._stop_when import StopTokenEnv
 from .._core._env import EMPTY_ENV, TryEnv
@@ -166,6 +167,7 @@ async def _hosted(scope: Any, coro: Coroutine[Any, Any, Any], site: Any = None) 
             raise
         # The scope's own request_stop cancelled this task: it ends "stopped". Returning
         # normally spares trio the per-child exception bookkeeping of a mass cancel.
+        scope._cancel_seen = True
     except Stopped:
         pass  # an awaited sender completed stopped: the task ends stopped, like spawned work
     except BaseException as e:  # KeyboardInterrupt, SystemExit, groups: see _task_raised
@@ -254,6 +256,28 @@ def _without_cancelled(exc: BaseException) -> tuple[BaseException | None, bool]:
     return exc, False
 
 
+#: trio's note on the group of a non-strict nursery, which trio collapses where it holds one
+#: exception (after a cancel scope took the Cancelleds out of it).
+_LOOSE_NOTE: str = getattr(_trio_run_module, "NONSTRICT_EXCEPTIONGROUP_NOTE", "loose group")
+_collapse_loose: Callable[[BaseExceptionGroup[BaseException]], BaseException] = getattr(
+    _trio_run_module, "collapse_exception_group", lambda group: group
+)
+
+
+def _run_strict() -> bool:
+    """The ``strict_exception_groups`` of the current trio run (``trio.run``'s argument, which
+    ``trio.open_nursery()`` follows when it is given none); trio has no public accessor."""
+    runner = getattr(_trio_run_module.GLOBAL_RUN_CONTEXT, "runner", None)
+    return bool(getattr(runner, "strict_exception_groups", True))
+
+
+def _has_cancelled(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is, or its group holds, a ``trio.Cancelled``."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(trio.Cancelled)[0] is not None
+    return isinstance(exc, trio.Cancelled)
+
+
 def _is_interrupt(exc: BaseException | None) -> bool:
     """``KeyboardInterrupt``, ``SystemExit`` and other ``BaseException``s that are neither a
     trio cancellation nor a stopped completion (``sx.Stopped``)."""
@@ -267,6 +291,7 @@ class NurseryFace(AssociationState):
     __slots__ = (
         "_body_cs",
         "_cancel_scope",
+        "_cancel_seen",
         "_entered",
         "_name",
         "_nursery",
@@ -283,11 +308,12 @@ class NurseryFace(AssociationState):
     def __init__(
         self,
         *,
-        strict_exception_groups: bool = True,
+        strict_exception_groups: bool | None = None,
         name: str | None = None,
         stop_grace: float | None = None,
     ) -> None:
         AssociationState.__init__(self)
+        # None: the trio run's setting, read at `async with` (as trio.open_nursery()).
         self._strict = strict_exception_groups
         # docs/debugging.md: the name in notes, trees and reprs; the stuck-work warnings;
         # when stop was requested (time.monotonic(), for the tree).
@@ -295,6 +321,7 @@ class NurseryFace(AssociationState):
         self._stop_grace = None if stop_grace is None else check_grace(stop_grace)
         self._stop_since: float | None = None
         self._entered = False
+        self._cancel_seen = False  # a hosted task ended with trio.Cancelled (see __aexit__)
         self._body_cs: Any = None
         self._cancel_scope: Any = None
         self._parent_task: Any = None
@@ -442,6 +469,7 @@ class NurseryFace(AssociationState):
         except trio.Cancelled:
             if not (status.called and self._stopping()):
                 raise
+            self._cancel_seen = True
         except Stopped:
             if not status.called:
                 raise
@@ -570,6 +598,8 @@ class NurseryFace(AssociationState):
             )
         self._entered = True
         run = self._run = current_run()
+        if self._strict is None:
+            self._strict = _run_strict()
         self._parent_task = trio.lowlevel.current_task()
         try:
             self._cancel_scope = await self._open_host()
@@ -699,15 +729,14 @@ class NurseryFace(AssociationState):
                     else:
                         await self._wait_joined(waiter.event, warn_at)
                     break
-                except trio.Cancelled as c:
+                except trio.Cancelled:
                     # The enclosing code was cancelled while joining: counting_scope
-                    # requests stop; both keep joining, shielded (docs/scopes.md). A stop
-                    # request that came meanwhile cancelled the hosted tasks' nursery, which
-                    # the wait is in: that Cancelled is the scope's own, not re-raised.
-                    if self._hosted_cancelled():
-                        probe = True
-                    else:
-                        cancelled = c
+                    # requests stop; both keep joining, shielded (docs/scopes.md). As in a
+                    # nursery's exit, this Cancelled of the wait itself is not raised: the
+                    # probe below raises the enclosing cancellation only if the body or a
+                    # hosted task was cancelled by it (a nursery is never the source of a
+                    # Cancelled, it only passes on those of its children and body).
+                    probe = True
                     self._stop_work()
                 except BaseException as e:
                     # KeyboardInterrupt (Ctrl-C) while waiting: cancel the hosted tasks
@@ -728,7 +757,7 @@ class NurseryFace(AssociationState):
             self._nursery = None
             self._spawn_env = EMPTY_ENV
             self._entered = False
-        if probe and cancelled is None:
+        if probe and (self._cancel_seen or _has_cancelled(body_exc)):
             try:
                 await trio.lowlevel.checkpoint_if_cancelled()
             except trio.Cancelled as c:
@@ -763,6 +792,8 @@ class NurseryFace(AssociationState):
             out = cancelled
         else:
             out = exc
+        if ours and not self._strict:
+            out.add_note(_LOOSE_NOTE)  # type: ignore[union-attr]
         # Last, the block's own cancel scope (scope.cancel_scope): it absorbs its Cancelled.
         # (self._cancel_scope is kept: like nursery.cancel_scope, readable after the block)
         try:
@@ -772,14 +803,18 @@ class NurseryFace(AssociationState):
                 return True if out is not None else body_exc is not None
             out = left
             if not self._strict:
-                if isinstance(out, BaseExceptionGroup) and len(out.exceptions) == 1:
-                    out = out.exceptions[0]  # as a non-strict nursery: a lone one, bare
+                # As a non-strict nursery: a group made here carries trio's "loose" note and
+                # is collapsed where it holds one exception (once the Cancelleds are gone);
+                # a group of the user's own is left alone.
+                if isinstance(out, BaseExceptionGroup):
+                    out = _collapse_loose(out)
                 if out is body_exc:
                     return False
-            elif not ours:
+            elif not ours and not isinstance(out, trio.Cancelled):
                 # As trio.open_nursery() by default: whatever leaves the block comes out in
                 # a group (a group from the body nested in it), so `except*` written for a
-                # nursery works unchanged.
+                # nursery works unchanged. A lone Cancelled (the block was cancelled from
+                # outside, nothing failed) comes out bare, as from anyio's task group.
                 out, ours = BaseExceptionGroup(_STRICT_MESSAGE, [out]), True
             if ours:
                 out.__suppress_context__ = True
@@ -860,7 +895,7 @@ class SimpleHost(NurseryFace):
 
     async def _open_host_nursery(self) -> None:
         self._host_release = trio.Event()
-        cm = trio.open_nursery()
+        cm = trio.open_nursery(strict_exception_groups=True)
         outer = await cm.__aenter__()
         try:
             # Shielded: in an already-cancelled context trio would not let the host report
@@ -876,7 +911,7 @@ class SimpleHost(NurseryFace):
     async def _host(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         # The nursery that hosts the scope's trio tasks. It stays open until the scope has
         # joined, so work may be started even after the body has left.
-        async with trio.open_nursery() as inner:
+        async with trio.open_nursery(strict_exception_groups=True) as inner:
             inner.cancel_scope.shield = True  # nothing but an interrupt cancels its tasks
             task_status.started(inner)
             try:
@@ -922,7 +957,7 @@ class CountingHost(NurseryFace):
     def __init__(
         self,
         *,
-        strict_exception_groups: bool = True,
+        strict_exception_groups: bool | None = None,
         name: str | None = None,
         stop_grace: float | None = None,
     ) -> None:
@@ -964,9 +999,9 @@ class CountingHost(NurseryFace):
     # ``__aexit__`` (:meth:`_exit_cancel_scope`), with what leaves the block.
 
     async def _open_host(self) -> trio.CancelScope:
-        watch_cm = trio.open_nursery()
+        watch_cm = trio.open_nursery(strict_exception_groups=True)
         watch = self._watch_nursery = await watch_cm.__aenter__()
-        work_cm = trio.open_nursery()
+        work_cm = trio.open_nursery(strict_exception_groups=True)
         try:
             self._nursery = await work_cm.__aenter__()
         except BaseException as exc:  # pragma: no cover - opening a nursery does not block
