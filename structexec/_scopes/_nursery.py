@@ -426,6 +426,13 @@ class NurseryFace(AssociationState):
         An exception raised before ``started()`` propagates here, as in trio; after it, the
         task belongs to the scope like one started with :meth:`start_soon`. Raises
         ``RuntimeError`` if the scope no longer accepts work.
+
+        After ``request_stop()`` (or any stop of a ``counting_scope``'s work) the task starts
+        cancelled, as under ``nursery.start()`` into a cancelled nursery: a ``trio.Cancelled``
+        it meets before ``started()`` comes out of ``start()``, and the ``async with`` block
+        absorbs it, as the scope's own; a task that calls ``started()`` before its first
+        checkpoint returns its value and is then cancelled with the other hosted tasks
+        (docs/scopes.md).
         """
         nursery = self._nursery
         if nursery is None:
@@ -439,10 +446,28 @@ class NurseryFace(AssociationState):
         ran = [False]
         f = sys._getframe(1)
         try:
-            return await nursery.start(
-                _hosted_start_task, self, async_fn, args, ran, (f.f_code, f.f_lasti),
-                name=async_fn if name is None else name,
-            )
+            if not self._hosted_cancelled():
+                return await nursery.start(
+                    _hosted_start_task, self, async_fn, args, ran, (f.f_code, f.f_lasti),
+                    name=async_fn if name is None else name,
+                )
+            # Stop was requested: as nursery.start() into a cancelled nursery, the task runs
+            # under start() cancelled, and a Cancelled before started() comes out of start()
+            # (the block absorbs it, as the scope's own). The body itself stays uncancelled.
+            caught: BaseException | None = None
+            with trio.CancelScope() as cs:
+                _cancel(cs, self._reason)
+                try:
+                    return await nursery.start(
+                        _hosted_start_task, self, async_fn, args, ran, (f.f_code, f.f_lasti),
+                        name=async_fn if name is None else name,
+                    )
+                except trio.Cancelled as c:
+                    caught = c
+            try:
+                raise caught  # type: ignore[misc]
+            finally:
+                del caught
         except BaseException:
             if not ran[0]:  # the task never ran, so its finally did not release
                 self._disassociate()
@@ -515,6 +540,14 @@ class NurseryFace(AssociationState):
         that the scope itself cancelled (counting_scope after a stop request)."""
         return False
 
+    def __del__(self) -> None:
+        t = self._parent_task
+        if self._entered and t is not None and _task_finished(t):
+            # Misnested: the task that entered the block ended inside it, and trio reported
+            # "Nursery stack corrupted" then; as an abandoned nursery, no second warning.
+            return
+        AssociationState.__del__(self)
+
     def _abandon(self) -> None:
         """The block will never be left properly (misnesting, see ``__aexit__``): cancel the
         hosted tasks (counting_scope: request stop), so that trio reports the misnesting
@@ -579,9 +612,10 @@ class NurseryFace(AssociationState):
             call_in_run(run, fn)
 
     def __enter__(self) -> None:
+        name = type(self).__name__
         raise RuntimeError(
-            f"use 'async with {type(self).__name__}() as scope:', not 'with': the scope hosts "
-            "trio tasks and leaving it waits for them"
+            f"use 'async with {name}(...)', not 'with {name}(...)': the scope hosts trio "
+            "tasks and leaving it waits for them"
         )
 
     def __exit__(self, *exc: object) -> None:  # pragma: no cover - __enter__ always raises
@@ -751,6 +785,13 @@ class NurseryFace(AssociationState):
             # Waits for the host only (everything it hosted has finished). An enclosing
             # cancellation does not interrupt a nursery's exit.
             await self._close_host()
+        except BaseExceptionGroup as group:
+            # The host nursery's own group (strict): trio's errors, such as "Nursery stack
+            # corrupted" for a misnested child, are reported one by one, at the level a
+            # nursery reports them.
+            for e in group.exceptions:
+                self._add_interrupt(e)
+            del group
         except BaseException as e:  # a second Ctrl-C during the host's exit
             self._add_interrupt(e)
         finally:
@@ -779,6 +820,7 @@ class NurseryFace(AssociationState):
                 excs.append(cancelled)
             excs.extend(interrupts)
             out, ours = BaseExceptionGroup(ERRORS_MESSAGE, excs), True
+            del excs  # no cycle: this frame <- the traceback of an exception in the list
         elif interrupts:
             # The interrupt supersedes a cancellation (which only asked the scope to finish
             # early); the body's own exception goes with it.
