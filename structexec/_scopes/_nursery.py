@@ -789,9 +789,9 @@ class NurseryFace(AssociationState):
             # The host nursery's own group (strict): trio's errors, such as "Nursery stack
             # corrupted" for a misnested child, are reported one by one, at the level a
             # nursery reports them.
-            for e in group.exceptions:
-                self._add_interrupt(e)
-            del group
+            for member in group.exceptions:
+                self._add_interrupt(member)
+            del group, member
         except BaseException as e:  # a second Ctrl-C during the host's exit
             self._add_interrupt(e)
         finally:
