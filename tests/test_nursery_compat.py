@@ -2313,7 +2313,8 @@ warnings.simplefilter("error")
 def shape(e):
     if isinstance(e, BaseExceptionGroup):
         return [shape(x) for x in e.exceptions]
-    return type(e).__name__ + (": Nursery stack corrupted" if "Nursery stack corrupted" in str(e) else "")
+    corrupted = "Nursery stack corrupted" in str(e)
+    return type(e).__name__ + (": Nursery stack corrupted" if corrupted else "")
 async def main():
     async def inner_func():
         inner = await inner_cm.__aenter__()
@@ -2344,7 +2345,8 @@ warnings.simplefilter("error")
 def shape(e):
     if isinstance(e, BaseExceptionGroup):
         return [shape(x) for x in e.exceptions]
-    return type(e).__name__ + (": Nursery stack corrupted" if "Nursery stack corrupted" in str(e) else "")
+    corrupted = "Nursery stack corrupted" in str(e)
+    return type(e).__name__ + (": Nursery stack corrupted" if corrupted else "")
 async def main():
     async def started_sleeper(task_status):
         task_status.started()
@@ -2519,9 +2521,9 @@ async def test_parity_child_error_in_cancelled_block_leaves_no_cyclic_garbage(
 )
 async def test_parity_plain_with_names_the_call(opener: Any, name: str) -> None:
     cm = opener()
-    with pytest.raises(RuntimeError, match=rf"use 'async with {name}\(\.\.\.\)', not 'with {name}"):
-        with cm:
-            pass  # pragma: no cover
+    match = rf"use 'async with {name}\(\.\.\.\)', not 'with {name}"
+    with pytest.raises(RuntimeError, match=match), cm:
+        pass  # pragma: no cover
 
 
 def _stop(n: Any) -> None:
