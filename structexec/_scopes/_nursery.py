@@ -186,15 +186,23 @@ async def _guarded(scope: Any, async_fn: Callable[..., Any], args: tuple[Any, ..
     """
     # The spawn state of the coroutine sender (its operation's receiver), for the note: read
     # now, the operation forgets its receiver when it completes.
-    st = getattr(getattr(async_fn, "__self__", None), "_rcvr", None)
+    op = getattr(async_fn, "__self__", None)
+    st = getattr(op, "_rcvr", None)
+    cs = getattr(op, "_scope", None)  # a coroutine sender's own cancel scope (the op drops it)
     try:
         await async_fn(*args)
     except trio.Cancelled:
+        scope._cancel_seen = True  # (see __aexit__)
         raise
     except BaseException as e:
         note_error(e, getattr(st, "_site", None), scope)
         if scope._task_raised(e):
             raise
+    else:
+        # A coroutine sender's own cancel scope caught the stop's Cancelled: a task that was
+        # cancelled (the exit may pass an enclosing cancellation on, see __aexit__).
+        if getattr(cs, "cancelled_caught", False):
+            scope._cancel_seen = True
 
 
 class _HostNursery:
