@@ -549,8 +549,8 @@ class NurseryFace(AssociationState):
         return False
 
     def __del__(self) -> None:
-        t = self._parent_task
-        if self._entered and t is not None and _task_finished(t):
+        t = getattr(self, "_parent_task", None)  # (absent if __init__ raised)
+        if t is not None and getattr(self, "_entered", False) and _task_finished(t):
             # Misnested: the task that entered the block ended inside it, and trio reported
             # "Nursery stack corrupted" then; as an abandoned nursery, no second warning.
             return
