@@ -27,13 +27,13 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import trio
-import trio._core._run as _trio_run_module
 
 from .._algorithms._stop_when import StopTokenEnv
 from .._core._env import EMPTY_ENV, TryEnv
 from .._core._errors import Stopped
 from .._core._queries import get_scheduler
 from .._core._stop_token import inplace_stop_callback, inplace_stop_source
+from .._trio import _trio_compat
 from .._trio._trio_bridge import (
     RunState,
     call_in_run,
@@ -262,21 +262,6 @@ def _without_cancelled(exc: BaseException) -> tuple[BaseException | None, bool]:
         if cancelled is not None:
             return rest, True
     return exc, False
-
-
-#: trio's note on the group of a non-strict nursery, which trio collapses where it holds one
-#: exception (after a cancel scope took the Cancelleds out of it).
-_LOOSE_NOTE: str = getattr(_trio_run_module, "NONSTRICT_EXCEPTIONGROUP_NOTE", "loose group")
-_collapse_loose: Callable[[BaseExceptionGroup[BaseException]], BaseException] = getattr(
-    _trio_run_module, "collapse_exception_group", lambda group: group
-)
-
-
-def _run_strict() -> bool:
-    """The ``strict_exception_groups`` of the current trio run (``trio.run``'s argument, which
-    ``trio.open_nursery()`` follows when it is given none); trio has no public accessor."""
-    runner = getattr(_trio_run_module.GLOBAL_RUN_CONTEXT, "runner", None)
-    return bool(getattr(runner, "strict_exception_groups", True))
 
 
 def _has_cancelled(exc: BaseException | None) -> bool:
@@ -641,7 +626,7 @@ class NurseryFace(AssociationState):
         self._entered = True
         run = self._run = current_run()
         if self._strict is None:
-            self._strict = _run_strict()
+            self._strict = _trio_compat.run_strict_exception_groups()
         self._parent_task = trio.lowlevel.current_task()
         try:
             self._cancel_scope = await self._open_host()
@@ -843,7 +828,7 @@ class NurseryFace(AssociationState):
         else:
             out = exc
         if ours and not self._strict:
-            out.add_note(_LOOSE_NOTE)  # type: ignore[union-attr]
+            out.add_note(_trio_compat.LOOSE_NOTE)  # type: ignore[union-attr]
         # Last, the block's own cancel scope (scope.cancel_scope): it absorbs its Cancelled.
         # (self._cancel_scope is kept: like nursery.cancel_scope, readable after the block)
         try:
@@ -857,7 +842,7 @@ class NurseryFace(AssociationState):
                 # is collapsed where it holds one exception (once the Cancelleds are gone);
                 # a group of the user's own is left alone.
                 if isinstance(out, BaseExceptionGroup):
-                    out = _collapse_loose(out)
+                    out = _trio_compat.collapse_exception_group(out)
                 if out is body_exc:
                     return False
             elif not ours and not isinstance(out, trio.Cancelled):
