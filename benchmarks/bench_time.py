@@ -4,6 +4,8 @@
 * 10,000 pending ``schedule_after`` timers spawned into a ``counting_scope``, then
   ``request_stop``, vs 10,000 trio tasks in ``trio.sleep`` cancelled: at most 1.5x (per timer,
   spawn + stop + join);
+* ``sx.operation_tree()`` over 50,000 pending ``schedule_after`` timers spawned into a
+  ``counting_scope`` inside trio: at most 5 us per pending operation (docs/debugging.md);
 * ``run_loop`` with N = 1e3, 1e4, 1e5 timers (random deadlines within 20 ms, all fired):
   per-timer cost, informational (it should grow like log n: a ``SortedList`` insert and a
   slice of the due ones).
@@ -96,6 +98,36 @@ def stop_pending_timers(b: Bench) -> Pair:
     n = b.n(10_000)
     _stop_timers_cost(min(n, 1000))  # warm-up
     return _stop_timers_cost(n), _cancel_sleepers_cost(n)
+
+
+@row(
+    metric="sx.operation_tree() over 50k pending schedule_after timers, per operation",
+    unit="us/op",
+    limit=5.0,
+)
+def operation_tree_of_pending_timers(b: Bench) -> Pair:
+    return _operation_tree_cost(b.n(50_000)), None
+
+
+def _operation_tree_cost(n: int) -> float:
+    # n timers spawned into one scope, all pending; one snapshot taken as a warm-up, then the
+    # second one timed (the trio loop is blocked for that long).
+    async def main() -> float:
+        async with sx.counting_scope() as scope:
+            sch = sx.trio_scheduler()
+            for _ in range(n):
+                scope.spawn(sx.schedule_after(sch, 3600))
+            await trio.lowlevel.checkpoint()
+            sx.operation_tree()
+            t0 = time.perf_counter()
+            tree = sx.operation_tree()
+            dt = time.perf_counter() - t0
+            assert sum(len(s.operations) for s in tree) >= n
+            del tree
+            scope.request_stop()
+        return dt / n
+
+    return trio.run(main)
 
 
 def _run_loop_timers_cost(n: int) -> float:

@@ -4,6 +4,10 @@ Senders, receivers, schedulers, stop tokens, counting scopes, ``task`` and the p
 on top of trio. ``import structexec as sx``; docs/index.md introduces the API. Every public name is
 re-exported here, explicitly, from the layered private subpackages (docs/internals.md "The
 layers"); each private module lists its public names in ``__all__``.
+
+The docstrings name the guides as ``docs/NAME.md`` ("docs/scopes.md"): files of the source
+distribution (``structexec-VERSION.tar.gz``) and of a clone, which the wheel does not carry; the
+documentation site (``bash .ci/docs``) turns each into a link to its page.
 """
 
 from typing import TYPE_CHECKING as _TYPE_CHECKING
@@ -217,24 +221,26 @@ from ._scopes._spawn_future import (
     spawn_future as spawn_future,
 )
 
-# -- seeing what runs (docs/debugging.md)
-from ._scopes._introspect import (
-    OperationInfo as OperationInfo,
-    ScopeInfo as ScopeInfo,
-    dump as dump,
-    install_dump_on_signal as install_dump_on_signal,
-    operation_tree as operation_tree,
-)
+# -- seeing what runs (docs/debugging.md): imported on first use (``__getattr__`` below)
+if _TYPE_CHECKING:
+    from ._scopes._introspect import (
+        OperationInfo as OperationInfo,
+        ScopeInfo as ScopeInfo,
+        dump as dump,
+        install_dump_on_signal as install_dump_on_signal,
+        operation_tree as operation_tree,
+    )
 from ._scopes._site import (
     StuckWorkWarning as StuckWorkWarning,
     set_stop_grace as set_stop_grace,
 )
 
-# -- the parallel scheduler and its replaceability API
-from ._parallel._parallel_scheduler import (
-    get_parallel_scheduler as get_parallel_scheduler,
-    parallel_scheduler as parallel_scheduler,
-)
+# -- the parallel scheduler (imported on first use) and its replaceability API
+if _TYPE_CHECKING:
+    from ._parallel._parallel_scheduler import (
+        get_parallel_scheduler as get_parallel_scheduler,
+        parallel_scheduler as parallel_scheduler,
+    )
 from ._parallel._replacement_api import (
     system_context_replaceability as system_context_replaceability,
     query_parallel_scheduler_backend as query_parallel_scheduler_backend,
@@ -249,6 +255,35 @@ from ._parallel._replacement_api import (
 from ._parallel._replacement_api import (
     install_default_backend_factory as _install_default_backend_factory,
 )
+
+
+# Public names whose modules load on first use: introspection and the parallel scheduler are
+# not needed by most programs and cost milliseconds at import (PEP 562).
+_LAZY = {
+    "OperationInfo": "._scopes._introspect",
+    "ScopeInfo": "._scopes._introspect",
+    "dump": "._scopes._introspect",
+    "install_dump_on_signal": "._scopes._introspect",
+    "operation_tree": "._scopes._introspect",
+    "get_parallel_scheduler": "._parallel._parallel_scheduler",
+    "parallel_scheduler": "._parallel._parallel_scheduler",
+}
+
+
+def __getattr__(name: str) -> object:
+    """Import a lazily loaded public name (``_LAZY``) on first access and keep it."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 def _default_parallel_backend() -> "ThreadPoolBackend":

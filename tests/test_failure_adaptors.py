@@ -636,7 +636,7 @@ def test_a_receiver_that_raises_is_not_completed_again(make: Any) -> None:
 
 
 async def test_a_raising_receiver_of_a_trio_hosted_coroutine_terminates(
-    terminate_calls: TerminateRecorder,
+    sx_terminate_calls: TerminateRecorder,
 ) -> None:
     """[exec.recv.concepts]: a receiver that raises when a trio-hosted coroutine completes
     it has nobody to raise to (the completion runs in the hosting trio task): the terminate
@@ -650,12 +650,12 @@ async def test_a_raising_receiver_of_a_trio_hosted_coroutine_terminates(
     for _ in range(5):
         await trio.lowlevel.checkpoint()
     assert r.calls == 1
-    assert len(terminate_calls.calls) == 1
-    assert "[exec.recv.concepts]" in terminate_calls.reasons[0]
+    assert len(sx_terminate_calls.calls) == 1
+    assert "[exec.recv.concepts]" in sx_terminate_calls.reasons[0]
 
 
 def test_a_stop_callback_that_raises_calls_terminate_and_the_others_still_run(
-    terminate_calls: TerminateRecorder,
+    sx_terminate_calls: TerminateRecorder,
 ) -> None:
     """[stopsource.inplace]: a stop callback must not raise; one that does calls the
     terminate handler (documented), and the other callbacks still run."""
@@ -668,7 +668,7 @@ def test_a_stop_callback_that_raises_calls_terminate_and_the_others_still_run(
     ]
     assert src.request_stop()
     assert sorted(ran) == [1, 3]
-    assert terminate_calls.reasons == ["stop callback raised"]
+    assert sx_terminate_calls.reasons == ["stop callback raised"]
     for cb in cbs:
         cb.close()
 

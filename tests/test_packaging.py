@@ -25,11 +25,8 @@ else:  # pragma: no cover
     import tomli as tomllib  # a dependency of pytest on Python 3.10
 
 ROOT = Path(__file__).resolve().parent.parent
-PROJECT_URLS = {
-    "Source": "https://github.com/structexec/structexec",
-    "Issues": "https://github.com/structexec/structexec/issues",
-    "Changelog": "https://github.com/structexec/structexec/blob/main/CHANGELOG.md",
-}
+# [text](target) in Markdown, target not an absolute URL or an in-page anchor
+_RELATIVE_LINK = re.compile(r"\[[^\]]*\]\((?!https?://|#)[^)]*\)")
 
 
 def _pyproject() -> dict[str, Any]:
@@ -58,8 +55,13 @@ def test_package_imports_from_this_checkout() -> None:
 
 
 def test_distribution_metadata() -> None:
+    import structexec
+
     dist = importlib.metadata.distribution("structexec")
-    assert dist.version == "0.1.0"
+    # one place for the version: structexec.__version__, which the build reads
+    assert dist.version == structexec.__version__
+    assert "version" in _pyproject()["project"]["dynamic"]
+    assert "version" not in _pyproject()["project"]
     assert dist.metadata["Requires-Python"] == ">=3.10"
     requires = dist.requires or []
     assert any(r.startswith("trio") for r in requires)
@@ -99,9 +101,14 @@ def test_wheel_contains_every_module_and_py_typed(tmp_path: Path) -> None:
     assert meta["License-Expression"] == "MIT"
     assert meta.get_all("License-File") == ["LICENSE"]
     assert "structexec-0.1.0.dist-info/licenses/LICENSE" in names
-    urls = dict(u.split(", ", 1) for u in meta.get_all("Project-URL") or [])
-    assert PROJECT_URLS.items() <= urls.items()
-    assert "testing" in (meta.get_all("Provides-Extra") or [])
+    # no URL of a repository or site that does not exist (tests/test_links.py)
+    assert meta.get_all("Project-URL") is None
+    assert set(meta.get_all("Provides-Extra") or []) == {"test", "dask", "testing"}
+    # the package index shows the long description without the repository: no relative link
+    description = meta.get_payload()
+    assert "pip install structexec" in description
+    assert _RELATIVE_LINK.findall(description) == []
+    assert "`docs/scopes.md` in the source distribution" in description
     entry_points = wheel_zip.read("structexec-0.1.0.dist-info/entry_points.txt").decode()
     assert "[pytest11]\nstructexec = structexec.testing.plugin" in entry_points
 
@@ -115,10 +122,46 @@ def test_project_metadata_in_pyproject() -> None:
     license_text = (ROOT / "LICENSE").read_text(encoding="utf-8")
     assert license_text.startswith("MIT License")
     assert "Copyright (c) 2026 structexec developers" in license_text
-    assert PROJECT_URLS.items() <= project["urls"].items()
+    assert "urls" not in project  # no public repository or site address yet
     changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
-    assert f"## [{project['version']}]" in changelog
+    # one section for what is not released yet, and no link to a tag or a comparison
+    assert re.findall(r"^## .*$", changelog, re.M).count("## Unreleased") == 1
+    assert not re.search(r"^\[[^\]]+\]: ", changelog, re.M), "a link reference to a tag"
     assert project["entry-points"]["pytest11"] == {"structexec": "structexec.testing.plugin"}
+
+
+def test_extras_are_for_users_and_tools_are_dependency_groups() -> None:
+    """The user-visible extras are dask and testing (and test, which the README's set-up
+    command installs); the development tools are PEP 735 dependency groups, each tool pinned
+    once and the same everywhere (.ci/run installs ruff and mypy as the lint group pins them)."""
+    pyproject = _pyproject()
+    extras = pyproject["project"]["optional-dependencies"]
+    assert set(extras) == {"test", "dask", "testing"}
+    core = {Requirement(r).name for r in pyproject["project"]["dependencies"]}
+    assert not [r for r in extras["dask"] if Requirement(r).name in core], "repeats a core dep"
+    groups = pyproject["dependency-groups"]
+    assert {"lint", "docs", "typing", "bench"} <= set(groups)
+    pins: dict[str, set[str]] = {}
+    for reqs in groups.values():
+        for r in reqs:
+            req = Requirement(r)
+            pins.setdefault(req.name, set()).add(str(req.specifier))
+    assert pins["mypy"] == {"==2.4.1"}, pins["mypy"]
+    ci_run = ROOT / ".ci" / "run"
+    if ci_run.is_file():
+        lint = {Requirement(r).name: str(Requirement(r).specifier) for r in groups["lint"]}
+        for name, spec in lint.items():
+            assert f"'{name}{spec}'" in ci_run.read_text(), f".ci/run does not install {name}{spec}"
+
+
+def test_classifiers() -> None:
+    classifiers = _pyproject()["project"]["classifiers"]
+    # sys._getframe, f_lasti and gc.get_objects as CPython lays them out
+    assert "Programming Language :: Python :: Implementation :: CPython" in classifiers
+    assert any(c.startswith("Operating System ::") for c in classifiers)
+    assert any(c.startswith("Topic ::") for c in classifiers)
+    for minor in range(10, 15):
+        assert f"Programming Language :: Python :: 3.{minor}" in classifiers
 
 
 def test_testing_extra_brings_hypothesis() -> None:

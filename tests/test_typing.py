@@ -8,7 +8,8 @@
   (``reportUnnecessaryTypeIgnoreComment``) that silences exactly that error, so a line that
   stops failing fails this test.
 
-The checkers come from the ``typing`` extra (``pip install -e '.[typing]'``); without them these
+The checkers come from the ``typing`` dependency group (``pip install --group typing``, pip >=
+25.1); without them these
 tests fail (they do not skip). They are marked ``typing`` and left out of a plain ``pytest`` run
 (tests/conftest.py); run them with ``python -m pytest tests/test_typing.py`` or ``-m typing``.
 Both checkers read this checkout's ``structexec``, not an installed copy: mypy through
@@ -31,7 +32,8 @@ ROOT = Path(__file__).resolve().parent.parent
 TYPING = ROOT / "tests" / "typing"
 FILES = ["tests/typing/pass_types.py", "tests/typing/fail_types.py"]
 INSTALL = (
-    "install the typing extra of structexec (pip install -e '.[typing]', which pins mypy and "
+    "install the typing dependency group of structexec (pip install --group typing, pip >= 25.1, "
+    "which pins mypy and "
     "pyright) into the interpreter that runs pytest: {}"
 )
 

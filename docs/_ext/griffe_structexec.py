@@ -7,7 +7,14 @@ before a docstring is parsed this extension
 
 * wraps every run of doctest lines (a ``>>>`` line up to the next blank line, the expected
   output included) in a ``pycon`` code fence, and
-* turns a Sphinx role (:class:`X`, :meth:`~X.y`, ...) into a code span (``X``, ``X.y``).
+* turns a Sphinx role (:class:`X`, :meth:`~X.y`, ...) into a code span (``X``, ``X.y``), and
+* turns a mention of a documentation page (``docs/scopes.md``, which ``help()`` prints as the
+  file of a clone or sdist) into a link to that page of the site, titled as in the nav.
+
+An attribute whose docstring is its value's type's (``int``, ``tuple``, ...: inspection finds
+``int.__doc__`` on ``max_associations = sys.maxsize``) has no docstring of its own: it is
+dropped, so the reference never shows Python's "Convert a number or string to an integer"
+(the class docstring describes such attributes).
 
 An algorithm object (``sx.then``, ...) is called through its adaptor base's generic
 ``__call__(*args)``; its docstring's first line spells the real call (````then(sndr, f)````), so
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import re
+from pathlib import Path
 from typing import Any
 
 import griffe
@@ -46,8 +54,32 @@ def _fence_doctests(text: str) -> str:
     return "\n".join(out)
 
 
+# docs/scopes.md, not inside a code span or a path (``docs/x.md``, tests/docs/...)
+_PAGE = re.compile(r"(?<![`/\w])docs/([a-z-]+)\.md(?![`\w])")
+_DOCS = Path(__file__).resolve().parents[1]
+# The docstrings of builtin types, which inspection attaches to attributes holding such values.
+_BUILTIN_DOCS = {
+    (t.__doc__ or "").strip()
+    for t in (int, float, bool, str, bytes, tuple, list, dict, set, frozenset, type(None))
+}
+
+
+def _page_title(name: str) -> str | None:
+    page = _DOCS / f"{name}.md"
+    if not page.is_file():
+        return None
+    first = page.read_text(encoding="utf-8").splitlines()[0]
+    return first.removeprefix("# ").strip() if first.startswith("# ") else name
+
+
+def _page_link(m: re.Match[str]) -> str:
+    title = _page_title(m.group(1))
+    # reference pages are docs/reference/*.md: the guides are one level up
+    return m.group(0) if title is None else f"[{title}](../{m.group(1)}.md)"
+
+
 def _markdown(text: str) -> str:
-    return _ROLE.sub(r"`\1`", _fence_doctests(text))
+    return _PAGE.sub(_page_link, _ROLE.sub(r"`\1`", _fence_doctests(text)))
 
 
 _CALL = re.compile(r"``(\w+)\((.*?)\)``")
@@ -96,6 +128,9 @@ class StructexecDocstrings(griffe.Extension):
 
     def on_object(self, *, obj: griffe.Object, **kwargs: Any) -> None:
         if obj.docstring is None:
+            return
+        if isinstance(obj, griffe.Attribute) and obj.docstring.value.strip() in _BUILTIN_DOCS:
+            obj.docstring = None
             return
         if isinstance(obj, griffe.Function) and _is_generic_call(obj):
             params = _parameters_from_docstring(obj.name, obj.docstring.value)

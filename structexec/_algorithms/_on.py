@@ -119,7 +119,8 @@ def _lower(sndr: _OnSender, env: Any) -> Any:
 
 
 class on_t(Algorithm):
-    """``on``: run work on another scheduler and come back ([exec.on]).
+    """``on(sch, sndr)`` / ``on(sndr, sch, closure)``: run work on another scheduler and come back
+    ([exec.on]).
 
     ``on(sch, sndr)`` starts ``sndr`` on ``sch`` (where ``read_env(get_scheduler)`` is
     ``sch``), then transfers the completion back to the scheduler of the receiver's

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import reprlib
 import threading
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from typing import Any, NoReturn, TypeVar, overload
 
 from .._core._adaptor_util import BinaryAdaptor, close_op, early, early_child
@@ -155,7 +155,7 @@ class RaceOp:
         self._src = inplace_stop_source()
         self._cenv = StopTokenEnv(self._src.get_token(), fwd_env(get_env(rcvr)))
         self._ops: list[Any] = []
-        self._rcvrs: list[RaceReceiver] = []
+        self._rcvrs: Sequence[RaceReceiver] = ()
 
     def connect_children(self, children: tuple[Any, ...], rcvrs: list[RaceReceiver]) -> None:
         ops: list[Any] = []
@@ -174,6 +174,7 @@ class RaceOp:
         (docs/senders.md "Writing your own sender")."""
         if not self._started:
             self._started = True
+            self._rcvrs = ()  # the receivers point back here: no cycle left behind
             ops, self._ops = self._ops, []
             for op in ops:
                 close_op(op)
@@ -189,12 +190,14 @@ class RaceOp:
             if src.stop_requested():  # requested before start: start nothing
                 self._on_stop.close()
                 self._on_stop = None
+                self._rcvrs = ()
                 ops, self._ops = self._ops, []
                 for op in ops:
                     close_op(op)
                 self._rcvr.set_stopped()
                 return
         ops = self._ops
+        rcvrs = self._rcvrs  # (_complete may drop them while a child starts)
         n = len(ops)
         lock = self._lock
         for i in range(n):
@@ -215,7 +218,7 @@ class RaceOp:
                 op.start()
             except Exception as e:
                 # A broken child: its start's exception is its error completion.
-                r = self._rcvrs[i]
+                r = rcvrs[i]
                 if r._done:  # it completed, then raised: a contract violation
                     raise
                 r.set_error(e)
@@ -224,6 +227,7 @@ class RaceOp:
                 # operation never completes (as when_all's), so forget the outer callback.
                 src.request_stop()
                 self._ops = []
+                self._rcvrs = ()  # never completes: leave no cycle through the receivers
                 for o in ops[i + 1 :]:
                     close_op(o)
                 on_stop, self._on_stop = self._on_stop, None
@@ -266,6 +270,9 @@ class RaceOp:
             self._complete()
 
     def _complete(self) -> None:
+        # The children's receivers point back to this operation: dropping them here leaves
+        # no reference cycle, so a finished race is freed by reference counting.
+        self._rcvrs = ()
         on_stop = self._on_stop
         if on_stop is not None:  # deregister before completing ([exec.recv.concepts])
             self._on_stop = None

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, overload
 
 from . import _hooks
 from ._env import EMPTY_ENV
+from ._signature import DocumentedSignature
 
 __all__ = [
     "Closure",
@@ -282,6 +283,9 @@ class Algorithm:
     """
 
     __slots__ = ()
+
+    #: ``inspect.signature(sx.then)`` is the documented call, not the generic ``*args``.
+    __signature__ = DocumentedSignature()
 
     def __repr__(self) -> str:
         return type(self).__name__.removesuffix("_t")

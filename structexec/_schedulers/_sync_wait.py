@@ -216,14 +216,22 @@ def _run(alg: Any, sndr: Any, custom: bool = True) -> tuple[Any, ...] | None:
     if kind == 2:
         err = rcvr._result
         rcvr._result = None
-        if isinstance(err, BaseException):
-            raise err
-        raise ErrorValue(err)
+        try:
+            if isinstance(err, BaseException):
+                raise err
+            raise ErrorValue(err)
+        finally:
+            # this frame is in the traceback: a local holding the exception would make the
+            # cycle exception -> traceback -> frame -> exception (cyclic garbage)
+            del err
     if kind == _RAISED:
         exc: BaseException = rcvr._result
         rcvr._result = None
         _abandon(rcvr)
-        raise exc
+        try:
+            raise exc
+        finally:
+            del exc
     return None
 
 

@@ -46,6 +46,18 @@ class _AssociateOp:
         self._op: Any = None
         self._phase = 0  # 0 connected, 1 started, 2 completed, 3 closed
 
+    def snapshot_info(self) -> tuple[Any, Any] | None:
+        """``(scope, child operation)`` while the associated work runs (started, not yet
+        completed), for ``operation_tree()`` (``_introspect``); ``None`` otherwise, and while
+        another thread is still in ``__init__``. Never raises, takes no lock."""
+        try:
+            tok = self._token
+            if self._phase != 1 or tok is None:
+                return None
+            return getattr(tok, "_scope", None), self._op
+        except AttributeError:  # being set up by another thread
+            return None
+
     def start(self) -> None:
         if self._phase == 3:
             raise RuntimeError("start() on an associate operation that was closed (dropped)")

@@ -28,7 +28,7 @@ from .._algorithms._stop_when import stop_when
 from .._core._env import EMPTY_ENV
 from .._core._env import env as _env_cls
 from .._core._protocol import Sender
-from . import _introspect, _spawn, _spawn_future
+from . import _spawn, _spawn_future
 from ._join import _JoinSender
 from ._nursery import CountingHost, NurseryFace, SimpleHost
 from ._spawn import FAST_TOKENS, as_exception, check_env, check_sender, spawn_into
@@ -157,6 +157,8 @@ class _ScopeBase(NurseryFace):
         """The scope's outstanding operations right now, as ``sx.OperationInfo`` records:
         spawned and associated work still running, futures whose result nobody consumed yet,
         hosted trio tasks (docs/debugging.md). A snapshot; it keeps nothing alive."""
+        from . import _introspect  # imported when first needed, not by `import structexec`
+
         return _introspect.outstanding(self)
 
     @property

@@ -4,12 +4,13 @@ docs/debugging.md "Debugging structexec programs"; ``sx.operation_tree()``, ``sx
 ``sx.install_dump_on_signal()``, ``scope.outstanding()``.
 
 Nothing is registered while the program runs, so nothing is kept alive and the hot paths pay
-nothing for the tree. A snapshot finds the objects the garbage collector knows
-(``gc.get_objects()``): the scopes (``AssociationState``), the states of spawned work
-(``_spawn``'s spawn states, ``_spawn_future``'s future states, ``_associate``'s operations)
-and, through each scope's nursery, its hosted trio tasks. A spawn stores only the sender it was
-given (which its state holds anyway) and the caller's code object and instruction offset; the
-sender's description (``_core._describe``), the file and line are computed here.
+nothing for the tree. A snapshot finds the objects the garbage collector knows (the
+referrers of the state classes, see ``_Snapshot``): the scopes (``AssociationState``), the
+states of spawned work (``_spawn``'s spawn states, ``_spawn_future``'s future states,
+``_associate``'s operations) and, through each scope's nursery, its hosted trio tasks. A
+spawn stores only the sender it was given (which its state holds anyway) and the caller's
+code object and instruction offset; the sender's description (``_core._describe``), the
+file and line are computed here.
 
 What an operation waits on is found by walking its operation state downwards (the slots of the
 library's operations, never a receiver or an environment) for a pending timer, a hosted trio
@@ -34,7 +35,9 @@ import sysconfig
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
+from itertools import compress
+from operator import not_
 from types import CodeType, FrameType
 from typing import IO, Any
 
@@ -45,7 +48,7 @@ from .._trio._coroutine_sender import TrioHostedOp
 from . import _spawn
 from ._associate import _AssociateOp
 from ._join import _JoinOp
-from ._site import OPEN_SCOPES
+from ._site import HOSTED_CODES, OPEN_SCOPES
 from ._spawn_future import _FutureOp, _FutureSender, _FutureState
 from ._state import AssociationState
 
@@ -58,10 +61,6 @@ __all__ = [
     "operation_tree",
     "outstanding",
 ]
-
-#: The code objects of the coroutines that host ``start_soon``/``start`` tasks and coroutine
-#: senders, and what they are (filled by ``_nursery``, which defines them).
-HOSTED_CODES: dict[CodeType, str] = {}
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -152,41 +151,87 @@ def _subclasses(cls: type) -> set[type]:
 
 
 class _Snapshot:
-    """What one ``gc.get_objects()`` pass found, grouped by scope (by ``id``)."""
+    """What one scan of the heap found, grouped by scope (by ``id``).
+
+    The objects are the garbage collector's referrers of the library's state classes (every
+    instance refers to its class): one pass in C that returns only those instances, not a
+    list of the whole heap. Holding such a list would hold a tuple that another thread is
+    still filling (``tuple(generator)``), and growing it would then fail in that thread with
+    ``SystemError`` ("bad argument to internal function"). Each state is read through its
+    ``snapshot_info()``, which never raises on a state another thread is still setting up or
+    completing.
+    """
 
     def __init__(self) -> None:
+        # id(scope) -> [(scope, sender, site, operation)], [(future state, its snapshot_info())],
+        # [(associate operation, its child operation)]
         self.scopes: list[Any] = []
-        self.states: dict[int, list[Any]] = {}
-        self.futures: dict[int, list[Any]] = {}
-        self.associates: dict[int, list[Any]] = {}
+        self.states: dict[int, list[tuple[Any, Any, Any, Any]]] = {}
+        self.futures: dict[int, list[tuple[Any, tuple[Any, ...]]]] = {}
+        self.associates: dict[int, list[tuple[Any, Any]]] = {}
         self.held: set[int] = set()  # future states a future sender/operation still holds
-        spawn_types = {
-            _spawn._ScopeSpawnState,
-            _spawn._FastSpawnState,
-        }
-        done = _spawn._DONE
+        self._future_ops: dict[int, Any] | None = None
+        spawn_types = {_spawn._ScopeSpawnState, _spawn._FastSpawnState}
         scope_types = _subclasses(AssociationState)
         future_types = _subclasses(_FutureState)  # with the direct path's (_spawn_coro)
-        for o in gc.get_objects():
+        holder_types = {_FutureSender, _FutureOp}
+        wanted = frozenset(spawn_types | scope_types | future_types | holder_types)
+        wanted |= {_AssociateOp}
+        refs = gc.get_referrers(*wanted)
+        found = list(compress(refs, map(wanted.__contains__, map(type, refs))))
+        del refs
+        for o in found:
             t = type(o)
             if t in spawn_types:
-                if o._op is not done and o._op is not None:
-                    self.states.setdefault(id(o._scope), []).append(o)
+                info = o.snapshot_info()
+                if info is not None:
+                    self.states.setdefault(id(info[0]), []).append(info)
             elif t in future_types:
-                if o._fast:
-                    self.futures.setdefault(id(o._token), []).append(o)
-            elif t is _FutureSender or t is _FutureOp:
-                sh = o._shared
+                finfo = o.snapshot_info()
+                if finfo is not None:
+                    self.futures.setdefault(id(finfo[0]), []).append((o, finfo))
+            elif t in holder_types:
+                sh = getattr(o, "_shared", None)
                 if sh is not None:
                     self.held.add(id(sh))
             elif t is _AssociateOp:
-                tok = o._token
-                if o._phase == 1 and tok is not None:
-                    sc = getattr(tok, "_scope", None)
-                    if sc is not None:
-                        self.associates.setdefault(id(sc), []).append(o)
-            elif t in scope_types:
+                ainfo = o.snapshot_info()
+                if ainfo is not None and ainfo[0] is not None:
+                    self.associates.setdefault(id(ainfo[0]), []).append((o, ainfo[1]))
+            elif _scope_ready(o):
                 self.scopes.append(o)
+
+    def future_op(self, fs: Any) -> Any:
+        """The operation of a future's running work: the object whose receiver is the state
+        (the state does not hold it). Found among the referrers of all running futures of
+        the snapshot at once, on the first call."""
+        ops = self._future_ops
+        if ops is None:
+            running = [f for lst in self.futures.values() for f, i in lst if i[3] < 0]
+            ids = {id(f) for f in running}
+            ops = self._future_ops = {}
+            refs = gc.get_referrers(*running) if running else []
+            # no tuple is kept (one may be a tuple another thread is filling: see above)
+            found = list(compress(refs, map(not_, map(_TUPLE.__contains__, map(type, refs)))))
+            del refs
+            for r in found:
+                rc = getattr(r, "_rcvr", None)
+                if rc is not None and id(rc) in ids and hasattr(r, "start"):
+                    ops[id(rc)] = r
+        return ops.get(id(fs))
+
+
+_TUPLE = frozenset((tuple,))
+
+
+def _scope_ready(s: Any) -> bool:
+    """Whether a scope is set up (another thread may be in its ``__init__``): what the tree
+    reads of it is there."""
+    try:
+        s.state, s.count, s._errors_unlocked()  # each may raise AttributeError
+    except AttributeError:
+        return False
+    return True
 
 
 # --------------------------------------------------------------------------- op states
@@ -214,31 +259,72 @@ def _slots_of(t: type) -> tuple[str, ...]:
     return s
 
 
+# What _state_of looks for in a type (_TYPES): nothing, a timer, a hosted trio task, work on
+# the parallel scheduler, a join, a scope (not walked into).
+_K_NONE, _K_TIMER, _K_HOSTED, _K_PAR, _K_JOIN, _K_SCOPE = range(6)
+#: Per type: (is it an operation state, or None: ask the object; the slots to walk; _K_*;
+#: whether its instances have a ``__dict__``).
+_TYPES: dict[type, tuple[bool | None, tuple[str, ...], int, bool]] = {}
+#: Values never walked into.
+_LEAVES = frozenset((int, float, bool, str, bytes, CodeType, type(None)))
+
+
+def _type_info(t: type) -> tuple[bool | None, tuple[str, ...], int, bool]:
+    info = _TYPES.get(t)
+    if info is None:
+        kind = _K_NONE
+        for cls, k in (
+            (TimerOp, _K_TIMER),
+            (TrioHostedOp, _K_HOSTED),
+            (_ParScheduleOp, _K_PAR),
+            (_JoinOp, _K_JOIN),
+            (AssociationState, _K_SCOPE),
+        ):
+            if issubclass(t, cls):
+                kind = k
+                break
+        # an object answering attributes dynamically may grow a `start`: ask it
+        is_op = True if hasattr(t, "start") else None if hasattr(t, "__getattr__") else False
+        # a timer or a scope is where a walk stops (a timer has no operation below it)
+        slots = () if kind in (_K_TIMER, _K_SCOPE) else _slots_of(t)
+        has_dict = kind not in (_K_TIMER, _K_SCOPE) and bool(getattr(t, "__dictoffset__", 1))
+        info = _TYPES[t] = (is_op, slots, kind, has_dict)
+    return info
+
+
 def _walk(op: Any, limit: int = 300) -> list[Any]:
     """The operation states below ``op`` (``op`` included; objects with a ``start``),
     breadth first, through their slots and attributes other than those in ``_UP``."""
+    types = _TYPES
+    t = type(op)
+    info = types.get(t) or _type_info(t)
+    if not info[1] and not info[3]:  # nothing below (a timer): the common case
+        return [op]
     out: list[Any] = []
     seen: set[int] = set()
     todo = [op]
-    while todo and len(out) < limit:
-        o = todo.pop(0)
-        if id(o) in seen or o is None:
+    i = 0
+    while i < len(todo) and len(out) < limit:
+        o = todo[i]
+        i += 1
+        t = type(o)
+        if t in _LEAVES or id(o) in seen:
             continue
         seen.add(id(o))
-        if isinstance(o, (list, tuple)):
+        if t is list or t is tuple or isinstance(o, (list, tuple)):
             todo.extend(o[:64])
             continue
-        if o is not op and not hasattr(o, "start"):
+        info = types.get(t) or _type_info(t)
+        if o is not op and not (info[0] or (info[0] is None and hasattr(o, "start"))):
             continue  # only operation states: not stop callbacks, tokens, environments
         out.append(o)
-        if isinstance(o, AssociationState):
-            continue
-        d = getattr(o, "__dict__", None)
-        if d is not None:
-            todo.extend(v for k, v in d.items() if k not in _UP)
-        for name in _slots_of(type(o)):
+        if info[3]:
+            d = getattr(o, "__dict__", None)
+            if d is not None:
+                todo.extend(v for k, v in d.items() if k not in _UP)
+        for name in info[1]:
             v = getattr(o, name, None)
-            if v is not None and not isinstance(v, (int, float, str, bytes, CodeType)):
+            if type(v) not in _LEAVES:
                 todo.append(v)
     return out
 
@@ -355,41 +441,73 @@ def _threads_running(objs: dict[int, int]) -> dict[int, tuple[str, str | None]]:
 
 
 def _state_of(
-    op: Any, tasks: dict[int, Any]
+    op: Any, tasks: dict[int, Any], walked: list[Any] | None = None,
+    clocks: dict[int, tuple[str, float | None]] | None = None,
 ) -> tuple[str, str | None, str | None, str | None]:
-    """``(state, scheduler, trio task, await frame)`` of a running operation."""
-    for o in _walk(op):
-        if isinstance(o, TimerOp) and o._key is not None:  # queued, pending
+    """``(state, scheduler, trio task, await frame)`` of a running operation; ``walked``:
+    ``_walk(op)`` if already made; ``clocks``: a cache of the timer owners' labels and
+    times, for one snapshot."""
+    for o in _walk(op) if walked is None else walked:
+        kind = (_TYPES.get(type(o)) or _type_info(type(o)))[2]
+        if kind == _K_NONE:
+            continue
+        if kind == _K_TIMER:
+            key = getattr(o, "_key", None)
+            if key is None:  # not queued: done, or not started
+                continue
             owner = o._owner
-            key = o._key
-            try:
-                left = key[0] - owner._timer_now()
-                when = f", due in {left:.3g} s"
-            except Exception:
-                when = ""
-            return f"waiting on a timer{when}", _owner_label(owner), None, None
-        if isinstance(o, TrioHostedOp) and o._started:
+            c = None if clocks is None else clocks.get(id(owner))
+            if c is None:
+                try:
+                    now: float | None = owner._timer_now()
+                except Exception:
+                    now = None
+                c = (_owner_label(owner), now)
+                if clocks is not None:
+                    clocks[id(owner)] = c
+            if c[1] is not None:
+                try:
+                    return f"waiting on a timer, due in {key[0] - c[1]:.3g} s", c[0], None, None
+                except Exception:
+                    pass
+            return "waiting on a timer", c[0], None, None
+        if kind == _K_HOSTED and getattr(o, "_started", False):
             task = tasks.get(id(o))
             if task is not None:
                 return "in a trio task", "trio_scheduler", task.name, _await_frame(task.coro)
             return "hosted in a trio task", "trio_scheduler", None, None
-        if isinstance(o, _ParScheduleOp):
+        if kind == _K_PAR:
             return "on the parallel scheduler", "parallel_scheduler", None, None
-        if isinstance(o, _JoinOp) and o._started:
-            return f"waiting for the join of {o._scope!r}", None, None, None
+        if kind == _K_JOIN and getattr(o, "_started", False):
+            return f"waiting for the join of {getattr(o, '_scope', None)!r}", None, None, None
     return "running", None, None, None
 
 
 # --------------------------------------------------------------------------- building
 
 
-def _future_op(fs: Any) -> Any:
-    """The operation of a future's running work: the object whose receiver is the state (the
-    state does not hold it; found among the state's referrers, so only when asked)."""
-    for r in gc.get_referrers(fs):
-        if getattr(r, "_rcvr", None) is fs and hasattr(r, "start"):
-            return r
-    return None
+_INFO_DEFAULTS = {f.name: f.default for f in fields(OperationInfo) if f.default is not MISSING}
+_new = object.__new__
+_setattr = object.__setattr__
+
+
+def _op_info(
+    kind: str, description: str, filename: str | None, lineno: int | None, state: str,
+    thread: str | None, scheduler: str | None, trio_task: str | None,
+    await_frame: str | None, stop_requested: bool, scopes: tuple[ScopeInfo, ...],
+) -> OperationInfo:
+    """``OperationInfo(...)`` of these fields at a third of the cost: the frozen dataclass's
+    ``__init__`` sets each field through ``object.__setattr__``; this sets its ``__dict__``
+    at once (the same object: equal, same hash and repr; a field not named here takes its
+    default). For the spawned work of a tree, which can hold a million operations."""
+    info: OperationInfo = _new(OperationInfo)
+    _setattr(info, "__dict__", {
+        **_INFO_DEFAULTS, "kind": kind, "description": description, "filename": filename,
+        "lineno": lineno, "state": state, "thread": thread, "scheduler": scheduler,
+        "trio_task": trio_task, "await_frame": await_frame, "stop_requested": stop_requested,
+        "scopes": scopes,
+    })
+    return info
 
 
 _LINES: dict[Any, tuple[str, int] | None] = {}
@@ -397,12 +515,15 @@ _LINES: dict[Any, tuple[str, int] | None] = {}
 
 def _site_fields(site: Any) -> tuple[str | None, int | None]:
     """``(filename, line)`` of a site; cached in ``_LINES`` while one snapshot is built
-    (many operations are spawned by the same line)."""
+    (many operations are spawned by the same line). The key is the code object's ``id``
+    (hashing a code object hashes its contents); the sites of the snapshot keep their code
+    objects alive while the cache is used."""
     if site is None:
         return None, None
-    fl = _LINES.get(site, _LINES)
+    key = (id(site[0]), site[1])
+    fl = _LINES.get(key, _LINES)
     if fl is _LINES:
-        fl = _LINES[site] = site_line(site)
+        fl = _LINES[key] = site_line(site)
     return (None, None) if fl is None else fl  # type: ignore[return-value]
 
 
@@ -421,6 +542,7 @@ class _Builder:
         self.in_task: dict[tuple[int, int], list[Any]] = {}
         self.roots: list[Any] = []
         self.now = time.monotonic()
+        self.clocks: dict[int, tuple[str, float | None]] = {}  # see _state_of
 
     def place(self) -> None:
         by_id = {id(s): s for s in self.snap.scopes}
@@ -506,33 +628,35 @@ class _Builder:
                 plain_tasks.append((task, kind))
         entries: list[tuple[Any, OperationInfo]] = []
         pending: list[tuple[str, str, Any, bool, Any]] = []
-        for st in snap.states.get(id(s), ()):
-            pending.append(("spawn", describe(st._sndr) if st._sndr is not None else "?",
-                            st._site, scope_stop, st._op))
-        for fs in snap.futures.get(id(s), ()):
-            fstop = scope_stop or bool(fs._source is not None and fs._source.stop_requested())
-            desc = describe(fs._sndr)
+        for _, sndr, site, op in snap.states.get(id(s), ()):
+            pending.append(("spawn", describe(sndr) if sndr is not None else "?",
+                            site, scope_stop, op))
+        for fs, (_, sndr, site, fkind, assoc, fsrc_stop, claimed) in snap.futures.get(
+            id(s), ()
+        ):
+            fstop = scope_stop or fsrc_stop
+            desc = describe(sndr)
             ftask = future_tasks.get(id(fs))
-            if fs._kind < 0 and fs._associated and ftask is not None:
-                fn, ln = _site_fields(fs._site)
+            if fkind < 0 and assoc and ftask is not None:
+                fn, ln = _site_fields(site)
                 entries.append((None, OperationInfo(
                     "spawn_future", desc, fn, ln,
                     "in a trio task" + ("; stop requested" if fstop else ""),
                     scheduler="trio_scheduler", trio_task=ftask.name,
                     await_frame=_await_frame(ftask.coro), stop_requested=fstop,
                     scopes=tuple(self.scope(c) for c in self.in_task.get((id(s), id(ftask)), ())))))
-            elif fs._kind < 0 and fs._associated:
-                pending.append(("spawn_future", desc, fs._site, fstop, _future_op(fs)))
-            elif fs._kind in (0, 1, 2) and id(fs) in snap.held and fs._flag == []:
-                what = ("value", "error", "stopped")[fs._kind]
-                fn, ln = _site_fields(fs._site)
+            elif fkind < 0 and assoc:
+                pending.append(("spawn_future", desc, site, fstop, snap.future_op(fs)))
+            elif fkind in (0, 1, 2) and id(fs) in snap.held and claimed:
+                what = ("value", "error", "stopped")[fkind]
+                fn, ln = _site_fields(site)
                 entries.append((None, OperationInfo(
                     "spawn_future", desc, fn, ln,
                     f"finished: future holds an unconsumed {what} result",
                     stop_requested=fstop)))
-        for ao in snap.associates.get(id(s), ()):
-            pending.append(("associate", describe(getattr(ao._op, "_sndr", None) or ao._op),
-                            None, scope_stop, ao._op))
+        for _ao, cop in snap.associates.get(id(s), ()):
+            pending.append(("associate", describe(getattr(cop, "_sndr", None) or cop),
+                            None, scope_stop, cop))
         # which thread runs which operation
         walked: dict[int, int] = {}
         walks: list[list[Any]] = []
@@ -545,7 +669,7 @@ class _Builder:
         for i, (kind, desc, site, stop, op) in enumerate(pending):
             fn, ln = _site_fields(site)
             if op is not None:
-                state, sched, tname, frame = _state_of(op, op_tasks)
+                state, sched, tname, frame = _state_of(op, op_tasks, walks[i], self.clocks)
             else:
                 state, sched, tname, frame = "running", None, None, None
             thread = None
@@ -555,14 +679,13 @@ class _Builder:
             if stop:
                 state += "; stop requested"
             nested: list[Any] = []
-            for o in walks[i]:
+            for o in walks[i] if op_tasks else ():
                 t = op_tasks.get(id(o))
                 if t is not None:
                     nested.extend(self.in_task.get((id(s), id(t)), ()))
-            entries.append((op, OperationInfo(
-                kind, desc, fn, ln, state, thread=thread, scheduler=sched, trio_task=tname,
-                await_frame=frame, stop_requested=stop,
-                scopes=tuple(self.scope(c) for c in nested))))
+            entries.append((op, _op_info(
+                kind, desc, fn, ln, state, thread, sched, tname, frame, stop,
+                tuple(self.scope(c) for c in nested) if nested else ())))
         for task, kind in plain_tasks:
             cf = task.coro.cr_frame
             loc = {} if cf is None else read_locals(cf, ("coro", "site"))
@@ -587,6 +710,13 @@ class _Builder:
 
 
 def _snapshot_roots(only: Any = None) -> tuple[ScopeInfo, ...]:
+    # The cycle collector is paused while the tree is built: the tree allocates a few objects
+    # per operation, none of them garbage, and over a large heap the full collections they
+    # would trigger cost more than building the tree (measured: 4 of 8 us per operation for
+    # 50,000 timers). A snapshot running on another thread may have paused it already.
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
     try:
         b = _Builder(_Snapshot())
         b.place()
@@ -595,6 +725,8 @@ def _snapshot_roots(only: Any = None) -> tuple[ScopeInfo, ...]:
         return tuple(b.scope(s) for s in b.roots)
     finally:
         _LINES.clear()  # keeps no code object alive after the snapshot
+        if paused:
+            gc.enable()
 
 
 def operation_tree() -> tuple[ScopeInfo, ...]:
@@ -606,8 +738,10 @@ def operation_tree() -> tuple[ScopeInfo, ...]:
     entered them. Each scope lists its outstanding operations (:class:`OperationInfo`): spawned
     and associated work still running, futures whose result nobody consumed yet, hosted trio
     tasks. Scopes and operations are found by the garbage collector's list of objects, so
-    taking a snapshot keeps nothing alive, and costs nothing until it is asked for
-    (it walks the whole heap: milliseconds to a second).
+    taking a snapshot keeps nothing alive, and costs nothing until it is asked for: then one
+    scan of the heap in C (about 50 ms for 3 million objects) and about 4 us per outstanding
+    operation, with the cycle collector paused meanwhile. Work that another thread is setting
+    up or completing at that moment is left out; the snapshot never fails on it.
 
     Example:
 

@@ -41,9 +41,16 @@ from .._trio._trio_bridge import (
     trio_host_nursery,
     trio_run,
 )
-from . import _introspect
 from ._join import ERRORS_MESSAGE, _TrioJoinWaiter
-from ._site import OPEN_SCOPES, StuckWorkWarning, check_grace, grace_of, note_error, scope_label
+from ._site import (
+    HOSTED_CODES,
+    OPEN_SCOPES,
+    StuckWorkWarning,
+    check_grace,
+    grace_of,
+    note_error,
+    scope_label,
+)
 from ._spawn import as_exception
 from ._state import AssociationState
 
@@ -659,7 +666,7 @@ class NurseryFace(AssociationState):
             safe_warn(
                 f"the exit of `async with {scope_label(self)}` has waited {waited:.1f} s "
                 f"for {self.count} associated operation(s):\n"
-                + _introspect.format_tree(_introspect.scope_info(self))
+                + _introspect_tree(self)
             )
         await event.wait()
 
@@ -866,8 +873,16 @@ class NurseryFace(AssociationState):
             del cancelled, exc, body_exc, interrupts, errors, out, left
 
 
+def _introspect_tree(scope: Any) -> str:
+    """``scope``'s operation tree as text; the introspection module is imported when first
+    needed, not by ``import structexec``."""
+    from . import _introspect
+
+    return _introspect.format_tree(_introspect.scope_info(scope))
+
+
 _WRAPPERS = frozenset((_hosted.__code__, NurseryFace._hosted_start.__code__, _guarded.__code__))
-_introspect.HOSTED_CODES.update(
+HOSTED_CODES.update(
     {
         _hosted.__code__: "start_soon",
         NurseryFace._hosted_start.__code__: "start",
@@ -1128,6 +1143,8 @@ class CountingHost(NurseryFace):
         (docs/debugging.md)."""
         with cs:
             await trio.sleep(grace)
+            from . import _introspect  # imported when first needed, not by `import structexec`
+
             for op in _introspect.outstanding(self):
                 where = f" (spawned at {op.spawned_at})" if op.spawned_at else ""
                 safe_warn(

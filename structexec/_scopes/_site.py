@@ -11,11 +11,17 @@ from __future__ import annotations
 
 import contextvars
 import sys
+from types import CodeType
 from typing import Any
 
 from .._core._describe import Site, format_site
 
 __all__ = ["StuckWorkWarning", "set_stop_grace"]
+
+#: The code objects of the coroutines that host ``start_soon``/``start`` tasks and coroutine
+#: senders, and what they are (filled by ``_nursery`` and ``_spawn_coro``, which define them;
+#: read by ``_introspect``, which is imported only when a program first looks).
+HOSTED_CODES: dict[CodeType, str] = {}
 
 #: The scopes the current trio task has entered and not yet left, innermost first (a linked
 #: list of ``(scope, rest)`` pairs): how a scope's exit finds scopes misnested inside it

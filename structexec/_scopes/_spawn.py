@@ -215,6 +215,19 @@ class _ScopeSpawnState(TryEnv):
     def get_env(self) -> Any:
         return self
 
+    def snapshot_info(self) -> tuple[Any, Any, Any, Any] | None:
+        """``(scope, sender, site, operation)`` of outstanding work, for ``operation_tree()``
+        (``_introspect``); ``None`` while the state is being set up (another thread may be
+        between making it and ``connect`` returning: its slots are not all assigned yet) and
+        once the work has completed. Never raises, takes no lock: ``_op`` is assigned last
+        during the setup, so once it is an operation the other slots are there."""
+        op = getattr(self, "_op", None)
+        if op is None or op is _DONE:
+            return None
+        code = getattr(self, "_code", None)
+        site = None if code is None else (code, getattr(self, "_lasti", 0))
+        return getattr(self, "_scope", None), getattr(self, "_sndr", None), site, op
+
     def _sx_try(self, q: Any, default: Any) -> Any:
         if q is raised_sink:
             return scope_sink(self, self._scope)

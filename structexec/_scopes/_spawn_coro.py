@@ -55,8 +55,7 @@ from .._core._stop_token import stop_callback_for
 from .._core._values import send_result, values
 from .._trio._coroutine_sender import _connected, name_of
 from .._trio._trio_bridge import call_in_run, hosted_env, runs_by_thread
-from . import _introspect
-from ._site import note_error
+from ._site import HOSTED_CODES, note_error
 from ._spawn import value_datums_error
 from ._spawn_future import _LAZY, _FutureSender, _FutureState
 
@@ -134,7 +133,7 @@ def spawn_coro(scope: Any, coro: Any) -> None:
 
 
 async def _spawned(scope: Any, coro: Any, cs: trio.CancelScope, site: Any = None) -> None:
-    # (``coro`` and ``site`` are read by sx.operation_tree(): _introspect.HOSTED_CODES)
+    # (``coro`` and ``site`` are read by sx.operation_tree(): _site.HOSTED_CODES)
     hosted_env.set(_env_of(scope))
     mark = HostMark(_current_task())
     host_mark.set(mark)
@@ -291,5 +290,5 @@ def _close_cb(st: _CoroFutureState) -> None:
 _CLOSED: Any = object()
 
 
-_introspect.HOSTED_CODES[_spawned.__code__] = "spawn"
-_introspect.HOSTED_CODES[_future_task.__code__] = "future"
+HOSTED_CODES[_spawned.__code__] = "spawn"
+HOSTED_CODES[_future_task.__code__] = "future"

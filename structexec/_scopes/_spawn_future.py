@@ -122,6 +122,28 @@ class _FutureState:
         code = self._code
         return None if code is None else (code, self._lasti)
 
+    def snapshot_info(self) -> tuple[Any, Any, Any, int, bool, bool, bool] | None:
+        """For ``operation_tree()`` (``_introspect``): ``(scope, sender, site, kind,
+        associated, stop_requested, claimed)`` of a future of a library scope (``kind``: -1
+        running, 0/1/2 a value/error/stopped result; ``claimed``: its completion or its
+        consumer took the flag); ``None`` for the generic path's futures and while another
+        thread is still in ``__init__`` (a slot not assigned yet). Never raises, no lock."""
+        try:
+            if not self._fast:
+                return None
+            src = self._source
+            return (
+                self._token,
+                self._sndr,
+                self._site,
+                self._kind,
+                bool(self._associated),
+                src is not None and src.stop_requested(),
+                not self._flag,
+            )
+        except AttributeError:  # being set up by another thread
+            return None
+
     # -- the stop source, created on demand
 
     def _get_source(self) -> inplace_stop_source:

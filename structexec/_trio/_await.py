@@ -326,14 +326,24 @@ def await_sender(sndr: Any) -> Generator[Any, Any, Any]:
         if n == 1:
             return vals[0]
         return None if n == 0 else vals
+    # This frame is in the traceback of what is raised here: no local (``r``, ``err``) may
+    # keep the exception, or exception -> traceback -> frame -> exception is a cycle.
     if kind == _RAISED:
-        raise r._result
+        err = r._result
+        r._result = None
+        try:
+            raise err
+        finally:
+            del err
     if kind == _ERROR:
         err = r._result
         r._result = None
-        if isinstance(err, BaseException):
-            raise err
-        raise ErrorValue(err)
+        try:
+            if isinstance(err, BaseException):
+                raise err
+            raise ErrorValue(err)
+        finally:
+            del err
     mark = _get_mark()
     if mark is not None and mark.task is _current_task():
         # This task hosts a coroutine run as a sender: what is raised here must not be

@@ -34,7 +34,7 @@ class TerminateRecorder:
     (docs/senders.md "What happens when things fail").
 
     ``calls`` is a list of ``(reason, exc)``. Use it through :func:`record_terminate` or the
-    ``terminate_calls`` pytest fixture.
+    ``sx_terminate_calls`` pytest fixture.
     """
 
     def __init__(self) -> None:

@@ -9,7 +9,7 @@ virtual time at which the root completes. The real tree runs on one
 timers fire in deadline order and first-in-first-out among equal deadlines (in the order
 their operations were started), so every run of a timed tree is deterministic.
 
-The simulation knows the documented rules of the algorithms (docs/time.md, docs/racing.md)
+The simulation knows the documented rules of the algorithms (docs/time.md, its "Racing" section)
 and nothing about operation states:
 
 * ``sx.schedule_after(sch, d)`` started at time ``t`` completes ``set_value()`` at ``t + d``
