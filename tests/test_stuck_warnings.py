@@ -4,6 +4,7 @@ no test waits in real time."""
 
 from __future__ import annotations
 
+import re
 import sys
 import warnings
 from collections.abc import Iterator
@@ -169,3 +170,59 @@ async def test_a_stop_requested_from_another_thread(mock_clock: Any) -> None:
         m.startswith(f"start_soon {stubborn.__qualname__}() (spawned at {site('threaded')})")
         for m in msgs
     ), msgs
+
+
+# --------------------------------------------------------------------------- attribution
+
+
+def _stuck(record: Any) -> list[Any]:
+    return [w for w in record if issubclass(w.category, sx.StuckWorkWarning)]
+
+
+async def test_the_warnings_point_at_the_async_with_line(autojump_clock: Any) -> None:
+    """Both warnings (an operation ignoring the stop, the exit waiting) carry the file and
+    line of the user's ``async with``, not the library's, so that the printed source line is
+    the user's and ``filterwarnings`` by module applies (as ``warnings.warn(stacklevel=...)``
+    would attribute them)."""
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        async with sx.counting_scope(stop_grace=1) as scope:  # <site:enter>
+            scope.start_soon(stubborn)
+            scope.request_stop()
+    stuck = _stuck(rec)
+    assert len(stuck) == 2
+    assert {f"{Path(w.filename).name}:{w.lineno}" for w in stuck} == {site("enter")}
+    assert {w.filename for w in stuck} == {__file__}
+
+
+async def test_an_exit_stack_entry_points_at_the_enter_call(autojump_clock: Any) -> None:
+    import contextlib
+
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        async with contextlib.AsyncExitStack() as stack:
+            scope = await stack.enter_async_context(sx.counting_scope(stop_grace=1))  # <site:stack>
+            scope.start_soon(stubborn)
+            scope.request_stop()
+    lines = {f"{Path(w.filename).name}:{w.lineno}" for w in _stuck(rec)}
+    assert lines == {site("stack")}
+
+
+async def test_a_module_filter_in_the_user_module_applies(autojump_clock: Any) -> None:
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        warnings.filterwarnings(
+            "ignore", category=sx.StuckWorkWarning, module=re.escape(__name__) + "$"
+        )
+        async with sx.counting_scope(stop_grace=1) as scope:
+            scope.start_soon(stubborn)
+            scope.request_stop()
+    assert _stuck(rec) == []
+    # and a filter for another module leaves them alone
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        warnings.filterwarnings("ignore", category=sx.StuckWorkWarning, module="structexec")
+        async with sx.counting_scope(stop_grace=1) as scope:
+            scope.start_soon(stubborn)
+            scope.request_stop()
+    assert len(_stuck(rec)) == 2

@@ -25,6 +25,7 @@ Both run their child again and again, one iteration at a time, and complete ``se
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import CoroutineType as _CoroutineType
 from typing import Any, overload
 
 from .._core._adaptor_util import (
@@ -32,6 +33,7 @@ from .._core._adaptor_util import (
     UnarySender,
     close_op,
     early_child,
+    is_async_fn,
 )
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
 from .._core._connect import connect_unchecked as connect
@@ -173,6 +175,22 @@ class LoopOp:
 # --------------------------------------------------------------------------- repeat_effect_until
 
 
+def _async_predicate(pred: Any, coro: Any = None) -> TypeError:
+    """``repeat_effect_until`` with an ``async def`` predicate: its coroutine object would
+    count as true (one run, a coroutine never awaited). Rejected; a coroutine returned at run
+    time (a callable object with an ``async def __call__``) is closed and this is the error."""
+    if coro is not None:
+        coro.close()
+    name = getattr(pred, "__qualname__", None) or type(pred).__name__
+    return TypeError(
+        f"repeat_effect_until(): predicate={name} is an async function; the predicate is "
+        "called synchronously after each run and its result tested for truth, so a coroutine "
+        "would never run (and would always count as true). Pass a plain function, or write "
+        "the loop in a coroutine or @sx.task (`await sndr` then `if await check(): break` in a "
+        "`while True:` loop)"
+    )
+
+
 class _UntilOp(LoopOp):
     __slots__ = ("_child", "_pred")
 
@@ -187,6 +205,9 @@ class _UntilOp(LoopOp):
             done = self._pred()
         except Exception as e:
             self._finish_error(e)
+            return
+        if type(done) is _CoroutineType:  # a callable object with an async __call__
+            self._finish_error(_async_predicate(self._pred, done))
             return
         if done:
             self._finish_value()
@@ -248,7 +269,10 @@ class repeat_effect_until_t(BinaryAdaptor):
     Errors: an error completion of a run ends the loop with it; an ``Exception`` raised by
     ``predicate`` completes ``set_error`` with it; a ``BaseException`` that is not an
     ``Exception`` propagates (as from a ``then`` function), and so does an exception from a
-    run's ``start()``. ``TypeError`` at build for a non-sender or a non-callable predicate.
+    run's ``start()``. ``TypeError`` at build for a non-sender, a non-callable predicate or an
+    ``async def`` one (its coroutine would count as true and never run: the predicate is
+    synchronous); a predicate that returns a coroutine object anyway (an object with an
+    ``async def __call__``) completes ``set_error(TypeError)``, the coroutine closed.
 
     Cancellation: each run sees the receiver's stop token; a stopped run ends the loop with
     ``set_stopped()``, and a stop request is also checked between runs (``set_stopped()``
@@ -275,6 +299,8 @@ class repeat_effect_until_t(BinaryAdaptor):
                 "repeat_effect_until(): predicate must be a callable taking no arguments, "
                 f"got {type(pred).__name__}"
             )
+        if is_async_fn(pred):
+            raise _async_predicate(pred)
 
     def _make(self, sndr: Any, pred: Any) -> Any:
         self._check_arg(pred)

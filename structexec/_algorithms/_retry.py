@@ -18,6 +18,7 @@ from collections.abc import Awaitable
 from typing import Any, NoReturn, TypeVar, overload
 
 from .._core._adaptor_util import check_sender, early_child
+from .._core._args import real_seconds
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
 from .._core._env import fwd_env, get_env
 from .._core._protocol import Algorithm, Closure, Sender, WidenClosure
@@ -157,11 +158,7 @@ class _RetrySender(Sender[Any]):
 
 
 def _check_seconds(name: str, x: Any) -> float:
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        raise TypeError(f"retry(): {name} must be a number, got {type(x).__name__}")
-    if not math.isfinite(x) or x < 0:
-        raise ValueError(f"retry(): {name} must be finite and >= 0, got {x!r}")
-    return float(x)
+    return real_seconds(x, "retry()", name, inf=False)
 
 
 def _check_retry_on(x: Any) -> Any:
@@ -199,10 +196,11 @@ class retry_t(Algorithm):
 
     Errors: errors that are not retried, and the last attempt's error, pass through; an error
     of the timer sender ends the retry with it. At build: ``TypeError`` for a non-sender,
-    a non-``int`` ``attempts``, a non-number ``delay``/``backoff`` or a ``retry_on`` that is not
-    an exception class or a tuple of them; ``ValueError`` for ``attempts < 1`` and for a
-    negative or non-finite ``delay`` or ``backoff`` (``backoff`` may be below 1: shrinking
-    waits).
+    a non-``int`` ``attempts``, a non-number ``delay``/``backoff`` (``int``, ``float``,
+    ``Fraction``, ``Decimal``... as every time of the library; not ``bool`` or ``str``), an
+    unknown keyword or a ``retry_on`` that is not an exception class or a tuple of them;
+    ``ValueError`` for ``attempts < 1`` and for a negative, NaN, infinite or too large
+    ``delay`` or ``backoff`` (``backoff`` may be below 1: shrinking waits).
 
     Cancellation: each attempt and each wait sees the receiver's stop token; a stop request
     during a wait completes ``set_stopped()`` at once (the timer stops), one between attempts
@@ -254,7 +252,14 @@ class retry_t(Algorithm):
         delay: Any = 0.0,
         backoff: Any = 1.0,
         retry_on: Any = Exception,
+        **unknown: Any,
     ) -> Any:
+        if unknown:
+            raise TypeError(
+                f"retry() got an unexpected keyword argument {next(iter(unknown))!r}; it takes "
+                "one sender (or none, for a closure) and the keywords attempts, delay, backoff "
+                "and retry_on"
+            )
         if len(args) > 1:
             raise TypeError(
                 f"retry() takes one sender and keyword arguments, got {len(args)} positional "

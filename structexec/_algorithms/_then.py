@@ -65,8 +65,9 @@ _NAMES = ("then", "upon_error", "upon_stopped")
 #: ``None`` (no datum), ``sx.values`` (several), a coroutine object (an error, [exec.then]).
 _NOT_ONE_DATUM = frozenset((type(None), values, _CoroutineType))
 #: The plain function that ``then(f)`` last found not to be an ``async def`` one (a one-entry
-#: cache: building ``then(f)`` in a loop then checks ``f`` once).
-_last_sync_fn: Any = None
+#: cache: building ``then(f)`` in a loop then checks ``f`` once). Not ``None``: ``then(None)``
+#: must reach the check.
+_last_sync_fn: Any = object()
 #: The then-fusion fast path: ``just(...) | then(f) | ...`` connected as one object without a
 #: child operation (``_JustThen1Op``, ``_JustThenOp``), and adjacent ``then``/``upon_*`` stages
 #: flattened into one ``_ThenOp`` at ``connect``. ``False``: one ``_ThenOp`` per stage, over the

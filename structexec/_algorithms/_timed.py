@@ -13,7 +13,9 @@ is *timed* when it has
   environment's stop token is unstoppable, as for ``schedule``). Attributes:
   ``get_completion_scheduler[set_value_t]`` is ``sch``.
 
-Negative or NaN ``seconds`` (NaN ``deadline``) raise ``ValueError`` when the sender is built; a
+``seconds`` and ``deadline`` are real numbers (``int``, ``float``, ``Fraction``, ``Decimal``, numpy
+scalars; not ``bool`` or ``str``: ``TypeError``). Negative or NaN ``seconds`` (NaN ``deadline``),
+and a number too large for a float (``10**400``), raise ``ValueError`` when the sender is built; a
 deadline in the past completes at once (on the scheduler, never inside ``start``); ``inf``
 never fires until stopped.
 
@@ -38,6 +40,7 @@ from typing import Any, ClassVar, Protocol
 
 from sortedcontainers import SortedList
 
+from .._core._args import real_seconds
 from .._core._completion_signatures import completion_signatures
 from .._core._env import TryEnv, get_env
 from .._core._protocol import Sender, is_scheduler, twice_started
@@ -59,28 +62,26 @@ TIMED_SCHEDULERS = (
 # --------------------------------------------------------------------------- arguments
 
 
-def _number(x: Any, name: str, fn: str) -> float:
-    if type(x) is float or type(x) is int:
-        return float(x)
-    if isinstance(x, (str, bytes, bool)) or not hasattr(x, "__float__"):
-        raise TypeError(f"{fn}: {name} must be a real number of seconds, got {type(x).__name__}")
-    return float(x)  # numpy scalars, Fraction, Decimal...
+_EXACT = 2**53  # ints up to this convert to float exactly (and never overflow)
 
 
 def check_seconds(seconds: Any, fn: str = "schedule_after") -> float:
-    """``seconds`` as a float; ``ValueError`` (naming ``seconds``) when negative or NaN."""
-    v = _number(seconds, "seconds", fn)
-    if not v >= 0.0:  # also NaN
-        raise ValueError(f"{fn}: seconds must be >= 0 (and not NaN), got {seconds!r}")
-    return v
+    """``seconds`` as a float; ``TypeError`` for what is not a real number, ``ValueError``
+    (naming ``seconds``) when negative, NaN or too large for a float (``_core._args``)."""
+    t = type(seconds)
+    if t is float:  # the common cases
+        if seconds >= 0.0:
+            return seconds  # type: ignore[no-any-return]
+    elif t is int and 0 <= seconds <= _EXACT:
+        return float(seconds)
+    return real_seconds(seconds, fn, "seconds")
 
 
 def check_deadline(deadline: Any, fn: str = "schedule_at") -> float:
-    """``deadline`` as a float; ``ValueError`` (naming ``deadline``) when NaN."""
-    v = _number(deadline, "deadline", fn)
-    if math.isnan(v):
-        raise ValueError(f"{fn}: deadline must not be NaN")
-    return v
+    """``deadline`` as a float; ``ValueError`` (naming ``deadline``) when NaN or too large."""
+    if type(deadline) is float and deadline == deadline:
+        return deadline
+    return real_seconds(deadline, fn, "deadline", negative=True)
 
 
 # --------------------------------------------------------------------------- the queue

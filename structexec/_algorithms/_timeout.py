@@ -13,11 +13,11 @@ The clock is the scheduler of the receiver's environment (``get_scheduler``), wh
 
 from __future__ import annotations
 
-import math
 from collections.abc import Awaitable
 from typing import Any, NoReturn, TypeVar, overload
 
 from .._core._adaptor_util import BinaryAdaptor, early_child
+from .._core._args import real_seconds
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
 from .._core._env import fwd_env, get_env
 from .._core._protocol import Sender, WidenClosure
@@ -38,12 +38,9 @@ def is_timed_scheduler(sch: Any) -> bool:
 
 
 def _check_seconds(name: str, seconds: Any) -> float:
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-        raise TypeError(f"{name}(): seconds must be a number, got {type(seconds).__name__}")
-    s = float(seconds)
-    if math.isnan(s) or s < 0:
-        raise ValueError(f"{name}(): seconds must be >= 0 (and not NaN), got {seconds!r}")
-    return s
+    if type(seconds) is float and seconds >= 0.0:  # the common case
+        return seconds
+    return real_seconds(seconds, f"{name}()", "seconds")
 
 
 def _timed_scheduler_of(name: str, env: Any) -> Any:
@@ -157,6 +154,10 @@ class _TimedAdaptor(BinaryAdaptor):
         return self._build(args)
 
     def _check_arg(self, seconds: Any) -> None:
+        if isinstance(seconds, Sender):  # timeout(sndr): the seconds are missing
+            raise TypeError(
+                f"{self._name}() takes (sender, seconds) or (seconds): seconds is missing"
+            )
         _check_seconds(self._name, seconds)
 
     def _make(self, sndr: Any, seconds: Any) -> Any:

@@ -44,8 +44,10 @@ exception into the coroutine, as an ``await`` in a trio task raises it.
 
 Awaiting anything that is not a structexec sender (a trio primitive such as ``trio.sleep``)
 yields a foreign object to the loop; :meth:`CoroutineLoop._yielded` decides what happens. The
-generic driver throws ``RuntimeError(FOREIGN_AWAIT_MESSAGE)`` into the coroutine ("trio
-primitives can only be awaited when the coroutine runs on the trio scheduler ...").
+generic driver throws ``RuntimeError(foreign_await_message(y))`` into the coroutine, which
+names what was awaited: an asyncio future (never awaitable here), a trio primitive ("trio
+primitives can only be awaited when the coroutine runs on the trio scheduler ...") or another
+awaitable.
 """
 
 from __future__ import annotations
@@ -85,12 +87,35 @@ def _coro_name(coro: Any) -> str:
     return f"the coroutine {q}" if isinstance(q, str) else "the coroutine"
 
 
-FOREIGN_AWAIT_MESSAGE = (
-    "trio primitives can only be awaited when the coroutine runs on the trio scheduler; "
-    "this coroutine is driven by structexec off the trio scheduler (it was awaited {what}). "
-    "Await structexec senders here, or run the coroutine on the trio scheduler (for example "
-    "await it from a trio task, or use sx.starts_on(sx.trio_scheduler(), ...))"
-)
+def _what_was_awaited(y: Any) -> tuple[str, bool]:
+    """What an awaitable that yielded ``y`` to the loop was, in words; ``True`` for asyncio."""
+    if hasattr(y, "_asyncio_future_blocking"):  # asyncio's (and uvloop's) futures and tasks
+        return f"an asyncio future ({y!r})", True
+    if y is None:
+        return "an awaitable that yielded None, as asyncio.sleep(0) does", True
+    t = y if isinstance(y, type) else type(y)
+    if getattr(t, "__module__", "").partition(".")[0] == "trio":
+        return f"a trio primitive (it yielded trio's {t.__name__})", False
+    return f"an awaitable that is not a structexec sender (it yielded {y!r})", False
+
+
+def foreign_await_message(y: Any) -> str:
+    """The message of the ``RuntimeError`` thrown into a coroutine that structexec drives off
+    the trio scheduler when it awaits something other than a sender (it yielded ``y``)."""
+    what, asyncio = _what_was_awaited(y)
+    if asyncio:
+        return (
+            f"this coroutine awaited {what}, but it is driven by structexec, whose runtime is "
+            "trio: asyncio futures, tasks and primitives cannot be awaited in a coroutine that "
+            "structexec runs, on any scheduler. Await structexec senders (or, on the trio "
+            "scheduler, trio primitives) instead, and run asyncio code in asyncio's own loop"
+        )
+    return (
+        "trio primitives can only be awaited when the coroutine runs on the trio scheduler; "
+        f"this coroutine is driven by structexec off the trio scheduler and awaited {what}. "
+        "Await structexec senders here, or run the coroutine on the trio scheduler (for "
+        "example await it from a trio task, or use sx.starts_on(sx.trio_scheduler(), ...))"
+    )
 
 
 def swallowed_stop_message(what: str) -> str:
@@ -356,7 +381,7 @@ class CoroutineLoop:
         pass
 
     def _yielded(self, fr: Any, y: Any) -> tuple[int, Any]:
-        return THROW, RuntimeError(FOREIGN_AWAIT_MESSAGE.format(what=f"yielded {y!r}"))
+        return THROW, RuntimeError(foreign_await_message(y))
 
     def _returned(self, fr: Any, v: Any) -> tuple[int, Any]:
         return SEND, v

@@ -98,13 +98,20 @@ class env:
     """``env(e0, e1, ...)``: the first sub-environment that supports a query answers it.
 
     [exec.env]. ``env()`` supports nothing. Any object with a ``query``
-    method can be a sub-environment. Immutable.
+    method can be a sub-environment; anything else raises ``TypeError`` naming its position.
+    Immutable.
     """
 
     __slots__ = ("_envs",)
     _envs: tuple[Any, ...]
 
     def __init__(self, *envs: Any) -> None:
+        for i, e in enumerate(envs):
+            if not callable(getattr(e, "query", None)):
+                raise TypeError(
+                    f"env(): argument #{i} must be an environment (an object with a query() "
+                    f"method, such as sx.prop(q, v) or sx.env(...)), got {type(e).__name__}"
+                )
         object.__setattr__(self, "_envs", envs)
 
     def __setattr__(self, name: str, value: Any) -> None:

@@ -68,6 +68,11 @@ def set_terminate_handler(
     that). If the handler returns, the library carries on as best it can.
     """
     global _terminate_handler
+    if handler is not None and not callable(handler):
+        raise TypeError(
+            "set_terminate_handler(): handler must be a callable taking (reason, exc), or None "
+            f"for the default, got {type(handler).__name__}"
+        )
     previous = _terminate_handler
     _terminate_handler = _default_terminate if handler is None else handler
     return previous

@@ -638,8 +638,10 @@ class task_t(Algorithm):
     def __call__(self, fn: Callable[P, Coroutine[Any, Any, T]], /) -> Callable[P, Sender[T]]: ...
     @overload
     def __call__(self, *, environment: Any = None, result: Any = ...) -> _TaskDecorator: ...
-    def __call__(self, fn: Any = None, *, environment: Any = None, result: Any = _MISSING) -> Any:
-        if fn is None:
+    def __call__(
+        self, fn: Any = _MISSING, *, environment: Any = None, result: Any = _MISSING
+    ) -> Any:
+        if fn is _MISSING:
             return lambda f: self._decorate(f, environment, result)
         return self._decorate(fn, environment, result)
 

@@ -19,6 +19,7 @@ zero. The two public classes are composed from:
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Awaitable
 from types import CoroutineType as _CoroutineType
@@ -31,6 +32,7 @@ from .._core._protocol import Sender
 from . import _spawn, _spawn_future
 from ._join import _JoinSender
 from ._nursery import CountingHost, NurseryFace, SimpleHost
+from ._site import check_grace
 from ._spawn import FAST_TOKENS, as_exception, check_env, check_sender, spawn_into
 from ._spawn_coro import direct_ok, spawn_coro, spawn_future_coro
 from ._spawn_future import spawn_future
@@ -218,6 +220,49 @@ class _ScopeBase(NurseryFace):
 
 _spawn_future._SCOPE_SPAWN_FUTURE[0] = _ScopeBase.spawn_future.__code__
 
+#: The keywords both scopes take (their only arguments), for messages and signatures.
+_KEYWORDS = ("strict_exception_groups", "name", "stop_grace")
+
+
+def _check_ctor(cls: str, args: tuple[Any, ...], unknown: dict[str, Any], grace: Any) -> Any:
+    """The arguments of ``cls(...)``: ``TypeError`` naming ``cls`` and the keywords it takes
+    for a positional argument or an unknown keyword; ``stop_grace`` checked (``_site``)."""
+    accepted = f"{cls}() takes only the keyword arguments {', '.join(_KEYWORDS)}"
+    if unknown:
+        k = next(iter(unknown))
+        hint = (
+            " (the limit is the class attribute max_associations: set it in a subclass)"
+            if k == "max_associations"
+            else ""
+        )
+        raise TypeError(f"{accepted}; got the unexpected keyword argument {k!r}{hint}")
+    if args:
+        raise TypeError(f"{accepted}; got {len(args)} positional argument(s) {args!r}")
+    return None if grace is None else check_grace(grace, f"{cls}()")
+
+
+def _keyword_signature(fn: Any) -> Any:
+    """Give ``fn`` (a scope's ``__init__``) the signature it documents: keywords only
+    (``inspect.signature``, ``help()``), not the ``*args, **unknown`` it checks."""
+    fn.__signature__ = inspect.Signature(
+        [
+            inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+            inspect.Parameter(
+                "strict_exception_groups", inspect.Parameter.KEYWORD_ONLY, default=True,
+                annotation="bool",
+            ),
+            inspect.Parameter(
+                "name", inspect.Parameter.KEYWORD_ONLY, default=None, annotation="str | None"
+            ),
+            inspect.Parameter(
+                "stop_grace", inspect.Parameter.KEYWORD_ONLY, default=None,
+                annotation="float | None",
+            ),
+        ],
+        return_annotation="None",
+    )
+    return fn
+
 
 class simple_counting_scope(SimpleHost, _ScopeBase):
     """A scope that counts associated work; its work cannot be cancelled.
@@ -260,6 +305,21 @@ class simple_counting_scope(SimpleHost, _ScopeBase):
     """
 
     __slots__ = ()
+
+    @_keyword_signature
+    def __init__(
+        self,
+        *args: Any,
+        strict_exception_groups: bool = True,
+        name: str | None = None,
+        stop_grace: float | None = None,
+        **unknown: Any,
+    ) -> None:
+        if args or unknown or stop_grace is not None:
+            stop_grace = _check_ctor("simple_counting_scope", args, unknown, stop_grace)
+        NurseryFace.__init__(
+            self, strict_exception_groups=strict_exception_groups, name=name, stop_grace=stop_grace
+        )
     token: ClassVar[type[_Token]] = _SimpleToken
     _token_type = _SimpleToken
 
@@ -301,6 +361,21 @@ class counting_scope(CountingHost, _ScopeBase):
     """
 
     __slots__ = ()
+
+    @_keyword_signature
+    def __init__(
+        self,
+        *args: Any,
+        strict_exception_groups: bool = True,
+        name: str | None = None,
+        stop_grace: float | None = None,
+        **unknown: Any,
+    ) -> None:
+        if args or unknown or stop_grace is not None:
+            stop_grace = _check_ctor("counting_scope", args, unknown, stop_grace)
+        CountingHost.__init__(
+            self, strict_exception_groups=strict_exception_groups, name=name, stop_grace=stop_grace
+        )
     token: ClassVar[type[_Token]] = _CountingToken
     _token_type = _CountingToken
 

@@ -45,6 +45,7 @@ from .._algorithms._timed import TimerOp
 from .._core._describe import describe, scheduler_label, site_line
 from .._parallel._parallel_scheduler import _ScheduleOp as _ParScheduleOp
 from .._trio._coroutine_sender import TrioHostedOp
+from .._trio._trio_compat import shielded_in_task
 from . import _spawn
 from ._associate import _AssociateOp
 from ._join import _JoinOp
@@ -407,6 +408,15 @@ def _await_frame(coro: Any) -> str | None:
     return _frame_label(frames[-1]) if frames else None
 
 
+def _shield_note(task: Any, own: bool = False) -> str:
+    """``"; in a shielded cancel scope"`` when the trio task sits in a shielded cancel scope of
+    its own, which no stop can cancel; else ``""``. ``own``: the task's outermost scope is the
+    library's (a hosted coroutine's, which a stop cancels) and does not count."""
+    if shielded_in_task(task, own):
+        return "; in a shielded cancel scope (a stop cannot cancel it)"
+    return ""
+
+
 def _threads_running(objs: dict[int, int]) -> dict[int, tuple[str, str | None]]:
     """For each key of ``objs`` (an ``id`` of an operation object → the index of its root
     operation): the thread whose stack runs one of its methods right now, and the innermost
@@ -474,7 +484,8 @@ def _state_of(
         if kind == _K_HOSTED and getattr(o, "_started", False):
             task = tasks.get(id(o))
             if task is not None:
-                return "in a trio task", "trio_scheduler", task.name, _await_frame(task.coro)
+                state = "in a trio task" + _shield_note(task, True)
+                return state, "trio_scheduler", task.name, _await_frame(task.coro)
             return "hosted in a trio task", "trio_scheduler", None, None
         if kind == _K_PAR:
             return "on the parallel scheduler", "parallel_scheduler", None, None
@@ -641,7 +652,8 @@ class _Builder:
                 fn, ln = _site_fields(site)
                 entries.append((None, OperationInfo(
                     "spawn_future", desc, fn, ln,
-                    "in a trio task" + ("; stop requested" if fstop else ""),
+                    "in a trio task" + _shield_note(ftask, True)
+                    + ("; stop requested" if fstop else ""),
                     scheduler="trio_scheduler", trio_task=ftask.name,
                     await_frame=_await_frame(ftask.coro), stop_requested=fstop,
                     scopes=tuple(self.scope(c) for c in self.in_task.get((id(s), id(ftask)), ())))))
@@ -698,6 +710,7 @@ class _Builder:
             else:
                 desc = getattr(inner, "__qualname__", task.name) + _call_args(inner)
                 state = f"in trio task, awaiting in {frame}" if frame else "in trio task"
+            state += _shield_note(task, kind == "spawn")
             if scope_stop:
                 state += "; stop requested"
             entries.append((None, OperationInfo(
@@ -809,11 +822,23 @@ def dump(file: IO[str] | None = None) -> str:
     >>> "simple_counting_scope 'example' [unused, 0 associated]" in sx.dump(io.StringIO())
     True
     """
+    check_text_file("dump()", file)
     text = format_tree(operation_tree())
     out = sys.stderr if file is None else file
     out.write("structexec operation tree:\n" + text + "\n")
     out.flush()
     return text
+
+
+def check_text_file(fn: str, file: Any) -> None:
+    """``file`` is ``None`` or has ``write()`` (and ``flush()``), else ``TypeError``."""
+    if file is not None and not (
+        callable(getattr(file, "write", None)) and callable(getattr(file, "flush", None))
+    ):
+        raise TypeError(
+            f"{fn}: file must be None (sys.stderr) or a text stream with write() and flush(), "
+            f"got {type(file).__name__}"
+        )
 
 
 def install_dump_on_signal(
@@ -828,10 +853,20 @@ def install_dump_on_signal(
     ``signal.signal`` to uninstall it.
     """
 
+    check_text_file("install_dump_on_signal()", file)
+    if isinstance(signum, bool) or not isinstance(signum, int):  # signal.Signals is an int
+        raise TypeError(
+            "install_dump_on_signal(): signum must be a signal number (an int such as "
+            f"signal.SIGUSR1), got {type(signum).__name__}"
+        )
+
     def handler(sig: int, frame: Any) -> None:
         try:
             dump(file)
         except Exception as e:  # pragma: no cover - a dump never stops the program
             print(f"structexec: dump failed: {e!r}", file=sys.stderr)
 
-    return _signal.signal(signum, handler)
+    try:
+        return _signal.signal(signum, handler)
+    except ValueError as e:  # not a signal number, or not the main thread
+        raise ValueError(f"install_dump_on_signal(): signum={signum!r}: {e}") from None

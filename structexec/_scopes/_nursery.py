@@ -19,7 +19,6 @@ import inspect
 import sys
 import threading
 import time
-import warnings
 from collections.abc import Awaitable, Callable, Coroutine
 from functools import partial
 from types import CoroutineType as _CoroutineType
@@ -45,11 +44,12 @@ from ._join import ERRORS_MESSAGE, _TrioJoinWaiter
 from ._site import (
     HOSTED_CODES,
     OPEN_SCOPES,
-    StuckWorkWarning,
     check_grace,
+    enter_site,
     grace_of,
     note_error,
     scope_label,
+    warn_stuck,
 )
 from ._spawn import as_exception
 from ._state import AssociationState
@@ -236,14 +236,22 @@ class _HostNursery:
 _OPEN_SCOPES = OPEN_SCOPES
 
 
-def safe_warn(message: str) -> None:
-    """Issue a :class:`StuckWorkWarning` from inside the scope's machinery: a filter that
-    turns it into an error must not break the scope's join, so the warning is then shown
-    instead of raised."""
-    try:
-        warnings.warn(message, StuckWorkWarning, stacklevel=2)
-    except Warning:
-        warnings.showwarning(message, StuckWorkWarning, __file__, 0)
+def safe_warn(scope: Any, message: str) -> None:
+    """Issue a :class:`StuckWorkWarning` about ``scope``, attributed to the user's line that
+    entered it (``_site.warn_stuck``); shown, never raised, when a filter makes it an error."""
+    warn_stuck(message, getattr(scope, "_enter_site", None))
+
+
+def _no_trio_message(scope: Any) -> str:
+    """``async with scope`` outside trio (under asyncio, or with no event loop)."""
+    kind = type(scope).__name__
+    return (
+        f"`async with {kind}()` needs a running trio event loop on this thread (it was "
+        "entered outside trio.run, e.g. under asyncio): as a nursery, the scope hosts trio "
+        "tasks, and structexec's runtime is trio. Run the program with trio.run; or, without "
+        "`async with`, use the scope from any thread: spawn work with "
+        "sx.spawn(sndr, scope.get_token()) and wait for it with sx.sync_wait(scope.join())"
+    )
 
 
 def _task_finished(task: trio.lowlevel.Task) -> bool:
@@ -292,6 +300,7 @@ class NurseryFace(AssociationState):
         "_body_cs",
         "_cancel_scope",
         "_cancel_seen",
+        "_enter_site",
         "_entered",
         "_name",
         "_nursery",
@@ -630,8 +639,13 @@ class NurseryFace(AssociationState):
                 f"`async with` on {self!r}: the scope is {self._state_name()}, so it cannot "
                 "host new work; create a new scope"
             )
+        try:
+            run = current_run()
+        except RuntimeError:
+            raise RuntimeError(_no_trio_message(self)) from None
         self._entered = True
-        run = self._run = current_run()
+        self._enter_site = enter_site()  # the user's `async with` line, for warnings
+        self._run = run
         if self._strict is None:
             self._strict = _trio_compat.run_strict_exception_groups()
         self._parent_task = trio.lowlevel.current_task()
@@ -664,6 +678,7 @@ class NurseryFace(AssociationState):
             warn_at[0] = None
             waited = trio.current_time() - when + (grace_of(self) or 0.0)
             safe_warn(
+                self,
                 f"the exit of `async with {scope_label(self)}` has waited {waited:.1f} s "
                 f"for {self.count} associated operation(s):\n"
                 + _introspect_tree(self)
@@ -1148,6 +1163,7 @@ class CountingHost(NurseryFace):
             for op in _introspect.outstanding(self):
                 where = f" (spawned at {op.spawned_at})" if op.spawned_at else ""
                 safe_warn(
+                    self,
                     f"{op.kind} {op.description}{where} has ignored the stop request of "
                     f"{scope_label(self)} for {grace:g} s; it is {op.state}"
                 )

@@ -9,12 +9,16 @@ are computed here, when an error is noted or a tree is printed (``_introspect``)
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+import os
 import sys
+import warnings
 from types import CodeType
 from typing import Any
 
-from .._core._describe import Site, format_site
+from .._core._args import real_seconds
+from .._core._describe import Site, format_site, site_line
 
 __all__ = ["StuckWorkWarning", "set_stop_grace"]
 
@@ -53,7 +57,9 @@ def set_stop_grace(seconds: float | None) -> float | None:
 
     ``None`` (the default) switches the stuck-work warnings off for every scope that was not
     given its own ``stop_grace``; a number of seconds switches them on
-    (:class:`StuckWorkWarning`, docs/debugging.md). ``ValueError`` for a negative number.
+    (:class:`StuckWorkWarning`, docs/debugging.md). ``seconds`` is ``None`` or a real number
+    (``int``, ``float``, ``Fraction``, ``Decimal``; ``TypeError`` for ``bool``, ``str`` and other
+    types); ``ValueError`` for a negative number, NaN or one too large for a float.
 
     Example:
 
@@ -62,22 +68,18 @@ def set_stop_grace(seconds: float | None) -> float | None:
     >>> sx.set_stop_grace(old)
     5.0
     """
-    if seconds is not None:
-        seconds = float(seconds)
-        if not seconds >= 0:
-            raise ValueError(f"stop_grace must be None or >= 0 seconds, got {seconds!r}")
+    seconds = check_grace(seconds, "set_stop_grace()", "seconds")
     old = _settings["stop_grace"]
     _settings["stop_grace"] = seconds
     return old
 
 
-def check_grace(grace: float | None) -> float | None:
+def check_grace(grace: Any, fn: str = "counting_scope()", name: str = "stop_grace") -> float | None:
+    """``None`` or the grace as a float: the numbers every time of the library accepts
+    (``_core._args``), ``>= 0``; ``inf`` is no warning."""
     if grace is None:
         return None
-    g = float(grace)
-    if not g >= 0:
-        raise ValueError(f"stop_grace must be None or >= 0 seconds, got {grace!r}")
-    return g
+    return real_seconds(grace, fn, f"{name} (None or seconds)")
 
 
 def grace_of(scope: Any) -> float | None:
@@ -130,3 +132,46 @@ def note_error(exc: Any, site: Site, scope: Any, how: str = "spawned", task: boo
     for a scope as for a nursery (docs/debugging.md)."""
     if not task or getattr(scope, "_name", None) is not None:
         add_note(exc, spawn_note(site, scope, how))
+
+
+# --------------------------------------------------------------------------- warnings
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_CONTEXTLIB = contextlib.__file__
+
+#: Where a scope was entered: ``(code, instruction offset, module globals)`` of the user's
+#: frame, or ``None``.
+EnterSite = tuple[Any, int, dict[str, Any]] | None
+
+
+def enter_site() -> EnterSite:
+    """The innermost frame above the caller that is not structexec's (nor ``contextlib``'s,
+    for an ``AsyncExitStack``): the user's ``async with`` line. Cheap: no line lookup."""
+    f: Any = sys._getframe(1)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not (fn.startswith(_PKG_DIR) or fn == _CONTEXTLIB):
+            return (f.f_code, f.f_lasti, f.f_globals)
+        f = f.f_back
+    return None
+
+
+def warn_stuck(message: str, where: EnterSite) -> None:
+    """Issue a :class:`StuckWorkWarning` attributed to ``where`` (the ``async with`` line of
+    the scope, :func:`enter_site`), so that its file and line are the user's and a
+    ``filterwarnings(..., module=...)`` of the user's module applies. From inside the scope's
+    machinery: a filter that turns it into an error must not break the scope's join, so the
+    warning is then shown instead of raised."""
+    fl = None if where is None else site_line((where[0], where[1]))
+    if where is None or fl is None:
+        filename, lineno, module, g = "<unknown>", 0, "<unknown>", None
+    else:
+        (filename, lineno), g = fl, where[2]
+        module = g.get("__name__", "<unknown>")
+    registry = None if g is None else g.setdefault("__warningregistry__", {})
+    try:
+        warnings.warn_explicit(
+            message, StuckWorkWarning, filename, lineno, module, registry, g
+        )
+    except Warning:
+        warnings.showwarning(message, StuckWorkWarning, filename, lineno)

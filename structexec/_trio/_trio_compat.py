@@ -13,6 +13,9 @@ trio has no public API for:
   as ``CancelScope.__exit__`` collapses it (a non-strict nursery's one-exception group becomes
   its exception).
 
+For ``sx.dump()``, :func:`shielded_in_task` walks the same chain (read only) to tell whether a
+hosted task sits in a shielded cancel scope of its own (``None`` without the private state).
+
 And one more, for ``sync_wait`` (which refuses to run on a trio thread) and the other callers
 of ``in_trio_run``: :func:`fast_in_trio_run`, the same answer as ``trio.lowlevel.in_trio_run()``
 (``hasattr`` of ``runner`` on trio's thread-local run context) read as a key of that
@@ -188,6 +191,25 @@ def deadline_is_finite(status: Any) -> bool:
             pass
     d = _current_effective_deadline()
     return d != _INF and d != _NEG_INF
+
+
+def shielded_in_task(task: Any, skip_outermost: bool = False) -> bool | None:
+    """Does ``task`` sit in a shielded cancel scope entered in the task itself (between it and
+    the nursery that hosts it)? ``skip_outermost``: the task's outermost scope (a library
+    wrapper's, which a stop cancels) does not count. ``None`` when unknown (no private state).
+    For ``sx.dump()`` (``_scopes._introspect``): the usual reason a task ignores a stop."""
+    if not PRIVATE_STATE:
+        return None
+    try:
+        s = task._cancel_status
+        top = task.parent_nursery._cancel_status
+        while s is not None and s is not top:
+            if s._scope._shield and not (skip_outermost and s._parent is top):
+                return True
+            s = s._parent
+        return False
+    except AttributeError:  # a task that has finished, or trio changed
+        return None
 
 
 def collapse_exception_group(group: BaseException) -> BaseException:
