@@ -248,8 +248,8 @@ def _keyword_signature(fn: Any) -> Any:
         [
             inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
             inspect.Parameter(
-                "strict_exception_groups", inspect.Parameter.KEYWORD_ONLY, default=True,
-                annotation="bool",
+                "strict_exception_groups", inspect.Parameter.KEYWORD_ONLY, default=None,
+                annotation="bool | None",
             ),
             inspect.Parameter(
                 "name", inspect.Parameter.KEYWORD_ONLY, default=None, annotation="str | None"
@@ -310,7 +310,7 @@ class simple_counting_scope(SimpleHost, _ScopeBase):
     def __init__(
         self,
         *args: Any,
-        strict_exception_groups: bool = True,
+        strict_exception_groups: bool | None = None,
         name: str | None = None,
         stop_grace: float | None = None,
         **unknown: Any,
@@ -366,7 +366,7 @@ class counting_scope(CountingHost, _ScopeBase):
     def __init__(
         self,
         *args: Any,
-        strict_exception_groups: bool = True,
+        strict_exception_groups: bool | None = None,
         name: str | None = None,
         stop_grace: float | None = None,
         **unknown: Any,
