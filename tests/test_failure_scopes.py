@@ -710,3 +710,60 @@ async def test_interrupt_in_work_completed_by_the_trio_scheduler(
                     await fut  # the consumer is not left waiting
             await trio.sleep_forever()
     assert scope.state == "joined" and scope.count == 0
+
+
+# ----------------------------------------- after a run that crashed: finalizers, late joins
+
+_CRASHED_RUN_CHILD = """
+import gc, threading, trio, trio.abc, structexec as sx
+from structexec.testing import ManualScheduler
+
+class CrashingClock(trio.abc.Clock):
+    armed = False
+    def start_clock(self): pass
+    def current_time(self): return 0.0
+    def deadline_to_sleep_time(self, deadline):
+        if CrashingClock.armed:
+            raise ValueError("the clock broke")
+        return 0.0
+
+keep = []
+sch = ManualScheduler()
+
+async def main():
+    s = sx.counting_scope()
+    await s.__aenter__()
+    keep.append(s)
+    keep.append(s.spawn_future(trio.sleep_forever()))
+    async with sx.counting_scope() as s2:
+        s2.spawn(sch.schedule())
+        CrashingClock.armed = True  # the run crashes while this exit waits
+
+try:
+    trio.run(main, clock=CrashingClock())
+except trio.TrioInternalError:
+    print("crashed", flush=True)
+t = threading.Thread(target=sch.run_one)  # completes the work the exit waited for
+t.start()
+t.join()
+print("completed on a thread", flush=True)
+keep.clear()
+gc.collect()  # the future, its stop callbacks and the scope die after their run
+print("collected", flush=True)
+"""
+
+
+def test_nothing_aborts_or_hangs_after_the_trio_run_crashed() -> None:
+    """A trio run that crashed (``TrioInternalError``) closes its wake-up socket without
+    marking itself finished, so ``TrioToken.run_sync_soon`` raises ``OSError``. Work of a
+    scope that completes afterwards on another thread, a future and a scope garbage-collected
+    afterwards (their stop callbacks queue to the run), and the suspended ``async with`` exit
+    closed at interpreter exit must not abort the process ("stop callback raised", which
+    it used to) nor loop forever: nothing may terminate the process from a finalizer."""
+    r = run_child(_CRASHED_RUN_CHILD, timeout=30)
+    assert not r.timed_out, str(r)
+    assert r.stdout.split("\n")[:3] == ["crashed", "completed on a thread", "collected"], str(r)
+    assert r.returncode == 0, str(r)
+    assert "terminate" not in r.stderr, str(r)
+    assert "/_scopes/" not in r.stderr and "/_trio/" not in r.stderr, str(r)  # none of ours
+    assert "Bad file descriptor" not in r.stderr, str(r)

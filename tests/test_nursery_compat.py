@@ -2678,3 +2678,117 @@ async def test_scope_body_raising_leaves_no_cyclic_garbage(open_nursery: Any) ->
 
     await once()
     assert await _cyclic_garbage_after(once)() == 0
+
+
+# =========================================================================== hangs engineer:
+# a permanently detached coroutine (trio.lowlevel.permanently_detach_coroutine_object, as
+# trio-asyncio uses it). Kept apart from the parity tests above.
+
+_DETACH_CHILD = """
+import gc, outcome
+keep = []
+async def detached(task_status=trio.TASK_STATUS_IGNORED):
+    task_status.started()
+    await trio.sleep(0)
+    if KEEP:
+        keep.append(trio.lowlevel.current_task().coro)
+    await trio.lowlevel.permanently_detach_coroutine_object(outcome.Value(None))
+async def main():
+    import trio.testing
+    with trio.move_on_after(5) as cs:
+        async with {opener} as n:
+            if HOW == "start":
+                await n.start(detached)
+            else:
+                n.start_soon(detached)
+            if WHEN == "before_exit":
+                await trio.testing.wait_all_tasks_blocked()  # it has detached by now
+    print("exited", cs.cancelled_caught, getattr(n, "count", 0), flush=True)
+try:
+    trio.run(main)
+except BaseException as e:
+    print("raised", leaf_names(e), flush=True)
+keep.clear()
+gc.collect()
+print("end", flush=True)
+"""
+
+
+@pytest.mark.parametrize("when", ["while_exiting", "before_exit"])
+@pytest.mark.parametrize("keep", [True, False], ids=["kept", "dropped"])
+@pytest.mark.parametrize("how", ["start_soon", "start"])
+async def test_a_task_that_detaches_its_coroutine_ends_as_in_a_nursery(
+    kind: str, keep: bool, how: str, when: str
+) -> None:
+    """trio.lowlevel.permanently_detach_coroutine_object ends the trio task without finishing
+    its coroutine: a nursery's block exits at once (the child has ended). The scope used to
+    wait forever for the association of its wrapper (shielded: no deadline ended it) when the
+    coroutine was kept alive, and to raise ``GeneratorExit`` in a group when it was dropped.
+    Nothing is left associated, nothing is raised, and closing the coroutine later (dropping
+    it after the run) neither raises nor aborts; whether it detaches while the exit waits or
+    while the body still runs."""
+    code = f"KEEP = {keep}\nHOW = {how!r}\nWHEN = {when!r}\n" + _DETACH_CHILD
+    r = await child_result(code, kind, timeout=30)
+    assert not r.timed_out, str(r)
+    assert r.stdout.split("\n")[:2] == ["exited False 0", "end"], str(r)
+    assert r.returncode == 0, str(r)
+    assert "Exception ignored" not in r.stderr, str(r)
+
+
+_DETACH_SPAWN_CHILD = """
+import gc, outcome, trio, structexec as sx
+import structexec._scopes._spawn_coro as spc
+keep = []
+async def detached():
+    await trio.sleep(0)
+    keep.append(trio.lowlevel.current_task().coro)
+    await trio.lowlevel.permanently_detach_coroutine_object(outcome.Value(None))
+async def main(kind, how):
+    with trio.move_on_after(5) as cs:
+        async with kind() as s:
+            if how == "spawn":
+                s.spawn(detached())
+            elif how == "spawn_general":
+                sx.spawn(detached(), s.get_token())
+            else:
+                try:
+                    await s.spawn_future(detached())
+                except sx.Stopped:
+                    print("future stopped", end=" ")
+    print(kind.__name__, how, "exited", cs.cancelled_caught, s.count, flush=True)
+async def outside():
+    # no `async with`: the coroutine senders run in system tasks of the run
+    scope = sx.simple_counting_scope()
+    env = sx.prop(sx.get_scheduler, sx.trio_scheduler())
+    sx.spawn(detached(), scope.get_token(), env)
+    fut = sx.spawn_future(detached(), scope.get_token(), env)
+    with trio.move_on_after(5) as cs:
+        try:
+            await fut
+        except sx.Stopped:
+            print("future stopped", end=" ")
+        await scope.join()
+    print("outside joined", cs.cancelled_caught, scope.count, flush=True)
+for kind in (sx.counting_scope, sx.simple_counting_scope):
+    for how in ("spawn", "spawn_general", "spawn_future"):
+        trio.run(main, kind, how)
+trio.run(outside)
+print("end", flush=True)
+"""
+
+
+async def test_spawned_work_that_detaches_its_coroutine_ends() -> None:
+    """The same for coroutines given to ``scope.spawn``/``sx.spawn``/``scope.spawn_future``
+    (docs/scopes.md "What happens when things fail"), inside the block and outside it
+    (system tasks): the block exits or ``join()`` completes (the work has ended, its
+    association is released) and the future completes stopped, since the coroutine's
+    outcome will never reach trio. It used to wait forever."""
+    r = await trio.to_thread.run_sync(lambda: run_child(_DETACH_SPAWN_CHILD, timeout=60))
+    assert not r.timed_out, str(r)
+    lines = [ln for ln in r.stdout.splitlines() if ln.strip()]
+    assert lines == [
+        f"{'future stopped ' if how == 'spawn_future' else ''}{kind} {how} exited False 0"
+        for kind in ("counting_scope", "simple_counting_scope")
+        for how in ("spawn", "spawn_general", "spawn_future")
+    ] + ["future stopped outside joined False 0", "end"], str(r)
+    assert r.returncode == 0, str(r)

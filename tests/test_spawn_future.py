@@ -8,6 +8,7 @@ import threading
 from typing import Any
 
 import pytest
+from _subproc import run_child
 
 import structexec as sx
 from structexec.testing import ManualScheduler, RecordingReceiver
@@ -466,3 +467,91 @@ def test_user_token_wrap_is_used_by_spawn_future() -> None:
             return sndr | sx.then(lambda x: x * 10)
 
     assert sx.sync_wait(sx.spawn_future(sx.just(4), Wrapping())) == (40,)
+
+
+# ------------------------------------------------- a BaseException out of the work of a future
+
+_BASE_FUTURE_CHILD = """
+import trio, structexec as sx
+import structexec._scopes._spawn_coro as spc
+
+class Custom(BaseException):
+    pass
+
+E = {exc}
+
+def boom():
+    raise E("x")
+
+@sx.task
+async def slow_task():
+    await trio.sleep(0.01)
+    boom()
+
+@sx.task
+async def eager_task():
+    boom()
+
+async def coro():
+    await trio.sleep(0.01)
+    boom()
+
+def make(kind, scope, sch):
+    if kind == "task":
+        return lambda: slow_task()
+    if kind == "eager-task":
+        return lambda: eager_task()
+    if kind in ("coro", "coro-general"):
+        return lambda: coro()
+    if kind == "then":
+        return lambda: sx.schedule(sch) | sx.then(boom)
+    if kind == "timer":
+        return lambda: sx.schedule_after(sch, 0.01) | sx.then(boom)
+
+async def main(kind, how):
+    sch = sx.trio_scheduler()
+    spc.FAST_SPAWN_CORO = kind != "coro-general"
+    async with sx.counting_scope() as scope:
+        work = make(kind, scope, sch)
+        if how == "spawn":
+            scope.spawn(work())
+            await trio.sleep(5)
+        elif how == "future-awaited":
+            await scope.spawn_future(work())
+        else:
+            fut = scope.spawn_future(work())
+            await trio.sleep(5)
+
+for kind in ("task", "eager-task", "coro", "coro-general", "then", "timer"):
+    for how in ("spawn", "future-awaited", "future-kept"):
+        try:
+            trio.run(main, kind, how)
+            print(kind, how, "returned", flush=True)
+        except BaseException as e:
+            print(kind, how, leaf_names(e), flush=True)
+"""
+
+
+@pytest.mark.parametrize(
+    "exc", ["KeyboardInterrupt", "SystemExit", "GeneratorExit", "Custom"]
+)
+def test_a_base_exception_from_a_futures_work_reaches_trio_run_as_from_spawn(exc: str) -> None:
+    """[exec.spawn.future], [exec.spawn], docs/scopes.md "What happens when things fail": a
+    ``KeyboardInterrupt`` (``SystemExit``, any ``BaseException`` that is not a cancellation)
+    raised by the work of ``scope.spawn_future`` -- an ``@sx.task``, a coroutine (direct and
+    general path), a ``then`` on the trio scheduler, a timer -- comes out of ``trio.run``
+    alone in the block's group, exactly as for ``scope.spawn`` of the same work: the future
+    completes stopped, the body awaiting it is cancelled with the block (no ``Stopped``
+    beside the interrupt). It used to abort the process for a task ("the work given to
+    spawn_future completed twice") and to add a ``Stopped`` for a coroutine."""
+    r = run_child(_BASE_FUTURE_CHILD.format(exc=exc), timeout=60)
+    assert not r.timed_out, str(r)
+    assert r.returncode == 0, str(r)
+    lines = [ln for ln in r.stdout.splitlines() if ln.strip()]
+    expected = [
+        f"{kind} {how} {[exc]}"
+        for kind in ("task", "eager-task", "coro", "coro-general", "then", "timer")
+        for how in ("spawn", "future-awaited", "future-kept")
+    ]
+    assert lines == expected, str(r)
+    assert "completed twice" not in r.stderr, str(r)

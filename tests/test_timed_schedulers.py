@@ -13,6 +13,7 @@ import pytest
 import trio
 import trio.testing
 from _helpers import rec_on
+from _subproc import run_child
 
 import structexec as sx
 from structexec.testing import ManualScheduler, RecordingReceiver, no_leaks
@@ -383,6 +384,155 @@ def test_trio_timer_after_the_run_raises() -> None:
 
 async def _sched() -> Any:
     return sx.trio_scheduler()
+
+
+def test_trio_timers_pending_when_the_run_ends_complete_stopped() -> None:
+    """docs/time.md "Timed schedulers": a timer of the trio scheduler still pending when the
+    run ends (its main task returned) never fires; it completes ``set_stopped()`` on the trio
+    thread, as a stop request would, whoever started it (a trio task, another thread,
+    ``schedule_after`` or ``schedule_at``, an infinite delay). The run's timer queue used to
+    be dropped with the operations in it: their consumers waited forever. The stop callback
+    of each is deregistered (no callback left on the consumer's token)."""
+    recs: list[RecordingReceiver] = []
+
+    async def main() -> tuple[int, Any]:
+        sch = sx.trio_scheduler()
+        for sndr in (
+            sx.schedule_after(sch, 3600),
+            sx.schedule_at(sch, sx.now(sch) + 3600),
+            sx.schedule_after(sch, math.inf),
+        ):
+            recs.append(rec_on(sch))
+            recs[-1].run(sndr)
+        other = RecordingReceiver()
+        recs.append(other)
+        await trio.to_thread.run_sync(other.run, sx.schedule_after(sch, 3600))
+        await trio.testing.wait_all_tasks_blocked()
+        assert not any(r.done for r in recs)
+        return threading.get_ident(), sch
+
+    trio_thread, sch = trio.run(main, clock=trio.testing.MockClock())
+    assert [r.outcome for r in recs] == [("stopped",)] * 4
+    assert {r.thread for r in recs} == {trio_thread}
+    assert all(r.live_callbacks_at_completion == 0 for r in recs)
+    with pytest.raises(RuntimeError, match="finished"):  # a start after the end: the error
+        RecordingReceiver().run(sx.schedule_after(sch, 1))
+
+
+def test_trio_timer_started_while_the_run_ends_completes_stopped() -> None:
+    """A coroutine hosted in a system task (shielded, so it outlives the main task) awaits a
+    trio timer after the main task has returned: the timer completes stopped at once (the
+    run is ending; no timer fires any more) and the coroutine ends with ``Stopped``, so
+    ``trio.run`` returns. It used to wait forever (a child process guards the hang)."""
+    code = """
+import trio, structexec as sx
+out = []
+async def late():
+    await trio.sleep(0.01)  # the main task has returned by now
+    try:
+        await (sx.schedule_after(sx.trio_scheduler(), 3600) | sx.then(lambda: 1))
+    except BaseException as e:
+        out.append(type(e).__name__)
+        raise
+async def main():
+    scope = sx.simple_counting_scope()
+    sx.spawn(late(), scope.get_token(), sx.prop(sx.get_scheduler, sx.trio_scheduler()))
+    return scope
+scope = trio.run(main)
+print(out, scope.count)
+"""
+    r = run_child(code, timeout=30)
+    assert not r.timed_out, str(r)
+    assert r.stdout.split() == ["['Stopped']", "0"], str(r)
+    assert r.returncode == 0, str(r)
+
+
+_RUN_ENDS_CHILD = """
+import threading, trio, structexec as sx
+def on_stop():
+    raise KeyboardInterrupt("on_stop")
+results = {}
+def other(name, sndr):
+    try:
+        results[name] = ("returned", sx.sync_wait(sndr))
+    except BaseException as e:
+        results[name] = ("raised", type(e).__name__)
+async def main():
+    sch = sx.trio_scheduler()
+    cases = {
+        "after": sx.schedule_after(sch, 3600),
+        "at": sx.schedule_at(sch, sx.now(sch) + 3600),
+        "upon_stopped": sx.schedule_after(sch, 3600) | sx.upon_stopped(on_stop),
+    }
+    threads = [threading.Thread(target=other, args=kv) for kv in cases.items()]
+    for t in threads:
+        t.start()
+    while len(sch._run.timers) < len(cases):  # every timer pending
+        await trio.sleep(0.001)
+    return threads
+for t in trio.run(main):
+    t.join(10)
+    assert not t.is_alive(), "a sync_wait still waits"
+print(sorted(results.items()))
+"""
+
+
+def test_trio_timers_pending_when_the_run_ends_release_other_threads() -> None:
+    """The issue's reproducer: other threads' ``sync_wait(schedule_after(trio_sch, 3600))``
+    and ``schedule_at`` return (stopped: ``None``) once the run has ended, instead of waiting
+    forever; a ``KeyboardInterrupt`` from an ``upon_stopped`` on that path comes out of that
+    thread's ``sync_wait``."""
+    r = run_child(_RUN_ENDS_CHILD, timeout=30)
+    assert not r.timed_out, str(r)
+    assert r.stdout.strip() == (
+        "[('after', ('returned', None)), ('at', ('returned', None)), "
+        "('upon_stopped', ('raised', 'KeyboardInterrupt'))]"
+    ), str(r)
+    assert r.returncode == 0, str(r)
+
+
+_RUN_ENDS_RACE_CHILD = """
+import sys, threading, trio, structexec as sx
+sys.setswitchinterval(1e-5)
+errors = []  # list.append: atomic across threads
+stop = threading.Event()
+def hammer(sch, i):
+    while not stop.is_set():
+        for sndr in (sx.schedule(sch), sx.schedule_after(sch, 0), sx.schedule_after(sch, 3600),
+                     sx.schedule_at(sch, 0.0)):
+            try:
+                sx.sync_wait(sndr)
+            except RuntimeError as e:
+                assert "finished" in str(e), e
+                errors.append(i)
+                return
+async def main(n):
+    sch = sx.trio_scheduler()
+    ts = [threading.Thread(target=hammer, args=(sch, i)) for i in range(3)]
+    for t in ts:
+        t.start()
+    await trio.sleep(0.002 * (n % 5))
+    return ts
+for n in range(20):
+    ts = trio.run(main, n)
+    for t in ts:
+        t.join(10)
+        assert not t.is_alive(), f"run {n}: a sync_wait still waits"
+stop.set()
+print("ok", len(errors))
+"""
+
+
+def test_trio_scheduler_work_racing_the_end_of_the_run_never_hangs() -> None:
+    """Threads keep starting ``schedule``, ``schedule_after`` (due and pending) and
+    ``schedule_at`` on the trio scheduler while its run ends (a tiny switch interval): each
+    operation either completes or its start raises the clear ``RuntimeError`` of a finished
+    run; none waits forever."""
+    r = run_child(_RUN_ENDS_RACE_CHILD, timeout=120)
+    assert not r.timed_out, str(r)
+    out = r.stdout.split()
+    assert out[0] == "ok" and int(out[1]) == 60, str(r)
+    assert r.returncode == 0, str(r)
 
 
 async def test_schedule_after_inside_a_task() -> None:

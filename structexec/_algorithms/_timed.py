@@ -94,12 +94,15 @@ class TimerQueue:
     never compared. Every access holds ``lock`` (the owner's lock may be passed in).
     """
 
-    __slots__ = ("_seq", "items", "lock")
+    __slots__ = ("_seq", "closed", "items", "lock")
 
     def __init__(self, lock: Any = None) -> None:
         self.lock: Any = threading.Lock() if lock is None else lock
         self.items: Any = SortedList()
         self._seq = itertools.count()
+        #: Set by :meth:`close`: no timer will fire any more; one started now completes
+        #: ``set_stopped()`` at once.
+        self.closed = False
 
     def earliest(self) -> float:
         """The earliest pending deadline (``inf`` when none); hold ``lock``."""
@@ -135,6 +138,16 @@ class TimerQueue:
             key[2]._state = _DONE
         self.items.clear()
 
+    def close(self) -> list[TimerOp]:
+        """No timer will fire any more (the owner is ending): take out (marked done) and
+        return every pending timer, for the owner to complete with
+        :meth:`TimerOp._owner_ended`; a timer started from now on completes stopped at once.
+        Hold ``lock``."""
+        self.closed = True
+        ops = [key[2] for key in self.items]
+        self.clear()
+        return ops
+
     def __len__(self) -> int:
         return len(self.items)
 
@@ -156,6 +169,17 @@ class TimerOwner(Protocol):
 
 
 _INIT, _PENDING, _DONE = 0, 1, 2
+
+
+def _set_stopped(rcvr: Any) -> None:
+    rcvr.set_stopped()
+
+
+#: How a stop request completes a pending timer: ``_schedulers._run_loop`` (a layer above,
+#: always imported by the package) replaces it with ``stopped_from_stop_callback``, which
+#: hands a ``BaseException`` raised by user code in that completion to the consumer's
+#: ``raised_sink`` (docs/time.md "Timed schedulers").
+STOPPED_BY_REQUEST: list[Any] = [_set_stopped]
 
 
 class TimerOp:
@@ -204,6 +228,9 @@ class TimerOp:
             early = self._state != _INIT  # the callback ran inside its constructor
             if early:
                 first = False
+            elif q.closed:  # the owner ended meanwhile: no timer fires any more
+                self._state = _DONE
+                first = False
             else:
                 self._state = _PENDING
                 key = self._key = (deadline, next(q._seq), self)
@@ -216,6 +243,8 @@ class TimerOp:
             cb, self._cb = self._cb, None
             if cb is not None:
                 cb.close()
+        elif self._state == _DONE:  # the queue was closed (see above)
+            self._owner_ended()
 
     def _on_stop(self) -> None:
         # On the thread that requested stop (or inside start, if it raced with it).
@@ -235,7 +264,19 @@ class TimerOp:
             cb.close()
         if st == _PENDING:
             self._owner._timer_wake(empty)
-        self._rcvr.set_stopped()
+        STOPPED_BY_REQUEST[0](self._rcvr)
+
+    def _owner_ended(self) -> None:
+        """The owner ended with this timer pending (``TimerQueue.close`` marked it done): it
+        will never fire, so it completes ``set_stopped()`` now, on the calling thread (as a
+        stop request would; a ``BaseException`` from user code in that completion goes to the
+        consumer's ``raised_sink``, else propagates)."""
+        self._key = None
+        cb = self._cb
+        if cb is not None:
+            self._cb = None
+            cb.close()  # waits for an _on_stop running on another thread (it returns early)
+        STOPPED_BY_REQUEST[0](self._rcvr)
 
     def _execute(self) -> None:
         # On the owner's agent, after pop_due (or _timer_ready) marked it done.

@@ -19,8 +19,9 @@ import time
 from collections import deque
 from typing import Any
 
+from .._algorithms import _timed
 from .._algorithms._timed import TimerQueue, TimerSender, check_deadline, check_seconds
-from .._core._env import sched_attrs
+from .._core._env import get_env, sched_attrs
 from .._core._errors import terminate
 from .._core._queries import Query, query_or
 from .._core._schedule_sender import ScheduleOp, ScheduleSender
@@ -89,6 +90,38 @@ def sink_of(env: Any) -> Any:
         return query_or(env, raised_sink, None)
     except Exception:
         return None
+
+
+def stopped_from_stop_callback(rcvr: Any) -> None:
+    """``rcvr.set_stopped()`` from a stop callback: a stop request took a queued operation
+    (a pending timer, ...) out and completes it on the requesting thread.
+
+    A ``BaseException`` that user code raises in that completion (an ``upon_stopped``
+    function raising ``KeyboardInterrupt``) goes to the receiver's :data:`raised_sink`, as
+    when an execution context's agent completes work: if the consumer takes it (a scope
+    inside ``async with`` raises it at its exit, an ``await`` or ``sync_wait`` where it
+    waits), the operation is done and the stop request returns normally. Otherwise it
+    propagates from ``request_stop()`` (the stop source's rule for a ``BaseException`` from a
+    callback); the consumer's sink, if any, has then marked the work ended (a scope's work
+    releases its association). An ``Exception`` propagates (a completion that raises: the
+    stop source calls the terminate handler).
+    """
+    try:
+        rcvr.set_stopped()
+    except Exception:
+        raise
+    except BaseException as exc:
+        sink = sink_of(get_env(rcvr))
+        if sink is not None:
+            try:
+                if sink(exc) is True:
+                    return
+            except Exception:  # a broken sink: the exception goes on
+                pass
+        raise
+
+
+_timed.STOPPED_BY_REQUEST[0] = stopped_from_stop_callback
 
 
 def deliver_raised(sink: Any, exc: BaseException, where: str) -> bool:

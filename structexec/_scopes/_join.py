@@ -158,4 +158,7 @@ class _TrioJoinWaiter:
         if threading.get_ident() == self._thread:
             self.event.set()
         else:
-            self._token.run_sync_soon(self.event.set)
+            try:
+                self._token.run_sync_soon(self.event.set)
+            except (trio.RunFinishedError, OSError):  # the run is gone: nobody waits
+                pass

@@ -33,6 +33,7 @@ from .._core._errors import Stopped
 from .._core._queries import get_scheduler
 from .._core._stop_token import inplace_stop_callback, inplace_stop_source
 from .._trio import _trio_compat
+from .._trio._detach import DETACHED, RELEASE, begin_wait, end_wait, undetach, watch_run
 from .._trio._trio_bridge import (
     RunState,
     call_in_run,
@@ -167,6 +168,8 @@ async def _hosted(scope: Any, coro: Coroutine[Any, Any, Any], site: Any = None) 
     try:
         await coro
     except Exception as e:
+        if DETACHED and id(coro) in DETACHED:
+            raise  # the task detached (_detach): what its new driver sees, not the scope
         note_error(e, site, scope, task=True)
         scope._record_error(_user_traceback(e))
     except trio.Cancelled:
@@ -178,12 +181,18 @@ async def _hosted(scope: Any, coro: Coroutine[Any, Any, Any], site: Any = None) 
     except Stopped:
         pass  # an awaited sender completed stopped: the task ends stopped, like spawned work
     except BaseException as e:  # KeyboardInterrupt, SystemExit, groups: see _task_raised
+        if type(e) is GeneratorExit or (DETACHED and id(coro) in DETACHED):
+            # Detached (_detach), then closed or resumed elsewhere: not the scope's. (trio
+            # never closes a live task's coroutine: GeneratorExit means it was let go.)
+            raise
         if not isinstance(e, trio.Cancelled):
             note_error(e, site, scope, task=True)
         if scope._task_raised(e):
             raise
     finally:
-        scope._disassociate()
+        if not DETACHED or not undetach(coro):
+            scope._wrappers -= 1
+            scope._disassociate()
 
 
 async def _guarded(scope: Any, async_fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
@@ -198,14 +207,19 @@ async def _guarded(scope: Any, async_fn: Callable[..., Any], args: tuple[Any, ..
     cs = getattr(op, "_scope", None)  # a coroutine sender's own cancel scope (the op drops it)
     try:
         await async_fn(*args)
-    except trio.Cancelled:
-        scope._cancel_seen = True  # (see __aexit__)
-        raise
     except BaseException as e:
+        if DETACHED and undetach(async_fn):
+            raise  # the task detached (_detach): its operation already completed stopped
+        scope._wrappers -= 1
+        if isinstance(e, trio.Cancelled):
+            scope._cancel_seen = True  # (see __aexit__)
+            raise
         note_error(e, getattr(st, "_site", None), scope)
         if scope._task_raised(e):
             raise
     else:
+        if not DETACHED or not undetach(async_fn):
+            scope._wrappers -= 1
         # A coroutine sender's own cancel scope caught the stop's Cancelled: a task that was
         # cancelled (the exit may pass an enclosing cancellation on, see __aexit__).
         if getattr(cs, "cancelled_caught", False):
@@ -223,9 +237,19 @@ class _HostNursery:
         self._nursery = nursery
 
     def start_soon(self, async_fn: Callable[..., Any], *args: Any, name: object = None) -> None:
+        scope = self._scope
+        if not scope._run.watched:
+            watch_run(scope._run)  # a coroutine that detaches ends its operation (_detach)
         self._nursery.start_soon(
-            _guarded, self._scope, async_fn, args, name=async_fn if name is None else name
+            _guarded, scope, async_fn, args, name=async_fn if name is None else name
         )
+        scope._wrappers += 1
+
+    def interrupt(self, rcvr: Any, exc: BaseException) -> None:
+        """A hosted coroutine sender raised ``exc`` (not a cancellation, not a group): the
+        scope's to raise at its exit, told before its operation completes (as ``_guarded``)."""
+        note_error(exc, getattr(rcvr, "_site", None), self._scope)
+        self._scope._interrupt(exc)
 
     def __repr__(self) -> str:
         return f"<host nursery of {self._scope!r}>"
@@ -312,6 +336,7 @@ class NurseryFace(AssociationState):
         "_stop_grace",
         "_stop_since",
         "_strict",
+        "_wrappers",
     )
 
     def __init__(
@@ -425,6 +450,7 @@ class NurseryFace(AssociationState):
                     "trio.from_thread.run_sync(scope.start_soon, async_fn, *args)"
                 ) from None
             raise
+        self._wrappers += 1
 
     async def start(
         self, async_fn: Callable[..., Awaitable[Any]], *args: Any, name: object = None
@@ -454,6 +480,7 @@ class NurseryFace(AssociationState):
             )
         ran = [False]
         f = sys._getframe(1)
+        self._wrappers += 1
         try:
             if not self._hosted_cancelled():
                 return await nursery.start(
@@ -479,6 +506,7 @@ class NurseryFace(AssociationState):
                 del caught
         except BaseException:
             if not ran[0]:  # the task never ran, so its finally did not release
+                self._wrappers -= 1
                 self._disassociate()
             raise
 
@@ -496,6 +524,8 @@ class NurseryFace(AssociationState):
         try:
             await coro
         except Exception as e:
+            if DETACHED and id(coro) in DETACHED:
+                raise  # the task detached (_detach): not the scope's any more
             if not status.called:
                 raise  # before started(): to the caller of start(), as in trio
             note_error(e, site, self, task=True)
@@ -508,12 +538,16 @@ class NurseryFace(AssociationState):
             if not status.called:
                 raise
         except BaseException as e:
+            if type(e) is GeneratorExit or (DETACHED and id(coro) in DETACHED):
+                raise  # detached (_detach), then closed or resumed elsewhere: not ours
             if status.called:
                 note_error(e, site, self, task=True)
             if not status.called or self._task_raised(e):
                 raise  # before started(): to the caller of start()
         finally:
-            self._disassociate()
+            if not DETACHED or not undetach(coro):
+                self._wrappers -= 1
+                self._disassociate()
 
     def _stopping(self) -> bool:
         return False
@@ -648,6 +682,7 @@ class NurseryFace(AssociationState):
         self._run = run
         if self._strict is None:
             self._strict = _trio_compat.run_strict_exception_groups()
+        self._wrappers = 0  # its trio tasks whose wrapper has not finished (_detach)
         self._parent_task = trio.lowlevel.current_task()
         try:
             self._cancel_scope = await self._open_host()
@@ -758,6 +793,7 @@ class NurseryFace(AssociationState):
         # The waiter (a trio Event) is made only if the count is not already zero.
         waiter = self._join_or_register(_TrioJoinWaiter)
         if waiter is not None:
+            watched = begin_wait(self)  # tasks that detached their coroutine end (_detach)
             # counting_scope: once stop was requested the wait is inside the cancelled
             # nursery of the hosted tasks, so it waits shielded (a Ctrl-C still arrives).
             shielded = self._hosted_cancelled()
@@ -788,10 +824,15 @@ class NurseryFace(AssociationState):
                     probe = True
                     self._stop_work()
                 except BaseException as e:
+                    if type(e) is GeneratorExit:
+                        # The coroutine is being closed: its run is gone (it crashed), so
+                        # nothing can end the wait; waiting again would loop forever.
+                        raise
                     # KeyboardInterrupt (Ctrl-C) while waiting: cancel the hosted tasks
                     # (counting_scope: request stop), wait for them, then raise it.
                     self._interrupt(e)
                 shielded = True
+            end_wait(watched)
         cb = self._stop_cb
         if cb is not None:
             self._stop_cb = None
@@ -904,6 +945,33 @@ HOSTED_CODES.update(
         _guarded.__code__: "guarded",
     }
 )
+
+
+def _release_hosted(f: dict[str, Any]) -> None:
+    """A ``start_soon``/``start`` task detached its coroutine (``_detach``): it has ended,
+    as a nursery sees it; its association is released now, not by the wrapper's finally."""
+    key = id(f["coro"])
+    if key not in DETACHED:
+        DETACHED.add(key)
+        scope = f.get("scope") or f["self"]
+        scope._wrappers -= 1
+        scope._disassociate()
+
+
+def _release_guarded(f: dict[str, Any]) -> None:
+    """A hosted coroutine sender's task detached its coroutine: its outcome will never
+    reach trio, so the operation completes stopped now (``TrioHostedOp.detached``)."""
+    fn = f["async_fn"]
+    detached = getattr(getattr(fn, "__self__", None), "detached", None)
+    if detached is not None and id(fn) not in DETACHED:
+        DETACHED.add(id(fn))
+        f["scope"]._wrappers -= 1
+        detached()
+
+
+RELEASE[_hosted.__code__] = _release_hosted
+RELEASE[NurseryFace._hosted_start.__code__] = _release_hosted
+RELEASE[_guarded.__code__] = _release_guarded
 
 
 class _ScopeEnv(TryEnv):

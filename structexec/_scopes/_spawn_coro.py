@@ -54,6 +54,7 @@ from .._core._errors import Stopped
 from .._core._stop_token import stop_callback_for
 from .._core._values import send_result, values
 from .._trio._coroutine_sender import _connected, name_of
+from .._trio._detach import DETACHED, RELEASE, undetach, watch_run
 from .._trio._trio_bridge import call_in_run, hosted_env, runs_by_thread
 from ._site import HOSTED_CODES, note_error
 from ._spawn import value_datums_error
@@ -124,12 +125,15 @@ def spawn_coro(scope: Any, coro: Any) -> None:
         coro.close()  # dropped silently ([exec.spawn]): never started
         return
     cs = trio.CancelScope(shield=True)
+    if not scope._run.watched:
+        watch_run(scope._run)  # a coroutine that detaches ends the work at once (_detach)
     try:
         scope._nursery.start_soon(_spawned, scope, coro, cs, site, name=name_of(coro))
     except BaseException:  # pragma: no cover - the nursery is open while the scope is entered
         scope._disassociate()
         coro.close()
         raise
+    scope._wrappers += 1
 
 
 async def _spawned(scope: Any, coro: Any, cs: trio.CancelScope, site: Any = None) -> None:
@@ -148,19 +152,26 @@ async def _spawned(scope: Any, coro: Any, cs: trio.CancelScope, site: Any = None
     except Stopped:
         pass
     except Exception as e:
+        if DETACHED and undetach(coro):
+            raise  # the task detached (_detach): not the scope's any more
         note_error(e, site, scope)
         scope._record_error(e)
     except BaseException as e:
+        if DETACHED and undetach(coro):
+            raise  # detached, then closed (GeneratorExit) or resumed elsewhere
         # KeyboardInterrupt, SystemExit, ...: the work completes stopped, then the scope
         # raises it (as TrioHostedOp and _guarded do).
         if not isinstance(e, trio.Cancelled):
             note_error(e, site, scope)
         scopes.discard(cs)
+        scope._wrappers -= 1
         scope._disassociate()
         if isinstance(e, trio.Cancelled) or scope._task_raised(e):
             raise
         return
     else:
+        if DETACHED and undetach(coro):
+            return  # the task detached (_detach): the scope let it go then
         if result is not _NOTHING:
             if mark.stopped:
                 scope._record_error(
@@ -177,7 +188,10 @@ async def _spawned(scope: Any, coro: Any, cs: trio.CancelScope, site: Any = None
         mark.task = None
     if cs.cancelled_caught:
         scope._cancel_seen = True  # cancelled by the stop: the exit may pass a Cancelled on
+    if DETACHED and undetach(coro):
+        return  # stopped after it detached (_detach): the scope let it go then
     scopes.discard(cs)
+    scope._wrappers -= 1
     scope._disassociate()
 
 
@@ -222,12 +236,15 @@ def spawn_future_coro(scope: Any, coro: Any) -> _FutureSender:
         st.set_stopped()
         return _FutureSender(st)
     st._associated.append(None)
+    if not scope._run.watched:
+        watch_run(scope._run)  # a coroutine that detaches stops its future at once (_detach)
     try:
         scope._nursery.start_soon(_future_task, scope, st, coro, cs, name=name_of(coro))
     except BaseException:  # pragma: no cover - the nursery is open while the scope is entered
         coro.close()
         st._start_raised()
         raise
+    scope._wrappers += 1
     return _FutureSender(st)
 
 
@@ -250,19 +267,31 @@ async def _future_task(scope: Any, st: _CoroFutureState, coro: Any, cs: trio.Can
     except Exception as e:
         kind, err = 1, e
     except BaseException as e:
-        # KeyboardInterrupt, SystemExit, ...: the future completes stopped, then the scope
-        # raises it (as TrioHostedOp and _guarded do).
+        if DETACHED and undetach(coro):
+            raise  # detached (_detach), then closed (GeneratorExit) or resumed elsewhere
+        # KeyboardInterrupt, SystemExit, ...: the scope raises it (as TrioHostedOp and
+        # _guarded do) and the future completes stopped. The scope hears of it first, so
+        # that the body awaiting the future is cancelled (as a nursery cancels its body
+        # when a child raises) before the stop reaches it: the block raises the interrupt
+        # alone, as for spawn, not a Stopped beside it.
         if not isinstance(e, trio.Cancelled):
             note_error(e, st._site, scope)
         scopes.discard(cs)
+        scope._wrappers -= 1
         _close_cb(st)
+        reraise = isinstance(e, trio.Cancelled) or scope._task_raised(e)
         st.set_stopped()
-        if isinstance(e, trio.Cancelled) or scope._task_raised(e):
+        if reraise:
             raise
         return
     finally:
         mark.task = None  # no reference cycle task -> context -> mark -> task (see _spawned)
+    if DETACHED and undetach(coro):
+        if kind == 1:
+            raise err  # the task detached (_detach): its outcome is its new driver's
+        return
     scopes.discard(cs)
+    scope._wrappers -= 1
     if kind == 0:
         if result is _NOTHING:
             kind = 2  # the task's cancel scope caught its Cancelled: the stop request
@@ -292,3 +321,33 @@ _CLOSED: Any = object()
 
 HOSTED_CODES[_spawned.__code__] = "spawn"
 HOSTED_CODES[_future_task.__code__] = "future"
+
+
+def _release_spawned(f: dict[str, Any]) -> None:
+    """``scope.spawn(coro)``'s task detached its coroutine (``_detach``): the work has ended,
+    as a nursery sees a detached child (its association is released now)."""
+    scope = f["scope"]
+    key = id(f["coro"])
+    if key not in DETACHED:
+        DETACHED.add(key)
+        scope._coro_scopes.discard(f["cs"])
+        scope._wrappers -= 1
+        scope._disassociate()
+
+
+def _release_future(f: dict[str, Any]) -> None:
+    """``scope.spawn_future(coro)``'s task detached its coroutine: its result will never
+    reach trio, so the future completes stopped now."""
+    st = f["st"]
+    key = id(f["coro"])
+    if key not in DETACHED:
+        DETACHED.add(key)
+        scope = f["scope"]
+        scope._coro_scopes.discard(f["cs"])
+        scope._wrappers -= 1
+        _close_cb(st)
+        st.set_stopped()
+
+
+RELEASE[_spawned.__code__] = _release_spawned
+RELEASE[_future_task.__code__] = _release_future

@@ -38,7 +38,7 @@ from .._core._stop_token import (
 )
 from .._core._tags import set_stopped_t
 from .._core._trampoline import trampoline_start
-from .._schedulers._run_loop import raised_sink
+from .._schedulers._run_loop import raised_sink, stopped_from_stop_callback
 from ._site import note_error
 from ._spawn import FAST_TOKENS, check_args, spawned_env, with_scope_env
 
@@ -205,7 +205,7 @@ class _FutureState:
     def _store(self, kind: int, data: Any) -> None:
         if self._kind >= 0:
             if self._kind == _LOST:
-                return  # the start raised and the association is gone (see _start_raised)
+                return  # the start raised (_start_raised) or the work's raise was sunk (_sink)
             raise RuntimeError(
                 "the work given to spawn_future completed twice; an operation completes "
                 "exactly once ([exec.spawn.future])"
@@ -302,7 +302,7 @@ class _FutureState:
         self._get_source().request_stop()  # abandon: the work is still tracked by its scope
         if cb is not None:
             cb.close()  # from inside the callback itself: does not wait ([stoptoken.concepts])
-            rcvr.set_stopped()
+            stopped_from_stop_callback(rcvr)  # a BaseException: the consumer's raised_sink
 
     def _abandon(self) -> None:
         if _claim(self._flag):
@@ -369,6 +369,10 @@ class _FutureState:
             scope._interrupt(exc)
         if self._kind < 0:
             self._store(_STOPPED, None)
+            # The agent that called the sink may still complete the work stopped (a task's
+            # driver, a hosted coroutine): ignore that completion, as a sink does. The
+            # future's consumer is completed stopped all the same (_deliver).
+            self._kind = _LOST
         return took
 
     def _start_raised(self) -> None:

@@ -48,6 +48,7 @@ import contextvars
 import functools
 import inspect
 import signal
+import sys
 import threading
 import types
 import weakref
@@ -55,6 +56,9 @@ from typing import Any
 
 import trio
 import trio.lowlevel as tl
+
+if sys.version_info < (3, 11):  # pragma: no cover - the exceptiongroup backport
+    from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found, unused-ignore]
 
 from .._core import _hooks
 from .._core._coroutine_driver import CoroutineDriver, HostMark, host_mark, swallowed_stop_message
@@ -65,6 +69,7 @@ from .._core._queries import get_stop_token, query_or
 from .._core._stop_token import stop_callback_for
 from .._core._values import send_result
 from .._schedulers._run_loop import sink_of
+from ._detach import RELEASE, watch_run
 from ._trio_bridge import (
     RunState,
     call_in_run,
@@ -146,6 +151,8 @@ class TrioHostedOp:
                 return
             except RuntimeError:
                 self._nursery = None  # closed: fall back to a system task of the run
+        if not self._run.watched:
+            watch_run(self._run)  # a coroutine that detaches ends the operation (_detach)
         tl.spawn_system_task(self._main, name=name, context=contextvars.copy_context())
 
     def _on_stop(self) -> None:
@@ -171,12 +178,25 @@ class TrioHostedOp:
             except BaseException as exc:
                 # KeyboardInterrupt, SystemExit, ...: never an error datum
                 # (docs/senders.md "What happens when things fail").
+                if self._rcvr is None:
+                    raise  # completed when its task detached (detached()): not ours any more
                 if (
                     self._nursery is None
                     and not isinstance(exc, trio.Cancelled)
                     and self._hand_over(exc)
                 ):
                     return  # the consumer raises it where it waits
+                interrupt = getattr(self._nursery, "interrupt", None)
+                if interrupt is not None and not isinstance(
+                    exc, (trio.Cancelled, BaseExceptionGroup)
+                ):
+                    # A counting scope's host: the scope takes it (and raises it at its exit)
+                    # before the operation completes stopped, so that whoever awaits the
+                    # result (a future in the block's body) is cancelled with the block, as
+                    # a nursery's body is when a child raises.
+                    interrupt(self._rcvr, exc)
+                    self._finish(2, None)
+                    return
                 # The operation still completes (stopped) so that nobody waits forever, and the
                 # exception goes on: into the host nursery (whose owner sees it, as a nursery
                 # child's), or out of this system task (trio.run then raises TrioInternalError
@@ -216,7 +236,17 @@ class TrioHostedOp:
             self._finish(2, None)
         return taken
 
+    def detached(self) -> None:
+        """The trio task running the awaitable detached its coroutine for good
+        (``trio.lowlevel.permanently_detach_coroutine_object``; a counting scope's detach
+        watch calls this): its outcome will never reach trio, so the operation completes
+        stopped now, and whatever the coroutine does later is no longer this operation's."""
+        if self._rcvr is not None:
+            self._finish(2, None)
+
     def _finish(self, kind: int, data: Any) -> None:
+        if self._rcvr is None:
+            return  # completed already, when its task detached (detached())
         cb = self._cb
         if cb is not None:
             self._cb = None
@@ -237,6 +267,30 @@ class TrioHostedOp:
                 "a receiver's completion raised; completions must not raise ([exec.recv.concepts])",
                 exc,
             )
+        except BaseException as exc:
+            # User code run in the completion (an upon_stopped or then function) raised a
+            # KeyboardInterrupt, SystemExit, ...: the receivers between here and the consumer
+            # can no longer complete. As when the trio scheduler completes work, the consumer's
+            # raised_sink takes it (a scope: the work ends, the scope raises it at its exit);
+            # otherwise it goes on out of this task.
+            sink = sink_of(get_env(rcvr))
+            if sink is None:
+                raise
+            try:
+                taken = sink(exc) is True
+            except Exception:  # pragma: no cover - a broken sink: it goes on
+                taken = False
+            if not taken:
+                raise
+
+
+def _release_main(f: dict[str, Any]) -> None:
+    """The system task running ``TrioHostedOp._main`` detached its coroutine (``_detach``):
+    the operation completes stopped (:meth:`TrioHostedOp.detached`)."""
+    f["self"].detached()
+
+
+RELEASE[TrioHostedOp._main.__code__] = _release_main
 
 
 def _ki_ok() -> bool:

@@ -115,6 +115,7 @@ class RunState:
         "timer_task",
         "timers",
         "token",
+        "watched",
     )
 
     def __init__(self) -> None:
@@ -128,6 +129,8 @@ class RunState:
         self.timer_task: Any = None
         self.timer_cs: trio.CancelScope | None = None
         self.sched = scheduler_class(self)
+        #: The detach watch (``_detach.watch_run``) is installed in this run.
+        self.watched = False
 
     # -- the trio scheduler's timers (the TimerOwner protocol of _algorithms._timed) ---------
 
@@ -162,7 +165,7 @@ class RunState:
                         self._serve_timers, name="structexec.timers"
                     )
                 except RuntimeError:  # the run is ending: its pending timers never fire
-                    pass
+                    self.end_timers()
             return
         cs = self.timer_cs
         if cs is not None:
@@ -190,9 +193,29 @@ class RunState:
                     self.timer_cs = cs
                     await trio.sleep_forever()
                 self.timer_cs = None
+        except trio.Cancelled:
+            # Only the run's end cancels a system task (its main task has returned): the
+            # pending timers will never fire. They complete stopped (docs/time.md "Timed
+            # schedulers"), so that nobody waits for them forever.
+            self.timer_cs = None
+            self.timer_task = None
+            self.end_timers()
+            raise
         finally:
             self.timer_cs = None
             self.timer_task = None
+
+    def end_timers(self) -> None:
+        """The run is ending (or has ended): no timer of the trio scheduler fires any more.
+        Every pending one completes ``set_stopped()`` now, and one started from now on at once
+        (a start after the run has finished raises ``RuntimeError`` instead). Trio thread."""
+        q = self.timers
+        with q.lock:
+            if q.closed and not q.items:
+                return
+            ops = q.close()
+        for op in ops:
+            _end_timer(op)
 
     # -- the trio scheduler's queue ---------------------------------------------------------
 
@@ -204,10 +227,13 @@ class RunState:
                 self.drainer = tl.spawn_system_task(self._drain, name="structexec.trio_scheduler")
             except RuntimeError:
                 # The system nursery no longer accepts tasks (the run is ending): trio's own
-                # FIFO entry queue runs callbacks until the last task has exited.
+                # FIFO entry queue runs callbacks until the last task has exited. Once that
+                # queue takes no more either (this is its last batch), run them now.
                 q = self.queue
                 while q:
-                    self.push_threadsafe(q.popleft(), direct=True)
+                    op = q.popleft()
+                    if not hand_to_run(self, _execute, op):
+                        _execute(op)
 
     def schedule(self, op: Any) -> None:
         """Queue a ready operation from any thread: :meth:`push` on the live run's trio thread,
@@ -272,6 +298,19 @@ def _execute(op: Any) -> None:
         op._raised(exc)
 
 
+def _end_timer(op: Any) -> None:
+    try:
+        op._owner_ended()
+    except Exception as exc:
+        terminate(
+            "a receiver's completion raised on the trio scheduler ([exec.recv.concepts]: "
+            "completions must not raise)",
+            exc,
+        )
+    except BaseException as exc:
+        op._raised(exc)  # nobody took it (see _execute)
+
+
 class _RunEnd(trio.abc.Instrument):
     __slots__ = ("_state",)
 
@@ -283,6 +322,7 @@ class _RunEnd(trio.abc.Instrument):
         st.finished = True
         if runs_by_thread.get(st.thread) is st:
             del runs_by_thread[st.thread]
+        st.end_timers()  # any left (started on another thread as the run ended)
 
 
 _RUN: tl.RunVar[RunState | None] = tl.RunVar("structexec_run_state")
@@ -313,10 +353,12 @@ def current_run() -> RunState:
 def hand_to_run(run: RunState, fn: Callable[..., object], *args: Any) -> bool:
     """Queue ``fn(*args)`` to the trio thread of ``run`` (``TrioToken.run_sync_soon``; callable
     from any thread). ``False``, and ``fn`` is never called, when the run has finished
-    (``trio.RunFinishedError``)."""
+    (``trio.RunFinishedError``; ``OSError`` when the run crashed: trio closed its wake-up
+    socket without marking the run finished, and the callback can never run). Never raises
+    for a run that is gone: stop callbacks and finalizers call this."""
     try:
         run.token.run_sync_soon(fn, *args)
-    except trio.RunFinishedError:
+    except (trio.RunFinishedError, OSError):
         return False
     return True
 

@@ -24,6 +24,7 @@ from .._core._queries import (
 from .._core._schedule_sender import ScheduleAttrs, ScheduleOp, ScheduleSender
 from .._core._stop_token import stop_callback_for
 from .._core._tags import set_error_t
+from .._schedulers._run_loop import stopped_from_stop_callback
 
 __all__ = ["ManualScheduler"]
 
@@ -62,7 +63,7 @@ class _ManualOp(ScheduleOp):
         cb, self._cb = self._cb, None
         if cb is not None:
             cb.close()
-        self._rcvr.set_stopped()
+        stopped_from_stop_callback(self._rcvr)  # a BaseException: the consumer's raised_sink
 
     def _run(self, exc: BaseException | None) -> None:
         # The caller has taken the op out of the queue and set _RUNNING under the lock.

@@ -131,7 +131,7 @@ class RecordingReceiver:
         for token, event in waiters:
             try:
                 token.run_sync_soon(event.set)
-            except RuntimeError:  # that trio run has finished
+            except (RuntimeError, OSError):  # that trio run has finished (or crashed)
                 pass
         if violation is not None:
             raise violation
