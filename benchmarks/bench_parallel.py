@@ -412,3 +412,233 @@ def dask_bulk_chunked(b: Bench) -> Pair:
         mine.extend(ours() for _ in range(3))
         time.sleep(0.05)
     return statistics.median(mine), statistics.median(theirs)
+
+
+# ---------------------------------------------------- any function remotely (remote then)
+#
+# Each row first checks that the function really runs in another process (a pid that is
+# not this one), then times structexec and the library's own idiom in the same run.
+
+
+def _remote_f(x: int) -> int:
+    return x + 1
+
+
+def _pid(*_: Any) -> int:
+    return os.getpid()
+
+
+_LOOPS_PER_S = 0
+
+
+def _calibrate() -> int:
+    global _LOOPS_PER_S
+    n = 2_000_000
+    t0 = time.perf_counter()
+    total = 0
+    for k in range(n):
+        total += k & 7
+    _LOOPS_PER_S = int(n / (time.perf_counter() - t0))
+    return _LOOPS_PER_S
+
+
+def _check_remote(sch: Any) -> None:
+    (pid,) = sx.sync_wait(sx.schedule(sch) | sx.then(_pid))
+    if pid == os.getpid():
+        raise AssertionError("the then function ran in this process, not on a worker")
+
+
+@row(
+    metric="remote then round trip, sync_wait(schedule | then(partial(f, x))), "
+    "ProcessPoolBackend(2), vs ProcessPoolExecutor(2).submit(f, x).result()",
+    unit="us/op",
+    better="lower",
+    target=1.2,
+)
+def remote_then_process_pool(b: Bench) -> Pair:
+    import functools
+
+    d = _proc()
+    _check_remote(d["sch"])
+    sndr = sx.schedule(d["sch"]) | sx.then(functools.partial(_remote_f, 41))
+    pool = d["pool"]
+    n = b.n(200, 40)
+
+    def ours() -> float:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            sx.sync_wait(sndr)
+        return time.perf_counter() - t0
+
+    def theirs() -> float:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            pool.submit(_remote_f, 41).result()
+        return time.perf_counter() - t0
+
+    return _interleaved(b, ours, theirs, n)
+
+
+_DASK_PROCS: dict[str, Any] = {}
+
+
+def _dask_procs() -> dict[str, Any] | None:
+    """A LocalCluster of two single-threaded worker *processes* (so that where a function
+    ran is a pid), TCP on 127.0.0.1, no dashboard."""
+    if _DASK_PROCS:
+        return _DASK_PROCS
+    try:
+        import distributed
+    except ImportError:
+        return None
+    from structexec.backends import DaskBackend
+
+    cluster = distributed.LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        protocol="tcp",
+        host="127.0.0.1",
+        dashboard_address=None,
+    )
+    client = distributed.Client(cluster, set_as_default=False)
+    backend = DaskBackend(client)
+    _DASK_PROCS.update(
+        cluster=cluster, client=client, backend=backend, sch=sx.parallel_scheduler(backend)
+    )
+
+    def close() -> None:
+        backend.close()
+        client.close()
+        cluster.close()
+
+    atexit.register(close)
+    return _DASK_PROCS
+
+
+@row(
+    metric="remote then round trip, sync_wait(schedule | then(partial(f, x))), DaskBackend "
+    "(2 worker processes), vs client.submit(f, x, pure=False).result()",
+    unit="ms/op",
+    better="lower",
+    target=1.1,
+)
+def remote_then_dask(b: Bench) -> Pair:
+    import functools
+
+    d = _dask_procs()
+    if d is None:
+        return None, None
+    _check_remote(d["sch"])
+    client = d["client"]
+    sndr = sx.schedule(d["sch"]) | sx.then(functools.partial(_remote_f, 41))
+    n = b.n(60, 15)
+
+    def ours() -> float:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            sx.sync_wait(sndr)
+        return time.perf_counter() - t0
+
+    def theirs() -> float:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            client.submit(_remote_f, 41, pure=False).result()
+        return time.perf_counter() - t0
+
+    return _interleaved(b, ours, theirs, n)
+
+
+@row(
+    metric="1,000 remote calls, sync_wait(when_all(schedule | then(partial(f, i)) ...)), "
+    "DaskBackend, vs client.gather(client.map(f, range(1000), pure=False))",
+    unit="ms/op",
+    better="lower",
+    target=1.2,
+)
+def remote_then_dask_1000(b: Bench) -> Pair:
+    import functools
+
+    d = _dask_procs()
+    if d is None:
+        return None, None
+    _check_remote(d["sch"])
+    client, sch = d["client"], d["sch"]
+    xs = list(range(1000))
+    want = [x + 1 for x in xs]
+
+    def ours() -> float:
+        sndr = sx.when_all(
+            *[sx.schedule(sch) | sx.then(functools.partial(_remote_f, x)) for x in xs]
+        )
+        t0 = time.perf_counter()
+        r = sx.sync_wait(sndr)
+        dt = time.perf_counter() - t0
+        assert list(r or ()) == want
+        return dt
+
+    def theirs() -> float:
+        t0 = time.perf_counter()
+        r = client.gather(client.map(_remote_f, xs, pure=False))
+        dt = time.perf_counter() - t0
+        assert r == want
+        return dt
+
+    ours()
+    theirs()  # warm up
+    mine, base = [], []
+    for _ in range(2 if b.quick else 3):
+        gc.collect()
+        base.append(theirs())
+        time.sleep(0.05)
+        gc.collect()
+        mine.append(ours())
+        time.sleep(0.05)
+    return statistics.median(mine), statistics.median(base)
+
+
+@row(
+    metric="8 calls of a 0.5 s CPU-bound function, when_all of remote thens on "
+    "ProcessPoolBackend(2), vs the 8 calls one after the other in this process",
+    unit="ms/op",
+    better="lower",
+    target=round(1 / 1.7, 3),
+    note="target: a speed-up of at least 1.7x on 2 workers",
+    reps=1,
+)
+def remote_then_cpu_speedup(b: Bench) -> Pair:
+    import functools
+
+    d = _proc()
+    sch = d["sch"]
+    _check_remote(sch)
+    _calibrate()
+    burn = functools.partial(_burn_for, _LOOPS_PER_S, 0.5)
+    sndr = sx.when_all(*[sx.schedule(sch) | sx.then(burn) for _ in range(8)])
+    sx.sync_wait(sx.when_all(*[sx.schedule(sch) | sx.then(_pid) for _ in range(4)]))  # warm
+
+    def ours() -> float:
+        t0 = time.perf_counter()
+        sx.sync_wait(sndr)
+        return time.perf_counter() - t0
+
+    def serial() -> float:
+        t0 = time.perf_counter()
+        for _ in range(8):
+            burn()
+        return time.perf_counter() - t0
+
+    mine, base = [], []
+    for _ in range(1 if b.quick else 5):
+        base.append(serial())
+        mine.append(ours())
+    return statistics.median(mine), statistics.median(base)
+
+
+def _burn_for(loops_per_s: int, seconds: float) -> int:
+    """Pure-Python CPU work for about ``seconds`` at ``loops_per_s`` (measured here, passed
+    to the workers so that both sides do the same work)."""
+    total = 0
+    for k in range(int(seconds * loops_per_s)):
+        total += k & 7
+    return total

@@ -64,8 +64,8 @@ async def main() -> None:
     where = [""] * N_BLOCKS
     t0 = time.perf_counter()
     blocks, out, where = await (
-        sx.schedule(sch)
-        | sx.then(lambda: sx.values(blocks, out, where))
+        sx.just(blocks, out, where)
+        | sx.continues_on(sch)
         | sx.bulk(sx.par, N_BLOCKS, digest)
         | sx.continues_on(sx.trio_scheduler())  # back on the trio thread
     )

@@ -95,7 +95,7 @@ def noop(i: int) -> None:
 
 def test_bulk_results_reach_the_parent(sch: sx.parallel_scheduler) -> None:
     out = [0] * 100
-    s = sx.schedule(sch) | sx.then(lambda: out) | sx.bulk(sx.par, 100, squares)
+    s = sx.just(out) | sx.continues_on(sch) | sx.bulk(sx.par, 100, squares)
     assert sx.sync_wait(s) == ([i * i for i in range(100)],)
     out2 = [0] * 30
     r = sx.sync_wait(
@@ -211,7 +211,7 @@ def test_stop_stops_running_chunks_and_cancels_queued_ones(sch: sx.parallel_sche
     out = [0] * 400  # 8 s of work on 2 threads: 8 chunks of 50 indices
     rec = RecordingReceiver()
     t0 = time.monotonic()
-    rec.run(sx.schedule(sch) | sx.then(lambda: out) | sx.bulk(sx.par, 400, slow))
+    rec.run(sx.just(out) | sx.continues_on(sch) | sx.bulk(sx.par, 400, slow))
     time.sleep(0.3)
     rec.request_stop()
     rec.wait(10)
@@ -246,7 +246,7 @@ def test_set_parallel_scheduler_backend_points_everything_at_the_cluster(
         assert sch.backend is backend
         out = [0] * 10
         assert sx.sync_wait(
-            sx.schedule(sch) | sx.then(lambda: out) | sx.bulk(sx.par, 10, squares)
+            sx.just(out) | sx.continues_on(sch) | sx.bulk(sx.par, 10, squares)
         ) == ([i * i for i in range(10)],)
     finally:
         sx.set_parallel_scheduler_backend(previous)

@@ -23,6 +23,7 @@ EXPECTED = {
     "nursery_dropin.py": "3. child's parent is the opener: True",
     "timeouts.py": "3. race: fast mirror done after 0.2s (at 0.2s)",
     "debugging.py": "      counting_scope 'connections' [open, 2 associated, entered by trio task",
+    "cluster.py": "5. cluster closed: workers gone",
 }
 
 

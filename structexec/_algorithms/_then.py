@@ -289,7 +289,12 @@ class _ThenBase(UnarySender):
             flat = self._flat = (s, tuple(stages), _value_fns(stages))
         return flat
 
-    def connect(self, rcvr: Any) -> _ThenOp | _JustThenOp | _JustThen1Op:
+    def connect(self, rcvr: Any) -> Any:
+        hook = _domain._then_hook
+        if hook is not None:  # a remote parallel scheduler exists (_domain._then_hook)
+            t = hook(self, rcvr)
+            if t is not None:
+                return t.connect(rcvr)
         if not FUSE_THEN:
             return self._connect_unfused(rcvr)
         if _domain._customize_all or (

@@ -34,6 +34,7 @@ __all__ = [
     "ProxyQueryHooks",
     "RangeProxy",
     "SubmitAnywhere",
+    "SubmitCall",
     "TrioSchedulerMark",
     "TryQuery",
 ]
@@ -255,6 +256,26 @@ class SubmitAnywhere(Protocol):
     @property
     def _sx_submit_anywhere(self) -> bool:
         """``True`` when the bulk methods may be called from the caller's thread now."""
+
+
+@runtime_checkable
+class SubmitCall(Protocol):
+    """``_sx_submit_call(work, op)``: the backend runs ``then``/``upon_*`` functions in other
+    processes (docs/parallel.md "Running any function remotely"). It pickles ``work`` (a
+    ``RemoteCallWork``) at once, raising ``UnpicklableWorkError`` naming what fails, sends it
+    to a worker and returns a handle with ``cancel()`` (a stop request) and ``where()`` (for
+    ``sx.operation_tree()``); the outcome reaches ``op.remote_done(kind, data)`` once.
+
+    Provided by: ``backends/_remote.RemoteBackend`` (``ProcessPoolBackend``,
+    ``DaskBackend``).
+
+    Called by: ``_remote_call.RemoteThenOp``; its presence on the backend's class makes a
+    parallel scheduler's domain the remote one (``_remote_call.is_remote_backend``). Absent
+    means ``then`` functions run on the backend's agents, as on the thread pool.
+    """
+
+    def _sx_submit_call(self, work: Any, op: Any) -> Any:
+        """Send one call; return its handle."""
 
 
 @runtime_checkable

@@ -27,6 +27,13 @@ _customize_all = False  # ... and one of them may transform senders of any tag
 _customized_tags: set[Any] = set()  # the tags the others declared (``customized_tags``)
 _apply_customized = False  # some custom domain overrides apply_sender
 _registered: set[type] = set()
+#: ``hook(sndr, rcvr)``, asked by every ``then``/``upon_*`` sender at ``connect`` once set:
+#: the sender to connect instead (a domain's transform of the whole chain of stages), or
+#: ``None``. Set when the domain of a parallel scheduler on a remote backend is made (it
+#: transforms then-chains that run on that scheduler, [exec.snd.transform]); a hook finds
+#: that domain with two queries, where offering every then to ``transform_sender`` through
+#: ``get_domain_late`` would cost every then in the program a walk of the environments.
+_then_hook: Any = None
 
 
 def _register(cls: type) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._algorithms import _bulk as _bulk_mod
+from .._algorithms import _then as _then_mod
 from .._algorithms._timed import (
     TimerAttrs,
     TimerOp,
@@ -25,6 +26,7 @@ from .._algorithms._timed import (
     check_deadline,
     check_seconds,
 )
+from .._core import _domain as _domain_mod
 from .._core._adaptor_util import close_op
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
 from .._core._connect import connect
@@ -52,6 +54,7 @@ from .._core._stop_token import (
 )
 from .._core._tags import set_error_t, set_stopped_t, set_value_t
 from ._backend_error import BackendError
+from ._remote_call import RemoteThenSender, is_remote_backend
 from ._remote_work import CHUNKED, PER_INDEX, RemoteBulkWork, _copy_back_indices
 from ._replacement_api import (
     NO_STORAGE,
@@ -210,7 +213,7 @@ class _ScheduleAttrs(TryEnv):
         if q is _VALUE_SCHED:
             return self._sch
         if q is get_domain:
-            return _DOMAIN
+            return self._sch._dom
         return default
 
 
@@ -233,7 +236,7 @@ class _ScheduleSender(Sender[None]):
         # get-domain-late ([exec.snd.expos]) of this sender is its attributes' get_domain:
         # the parallel scheduler's domain. Answered directly, it saves connect() a walk
         # through the environments.
-        return _DOMAIN
+        return self._sch._dom
 
     def get_completion_signatures(self, env: Any = None) -> completion_signatures:
         return _SCHEDULE_SIGS
@@ -297,7 +300,7 @@ class _ParTimerAttrs(TimerAttrs):
         if q is _VALUE_SCHED:
             return self._sch
         if q is get_domain:
-            return _DOMAIN
+            return self._sch._dom
         return default
 
 
@@ -346,6 +349,12 @@ class parallel_scheduler:
       with ``seq``/``unseq`` it gets a shape of 1 and the one call runs every iteration in
       order (the policy permits no parallelism, [exec.bulk]). The values the
       predecessor sent are sent on after the iterations ([exec.bulk], [exec.par.scheduler]).
+    * On a backend that runs work in other processes (``ProcessPoolBackend``,
+      ``DaskBackend``), ``then``/``upon_error``/``upon_stopped`` functions that run on the
+      scheduler (after ``schedule``, ``continues_on`` or a ``bulk`` on it, or inside
+      ``starts_on(sch, ...)``) run on the backend's workers, consecutive stages in one call:
+      the scheduler's domain transforms them ([exec.snd.transform]; docs/parallel.md
+      "Running any function remotely"). ``let_value`` functions stay in this process.
 
     * It is *timed* (docs/time.md "Timed schedulers"), whatever the backend: ``now()`` is
       ``time.monotonic()``; ``schedule_after(seconds)``/``schedule_at(deadline)`` give senders
@@ -360,7 +369,7 @@ class parallel_scheduler:
     stays usable.
     """
 
-    __slots__ = ("_backend",)
+    __slots__ = ("_backend", "_dom")
 
     def __init__(self, backend: Any) -> None:
         if not callable(getattr(backend, "schedule", None)):
@@ -370,7 +379,7 @@ class parallel_scheduler:
                 f"{type(backend).__name__}; use sx.get_parallel_scheduler() for the default"
             )
         self._backend = backend
-        _ensure_domain()
+        self._dom = _remote_domain() if is_remote_backend(backend) else _ensure_domain()
 
     @property
     def backend(self) -> Any:
@@ -418,7 +427,7 @@ class parallel_scheduler:
         if q is get_forward_progress_guarantee:
             return forward_progress_guarantee.parallel
         if q is get_domain:
-            return _DOMAIN
+            return self._dom
         return default
 
     def query(self, q: Any, *args: Any) -> Any:
@@ -824,8 +833,82 @@ class _ParallelDomain(default_domain):
 _DOMAIN: Any = None
 
 
-def _ensure_domain() -> None:
+def _ensure_domain() -> Any:
     """Create the parallel scheduler's domain (which switches the domain machinery on)."""
     global _DOMAIN
     if _DOMAIN is None:
         _DOMAIN = _ParallelDomain()
+    return _DOMAIN
+
+
+class _RemoteParallelDomain(_ParallelDomain):
+    """The domain of a ``parallel_scheduler`` whose backend runs work in other processes
+    (docs/parallel.md "Running any function remotely").
+
+    Besides the bulk algorithms, ``transform_sender(sndr, env)`` replaces a chain of
+    ``then``/``upon_error``/``upon_stopped`` stages that runs on such a scheduler (its
+    predecessor's value completion scheduler is the scheduler; or the predecessor has none
+    and the receiver's ``get_scheduler`` is the scheduler, as inside
+    ``starts_on(sch, ...)``) with a sender that ships the stages' functions to the backend's
+    workers in one call ([exec.snd.transform], [exec.then]). It exists only once a scheduler
+    on such a backend has been made, so programs without one never pay for it.
+    """
+
+    # The then-chains reach it through ``_domain._then_hook`` (cheaper for every other then
+    # of the program than declaring the then tags here); ``transform_sender`` answers
+    # about them all the same.
+    customized_tags = _ParallelDomain.customized_tags
+
+    def transform_sender(self, sndr: Any, env: Any = None) -> Any:
+        if env is not None and isinstance(sndr, _then_mod._ThenBase):
+            r = _remote_then_for(sndr, env)
+            if r is not None:
+                return r
+        return super().transform_sender(sndr, env)
+
+
+_REMOTE_DOMAIN: Any = None
+
+
+def _remote_domain() -> Any:
+    global _REMOTE_DOMAIN
+    _ensure_domain()
+    if _REMOTE_DOMAIN is None:
+        _REMOTE_DOMAIN = _RemoteParallelDomain()
+        _domain_mod._then_hook = _then_hook
+    return _REMOTE_DOMAIN
+
+
+def _then_hook(sndr: Any, rcvr: Any) -> RemoteThenSender | None:
+    """``_domain._then_hook``: the remote form of a then-chain being connected to ``rcvr``,
+    or ``None`` (see :class:`_RemoteParallelDomain`).
+
+    The same rule as its ``transform_sender``, with cheap questions first: a chain whose
+    predecessor completes on another scheduler, or has none and runs where the receiver's
+    domain is not a remote parallel scheduler's, is left alone without asking the receiver
+    for its scheduler (which can cost: ``sync_wait`` would make its ``run_loop``)."""
+    base = sndr._flatten()[0]
+    sch = query_or(get_env(base), _VALUE_SCHED, None)
+    env = get_env(rcvr)
+    if sch is None:
+        if query_or(env, get_domain, None) is not _REMOTE_DOMAIN:
+            return None
+    elif type(sch) is not parallel_scheduler or not is_remote_backend(sch._backend):
+        return None
+    return _remote_then_for(sndr, env)
+
+
+def _remote_then_for(sndr: Any, env: Any) -> RemoteThenSender | None:
+    """The remote form of the ``then`` chain ``sndr``, if it runs on a remote scheduler."""
+    base, stages, _ = sndr._flatten()
+    sch = query_or(get_env(base), _VALUE_SCHED, None)
+    if sch is None:
+        sch = query_or(env, get_scheduler, None)
+    if type(sch) is not parallel_scheduler or not is_remote_backend(sch._backend):
+        return None
+    fused = (
+        type(base) is _ScheduleSender
+        and base._sch._backend is sch._backend
+        and hasattr(type(sch._backend), "_sx_submit_anywhere")
+    )
+    return RemoteThenSender(sch, base, stages, fused, sndr)

@@ -9,10 +9,16 @@ back. This module holds that callable and the rule for which values a chunk copi
 from __future__ import annotations
 
 import array
+import types
 from collections.abc import Callable
 from typing import Any
 
+from .._algorithms._then import returned_coroutine
+from .._core._values import values
+
 __all__: list[str] = []
+
+_CoroutineType = types.CoroutineType
 
 
 # Mutable sequences whose elements [b, e) a chunk may write and a remote backend copies back.
@@ -108,3 +114,65 @@ class RemoteBulkWork:
     def __repr__(self) -> str:
         kind = "chunked" if self.mode == CHUNKED else "per-index"
         return f"<RemoteBulkWork {kind} {getattr(self.f, '__qualname__', self.f)!r}>"
+
+
+#: Kinds of completion a chain of ``then``/``upon_*`` stages receives and produces.
+VALUE, ERROR, STOPPED = 0, 1, 2
+
+
+class RemoteCallWork:
+    """The picklable part of a remote ``then``/``upon_error``/``upon_stopped`` call.
+
+    ``stages`` is the chain of ``(kind, function)`` pairs that run one after the other
+    (``kind`` 0: ``then``, 1: ``upon_error``, 2: ``upon_stopped``), starting with one that
+    matches the incoming completion ``kind`` with its datums ``data`` (the values, or the
+    error). ``work()`` runs them in the current process exactly as the fused local chain
+    does ([exec.then]): a stage that does not match the current completion passes it on, an
+    ``Exception`` raised by a function becomes the error the next stages see, a returned
+    coroutine object is a ``TypeError``. It returns the values of the final value completion
+    as a tuple, and raises the final error. The values between the stages never leave the
+    process that runs it.
+    """
+
+    __slots__ = ("data", "kind", "stages")
+
+    def __init__(self, stages: tuple[tuple[int, Callable[..., Any]], ...], kind: int, data: Any):
+        self.stages = stages
+        self.kind = kind
+        self.data = data
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (RemoteCallWork, (self.stages, self.kind, self.data))
+
+    def __call__(self) -> tuple[Any, ...]:
+        kind, data = self.kind, self.data
+        for k, f in self.stages:
+            if k != kind:
+                continue
+            try:
+                if kind == VALUE:
+                    r = f(*data)
+                elif kind == ERROR:
+                    r = f(data)
+                else:
+                    r = f()
+            except Exception as e:
+                kind, data = ERROR, e
+                continue
+            if type(r) is _CoroutineType:
+                kind, data = ERROR, returned_coroutine(kind, f, r)
+                continue
+            kind = VALUE
+            data = () if r is None else (tuple(r) if type(r) is values else (r,))
+        if kind == ERROR:
+            raise data
+        return tuple(data)
+
+    @property
+    def functions(self) -> tuple[Callable[..., Any], ...]:
+        """The functions of the stages, in order."""
+        return tuple(f for _, f in self.stages)
+
+    def __repr__(self) -> str:
+        names = ", ".join(getattr(f, "__qualname__", repr(f)) for _, f in self.stages)
+        return f"<RemoteCallWork {names}>"

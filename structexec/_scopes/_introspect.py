@@ -44,6 +44,7 @@ from typing import IO, Any
 from .._algorithms._timed import TimerOp
 from .._core._describe import describe, scheduler_label, site_line
 from .._parallel._parallel_scheduler import _ScheduleOp as _ParScheduleOp
+from .._parallel._remote_call import RemoteThenOp
 from .._trio._coroutine_sender import TrioHostedOp
 from .._trio._trio_compat import shielded_in_task
 from . import _spawn
@@ -261,8 +262,8 @@ def _slots_of(t: type) -> tuple[str, ...]:
 
 
 # What _state_of looks for in a type (_TYPES): nothing, a timer, a hosted trio task, work on
-# the parallel scheduler, a join, a scope (not walked into).
-_K_NONE, _K_TIMER, _K_HOSTED, _K_PAR, _K_JOIN, _K_SCOPE = range(6)
+# the parallel scheduler, a join, a scope (not walked into), a remote call.
+_K_NONE, _K_TIMER, _K_HOSTED, _K_PAR, _K_JOIN, _K_SCOPE, _K_REMOTE = range(7)
 #: Per type: (is it an operation state, or None: ask the object; the slots to walk; _K_*;
 #: whether its instances have a ``__dict__``).
 _TYPES: dict[type, tuple[bool | None, tuple[str, ...], int, bool]] = {}
@@ -278,6 +279,7 @@ def _type_info(t: type) -> tuple[bool | None, tuple[str, ...], int, bool]:
             (TimerOp, _K_TIMER),
             (TrioHostedOp, _K_HOSTED),
             (_ParScheduleOp, _K_PAR),
+            (RemoteThenOp, _K_REMOTE),  # a then-chain sent to a worker (remote backend)
             (_JoinOp, _K_JOIN),
             (AssociationState, _K_SCOPE),
         ):
@@ -487,6 +489,8 @@ def _state_of(
                 state = "in a trio task" + _shield_note(task, True)
                 return state, "trio_scheduler", task.name, _await_frame(task.coro)
             return "hosted in a trio task", "trio_scheduler", None, None
+        if kind == _K_REMOTE and getattr(o, "_call", None) is not None:
+            return str(o.where()), "parallel_scheduler", None, None  # docs/parallel.md
         if kind == _K_PAR:
             return "on the parallel scheduler", "parallel_scheduler", None, None
         if kind == _K_JOIN and getattr(o, "_started", False):

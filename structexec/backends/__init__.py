@@ -4,10 +4,10 @@
 
 * :class:`ThreadPoolBackend`: the default; one process-wide pool of ``os.cpu_count()``
   threads.
-* :class:`ProcessPoolBackend`: bulk work in worker processes (functions and values must
-  pickle).
-* :class:`DaskBackend`: bulk work on a dask.distributed cluster (``pip install
-  structexec[dask]``); importing this package does not import dask.
+* :class:`ProcessPoolBackend`: bulk work and ``then``/``upon_*`` functions in worker
+  processes (functions and values must pickle).
+* :class:`DaskBackend`: bulk work and ``then``/``upon_*`` functions on a dask.distributed
+  cluster (``pip install structexec[dask]``); importing this package does not import dask.
 
 Install one with ``sx.set_parallel_scheduler_backend(lambda: backend)``; see
 ``docs/parallel.md``. Failures of a backend complete the operation with

@@ -6,6 +6,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from .._core._describe import describe_callable
 from .._parallel._backend_error import BackendError
 
 __all__ = [
@@ -13,17 +14,22 @@ __all__ = [
     "ClusterError",
     "UnpicklableWorkError",
     "WorkerDiedError",
+    "pickle_call",
     "pickle_work",
+    "run_call_remotely",
     "run_chunk_remotely",
 ]
 
 
 class WorkerDiedError(BackendError):
-    """A worker process died while it ran (or was about to run) a chunk of bulk work.
+    """A worker process died while it ran (or was about to run) a chunk of bulk work or a
+    remote ``then``/``upon_*`` call.
 
-    Raised as the error of the bulk operation by :class:`ProcessPoolBackend` (the pool was
-    broken: ``concurrent.futures.process.BrokenProcessPool`` is the ``__cause__``). The
-    backend replaces its pool, so the next operation runs normally.
+    Raised as the error of the operation by :class:`ProcessPoolBackend` (the pool was
+    broken: ``concurrent.futures.process.BrokenProcessPool`` is the ``__cause__``; every call
+    in the broken pool fails this way). The backend replaces its pool, so the next operation
+    runs normally. :class:`DaskBackend` raises it once dask gives up on work whose workers
+    kept dying (``__cause__``: dask's ``KilledWorker``) or lost it with its worker.
     """
 
 
@@ -35,14 +41,17 @@ class ClusterError(BackendError):
 
 
 class UnpicklableWorkError(TypeError):
-    """The function, a value or a result of a bulk operation cannot cross to or from another
-    process.
+    """The function, a value or a result of a bulk operation or of a remote ``then``/
+    ``upon_*`` call cannot cross to or from another process.
 
     Raised as the error of the operation by the process and dask backends: before any chunk
-    runs when the function or a value the predecessor sent cannot be pickled, or when a
-    chunk's results (the elements it left in a list, ``bytearray``, ``array.array`` or numpy
-    value) cannot be sent back. The message names the object that failed to pickle and why.
-    A ``TypeError`` because the work, not the backend, is at fault.
+    runs (before a call is sent) when the function or a value the predecessor sent cannot be
+    pickled (with pickle, then cloudpickle), or when a chunk's results (the elements it left
+    in a list, ``bytearray``, ``array.array`` or numpy value) or a call's returned values
+    cannot be sent back. The message names the function or value that failed to pickle and,
+    where it can tell, the object inside it (an argument of a ``functools.partial``, a
+    variable a closure uses, an element of a container), and why. A ``TypeError`` because the
+    work, not the backend, is at fault (docs/parallel.md "Running any function remotely").
     """
 
 
@@ -217,3 +226,122 @@ def run_chunk_remotely(
         return dumps(result)
     except Exception as exc:
         raise _unpicklable_result(work, result, b, e, dumps, who, how, exc) from None
+
+
+# --------------------------------------------------------------------------- remote calls
+
+
+def pickle_call(work: Any, dumps: Callable[[Any], bytes], who: str, how: str) -> bytes:
+    """``dumps(work)`` for a ``RemoteCallWork``, or raise :class:`UnpicklableWorkError`
+    naming the function or the value that cannot be pickled (and, for a container or a
+    ``functools.partial``, the object inside it), before anything is sent."""
+    try:
+        return dumps(work)
+    except Exception as exc:
+        first = exc
+    culprit = "the call"
+    cause: BaseException = first
+    names = ("then", "upon_error", "upon_stopped")
+    cands: list[tuple[str, Any]] = [
+        (f"the {names[k]} function", f) for k, f in work.stages
+    ]
+    if work.kind == 0:
+        cands += [(f"value #{k} sent by the predecessor", v) for k, v in enumerate(work.data)]
+    elif work.kind == 1:
+        cands.append(("the error sent by the predecessor", work.data))
+    for label, obj in cands:
+        try:
+            dumps(obj)
+        except Exception as exc:
+            what = describe_callable(obj) if callable(obj) else _describe(obj)
+            culprit = f"{label} ({what})"
+            cause = exc
+            inner = _find_inner_call(obj, dumps)
+            if inner is not None:
+                culprit += f", which contains {inner}"
+            break
+    err = UnpicklableWorkError(
+        f"{who} cannot send {culprit} to a worker: it cannot be pickled with {how} "
+        f"({type(cause).__name__}: {cause}). Functions and values that run on a process or "
+        "cluster backend must be picklable; nothing was sent."
+    )
+    err.__cause__ = cause
+    raise err
+
+
+def _find_inner_call(obj: Any, dumps: Callable[[Any], bytes]) -> str | None:
+    """The object inside ``obj`` that fails to pickle: an argument of a ``partial``, a cell
+    of a closure, an element of a container (one level deep)."""
+    func = getattr(obj, "func", None)
+    if func is not None and hasattr(obj, "args") and hasattr(obj, "keywords"):
+        items: list[tuple[str, Any]] = [("its function", func)]
+        items += [(f"argument #{i}", a) for i, a in enumerate(obj.args)]
+        items += [(f"argument {k}=", v) for k, v in (obj.keywords or {}).items()]
+    elif getattr(obj, "__closure__", None):
+        names = obj.__code__.co_freevars
+        items = []
+        for name, cell in zip(names, obj.__closure__):
+            try:
+                items.append((f"the variable {name!r} it uses", cell.cell_contents))
+            except ValueError:
+                continue
+    else:
+        return _find_inner(obj, dumps)
+    for where, v in items:
+        try:
+            dumps(v)
+        except Exception:
+            return f"{where}: {_describe(v)}"
+    return None
+
+
+def run_call_remotely(
+    payload: bytes, loads: Callable[[bytes], Any], dumps: Callable[[Any], bytes], who: str
+) -> bytes:
+    """In a worker: run a pickled ``RemoteCallWork`` and return its pickled tuple of values.
+
+    As for bulk chunks, what comes back always pickles: the final ``Exception`` is raised as
+    it is if it survives pickling, else as a :class:`BackendError` naming it; a
+    ``BaseException`` becomes a :class:`BackendError`; values that cannot be pickled raise
+    :class:`UnpicklableWorkError` naming the value (and the element inside it).
+    """
+    work = loads(payload)
+    try:
+        result = work()
+    except Exception as exc:
+        broken = _round_trips(exc, dumps, loads)
+        if not broken:
+            raise
+        raise BackendError(
+            f"{work!r} raised {type(exc).__name__}: {exc}{_where(exc)} in a worker of {who}, "
+            f"and that exception cannot be sent back to this process ({broken}). Exceptions "
+            "raised on a process or cluster backend must pickle: an exception is re-created "
+            "from its class and its args, so pass every constructor argument on to "
+            "Exception.__init__."
+        ) from None
+    except BaseException as exc:
+        raise BackendError(
+            f"{work!r} raised {type(exc).__name__}({exc}){_where(exc)} in a worker of {who}. "
+            f"A {type(exc).__name__} raised in a worker does not interrupt or exit this "
+            "program: the operation fails with this error instead; raise an Exception to "
+            "fail it."
+        ) from None
+    try:
+        return dumps(result)
+    except Exception as exc:
+        culprit = "the result"
+        why = f"{type(exc).__name__}: {exc}"
+        for k, v in enumerate(result):
+            try:
+                dumps(v)
+            except Exception as exc2:
+                culprit = f"value #{k} of the result ({_describe(v)})"
+                why = f"{type(exc2).__name__}: {exc2}"
+                inner = _find_inner(v, dumps)
+                if inner is not None:
+                    culprit += f", which contains {inner}"
+                break
+        raise UnpicklableWorkError(
+            f"{who} cannot send back what {work!r} returned in its worker: {culprit} "
+            f"cannot be pickled ({why}). The values a remote then returns must be picklable."
+        ) from None

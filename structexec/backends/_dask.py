@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import importlib
+import pickle
 import threading
 import time
 import uuid
@@ -17,13 +18,16 @@ from typing import Any, cast
 
 from .._core._queries import get_stop_token
 from ._common import (
+    BackendError,
     ClusterError,
     UnpicklableWorkError,
     WorkerDiedError,
+    pickle_call,
     pickle_work,
+    run_call_remotely,
     run_chunk_remotely,
 )
-from ._remote import RemoteBackend, RemoteJob, complete_soon
+from ._remote import RemoteBackend, RemoteCall, RemoteJob, complete_soon
 
 __all__ = ["DaskBackend"]
 
@@ -73,11 +77,45 @@ def _dask_chunk(payload: bytes, b: int, e: int, flag: str | None) -> bytes:
     return cast(bytes, blob)  # never None without none_if_done
 
 
+#: Keys of calls a stop request cancelled, in this worker process (see ``_cancel_batch``).
+_cancelled_calls: set[str] = set()
+_CANCELLED_CAP = 100_000
+
+
+def _dask_call(payload: bytes, key: str) -> bytes | None:
+    """Runs on a dask worker: run a pickled ``RemoteCallWork`` (see
+    :func:`run_call_remotely`); the values come back pickled, so that values that cannot be
+    pickled fail here with a clear error. A call whose key a stop request cancelled returns
+    ``None`` without running (the scheduler may learn of a task after its cancellation: it
+    reads submissions in the background)."""
+    if key in _cancelled_calls:
+        _cancelled_calls.discard(key)
+        return None
+    cloudpickle: Any = importlib.import_module("cloudpickle")
+    return run_call_remotely(payload, cloudpickle.loads, _call_dumps, "DaskBackend")
+
+
+def _forget_calls(keys: list[str]) -> None:
+    """Runs on every dask worker: remember keys of cancelled calls (see :func:`_dask_call`)."""
+    if len(_cancelled_calls) > _CANCELLED_CAP:
+        _cancelled_calls.clear()
+    _cancelled_calls.update(keys)
+
+
+def _call_dumps(obj: Any) -> bytes:
+    try:
+        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:
+        cloudpickle: Any = importlib.import_module("cloudpickle")
+        return bytes(cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+
+
 # --------------------------------------------------------------------------- the backend
 
 
 class DaskBackend(RemoteBackend):
-    """Runs bulk work on a dask.distributed cluster (``pip install structexec[dask]``).
+    """Runs bulk work, and ``then``/``upon_*`` functions, on a dask.distributed cluster
+    (``pip install structexec[dask]``).
 
     ``DaskBackend(client_or_address, *, chunks_per_thread=4)``: ``client_or_address`` is a
     ``distributed.Client``, a cluster object (``LocalCluster``, a dask-jobqueue or
@@ -88,8 +126,7 @@ class DaskBackend(RemoteBackend):
     ``sx.set_parallel_scheduler_backend(lambda: backend)`` points every parallel scheduler
     at the cluster; nothing else in the program changes.
 
-    * ``schedule(r, s)`` stays local: it runs on the process-wide thread pool, because what
-      follows it is local code.
+    * ``schedule(r, s)`` stays local: it runs on the process-wide thread pool.
     * ``schedule_bulk_chunked``/``schedule_bulk_unchunked``: on the backend's control
       thread (so the caller, for instance the trio thread, never blocks on the network), the
       work (function and values) is pickled with cloudpickle; if that fails the operation
@@ -118,6 +155,17 @@ class DaskBackend(RemoteBackend):
       naming the element. A ``KeyboardInterrupt``/``SystemExit`` raised by the function on
       a worker completes it with :class:`BackendError` (it neither kills the worker nor
       interrupts this program); an exception that cannot be pickled back likewise.
+    * ``then``/``upon_error``/``upon_stopped`` functions that run on the scheduler are sent
+      to the cluster as one task per chain of stages (docs/parallel.md "Running any
+      function remotely"), pickled first (pickle, else cloudpickle: ``UnpicklableWorkError``
+      names what fails); results of finished calls are fetched together, one ``gather`` per
+      batch, on the control thread. A stop request cancels the call's task
+      (``client.cancel``, batched) and tells the workers its key, so that a queued call never
+      runs; dask cannot stop a running task, so a running call is abandoned: the operation
+      completes ``set_stopped()`` and the task's result is dropped. A call whose workers keep
+      dying is rerun by dask, then fails with :class:`WorkerDiedError`.
+      ``sx.operation_tree()`` shows ``running on dask worker <address>`` (asking the
+      scheduler at most twice a second) or ``queued on the dask cluster``.
     * A cluster that goes away (the scheduler dies, the client is closed) completes the
       operation with :class:`ClusterError` saying what dask reported; nothing hangs. A
       worker that dies mid-chunk is dask's business: it reruns the chunk elsewhere and
@@ -166,6 +214,12 @@ class DaskBackend(RemoteBackend):
         self._control: concurrent.futures.ThreadPoolExecutor | None = None
         self._closed = False
         self._threads = self._total_threads()
+        #: Remote calls whose result is on the cluster, fetched together by one gather on
+        #: the control thread; calls a stop request cancels, cancelled together likewise.
+        self._calls_lock = threading.Lock()
+        self._ready: list[tuple[_DaskCall, Any]] = []
+        self._to_cancel: list[_DaskCall] = []
+        self._processing: tuple[float, dict[str, str]] = (0.0, {})
 
     @property
     def client(self) -> Any:
@@ -327,13 +381,16 @@ class DaskBackend(RemoteBackend):
         except Exception:
             pass
 
-    def _chunk_error(self, fut: Any, ranges: dict[Any, Any]) -> BaseException:
+    def _chunk_error(
+        self, fut: Any, ranges: dict[Any, Any], call: _DaskCall | None = None
+    ) -> BaseException:
         """The error of a failed chunk: the function's own, or what dask says went wrong."""
         exc: BaseException = fut.exception()
         if isinstance(exc, self._distributed.KilledWorker):
             b, e = ranges.get(fut.key, ("?", "?"))
+            what = call.describe() if call else f"chunk [{b}, {e}) of a bulk operation"
             died = WorkerDiedError(
-                f"dask workers died while running chunk [{b}, {e}) of a bulk operation on "
+                f"dask workers died while running {what} on "
                 f"{self!r}, and dask gave up on it ({type(exc).__name__}: {exc}). A worker "
                 "dies when the bulk function (or a library it calls) ends the process: "
                 "os._exit, a crash, a signal, out of memory; the workers' logs say which"
@@ -429,6 +486,177 @@ class DaskBackend(RemoteBackend):
         err.__cause__ = exc
         return err
 
+    # -- remote calls (then/upon_* on a remote scheduler)
+
+    def _sx_submit_call(self, work: Any, op: Any) -> _DaskCall:
+        """Send one remote call as a dask task: pickle it now (``UnpicklableWorkError`` names
+        what fails), submit it (this does not block: the client's own thread sends it)."""
+        if self._closed:
+            raise BackendError(f"{self!r} has been closed")
+        payload = pickle_call(work, self._call_payload, "DaskBackend", "cloudpickle")
+        client = self._client
+        if client.status not in ("running", "connecting", "newly-created"):
+            raise ClusterError(
+                f"DaskBackend cannot run the call: the dask client is {client.status} "
+                "(the cluster went away or the client was closed)"
+            )
+        call = _DaskCall(self, payload, op, work)
+        key = f"structexec-call-{uuid.uuid4().hex}"
+        try:
+            fut = client.submit(_dask_call, payload, key, key=key, pure=False)
+        except Exception as exc:
+            failed = ClusterError(
+                f"DaskBackend could not submit the call ({type(exc).__name__}: {exc}); the "
+                "cluster went away or the client was closed"
+            )
+            failed.__cause__ = exc
+            raise failed from None
+        call.fut = fut
+        call.key = key
+        call.payload = b""
+        fut.add_done_callback(partial(self._call_done, call))
+        return call
+
+    @staticmethod
+    def _call_payload(obj: Any) -> bytes:
+        """pickle, else cloudpickle (by value: lambdas, closures, ``__main__``)."""
+        try:
+            data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:
+            cloudpickle: Any = importlib.import_module("cloudpickle")
+            return bytes(cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+        if b"__main__" in data:  # functions of __main__ are not importable on the workers
+            cloudpickle = importlib.import_module("cloudpickle")
+            return bytes(cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+        return data
+
+    def _call_done(self, call: _DaskCall, fut: Any) -> None:
+        # On the client's callback thread.
+        try:
+            status = fut.status
+            if status == "finished":
+                with self._calls_lock:
+                    self._ready.append((call, fut))
+                    first = len(self._ready) == 1
+                if first:
+                    self._control_submit(self._gather_ready)
+                return
+            call.fut = None  # release the key on the cluster (the future is ``fut``)
+            if status == "error":
+                call.report(1, self._chunk_error(fut, {fut.key: ("the call", "")}, call))
+            elif status == "cancelled" and call.cancelled:
+                pass  # reported by _cancel_batch, once the workers know
+            elif status == "lost" and self._client.status == "running":
+                call.report(1, self._call_lost(call))
+            else:
+                call.report(1, self._lost(fut, status))
+        except Exception as exc:
+            call.report(1, self._lost(fut, "unavailable", exc))
+
+    def _gather_ready(self) -> None:
+        """On the control thread: fetch the results of every finished call in one gather."""
+        with self._calls_lock:
+            batch, self._ready = self._ready, []
+        if not batch:
+            return
+        try:
+            results = self._client.gather([f for _, f in batch], errors="skip")
+        except Exception as exc:
+            for call, fut in batch:
+                call.report(1, self._lost(fut, "unavailable", exc))
+            return
+        if len(results) != len(batch):  # some were lost meanwhile: fetch one by one
+            for call, fut in batch:
+                try:
+                    call.report(0, fut.result())
+                except Exception as exc:
+                    call.report(1, self._lost(fut, "unavailable", exc))
+            return
+        for (call, _), blob in zip(batch, results):
+            call.fut = None  # release the key on the cluster
+            call.report(0, blob)
+
+    def _cancel_call(self, call: _DaskCall) -> None:
+        """A stop request: cancel the call's task on the cluster (batched, on the control
+        thread); dask then reports the future cancelled, queued or running."""
+        if call.fut is None:
+            return
+        call.cancelled = True
+        with self._calls_lock:
+            self._to_cancel.append(call)
+            first = len(self._to_cancel) == 1
+        if first:
+            try:
+                self._control_submit(self._cancel_batch)
+            except RuntimeError:
+                pass
+
+    def _cancel_batch(self) -> None:
+        """On the control thread: cancel the tasks of stopped calls. The scheduler reads
+        submissions in the background, so a task may reach it after its cancellation: every
+        worker is also told the keys (a task that starts anyway returns at once without
+        running the call), and the cancellation is repeated once they know."""
+        with self._calls_lock:
+            batch, self._to_cancel = self._to_cancel, []
+        if batch:
+            try:
+                client = self._client
+                futs = [c.fut for c in batch if c.fut is not None]
+                client.cancel(futs)
+                client.run(_forget_calls, [c.key for c in batch])
+                client.cancel(futs)
+                del futs
+            except Exception:
+                pass  # the cluster is gone: nothing will run the calls
+            for call in batch:
+                call.fut = None
+                call.report(2, None)
+
+    def _call_where(self, call: _DaskCall) -> str:
+        key = call.key
+        when, proc = self._processing
+        now = time.monotonic()
+        if now - when > 0.5:
+            proc = {}
+            try:
+                got = self._client.sync(self._client.scheduler.processing, callback_timeout=2)
+                for addr, keys in (got or {}).items():
+                    for k in keys:
+                        proc[str(k)] = addr
+            except Exception:
+                pass
+            self._processing = (now, proc)
+        addr = proc.get(str(key))
+        if addr is not None:
+            return f"running on dask worker {addr} (task {key})"
+        return f"queued on the dask cluster of {self!r} (task {key})"
+
+    def _call_lost(self, call: _DaskCall) -> WorkerDiedError:
+        return WorkerDiedError(
+            f"dask workers died while running {call.describe()} on {self!r}: the worker that "
+            "held the call or its result is gone (dask reported the future lost). A worker "
+            "dies when the function (or a library it calls) ends the process: os._exit, a "
+            "crash, a signal, out of memory; the workers' logs say which"
+        )
+
     def __repr__(self) -> str:
         addr = getattr(getattr(self._client, "scheduler", None), "address", None)
         return f"<DaskBackend {addr or self._client!r}>"
+
+
+class _DaskCall(RemoteCall):
+    """One remote call on a :class:`DaskBackend` (a dask task)."""
+
+    __slots__ = ("cancelled", "fut", "key")
+
+    def __init__(self, backend: DaskBackend, payload: bytes, op: Any, work: Any) -> None:
+        super().__init__(backend, payload, op, work)
+        self.fut: Any = None
+        self.key = ""
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.backend._cancel_call(self)
+
+    def where(self) -> str:
+        return str(self.backend._call_where(self))

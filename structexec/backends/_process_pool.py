@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import importlib
 import multiprocessing
 import os
@@ -21,10 +22,12 @@ from ._common import (
     BackendError,
     UnpicklableWorkError,
     WorkerDiedError,
+    pickle_call,
     pickle_work,
+    run_call_remotely,
     run_chunk_remotely,
 )
-from ._remote import RemoteBackend, RemoteJob, complete, complete_soon
+from ._remote import RemoteBackend, RemoteCall, RemoteJob, complete, complete_soon
 from ._thread_pool import default_thread_pool
 
 __all__ = ["ProcessPoolBackend"]
@@ -34,15 +37,45 @@ __all__ = ["ProcessPoolBackend"]
 _NSLOTS = 256
 #: Entries of the payload caches (parent: work -> bytes; worker: bytes -> work).
 _CACHE_SIZE = 64
+#: Remote calls in the pool per worker process. One: a call handed to the pool starts at once,
+#: so a stop request never waits for a busy worker to skip a call (two would keep the
+#: workers busier with tiny calls, but a stop could then only complete a call waiting in the
+#: pool when a worker became free).
+_CALLS_PER_WORKER = 1
 
 # --------------------------------------------------------------------------- worker side
 
 _worker_flags: Any = None
+_worker_pids: Any = None
+_worker_call_flags: Any = None
 
 
-def _init_worker(flags: Any) -> None:
-    global _worker_flags
+def _init_worker(flags: Any, pids: Any = None, call_flags: Any = None) -> None:
+    global _worker_flags, _worker_pids, _worker_call_flags
     _worker_flags = flags
+    _worker_pids = pids
+    _worker_call_flags = call_flags
+
+
+def _run_call(payload: bytes, slot: int) -> bytes | None:
+    """Runs in a worker process: ``None`` without running anything if a stop request
+    cancelled call slot ``slot`` while the call waited in the pool; else say which process
+    runs it and run the pickled ``RemoteCallWork`` (see :func:`run_call_remotely`)."""
+    cancelled = _worker_call_flags
+    if cancelled is not None and 0 <= slot < len(cancelled):
+        if cancelled[slot]:
+            return None
+        _worker_pids[slot] = os.getpid()
+    return run_call_remotely(payload, pickle.loads, _result_dumps, "ProcessPoolBackend")
+
+
+def _result_dumps(obj: Any) -> bytes:
+    """Pickle a result with pickle, else with cloudpickle (a lambda, a local class)."""
+    try:
+        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:
+        cloudpickle: Any = importlib.import_module("cloudpickle")
+        return bytes(cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 #: Work this worker has unpickled, by payload, for payloads the parent marked reusable (no
@@ -135,7 +168,8 @@ def _by_reference(f: FunctionType) -> bool:
 
 
 class ProcessPoolBackend(RemoteBackend):
-    """Runs bulk work in a pool of worker processes (``concurrent.futures``).
+    """Runs bulk work, and ``then``/``upon_*`` functions, in a pool of worker processes
+    (``concurrent.futures``).
 
     ``ProcessPoolBackend(max_workers=None, *, mp_context=None)``: ``max_workers`` processes
     (default ``os.cpu_count()``), started on first use with ``mp_context`` (default
@@ -170,6 +204,16 @@ class ProcessPoolBackend(RemoteBackend):
     * A worker process that dies (``os._exit``, a signal, out of memory) completes the
       operation with :class:`WorkerDiedError`; the pool is replaced, so the backend stays
       usable.
+    * ``then``/``upon_error``/``upon_stopped`` functions that run on the scheduler are sent
+      to a worker with their arguments, consecutive stages in one call, and only the result
+      comes back (docs/parallel.md "Running any function remotely"): pickled before anything
+      is sent (``UnpicklableWorkError`` names what fails). At most one call per worker is
+      in the pool at once; the others wait in the backend's own queue. A stop request
+      removes a queued call at once, and flags one handed to the pool that has not started
+      (it then returns without running): either completes ``set_stopped()`` and never runs.
+      A call already running is not interrupted: it runs to the end and its outcome is
+      delivered.
+      ``sx.operation_tree()`` shows ``queued in ...`` or ``running on worker process <pid>``.
     * A ``KeyboardInterrupt``/``SystemExit`` raised by the function in a worker, or an
       exception that cannot be pickled back, completes the operation with
       :class:`BackendError` naming it (it neither interrupts this program nor kills the
@@ -200,6 +244,16 @@ class ProcessPoolBackend(RemoteBackend):
         #: Pickled work by ``(f, mode, shape, parallel)``, for work without values whose
         #: function travels by reference (the bytes then never change): see _payload.
         self._payloads: dict[tuple[Any, ...], bytes] = {}
+        #: Remote calls (``then`` on a remote scheduler): at most ``_CALLS_PER_WORKER *
+        #: max_workers`` are in the pool at once, each with a slot of ``_pids`` (where its
+        #: worker writes its pid) and of ``_call_flags`` (set by a stop request: a call that
+        #: has not started then returns without running); the others wait here, where a stop
+        #: request removes them at once.
+        self._pids: Any = None
+        self._call_flags: Any = None
+        nslots = _CALLS_PER_WORKER * max_workers
+        self._call_slots = list(range(nslots - 1, -1, -1))
+        self._call_queue: collections.deque[_PoolCall] = collections.deque()
 
     @property
     def _sx_submit_anywhere(self) -> bool:  # type: ignore[override]
@@ -221,11 +275,14 @@ class ProcessPoolBackend(RemoteBackend):
             if ex is None:
                 if self._flags is None:
                     self._flags = self._ctx.RawArray("b", _NSLOTS)
+                    nslots = _CALLS_PER_WORKER * self._max_workers
+                    self._pids = self._ctx.RawArray("i", nslots)
+                    self._call_flags = self._ctx.RawArray("b", nslots)
                 ex = self._executor = ProcessPoolExecutor(
                     self._max_workers,
                     mp_context=self._ctx,
                     initializer=_init_worker,
-                    initargs=(self._flags,),
+                    initargs=(self._flags, self._pids, self._call_flags),
                 )
             return ex
 
@@ -254,11 +311,25 @@ class ProcessPoolBackend(RemoteBackend):
             self._free.append(slot)
 
     def shutdown(self, wait: bool = True) -> None:
-        """Stop the worker processes; later work completes with ``BackendError``."""
+        """Stop the worker processes; later work completes with ``BackendError``.
+
+        Remote calls still waiting for a worker complete with ``BackendError``; calls in the
+        pool are cancelled if they have not started, and waited for (``wait=True``) if they
+        have."""
         with self._lock:
             self._closed = True
             ex = self._executor
             self._executor = None
+            queued = list(self._call_queue)
+            self._call_queue.clear()
+            flags, pids = self._call_flags, self._pids
+            if flags is not None:  # calls in the pool that have not started: do not run
+                free = set(self._call_slots)
+                for slot in range(len(flags)):
+                    if slot not in free and not pids[slot]:
+                        flags[slot] = 1
+        for call in queued:
+            call.report(1, BackendError(f"{self!r} was shut down before the call ran"))
         if ex is not None:
             ex.shutdown(wait=wait, cancel_futures=True)
 
@@ -439,5 +510,179 @@ class ProcessPoolBackend(RemoteBackend):
 
         return on_done
 
+    # -- remote calls (then/upon_* on a remote scheduler)
+
+    def _sx_submit_call(self, work: Any, op: Any) -> _PoolCall:
+        """Send one remote call: pickle it now (``UnpicklableWorkError`` names what fails),
+        then hand it to a free worker, or queue it until one is free."""
+        if self._closed:
+            raise BackendError(f"{self!r} has been shut down")
+        payload = pickle_call(work, self._work_dumps_call, "ProcessPoolBackend", "cloudpickle")
+        call = _PoolCall(self, payload, op, work)
+        with self._lock:
+            if self._closed:
+                raise BackendError(f"{self!r} has been shut down")
+            if self._call_slots:
+                call.slot = self._call_slots.pop()
+                call.state = 1
+            else:
+                self._call_queue.append(call)
+                return call
+        self._send(call)
+        return call
+
+    def _work_dumps_call(self, obj: Any) -> bytes:
+        """pickle, else cloudpickle (functions defined in ``__main__``, lambdas, closures)."""
+        if not _has_main_function(obj):
+            try:
+                return _dumps(obj)
+            except Exception:
+                pass
+        return self._work_dumps(obj)
+
+    def _send(self, call: _PoolCall) -> None:
+        """Submit a call that holds a slot to the pool."""
+        try:
+            ex = self._get_executor()
+        except RuntimeError as exc:
+            self._call_finished(call, None)
+            call.report(1, BackendError(f"{self!r} cannot run the call: {exc}"))
+            return
+        try:
+            fut = ex.submit(_run_call, call.payload, call.slot)
+        except (BrokenProcessPool, RuntimeError) as exc:
+            if isinstance(exc, BrokenProcessPool):
+                self._broken(ex)
+            died = WorkerDiedError(
+                f"ProcessPoolBackend could not submit the call: {exc} (a worker process died)"
+            )
+            died.__cause__ = exc
+            self._call_finished(call, None)
+            call.report(1, died)
+            return
+        call.fut = fut
+        fut.add_done_callback(partial(self._call_done, call, ex))
+
+    def _call_finished(self, call: _PoolCall, ex: ProcessPoolExecutor | None) -> None:
+        """Give the call's slot to the next queued call (sent at once) or free it."""
+        slot = call.slot
+        call.slot = -1
+        call.state = 2
+        if slot < 0:
+            return
+        with self._lock:
+            if self._pids is not None:
+                self._pids[slot] = 0
+                self._call_flags[slot] = 0
+            nxt = self._call_queue.popleft() if self._call_queue else None
+            if nxt is not None:
+                nxt.slot = slot
+                nxt.state = 1
+            else:
+                self._call_slots.append(slot)
+        if nxt is not None:
+            if ex is not None and self._executor is ex:
+                self._send(nxt)
+            else:  # the pool broke: a new one is made on another thread than its manager
+                default_thread_pool().call_soon(partial(self._send, nxt))
+
+    def _call_done(self, call: _PoolCall, ex: ProcessPoolExecutor, fut: Future[Any]) -> None:
+        # On the pool's manager thread. (The future keeps this callback, which holds the
+        # call: forget the future, or the two would form a cycle.)
+        call.fut = None
+        kind: int
+        data: Any
+        try:
+            exc = fut.exception()
+        except CancelledError:
+            kind, data = 2, None
+        else:
+            if exc is None:
+                res = fut.result()
+                kind, data = (0, res) if res is not None else (2, None)  # None: cancelled
+            elif isinstance(exc, BrokenProcessPool):
+                self._broken(ex)
+                died = WorkerDiedError(
+                    f"a worker process died while running {call.describe()} ({exc}); the pool "
+                    "has been replaced, so the next call runs normally. A worker dies when the "
+                    "function (or a library it calls) ends the process: os._exit, a crash, a "
+                    "signal, out of memory"
+                )
+                died.__cause__ = exc
+                kind, data = 1, died
+            else:
+                kind, data = 1, exc
+        if kind == 2 and self._closed:
+            kind, data = 1, BackendError(f"{self!r} was shut down before the call ran")
+        self._call_finished(call, ex)
+        call.report(kind, data)
+
+    def _cancel_call(self, call: _PoolCall) -> None:
+        with self._lock:
+            if call.state != 0:
+                queued = False
+                if call.state == 1 and call.slot >= 0 and self._call_flags is not None:
+                    self._call_flags[call.slot] = 1  # not started yet: it will not run
+            else:
+                try:
+                    self._call_queue.remove(call)
+                except ValueError:
+                    return
+                call.state = 2
+                queued = True
+        if queued:
+            call.report(2, None)
+            return
+        fut = call.fut
+        if fut is not None:
+            fut.cancel()  # succeeds only while the pool has not handed it to a worker
+
+    def _call_where(self, call: _PoolCall) -> str:
+        if call.state == 0:
+            with self._lock:
+                try:
+                    ahead = self._call_queue.index(call)
+                except ValueError:
+                    ahead = -1
+            if ahead >= 0:
+                return f"queued in {self!r} ({ahead} calls ahead), waiting for a worker"
+        if call.state == 1:
+            slot = call.slot
+            pids = self._pids
+            pid = pids[slot] if pids is not None and 0 <= slot < len(pids) else 0
+            if pid:
+                return f"running on worker process {pid} of {self!r}"
+            return f"in the pool of {self!r}, waiting for a worker process"
+        return f"finishing in {self!r}"
+
     def __repr__(self) -> str:
         return f"<ProcessPoolBackend max_workers={self._max_workers}>"
+
+
+def _has_main_function(work: Any) -> bool:
+    for _, f in getattr(work, "stages", ()):
+        if getattr(f, "__module__", None) == "__main__":
+            return True
+        inner = getattr(f, "func", None)
+        if inner is not None and getattr(inner, "__module__", None) == "__main__":
+            return True
+    return False
+
+
+class _PoolCall(RemoteCall):
+    """One remote call on a :class:`ProcessPoolBackend`."""
+
+    __slots__ = ("fut", "slot", "state")
+
+    def __init__(self, backend: ProcessPoolBackend, payload: bytes, op: Any, work: Any) -> None:
+        super().__init__(backend, payload, op, work)
+        self.fut: Future[Any] | None = None
+        self.slot = -1
+        #: 0 queued here, 1 in the pool, 2 finished
+        self.state = 0
+
+    def cancel(self) -> None:
+        self.backend._cancel_call(self)
+
+    def where(self) -> str:
+        return str(self.backend._call_where(self))

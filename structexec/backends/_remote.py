@@ -13,19 +13,22 @@ is completed on the callback thread at once, saving a thread hop per operation.
 from __future__ import annotations
 
 import operator
+import pickle
 import threading
 from collections.abc import Callable
 from functools import partial
 from types import TracebackType
 from typing import Any, TypeVar
 
+from .._core._describe import describe_callable
 from .._core._errors import terminate
 from .._core._stop_token import inplace_stop_callback
 from .._parallel._backend_error import BackendError
 from .._parallel._replacement_api import parallel_scheduler_backend
+from ._common import UnpicklableWorkError
 from ._thread_pool import _completion_raised, default_thread_pool
 
-__all__ = ["RemoteBackend", "RemoteJob", "complete", "complete_soon"]
+__all__ = ["RemoteBackend", "RemoteCall", "RemoteJob", "complete", "complete_soon"]
 
 
 def complete_soon(fn: Callable[[], object]) -> None:
@@ -62,6 +65,13 @@ class RemoteBackend(parallel_scheduler_backend):
         raise NotImplementedError  # pragma: no cover - every remote backend has its own
 
     def _close(self) -> None:
+        raise NotImplementedError  # pragma: no cover - every remote backend has its own
+
+    def _sx_submit_call(self, work: Any, op: Any) -> RemoteCall:
+        """Send a remote call (``then``/``upon_*`` stages, docs/parallel.md "Running any
+        function remotely"): pickle ``work`` now, raising ``UnpicklableWorkError`` naming
+        what fails, then run it on a worker and report to ``op`` through the returned
+        :class:`RemoteCall`."""
         raise NotImplementedError  # pragma: no cover - every remote backend has its own
 
     def __enter__(self: _B) -> _B:
@@ -202,3 +212,59 @@ def complete(r: Any, fn: Callable[[], object]) -> None:
             _completion_raised(r, exc)
     else:
         complete_soon(fn)
+
+
+_report_lock = threading.Lock()
+
+
+class RemoteCall:
+    """One remote call (a chain of ``then``/``upon_*`` stages sent to a worker) in flight.
+
+    ``report(kind, data)`` is called once, from any thread, by the backend: ``0`` with the
+    pickled tuple of values the worker sent back, ``1`` with an error, ``2`` when the call
+    was cancelled before it ran. The operation is then told on the process-wide thread pool
+    (or at once, when completing it is a hand-off), never on the engine's callback thread.
+    ``cancel()`` and ``where()`` are the backend's (stop requests, ``sx.operation_tree()``).
+    """
+
+    __slots__ = ("backend", "fns", "op", "payload")
+
+    def __init__(self, backend: Any, payload: bytes, op: Any, work: Any) -> None:
+        self.backend = backend
+        self.payload = payload
+        self.op = op
+        self.fns = work.functions
+
+    def report(self, kind: int, data: Any) -> None:
+        with _report_lock:  # the first report wins (a finish may race with a cancel)
+            op = self.op
+            if op is None:
+                return
+            self.op = None
+        self.payload = b""
+        complete(op, partial(_deliver, op, kind, data, self))
+
+    def describe(self) -> str:
+        """``"the call of parse, check"`` (the stages' functions)."""
+        return "the call of " + ", ".join(describe_callable(f) for f in self.fns)
+
+    def cancel(self) -> None:
+        raise NotImplementedError  # pragma: no cover - every remote backend has its own
+
+    def where(self) -> str:
+        raise NotImplementedError  # pragma: no cover - every remote backend has its own
+
+
+def _deliver(op: Any, kind: int, data: Any, call: RemoteCall) -> None:
+    if kind == 0:
+        try:
+            data = pickle.loads(data)
+        except Exception as exc:
+            err = UnpicklableWorkError(
+                f"{call.backend!r} cannot read the result of {call.describe()} in this process "
+                f"({type(exc).__name__}: {exc}); what a remote function returns must be "
+                "importable here as well as on the workers"
+            )
+            err.__cause__ = exc
+            kind, data = 1, err
+    op.remote_done(kind, data)
