@@ -21,6 +21,7 @@ import importlib.metadata
 import sys
 from collections.abc import Callable
 from contextlib import AsyncExitStack, asynccontextmanager
+from functools import partial
 from typing import Any, NoReturn
 
 import pytest
@@ -2245,6 +2246,352 @@ async def test_explicit_strict_exception_groups_true(open_nursery: Any) -> None:
     with RaisesGroup(KeyError):
         async with open_nursery(strict_exception_groups=True):
             raise KeyError
+
+
+# ============================= 13b. parity with trio's and anyio's own tests (scope exit)
+#
+# Our ports of what trio's shipped tests (test_trivial_yields, test_nursery_misnest,
+# test_asyncexitstack_nursery_misnest, test_setting_strict_exception_groups,
+# test_trio_run_strict_before_started, test_nursery_collapse,
+# test_cancel_scope_exit_doesnt_create_cyclic_garbage, test_nursery_warn_use_async_with) and
+# anyio's test_single_cancellation_exc check, side by side where the two agree.
+
+
+def _shape(e: BaseException) -> Any:
+    """``e`` as nested lists of type names: a group is a list of its members' shapes."""
+    if isinstance(e, BaseExceptionGroup):
+        return [_shape(x) for x in e.exceptions]
+    return type(e).__name__
+
+
+async def _raise_runtime_error() -> NoReturn:
+    raise RuntimeError("test error")
+
+
+async def test_parity_exit_in_cancelled_context_raises_no_cancelled_of_its_own(
+    open_nursery: Any,
+) -> None:
+    # A child that never reaches a checkpoint is not cancelled; the exit only schedules.
+    async def noop() -> None:
+        pass
+
+    record: list[str] = []
+    with trio.CancelScope() as cs:
+        cs.cancel()
+        async with open_nursery() as n:
+            n.start_soon(noop)
+        record.append("after the block")
+    assert record == ["after the block"]
+    assert not cs.cancelled_caught
+
+    # A child that reaches one is cancelled, and its Cancelled leaves the block.
+    record.clear()
+    with trio.CancelScope() as cs:
+        cs.cancel()
+        async with open_nursery() as n:
+            n.start_soon(trio.sleep_forever)
+        record.append("after the block")  # pragma: no cover - the child's Cancelled
+    assert record == []
+    assert cs.cancelled_caught
+
+
+async def test_parity_simple_scope_in_cancelled_context_raises_no_cancelled() -> None:
+    # simple_counting_scope's tasks cannot be cancelled: none of them sees the enclosing
+    # cancellation, so the block raises none (a nursery whose children shield themselves).
+    record: list[str] = []
+    with trio.CancelScope() as cs:
+        cs.cancel()
+        async with sx.simple_counting_scope() as s:
+            s.start_soon(trio.sleep, 0)
+        record.append("after the block")
+    assert record == ["after the block"]
+
+
+_PARITY_MISNEST = """
+import gc, warnings
+warnings.simplefilter("error")
+def shape(e):
+    if isinstance(e, BaseExceptionGroup):
+        return [shape(x) for x in e.exceptions]
+    corrupted = "Nursery stack corrupted" in str(e)
+    return type(e).__name__ + (": Nursery stack corrupted" if corrupted else "")
+async def main():
+    async def inner_func():
+        inner = await inner_cm.__aenter__()
+        inner.start_soon(trio.sleep, 1)
+    try:
+        async with {opener} as outer:
+            inner_cm = {opener}
+            outer.start_soon(inner_func)
+    except BaseException as e:
+        print("SHAPE", shape(e), e.__cause__ is None and e.__context__ is None)
+trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+gc.collect()
+print("DONE")
+"""
+
+
+async def test_parity_misnested_scope_error_at_the_nursery_level(kind: str) -> None:
+    r = await child_result("import trio.testing\n" + _PARITY_MISNEST, kind)
+    assert not r.timed_out, str(r)
+    assert "SHAPE ['RuntimeError: Nursery stack corrupted'] True" in r.stdout, str(r)
+    assert "DONE" in r.stdout and "Warning" not in r.stderr, str(r)
+
+
+_PARITY_EXIT_STACK_MISNEST = """
+import gc, warnings
+from contextlib import AsyncExitStack, asynccontextmanager
+warnings.simplefilter("error")
+def shape(e):
+    if isinstance(e, BaseExceptionGroup):
+        return [shape(x) for x in e.exceptions]
+    corrupted = "Nursery stack corrupted" in str(e)
+    return type(e).__name__ + (": Nursery stack corrupted" if corrupted else "")
+async def main():
+    async def started_sleeper(task_status):
+        task_status.started()
+        await trio.sleep_forever()
+    async def unstarted():
+        await trio.lowlevel.checkpoint()
+    @asynccontextmanager
+    async def makes_a_nursery():
+        async with {opener} as n:
+            await n.start(started_sleeper)
+            n.start_soon(unstarted)
+            yield
+    try:
+        async with AsyncExitStack() as stack, {opener} as n:
+            n.start_soon(stack.enter_async_context, makes_a_nursery())
+    except BaseException as e:
+        print("SHAPE", shape(e))
+trio.run(main)
+gc.collect()
+print("DONE")
+"""
+
+
+async def test_parity_exit_stack_misnest_error_at_the_nursery_level(kind: str) -> None:
+    r = await child_result(_PARITY_EXIT_STACK_MISNEST, kind)
+    assert not r.timed_out, str(r)
+    assert "SHAPE [['RuntimeError: Nursery stack corrupted']]" in r.stdout, str(r)
+    # The abandoned inner scope is not also reported as dropped unjoined.
+    assert "DONE" in r.stdout and "ResourceWarning" not in r.stderr, str(r)
+
+
+def _run_in_thread_ignoring_strict_false(main: Callable[[], Any], **run_kw: Any) -> Any:
+    """``trio.run(main, **run_kw)`` (a run of its own); what it raised, or None."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", trio.TrioDeprecationWarning)
+        try:
+            trio.run(main, **run_kw)
+        except BaseException as e:
+            return e
+    return None
+
+
+@pytest.mark.parametrize("multiple", [False, True])
+@pytest.mark.parametrize("strict", [True, False, None])
+@pytest.mark.parametrize("run_strict", [True, False])
+async def test_parity_strict_exception_groups_under_every_trio_run(
+    open_nursery: Any, run_strict: bool, strict: bool | None, multiple: bool
+) -> None:
+    async def main() -> None:
+        async with open_nursery(strict_exception_groups=strict) as n:
+            n.start_soon(_raise_runtime_error)
+            if multiple:
+                n.start_soon(_raise_runtime_error)
+
+    e = await trio.to_thread.run_sync(
+        partial(_run_in_thread_ignoring_strict_false, main, strict_exception_groups=run_strict)
+    )
+    grouped = multiple or strict or (strict is None and run_strict)
+    expected: Any = ["RuntimeError"] * (2 if multiple else 1) if grouped else "RuntimeError"
+    assert _shape(e) == expected
+
+
+@pytest.mark.parametrize("after_started", [False, True])
+@pytest.mark.parametrize("strict", [True, False, None])
+@pytest.mark.parametrize("run_strict", [True, False])
+async def test_parity_strict_exception_groups_of_start(
+    open_nursery: Any, run_strict: bool, strict: bool | None, after_started: bool
+) -> None:
+    err = ValueError("raiser")
+
+    async def raiser(*, task_status: Any) -> None:
+        if after_started:
+            task_status.started()
+        raise err
+
+    async def main() -> None:
+        async with open_nursery(strict_exception_groups=strict) as n:
+            await n.start(raiser)
+
+    e = await trio.to_thread.run_sync(
+        partial(_run_in_thread_ignoring_strict_false, main, strict_exception_groups=run_strict)
+    )
+    if strict or (strict is None and run_strict):
+        assert isinstance(e, BaseExceptionGroup) and e.exceptions == (err,)
+    else:
+        assert e is err
+
+
+async def test_parity_non_strict_keeps_the_users_own_one_member_group(open_nursery: Any) -> None:
+    import warnings
+
+    mine = ExceptionGroup("mine", [ValueError("v")])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", trio.TrioDeprecationWarning)
+        with pytest.raises(ExceptionGroup) as info:
+            async with open_nursery(strict_exception_groups=False):
+                raise mine
+    # Not unwrapped (trio may pass on a copy of the group: compare its parts).
+    assert info.value.message == "mine" and info.value.exceptions == mine.exceptions
+
+
+async def test_parity_non_strict_group_collapses_once_cancelled_is_stripped(
+    open_nursery: Any,
+) -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", trio.TrioDeprecationWarning)
+        with pytest.raises(BaseExceptionGroup) as info:
+            async with open_nursery() as n:
+                n.start_soon(trio.sleep_forever)
+                n.start_soon(_raise_runtime_error)
+                async with open_nursery(strict_exception_groups=False) as n2:
+                    n2.start_soon(trio.sleep_forever)
+                    n2.start_soon(_raise_runtime_error)
+                    n.cancel_scope.cancel()
+    # The inner, non-strict block's group lost its Cancelled and was collapsed to its one
+    # RuntimeError (trio's "loose" group), beside the outer block's own child's.
+    assert sorted(map(str, _shape(info.value))) == ["RuntimeError", "RuntimeError"]
+
+
+async def test_parity_block_cancelled_from_outside_raises_one_bare_cancelled() -> None:
+    # anyio's test_single_cancellation_exc: anyio's task group turns a group of only
+    # Cancelleds into one Cancelled; the scope raises one bare Cancelled itself (a strict
+    # trio nursery raises the group of the body's and the child's, which any enclosing cancel
+    # scope absorbs the same way).
+    for strict in (True, None, False):
+        raised: list[BaseException] = []
+        with trio.CancelScope() as outer:
+            try:
+                async with sx.counting_scope(strict_exception_groups=strict) as s:
+                    s.start_soon(trio.sleep, 5)
+                    await wait_all_tasks_blocked()
+                    outer.cancel()
+                    await trio.sleep(5)
+            except BaseException as e:
+                raised.append(e)
+                raise
+        assert outer.cancelled_caught
+        assert [type(e) for e in raised] == [trio.Cancelled], strict
+
+
+async def test_parity_child_error_in_cancelled_block_leaves_no_cyclic_garbage(
+    open_nursery: Any,
+) -> None:
+    async def crash() -> NoReturn:
+        raise ValueError("this is a crash")
+
+    async def once() -> None:
+        try:
+            with trio.CancelScope() as outer:
+                async with open_nursery() as n:
+                    n.start_soon(trio.sleep_forever)  # cancelled by the outer scope
+                    outer.cancel()
+                    n.start_soon(crash)  # and one that fails
+        except ExceptionGroup as group:
+            assert _shape(group) == ["ValueError"]
+
+    await once()  # warm up caches
+    assert await _cyclic_garbage_after(once)() == 0
+
+
+@pytest.mark.parametrize(
+    ("opener", "name"),
+    [
+        (trio.open_nursery, "open_nursery"),
+        (sx.counting_scope, "counting_scope"),
+        (sx.simple_counting_scope, "simple_counting_scope"),
+    ],
+)
+async def test_parity_plain_with_names_the_call(opener: Any, name: str) -> None:
+    cm = opener()
+    match = rf"use 'async with {name}\(\.\.\.\)', not 'with {name}"
+    with pytest.raises(RuntimeError, match=match), cm:
+        pass  # pragma: no cover
+
+
+def _stop(n: Any) -> None:
+    """What stops the work: a nursery's cancel scope; a scope's request_stop()."""
+    if isinstance(n, trio.Nursery):
+        n.cancel_scope.cancel()
+    else:
+        n.request_stop()
+
+
+async def test_parity_start_after_stop_is_cancelled_before_started(open_nursery: Any) -> None:
+    record: list[str] = []
+
+    async def fn(*, task_status: Any) -> None:
+        record.append("runs")
+        await checkpoint()
+        record.append("after its checkpoint")  # pragma: no cover - cancelled there
+        task_status.started("value")  # pragma: no cover
+
+    async with open_nursery() as n:
+        _stop(n)
+        with pytest.raises(trio.Cancelled):
+            await n.start(fn)
+        record.append("start raised Cancelled")
+    record.append("after the block")
+    assert record == ["runs", "start raised Cancelled", "after the block"]
+
+
+async def test_parity_start_after_stop_cancelled_in_the_block_is_absorbed(
+    open_nursery: Any,
+) -> None:
+    async def fn(*, task_status: Any) -> None:
+        await checkpoint()
+        task_status.started()  # pragma: no cover
+
+    record: list[str] = []
+    with trio.CancelScope() as outer:
+        async with open_nursery() as n:
+            _stop(n)
+            await n.start(fn)
+            record.append("after start")  # pragma: no cover
+        record.append("after the block")
+    assert record == ["after the block"]
+    assert not outer.cancelled_caught
+
+
+async def test_parity_start_after_stop_started_at_once(open_nursery: Any) -> None:
+    # started() before any checkpoint: the value comes back; the task then ends cancelled
+    # (a nursery keeps it under start() until then, as the scope does).
+    record: list[str] = []
+
+    async def fn(*, task_status: Any) -> None:
+        task_status.started("value")
+        record.append("started")
+        try:
+            await trio.sleep_forever()
+        finally:
+            record.append("child cancelled")
+
+    got: list[Any] = []
+    async with open_nursery() as n:
+        _stop(n)
+        try:
+            got.append(await n.start(fn))
+        except trio.Cancelled:
+            got.append("Cancelled")
+    assert record == ["started", "child cancelled"]
+    assert got == ["Cancelled"]
 
 
 # ========================================================== 14. references and garbage

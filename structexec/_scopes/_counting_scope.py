@@ -248,8 +248,8 @@ def _keyword_signature(fn: Any) -> Any:
         [
             inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
             inspect.Parameter(
-                "strict_exception_groups", inspect.Parameter.KEYWORD_ONLY, default=True,
-                annotation="bool",
+                "strict_exception_groups", inspect.Parameter.KEYWORD_ONLY, default=None,
+                annotation="bool | None",
             ),
             inspect.Parameter(
                 "name", inspect.Parameter.KEYWORD_ONLY, default=None, annotation="str | None"
@@ -286,7 +286,9 @@ class simple_counting_scope(SimpleHost, _ScopeBase):
       work failed, the block raises an ``ExceptionGroup`` of the errors (with the body's own
       exception, if any); otherwise the body's exception comes out in a group too (strict
       exception groups, as ``trio.open_nursery``; ``strict_exception_groups=False`` lets a
-      lone one out as it is). ``scope.cancel_scope.cancel()`` cancels the body only.
+      lone one out as it is, and the default ``None`` follows
+      ``trio.run(strict_exception_groups=...)``, as trio's). ``scope.cancel_scope.cancel()``
+      cancels the body only.
     * ``KeyboardInterrupt``, ``SystemExit`` (Ctrl-C in the body or while the exit waits, or
       raised by a hosted task or spawned coroutine) cancel the hosted trio tasks and the
       body even here; the block raises the exception once everything has finished (see
@@ -308,7 +310,7 @@ class simple_counting_scope(SimpleHost, _ScopeBase):
     def __init__(
         self,
         *args: Any,
-        strict_exception_groups: bool = True,
+        strict_exception_groups: bool | None = None,
         name: str | None = None,
         stop_grace: float | None = None,
         **unknown: Any,
@@ -346,9 +348,13 @@ class counting_scope(CountingHost, _ScopeBase):
       a ``request_stop()`` of your own does not. ``scope.start_soon``, ``await
       scope.start``, ``scope.cancel_scope`` (whose ``cancel()`` also requests stop),
       ``parent_task`` and ``child_tasks`` make it usable where trio code expects a nursery.
-    * ``strict_exception_groups`` (default ``True``, as ``trio.open_nursery``): whatever
-      leaves the block comes out in a ``BaseExceptionGroup``; ``False`` lets a lone
-      exception out as it is.
+    * ``strict_exception_groups``, as ``trio.open_nursery``'s: ``True``, whatever leaves
+      the block comes out in a ``BaseExceptionGroup``; ``False``, a lone exception comes out
+      as it is, and a group the block makes carries trio's "loose" note (collapsed to its
+      one exception once a cancel scope has taken the ``Cancelled`` out of it); ``None``
+      (the default), the ``strict_exception_groups`` of the ``trio.run`` that enters the
+      block (``True`` unless the run says otherwise). A block cancelled from outside in
+      which nothing failed raises one bare ``trio.Cancelled`` either way.
     * ``stop_grace=`` also warns, that many seconds after a stop request, about each
       operation still running, with where it was spawned (docs/debugging.md).
     * Everything else as :class:`simple_counting_scope`.
@@ -360,7 +366,7 @@ class counting_scope(CountingHost, _ScopeBase):
     def __init__(
         self,
         *args: Any,
-        strict_exception_groups: bool = True,
+        strict_exception_groups: bool | None = None,
         name: str | None = None,
         stop_grace: float | None = None,
         **unknown: Any,

@@ -32,6 +32,7 @@ from .._core._env import EMPTY_ENV, TryEnv
 from .._core._errors import Stopped
 from .._core._queries import get_scheduler
 from .._core._stop_token import inplace_stop_callback, inplace_stop_source
+from .._trio import _trio_compat
 from .._trio._detach import DETACHED, RELEASE, begin_wait, end_wait, undetach, watch_run
 from .._trio._trio_bridge import (
     RunState,
@@ -176,6 +177,7 @@ async def _hosted(scope: Any, coro: Coroutine[Any, Any, Any], site: Any = None) 
             raise
         # The scope's own request_stop cancelled this task: it ends "stopped". Returning
         # normally spares trio the per-child exception bookkeeping of a mass cancel.
+        scope._cancel_seen = True
     except Stopped:
         pass  # an awaited sender completed stopped: the task ends stopped, like spawned work
     except BaseException as e:  # KeyboardInterrupt, SystemExit, groups: see _task_raised
@@ -200,7 +202,9 @@ async def _guarded(scope: Any, async_fn: Callable[..., Any], args: tuple[Any, ..
     """
     # The spawn state of the coroutine sender (its operation's receiver), for the note: read
     # now, the operation forgets its receiver when it completes.
-    st = getattr(getattr(async_fn, "__self__", None), "_rcvr", None)
+    op = getattr(async_fn, "__self__", None)
+    st = getattr(op, "_rcvr", None)
+    cs = getattr(op, "_scope", None)  # a coroutine sender's own cancel scope (the op drops it)
     try:
         await async_fn(*args)
     except BaseException as e:
@@ -208,6 +212,7 @@ async def _guarded(scope: Any, async_fn: Callable[..., Any], args: tuple[Any, ..
             raise  # the task detached (_detach): its operation already completed stopped
         scope._wrappers -= 1
         if isinstance(e, trio.Cancelled):
+            scope._cancel_seen = True  # (see __aexit__)
             raise
         note_error(e, getattr(st, "_site", None), scope)
         if scope._task_raised(e):
@@ -215,6 +220,10 @@ async def _guarded(scope: Any, async_fn: Callable[..., Any], args: tuple[Any, ..
     else:
         if not DETACHED or not undetach(async_fn):
             scope._wrappers -= 1
+        # A coroutine sender's own cancel scope caught the stop's Cancelled: a task that was
+        # cancelled (the exit may pass an enclosing cancellation on, see __aexit__).
+        if getattr(cs, "cancelled_caught", False):
+            scope._cancel_seen = True
 
 
 class _HostNursery:
@@ -294,6 +303,13 @@ def _without_cancelled(exc: BaseException) -> tuple[BaseException | None, bool]:
     return exc, False
 
 
+def _has_cancelled(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is, or its group holds, a ``trio.Cancelled``."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(trio.Cancelled)[0] is not None
+    return isinstance(exc, trio.Cancelled)
+
+
 def _is_interrupt(exc: BaseException | None) -> bool:
     """``KeyboardInterrupt``, ``SystemExit`` and other ``BaseException``s that are neither a
     trio cancellation nor a stopped completion (``sx.Stopped``)."""
@@ -307,6 +323,7 @@ class NurseryFace(AssociationState):
     __slots__ = (
         "_body_cs",
         "_cancel_scope",
+        "_cancel_seen",
         "_enter_site",
         "_entered",
         "_name",
@@ -325,11 +342,12 @@ class NurseryFace(AssociationState):
     def __init__(
         self,
         *,
-        strict_exception_groups: bool = True,
+        strict_exception_groups: bool | None = None,
         name: str | None = None,
         stop_grace: float | None = None,
     ) -> None:
         AssociationState.__init__(self)
+        # None: the trio run's setting, read at `async with` (as trio.open_nursery()).
         self._strict = strict_exception_groups
         # docs/debugging.md: the name in notes, trees and reprs; the stuck-work warnings;
         # when stop was requested (time.monotonic(), for the tree).
@@ -337,6 +355,7 @@ class NurseryFace(AssociationState):
         self._stop_grace = None if stop_grace is None else check_grace(stop_grace)
         self._stop_since: float | None = None
         self._entered = False
+        self._cancel_seen = False  # a hosted task ended with trio.Cancelled (see __aexit__)
         self._body_cs: Any = None
         self._cancel_scope: Any = None
         self._parent_task: Any = None
@@ -442,6 +461,13 @@ class NurseryFace(AssociationState):
         An exception raised before ``started()`` propagates here, as in trio; after it, the
         task belongs to the scope like one started with :meth:`start_soon`. Raises
         ``RuntimeError`` if the scope no longer accepts work.
+
+        After ``request_stop()`` (or any stop of a ``counting_scope``'s work) the task starts
+        cancelled, as under ``nursery.start()`` into a cancelled nursery: a ``trio.Cancelled``
+        it meets before ``started()`` comes out of ``start()``, and the ``async with`` block
+        absorbs it, as the scope's own; a task that calls ``started()`` before its first
+        checkpoint returns its value and is then cancelled with the other hosted tasks
+        (docs/scopes.md).
         """
         nursery = self._nursery
         if nursery is None:
@@ -456,10 +482,28 @@ class NurseryFace(AssociationState):
         f = sys._getframe(1)
         self._wrappers += 1
         try:
-            return await nursery.start(
-                _hosted_start_task, self, async_fn, args, ran, (f.f_code, f.f_lasti),
-                name=async_fn if name is None else name,
-            )
+            if not self._hosted_cancelled():
+                return await nursery.start(
+                    _hosted_start_task, self, async_fn, args, ran, (f.f_code, f.f_lasti),
+                    name=async_fn if name is None else name,
+                )
+            # Stop was requested: as nursery.start() into a cancelled nursery, the task runs
+            # under start() cancelled, and a Cancelled before started() comes out of start()
+            # (the block absorbs it, as the scope's own). The body itself stays uncancelled.
+            caught: BaseException | None = None
+            with trio.CancelScope() as cs:
+                _cancel(cs, self._reason)
+                try:
+                    return await nursery.start(
+                        _hosted_start_task, self, async_fn, args, ran, (f.f_code, f.f_lasti),
+                        name=async_fn if name is None else name,
+                    )
+                except trio.Cancelled as c:
+                    caught = c
+            try:
+                raise caught  # type: ignore[misc]
+            finally:
+                del caught
         except BaseException:
             if not ran[0]:  # the task never ran, so its finally did not release
                 self._wrappers -= 1
@@ -489,6 +533,7 @@ class NurseryFace(AssociationState):
         except trio.Cancelled:
             if not (status.called and self._stopping()):
                 raise
+            self._cancel_seen = True
         except Stopped:
             if not status.called:
                 raise
@@ -537,6 +582,14 @@ class NurseryFace(AssociationState):
         """Whether the code of the ``async with`` exit runs inside a nursery of hosted tasks
         that the scope itself cancelled (counting_scope after a stop request)."""
         return False
+
+    def __del__(self) -> None:
+        t = getattr(self, "_parent_task", None)  # (absent if __init__ raised)
+        if t is not None and getattr(self, "_entered", False) and _task_finished(t):
+            # Misnested: the task that entered the block ended inside it, and trio reported
+            # "Nursery stack corrupted" then; as an abandoned nursery, no second warning.
+            return
+        AssociationState.__del__(self)
 
     def _abandon(self) -> None:
         """The block will never be left properly (misnesting, see ``__aexit__``): cancel the
@@ -602,9 +655,10 @@ class NurseryFace(AssociationState):
             call_in_run(run, fn)
 
     def __enter__(self) -> None:
+        name = type(self).__name__
         raise RuntimeError(
-            f"use 'async with {type(self).__name__}() as scope:', not 'with': the scope hosts "
-            "trio tasks and leaving it waits for them"
+            f"use 'async with {name}(...)', not 'with {name}(...)': the scope hosts trio "
+            "tasks and leaving it waits for them"
         )
 
     def __exit__(self, *exc: object) -> None:  # pragma: no cover - __enter__ always raises
@@ -626,6 +680,8 @@ class NurseryFace(AssociationState):
         self._entered = True
         self._enter_site = enter_site()  # the user's `async with` line, for warnings
         self._run = run
+        if self._strict is None:
+            self._strict = _trio_compat.run_strict_exception_groups()
         self._wrappers = 0  # its trio tasks whose wrapper has not finished (_detach)
         self._parent_task = trio.lowlevel.current_task()
         try:
@@ -758,15 +814,14 @@ class NurseryFace(AssociationState):
                     else:
                         await self._wait_joined(waiter.event, warn_at)
                     break
-                except trio.Cancelled as c:
+                except trio.Cancelled:
                     # The enclosing code was cancelled while joining: counting_scope
-                    # requests stop; both keep joining, shielded (docs/scopes.md). A stop
-                    # request that came meanwhile cancelled the hosted tasks' nursery, which
-                    # the wait is in: that Cancelled is the scope's own, not re-raised.
-                    if self._hosted_cancelled():
-                        probe = True
-                    else:
-                        cancelled = c
+                    # requests stop; both keep joining, shielded (docs/scopes.md). As in a
+                    # nursery's exit, this Cancelled of the wait itself is not raised: the
+                    # probe below raises the enclosing cancellation only if the body or a
+                    # hosted task was cancelled by it (a nursery is never the source of a
+                    # Cancelled, it only passes on those of its children and body).
+                    probe = True
                     self._stop_work()
                 except BaseException as e:
                     if type(e) is GeneratorExit:
@@ -786,13 +841,20 @@ class NurseryFace(AssociationState):
             # Waits for the host only (everything it hosted has finished). An enclosing
             # cancellation does not interrupt a nursery's exit.
             await self._close_host()
+        except BaseExceptionGroup as group:
+            # The host nursery's own group (strict): trio's errors, such as "Nursery stack
+            # corrupted" for a misnested child, are reported one by one, at the level a
+            # nursery reports them.
+            for member in group.exceptions:
+                self._add_interrupt(member)
+            del group, member
         except BaseException as e:  # a second Ctrl-C during the host's exit
             self._add_interrupt(e)
         finally:
             self._nursery = None
             self._spawn_env = EMPTY_ENV
             self._entered = False
-        if probe and cancelled is None:
+        if probe and (self._cancel_seen or _has_cancelled(body_exc)):
             try:
                 await trio.lowlevel.checkpoint_if_cancelled()
             except trio.Cancelled as c:
@@ -814,6 +876,7 @@ class NurseryFace(AssociationState):
                 excs.append(cancelled)
             excs.extend(interrupts)
             out, ours = BaseExceptionGroup(ERRORS_MESSAGE, excs), True
+            del excs  # no cycle: this frame <- the traceback of an exception in the list
         elif interrupts:
             # The interrupt supersedes a cancellation (which only asked the scope to finish
             # early); the body's own exception goes with it.
@@ -827,6 +890,8 @@ class NurseryFace(AssociationState):
             out = cancelled
         else:
             out = exc
+        if ours and not self._strict:
+            out.add_note(_trio_compat.LOOSE_NOTE)  # type: ignore[union-attr]
         # Last, the block's own cancel scope (scope.cancel_scope): it absorbs its Cancelled.
         # (self._cancel_scope is kept: like nursery.cancel_scope, readable after the block)
         try:
@@ -836,14 +901,18 @@ class NurseryFace(AssociationState):
                 return True if out is not None else body_exc is not None
             out = left
             if not self._strict:
-                if isinstance(out, BaseExceptionGroup) and len(out.exceptions) == 1:
-                    out = out.exceptions[0]  # as a non-strict nursery: a lone one, bare
+                # As a non-strict nursery: a group made here carries trio's "loose" note and
+                # is collapsed where it holds one exception (once the Cancelleds are gone);
+                # a group of the user's own is left alone.
+                if isinstance(out, BaseExceptionGroup):
+                    out = _trio_compat.collapse_exception_group(out)
                 if out is body_exc:
                     return False
-            elif not ours:
+            elif not ours and not isinstance(out, trio.Cancelled):
                 # As trio.open_nursery() by default: whatever leaves the block comes out in
                 # a group (a group from the body nested in it), so `except*` written for a
-                # nursery works unchanged.
+                # nursery works unchanged. A lone Cancelled (the block was cancelled from
+                # outside, nothing failed) comes out bare, as from anyio's task group.
                 out, ours = BaseExceptionGroup(_STRICT_MESSAGE, [out]), True
             if ours:
                 out.__suppress_context__ = True
@@ -959,7 +1028,7 @@ class SimpleHost(NurseryFace):
 
     async def _open_host_nursery(self) -> None:
         self._host_release = trio.Event()
-        cm = trio.open_nursery()
+        cm = trio.open_nursery(strict_exception_groups=True)
         outer = await cm.__aenter__()
         try:
             # Shielded: in an already-cancelled context trio would not let the host report
@@ -975,7 +1044,7 @@ class SimpleHost(NurseryFace):
     async def _host(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         # The nursery that hosts the scope's trio tasks. It stays open until the scope has
         # joined, so work may be started even after the body has left.
-        async with trio.open_nursery() as inner:
+        async with trio.open_nursery(strict_exception_groups=True) as inner:
             inner.cancel_scope.shield = True  # nothing but an interrupt cancels its tasks
             task_status.started(inner)
             try:
@@ -1021,7 +1090,7 @@ class CountingHost(NurseryFace):
     def __init__(
         self,
         *,
-        strict_exception_groups: bool = True,
+        strict_exception_groups: bool | None = None,
         name: str | None = None,
         stop_grace: float | None = None,
     ) -> None:
@@ -1063,9 +1132,9 @@ class CountingHost(NurseryFace):
     # ``__aexit__`` (:meth:`_exit_cancel_scope`), with what leaves the block.
 
     async def _open_host(self) -> trio.CancelScope:
-        watch_cm = trio.open_nursery()
+        watch_cm = trio.open_nursery(strict_exception_groups=True)
         watch = self._watch_nursery = await watch_cm.__aenter__()
-        work_cm = trio.open_nursery()
+        work_cm = trio.open_nursery(strict_exception_groups=True)
         try:
             self._nursery = await work_cm.__aenter__()
         except BaseException as exc:  # pragma: no cover - opening a nursery does not block

@@ -186,6 +186,8 @@ async def _spawned(scope: Any, coro: Any, cs: trio.CancelScope, site: Any = None
         # its context (which holds the mark) and all they reference are a reference cycle,
         # freed only by the cycle collector (7 objects of cyclic garbage a task).
         mark.task = None
+    if cs.cancelled_caught:
+        scope._cancel_seen = True  # cancelled by the stop: the exit may pass a Cancelled on
     if DETACHED and undetach(coro):
         return  # stopped after it detached (_detach): the scope let it go then
     scopes.discard(cs)
@@ -293,6 +295,7 @@ async def _future_task(scope: Any, st: _CoroFutureState, coro: Any, cs: trio.Can
     if kind == 0:
         if result is _NOTHING:
             kind = 2  # the task's cancel scope caught its Cancelled: the stop request
+            scope._cancel_seen = True  # (the exit may pass an enclosing Cancelled on)
         elif mark.stopped:
             kind, err = 1, RuntimeError(swallowed_stop_message(f"the coroutine {name_of(coro)}"))
     _close_cb(st)

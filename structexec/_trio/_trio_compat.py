@@ -24,6 +24,11 @@ discards an ``AttributeError`` on every miss (the common answer: not on a trio t
 made it the largest single cost of ``sync_wait`` of work that completes inline (about
 0.2-0.8 us of 1.6-3 us); the key lookup costs a few tens of nanoseconds.
 
+And two for the counting scopes' ``strict_exception_groups`` (which must behave as
+``trio.open_nursery``'s): :func:`run_strict_exception_groups`, the ``trio.run`` setting a
+nursery opened without one follows, and :data:`LOOSE_NOTE`, trio's note on a non-strict
+nursery's group, which :func:`collapse_exception_group` looks for.
+
 :data:`PRIVATE_STATE` says whether the private state is used: trio at least
 :data:`MIN_TRIO` and every attribute above present (checked once, at import, on trio's
 classes). Otherwise every function here falls back to public trio:
@@ -213,3 +218,28 @@ def collapse_exception_group(group: BaseException) -> BaseException:
     if _collapse is not None:
         return _collapse(group)
     return group
+
+
+def _detect_loose_note() -> str:
+    try:
+        from trio._core._run import NONSTRICT_EXCEPTIONGROUP_NOTE
+    except ImportError:  # pragma: no cover - a trio without it
+        return 'This is a "loose" ExceptionGroup'
+    note: str = NONSTRICT_EXCEPTIONGROUP_NOTE
+    return note
+
+
+#: trio's note on the group of a non-strict nursery: :func:`collapse_exception_group` collapses
+#: a group carrying it to its one exception (the counting scopes mark theirs the same way).
+LOOSE_NOTE = _detect_loose_note()
+
+
+def run_strict_exception_groups() -> bool:
+    """The ``strict_exception_groups`` of the current trio run (what ``trio.open_nursery()``
+    follows when given none); trio has no public accessor. ``True`` when it cannot be read."""
+    try:
+        from trio._core._run import GLOBAL_RUN_CONTEXT
+    except ImportError:  # pragma: no cover - a trio laid out differently
+        return True
+    runner = getattr(GLOBAL_RUN_CONTEXT, "runner", None)
+    return bool(getattr(runner, "strict_exception_groups", True))
