@@ -15,7 +15,7 @@ items run; the model gives the set of acceptable outcomes.
 from __future__ import annotations
 
 import trio
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 
 import structexec as sx
 from structexec.testing import strategies as sxst
@@ -63,8 +63,27 @@ def test_stop_at_any_step_in_trio(
     trio.run(main).check()
 
 
+def _dropped_failed_future_tree() -> sxst.Tree:
+    """A ``spawn_future`` whose work fails and also spawns work that waits for a scheduler item,
+    into the same ``counting_scope``; stopping the root before start drops the future."""
+    work = sxst.WhenAll(
+        (
+            sxst.JustError(sxst.TreeError("e0")),
+            sxst.Spawn(sxst.Hop(sxst.Just(()), 0), 0, catch=False),
+        )
+    )
+    return sxst.Tree(
+        sxst.SpawnFuture(work, 0),
+        schedulers=2,
+        points=1,
+        scopes=("counting", "simple"),
+        counted_tokens=False,
+    )
+
+
 @SETTINGS
 @given(tree=sxst.sender_trees(), order=sxst.interleavings())
+@example(tree=_dropped_failed_future_tree(), order=sxst.Interleaving([]))
 def test_stop_before_start_of_when_all_starts_no_child(
     tree: sxst.Tree, order: sxst.Interleaving
 ) -> None:
@@ -93,6 +112,32 @@ def test_stop_before_start_of_when_all_starts_no_child(
         for n in f.child.walk()
     }
     assert all(id(n) in eager for n in r.spawned) and r.rec.stopped
+
+
+def test_dropped_future_of_failed_work_stops_its_counting_scope() -> None:
+    """The future of failed work is dropped unconsumed (its consumer is never started): the
+    error is the scope's, which requests stop, so the sibling spawned into the same
+    ``counting_scope`` and waiting for its scheduler item completes stopped, and the join
+    reports the error (docs/scopes.md "What happens when things fail", [exec.spawn.future],
+    [exec.scope.counting]). The model allows that stop."""
+    base = _dropped_failed_future_tree()
+    tree = sxst.Tree(
+        sxst.WhenAll((base.root,)),
+        schedulers=base.schedulers,
+        points=base.points,
+        scopes=base.scopes,
+        counted_tokens=base.counted_tokens,
+    )
+    stops = sxst.StopSchedule((sxst.StopEvent(0, ("root", 0)),))
+    assert tree.plan(stops).scope(0) == sxst.MAYBE
+    r = sxst.run_tree(tree, stops)
+    r.check()
+    assert r.outcome == sxst.STOPPED
+    assert [o for _, o in r.spawn_log] == [sxst.STOPPED]
+    (fut,) = r.futures
+    assert fut.work is not None and fut.work[0] == "error" and fut.consumer is None
+    assert r.joins[0].kind == "error"
+    assert [str(e) for e in r.joins[0].error.exceptions] == ["e0"]
 
 
 def test_stop_from_another_thread_runs_callbacks_there() -> None:

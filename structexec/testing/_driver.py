@@ -117,19 +117,24 @@ class Tree:
                 p.points[i] = max(p.point(i), mode)
             else:
                 p.scopes[i] = MAYBE
-        # An error of work given to spawn requests stop on a counting_scope
-        # (docs/scopes.md "What happens when things fail").
+        # An error of work given to spawn requests stop on a counting_scope, and so does the
+        # error of a spawn_future's work when its future is dropped or its consumer stopped
+        # before receiving it (docs/scopes.md "What happens when things fail": "or a future of
+        # failed work is dropped"). Whether a consumer receives the error depends on the run
+        # (a stopped root, a failing when_all sibling), so any future whose work may fail counts.
         changed = True
         while changed:
             changed = False
             for n in self.root.walk():
-                if (
-                    isinstance(n, Spawn)
-                    and not n.catch
-                    and self.scopes[n.scope] == "counting"
-                    and p.scope(n.scope) == NEVER
-                    and any(o[0] == "error" for o in n.work_outcomes(p))
-                ):
+                if isinstance(n, Spawn) and not n.catch:
+                    may_fail = self.scopes[n.scope] == "counting" and p.scope(n.scope) == NEVER
+                    work = n.work_outcomes(p) if may_fail else frozenset()
+                elif isinstance(n, SpawnFuture):
+                    may_fail = self.scopes[n.scope] == "counting" and p.scope(n.scope) == NEVER
+                    work = n.child.outcomes(n.work_mode(MAYBE, p), p) if may_fail else frozenset()
+                else:
+                    continue
+                if any(o[0] == "error" for o in work):
                     p.scopes[n.scope] = MAYBE
                     changed = True
         return p
