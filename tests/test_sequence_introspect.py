@@ -21,8 +21,16 @@ def autojump_clock() -> trio.testing.MockClock:
     return trio.testing.MockClock(autojump_threshold=0)
 
 
-def _free_sequences() -> list[sx.OperationInfo]:
-    return [op for s in sx.operation_tree() if s.kind == "sequences" for op in s.operations]
+def _free_sequences(max_concurrency: int) -> list[sx.OperationInfo]:
+    """The pipelines outside any scope whose first stage has this bound (other tests may
+    have left abandoned ones to the cycle collector)."""
+    return [
+        op
+        for s in sx.operation_tree()
+        if s.kind == "sequences"
+        for op in s.operations
+        if op.children and op.children[0].max_concurrency == max_concurrency
+    ]
 
 
 async def test_an_awaited_pipeline_shows_its_stage_and_items(autojump_clock: Any) -> None:
@@ -34,23 +42,23 @@ async def test_an_awaited_pipeline_shows_its_stage_and_items(autojump_clock: Any
 
     async def look() -> None:
         await trio.sleep(1)
-        seen.append(_free_sequences())
+        seen.append(_free_sequences(13))
         seen.append(sx.dump(io.StringIO()))
 
     async with trio.open_nursery() as n:
         n.start_soon(look)
-        got = await sx.to_list(sx.iterate(range(7)) | sx.let_each(f, max_concurrency=3))
-    assert sorted(got) == list(range(7))
+        got = await sx.to_list(sx.iterate(range(20)) | sx.let_each(f, max_concurrency=13))
+    assert sorted(got) == list(range(20))
     (seq,) = seen[0]
     assert seq.kind == "sequence"
     (stage,) = seq.children
     assert (stage.kind, stage.max_concurrency, stage.in_flight, stage.delivered) == (
-        "let_each", 3, 3, 0,
+        "let_each", 13, 13, 0,
     )
-    assert [c.description for c in stage.children] == ["#0", "#1", "#2"]
+    assert [c.description for c in stage.children] == [f"#{i}" for i in range(13)]
     assert {c.kind for c in stage.children} == {"item"}
-    assert "- let_each max_concurrency=3: 3 in flight, 0 delivered" in seen[1]
-    assert _free_sequences() == []  # gone once it completed
+    assert "- let_each max_concurrency=13: 13 in flight, 0 delivered" in seen[1]
+    assert _free_sequences(13) == []  # gone once it completed
 
 
 async def test_a_spawned_two_stage_pipeline_paused_on_timers(autojump_clock: Any) -> None:
