@@ -112,6 +112,24 @@ async def test_chained_concurrent_stages_lose_no_item(autojump_clock: Any) -> No
     assert sorted(got) == [2 * i for i in range(30)]
 
 
+async def test_merge_each_fed_by_a_concurrent_stage_loses_no_item(autojump_clock: Any) -> None:
+    # The same for merge_each: several inner sequences offered at once wait for a slot.
+    async def slow(i: int) -> int:
+        await trio.sleep(1 + i % 3)
+        return i
+
+    with trio.fail_after(1000):
+        got = await sx.to_list(
+            sx.iterate(range(30))
+            | sx.let_each(
+                lambda i: sx.just(sx.iterate([i, i]) | sx.let_each(slow, max_concurrency=2)),
+                max_concurrency=4,
+            )
+            | sx.merge_each(max_concurrency=2)
+        )
+    assert sorted(got) == sorted(list(range(30)) * 2)
+
+
 async def test_chained_concurrent_stages_stop_cleanly(autojump_clock: Any) -> None:
     sch = sx.trio_scheduler()
     seq = (
