@@ -130,6 +130,24 @@ async def test_merge_each_fed_by_a_concurrent_stage_loses_no_item(autojump_clock
     assert sorted(got) == sorted(list(range(30)) * 2)
 
 
+async def test_idle_workers_cancelled_from_outside_any_task(autojump_clock: Any) -> None:
+    # let_each(async fn) workers wait idle for items; a trio cancellation reaches them from
+    # the task that cancels (here the deadline, through the stop callback): the idle worker
+    # is found by its entry (it looked for the current task, and the stop callback raised).
+    async def slow(i: int) -> int:
+        await trio.sleep(1000 if i == 0 else 1)
+        return i
+
+    with trio.move_on_after(5) as cs:
+        await sx.to_list(
+            sx.iterate(range(6))
+            | sx.let_each(lambda i: sx.just(i), max_concurrency=4)
+            | sx.let_each(slow, max_concurrency=8)
+        )
+    assert cs.cancelled_caught
+    assert trio.current_time() == pytest.approx(5)
+
+
 async def test_chained_concurrent_stages_stop_cleanly(autojump_clock: Any) -> None:
     sch = sx.trio_scheduler()
     seq = (

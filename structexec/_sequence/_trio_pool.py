@@ -28,6 +28,7 @@ import contextvars
 import signal
 import threading
 import types
+from functools import partial
 from typing import Any
 
 import trio
@@ -181,11 +182,13 @@ class TrioPool:
             return
         raise exc
 
-    def _abort(self, raise_cancel: Any) -> Any:
-        task = tl.current_task()
+    def _unidle(self, entry: Any, raise_cancel: Any) -> Any:
+        """Abort the idle wait of the worker of ``entry`` (its host's scope was cancelled).
+        Called by trio from whoever cancels (any task, or no task at all): the worker is
+        found by its entry, never by ``current_task()``."""
         idle = self._idle
-        for i, entry in enumerate(idle):
-            if entry[0] is task:
+        for i, e in enumerate(idle):
+            if e is entry:
                 del idle[i]
                 return tl.Abort.SUCCEEDED
         return tl.Abort.FAILED  # pragma: no cover - rescheduled meanwhile
@@ -231,8 +234,9 @@ class TrioPool:
             if self._closed:
                 return
             box: list[tuple[Any, Any]] = []
-            self._idle.append((task, box))
-            await tl.wait_task_rescheduled(self._abort)
+            entry = (task, box)
+            self._idle.append(entry)
+            await tl.wait_task_rescheduled(partial(self._unidle, entry))
             if not box:
                 return
             w, item = box[0]
