@@ -16,6 +16,7 @@ from ._protocol import (
     just_err,
     just_stopped,
     just_vals,
+    pipe_signature,
 )
 from ._transform_each import _MapRcvr
 
@@ -133,3 +134,6 @@ def filter_each(*args: Any) -> Any:
         check_callable("filter_each", "pred", pred)
         return _FilterSequence(seq, pred)
     raise TypeError(f"filter_each() takes (pred) or (seq, pred), got {len(args)} arguments")
+
+
+pipe_signature(filter_each, 'pred')

@@ -34,6 +34,7 @@ from ._protocol import (
     check_max_concurrency,
     check_sequence,
     is_sequence_sender,
+    pipe_signature,
 )
 
 __all__ = ["merge", "merge_each"]
@@ -387,3 +388,6 @@ def merge_each(*args: Any, max_concurrency: int | None = None) -> Any:
         raise TypeError(f"merge_each() takes at most one positional argument, got {len(args)}")
     n = max_concurrency
     return SeqClosure(lambda s: _MergeSequence(s, n))
+
+
+pipe_signature(merge_each)

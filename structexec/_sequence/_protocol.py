@@ -18,6 +18,7 @@ consumer's token reaches the producer and every item in flight.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
@@ -212,3 +213,13 @@ def add_error_note(err: Any, other: Any, where: str) -> None:
             return
     if type(notes) is list and note not in notes:
         notes.append(note)
+
+
+def pipe_signature(fn: Any, *names: str) -> None:
+    """Give ``fn`` (an adaptor taking ``(seq, x)`` or ``(x)`` through ``*args``) the runtime
+    signature of its pipe form, ``fn(x, /, *, keywords)`` (``inspect.signature``, ``help()``):
+    the positional parameters ``names`` and the keyword-only ones of ``fn`` itself."""
+    sig = inspect.signature(fn)
+    kw = [p for p in sig.parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    pos = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names]
+    fn.__signature__ = sig.replace(parameters=[*pos, *kw])

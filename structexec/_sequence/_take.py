@@ -21,6 +21,7 @@ from ._protocol import (
     add_error_note,
     check_sequence,
     just_stopped,
+    pipe_signature,
 )
 from ._transform_each import _MapRcvr
 
@@ -313,3 +314,9 @@ def take_until(*args: Any) -> Any:
         check_sequence("take_until()", "seq", args[0])
         return _TakeUntilSequence(args[0], trigger)
     return SeqClosure(lambda s: _TakeUntilSequence(s, trigger))
+
+
+pipe_signature(take, 'n')
+
+
+pipe_signature(take_until, 'trigger')

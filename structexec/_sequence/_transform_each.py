@@ -26,6 +26,7 @@ from ._protocol import (
     check_callable,
     check_max_concurrency,
     is_sequence_sender,
+    pipe_signature,
 )
 
 __all__ = ["let_each", "then_each", "transform_each"]
@@ -248,3 +249,12 @@ def transform_each(*args: Any, max_concurrency: int = 1, ordered: bool = False) 
             f"sx.then(f) or sx.continues_on(sch) | sx.then(f), got {type(c).__name__}"
         )
     return _build("transform_each", args, c, max_concurrency, ordered)
+
+
+pipe_signature(then_each, 'f')
+
+
+pipe_signature(let_each, 'f')
+
+
+pipe_signature(transform_each, 'closure')
