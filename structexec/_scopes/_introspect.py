@@ -45,6 +45,7 @@ from .._algorithms._timed import TimerOp
 from .._core._describe import describe, scheduler_label, site_line
 from .._parallel._parallel_scheduler import _ScheduleOp as _ParScheduleOp
 from .._parallel._remote_call import RemoteThenOp
+from .._sequence._bounded import _BoundedOp, _Work
 from .._trio._coroutine_sender import TrioHostedOp
 from .._trio._trio_compat import shielded_in_task
 from . import _spawn
@@ -85,6 +86,14 @@ class OperationInfo:
       (``handler at app.py:31``).
     * ``stop_requested``: a stop request reached it (its scope's, or its future's own).
     * ``scopes``: scopes entered by this operation's trio task (nested).
+    * ``children``: for work running a sequence (docs/streams.md), one entry per stage that
+      runs items concurrently (``kind`` ``"let_each"``, ``"transform_each"``,
+      ``"then_each"``, ``"as_completed"``), upstream first; a stage's ``children`` are its
+      items running now (``kind`` ``"item"``, ``description`` ``"#i"``: the ``i``-th item
+      the stage started).
+    * ``max_concurrency``, ``in_flight``, ``delivered``: of a stage (``None`` otherwise):
+      its bound (``None``: unbounded), its items started and not yet delivered downstream,
+      and the items delivered so far.
     """
 
     kind: str
@@ -98,6 +107,10 @@ class OperationInfo:
     await_frame: str | None = None
     stop_requested: bool = False
     scopes: tuple[ScopeInfo, ...] = ()
+    children: tuple[OperationInfo, ...] = ()
+    max_concurrency: int | None = None
+    in_flight: int | None = None
+    delivered: int | None = None
 
     @property
     def spawned_at(self) -> str | None:
@@ -173,12 +186,17 @@ class _Snapshot:
         self.associates: dict[int, list[tuple[Any, Any]]] = {}
         self.held: set[int] = set()  # future states a future sender/operation still holds
         self._future_ops: dict[int, Any] | None = None
+        # running sequence stages: id(stage) -> (stage, its snapshot_info()); their running
+        # items: id(stage) -> [(item receiver, index)]
+        self.stages: dict[int, tuple[Any, tuple[Any, ...]]] = {}
+        self.items: dict[int, list[tuple[Any, int]]] = {}
+        self._item_ops: dict[int, Any] | None = None
         spawn_types = {_spawn._ScopeSpawnState, _spawn._FastSpawnState}
         scope_types = _subclasses(AssociationState)
         future_types = _subclasses(_FutureState)  # with the direct path's (_spawn_coro)
         holder_types = {_FutureSender, _FutureOp}
         wanted = frozenset(spawn_types | scope_types | future_types | holder_types)
-        wanted |= {_AssociateOp}
+        wanted |= {_AssociateOp, _BoundedOp, _Work}
         refs = gc.get_referrers(*wanted)
         found = list(compress(refs, map(wanted.__contains__, map(type, refs))))
         del refs
@@ -196,6 +214,14 @@ class _Snapshot:
                 sh = getattr(o, "_shared", None)
                 if sh is not None:
                     self.held.add(id(sh))
+            elif t is _BoundedOp:
+                sinfo = o.snapshot_info()
+                if sinfo is not None:
+                    self.stages[id(o)] = (o, sinfo)
+            elif t is _Work:
+                winfo = o.snapshot_info()
+                if winfo is not None:
+                    self.items.setdefault(id(winfo[0]), []).append((o, winfo[1]))
             elif t is _AssociateOp:
                 ainfo = o.snapshot_info()
                 if ainfo is not None and ainfo[0] is not None:
@@ -221,6 +247,24 @@ class _Snapshot:
                 if rc is not None and id(rc) in ids and hasattr(r, "start"):
                     ops[id(rc)] = r
         return ops.get(id(fs))
+
+    def item_op(self, w: Any) -> Any:
+        """The operation of a running sequence item: the object whose receiver is ``w``
+        (``None`` for an item run by a trio worker task of its stage). Found as
+        :meth:`future_op` finds a future's, for all the items of the snapshot at once."""
+        ops = self._item_ops
+        if ops is None:
+            running = [w for lst in self.items.values() for w, _ in lst]
+            ids = {id(w) for w in running}
+            ops = self._item_ops = {}
+            refs = gc.get_referrers(*running) if running else []
+            found = list(compress(refs, map(not_, map(_TUPLE.__contains__, map(type, refs)))))
+            del refs
+            for r in found:
+                rc = getattr(r, "_rcvr", None)
+                if rc is not None and id(rc) in ids and hasattr(r, "start"):
+                    ops[id(rc)] = r
+        return ops.get(id(w))
 
 
 _TUPLE = frozenset((tuple,))
@@ -542,6 +586,11 @@ def _site_fields(site: Any) -> tuple[str | None, int | None]:
     return (None, None) if fl is None else fl  # type: ignore[return-value]
 
 
+def _name_of(stages: tuple[OperationInfo, ...]) -> str:
+    """``"let_each -> then_each"``: the stages of a sequence, upstream first."""
+    return " -> ".join(f"{c.kind}({c.description})" for c in stages) or "sequence"
+
+
 def _hosted_tasks(scope: Any) -> list[Any]:
     n = getattr(scope, "_nursery", None)
     if n is None:
@@ -558,6 +607,7 @@ class _Builder:
         self.roots: list[Any] = []
         self.now = time.monotonic()
         self.clocks: dict[int, tuple[str, float | None]] = {}  # see _state_of
+        self.claimed: set[int] = set()  # sequence stages shown under an operation
 
     def place(self) -> None:
         by_id = {id(s): s for s in self.snap.scopes}
@@ -597,6 +647,68 @@ class _Builder:
                 return parent, t
             t = nur.parent_task
         return parent, None
+
+    def stages(self, objs: list[Any]) -> tuple[OperationInfo, ...]:
+        """The running sequence stages among ``objs`` (a walk, downstream first), upstream
+        first, each with its running items as children."""
+        snap = self.snap
+        if not snap.stages:
+            return ()
+        out: list[OperationInfo] = []
+        for o in objs:
+            entry = snap.stages.get(id(o))
+            if entry is None or id(o) in self.claimed:
+                continue
+            self.claimed.add(id(o))
+            name, n, active, delivered, stop = entry[1]
+            items: list[OperationInfo] = []
+            for w, idx in sorted(snap.items.get(id(o), ()), key=lambda e: e[1]):
+                iop = snap.item_op(w)
+                if iop is None:
+                    state = "in a trio worker task of the stage"
+                    sched: str | None = "trio_scheduler"
+                    tname = frame = None
+                else:
+                    state, sched, tname, frame = _state_of(iop, {}, None, self.clocks)
+                items.append(_op_info("item", f"#{idx}", None, None, state, None, sched,
+                                      tname, frame, stop, ()))
+            state = f"{active} in flight, {delivered} delivered"
+            if stop:
+                state += "; stop requested"
+            info = _op_info(name, f"max_concurrency={n}", None, None, state, None, None,
+                            None, None, stop, ())
+            d = info.__dict__
+            d["children"] = tuple(items)
+            d["max_concurrency"] = n
+            d["in_flight"] = active
+            d["delivered"] = delivered
+            out.append(info)
+        out.reverse()
+        return tuple(out)
+
+    def free_sequences(self) -> ScopeInfo | None:
+        """The running sequences that no operation of a scope runs (awaited by a task, or
+        under ``sync_wait``), under one root entry of kind ``"sequences"``."""
+        snap = self.snap
+        free = [o for i, (o, _) in snap.stages.items() if i not in self.claimed]
+        if not free:
+            return None
+        walks = [_walk(o) for o in free]
+        inner = {id(x) for w in walks for x in w[1:]}  # upstream stages of another stage
+        ops: list[OperationInfo] = []
+        for o, w in zip(free, walks, strict=True):
+            if id(o) in inner:
+                continue
+            st = self.stages(w)
+            stop = any(c.stop_requested for c in st)
+            info = _op_info("sequence", repr(_name_of(st)), None, None,
+                            "running" + ("; stop requested" if stop else ""), None, None,
+                            None, None, stop, ())
+            info.__dict__["children"] = st
+            ops.append(info)
+        if not ops:
+            return None
+        return ScopeInfo("sequences", None, "running", len(ops), operations=tuple(ops))
 
     def scope(self, s: Any) -> ScopeInfo:
         ops = self._operations(s)
@@ -699,9 +811,14 @@ class _Builder:
                 t = op_tasks.get(id(o))
                 if t is not None:
                     nested.extend(self.in_task.get((id(s), id(t)), ()))
-            entries.append((op, _op_info(
+            info = _op_info(
                 kind, desc, fn, ln, state, thread, sched, tname, frame, stop,
-                tuple(self.scope(c) for c in nested) if nested else ())))
+                tuple(self.scope(c) for c in nested) if nested else ())
+            if snap.stages:
+                st = self.stages(walks[i])
+                if st:
+                    info.__dict__["children"] = st
+            entries.append((op, info))
         for task, kind in plain_tasks:
             cf = task.coro.cr_frame
             loc = {} if cf is None else read_locals(cf, ("coro", "site"))
@@ -739,7 +856,11 @@ def _snapshot_roots(only: Any = None) -> tuple[ScopeInfo, ...]:
         b.place()
         if only is not None:
             return (b.scope(only),)
-        return tuple(b.scope(s) for s in b.roots)
+        roots = [b.scope(s) for s in b.roots]
+        free = b.free_sequences()
+        if free is not None:
+            roots.append(free)
+        return tuple(roots)
     finally:
         _LINES.clear()  # keeps no code object alive after the snapshot
         if paused:
@@ -796,10 +917,19 @@ def _fmt_scope(s: ScopeInfo, indent: str, out: list[str]) -> None:
         out.append(f"{indent}      {op.state}")
         if op.trio_task and "trio task" not in op.state:
             out.append(f"{indent}      trio task {op.trio_task!r}, awaiting in {op.await_frame}")
+        for ch in op.children:
+            _fmt_child(ch, indent + "      ", out)
         for c in op.scopes:
             _fmt_scope(c, indent + "      ", out)
     for c in s.scopes:
         _fmt_scope(c, indent + "  ", out)
+
+
+def _fmt_child(op: OperationInfo, indent: str, out: list[str]) -> None:
+    """A sequence stage or item: ``- let_each max_concurrency=2: 2 in flight, 5 delivered``."""
+    out.append(f"{indent}- {op.kind} {op.description}: {op.state}")
+    for ch in op.children:
+        _fmt_child(ch, indent + "  ", out)
 
 
 def format_tree(tree: ScopeInfo | Iterable[ScopeInfo] | None = None) -> str:

@@ -25,6 +25,7 @@ producer completed and every item it started completed and was delivered or drop
 from __future__ import annotations
 
 import threading
+from collections import deque
 from typing import Any
 
 import trio
@@ -51,11 +52,13 @@ class _BoundedOp:
     __slots__ = (
         "__weakref__",
         "_active",
+        "_delivered_n",
         "_delivering",
         "_env",
         "_lock",
         "_make",
         "_max",
+        "_name",
         "_next_idx",
         "_next_out",
         "_no_more",
@@ -70,14 +73,16 @@ class _BoundedOp:
         "_started",
         "_tok",
         "_up_done",
-        "_waiter",
+        "_waiters",
     )
     _active: Any
+    _delivered_n: Any
     _delivering: Any
     _env: Any
     _lock: Any
     _make: Any
     _max: Any
+    _name: Any
     _next_idx: Any
     _next_out: Any
     _no_more: Any
@@ -92,7 +97,7 @@ class _BoundedOp:
     _started: Any
     _tok: Any
     _up_done: Any
-    _waiter: Any
+    _waiters: Any
 
     def start(self) -> None:
         if self._started:
@@ -105,6 +110,27 @@ class _BoundedOp:
 
     def get_env(self) -> Any:
         return self._env
+
+    def snapshot_info(self) -> tuple[str, int | None, int, int, bool] | None:
+        """``(name, max_concurrency, in flight, delivered, stop requested)`` while the stage
+        runs (started, not yet completed), for ``operation_tree()`` (``_introspect``); ``None``
+        otherwise, and while another thread is still in ``connect``. In flight: items started
+        and not yet delivered (or dropped); delivered: items whose delivery downstream
+        completed. Never raises, takes no lock (the counts are read as they are)."""
+        try:
+            if not self._started or self._op is None:
+                return None
+            n = self._max
+            tok = self._tok
+            return (
+                self._name,
+                None if n >= 1 << 62 else n,
+                self._active,
+                self._delivered_n,
+                bool(tok.stop_requested()),
+            )
+        except AttributeError:  # being set up by another thread
+            return None
 
     # -- upstream: items offered to the stage ---------------------------------------------
 
@@ -154,24 +180,28 @@ class _BoundedOp:
 
     # -- slots ------------------------------------------------------------------------------
 
-    def _release(self) -> None:
+    def _release(self, delivered: bool = False) -> None:
         w = None
         refuse = None
         idx = 0
         with self._lock:
             self._active -= 1
-            if self._waiter is not None:
+            if delivered:
+                self._delivered_n += 1
+            waiters = self._waiters
+            if waiters:
                 if self._tok.stop_requested():
-                    refuse = self._waiter
+                    refuse = list(waiters)
+                    waiters.clear()
                 else:
-                    w = self._waiter
+                    w = waiters.popleft()
                     self._active += 1
                     idx = self._next_idx
                     self._next_idx = idx + 1
-                self._waiter = None
             done = self._up_done is not None and self._active == 0
         if refuse is not None:
-            refuse._rcvr.set_stopped()
+            for r in refuse:
+                r._rcvr.set_stopped()
         elif w is not None:
             w._go(idx)
         elif done:
@@ -222,7 +252,7 @@ class _BoundedOp:
             # it is recorded downstream): stop the producer and the items in flight.
             self._no_more = True
             self._src.request_stop()
-        self._release()
+        self._release(True)
 
 
 class _SlotNext:
@@ -257,7 +287,9 @@ class _SlotNext:
                 go = op._next_idx
                 op._next_idx = go + 1
             else:
-                op._waiter = self
+                # Several may wait: a producer that runs items concurrently (an upstream
+                # bounded stage) offers its results concurrently.
+                op._waiters.append(self)
                 return
         if go < 0:
             self._rcvr.set_stopped()
@@ -301,6 +333,17 @@ class _Work:
 
     def get_env(self) -> Any:
         return self._owner._env
+
+    def snapshot_info(self) -> tuple[Any, int] | None:
+        """``(stage operation, item index)`` while the item runs (started, not yet
+        completed), for ``operation_tree()`` (``_introspect``); ``None`` otherwise, and
+        while another thread is still setting it up. Never raises, takes no lock."""
+        try:
+            if self._kind >= 0 or self._data is not None:
+                return None
+            return self._owner, self._idx
+        except AttributeError:  # being set up by another thread
+            return None
 
     def set_value(self, *vals: Any) -> None:
         if self._kind < 0:
@@ -360,7 +403,7 @@ class _Work:
         if kind != VALUE and not op._rt.stop_requested():
             op._no_more = True
             op._src.request_stop()
-        op._release()
+        op._release(True)
         if not inline:
             op._drain()
 
@@ -393,6 +436,8 @@ class BoundedSequence(SequenceSender[Any]):
         op._lock = threading.Lock()
         op._make = self._make
         op._max = self._max if self._max is not None else 1 << 62
+        op._name = self._name
+        op._delivered_n = 0
         op._ordered = self._ordered
         op._active = 0
         op._peak = 0
@@ -400,7 +445,7 @@ class BoundedSequence(SequenceSender[Any]):
         op._next_out = 0
         op._ready = {}
         op._delivering = False
-        op._waiter = None
+        op._waiters = deque()
         op._up_done = None
         op._no_more = False
         op._started = False

@@ -136,4 +136,4 @@ def filter_each(*args: Any) -> Any:
     raise TypeError(f"filter_each() takes (pred) or (seq, pred), got {len(args)} arguments")
 
 
-pipe_signature(filter_each, "seq", "pred")
+pipe_signature(filter_each, 'pred')

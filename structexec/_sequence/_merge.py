@@ -14,6 +14,7 @@ later ones become notes.
 from __future__ import annotations
 
 import threading
+from collections import deque
 from typing import Any
 
 from .._algorithms._stop_when import StopTokenEnv, child_token
@@ -59,7 +60,7 @@ class _MergeOp:
         "_stopped",
         "_tok",
         "_up_done",
-        "_waiter",
+        "_waiters",
     )
     _active: Any
     _env: Any
@@ -75,7 +76,7 @@ class _MergeOp:
     _stopped: Any
     _tok: Any
     _up_done: Any
-    _waiter: Any
+    _waiters: Any
 
     def start(self) -> None:
         if self._started:
@@ -126,16 +127,18 @@ class _MergeOp:
         w = refuse = None
         with self._lock:
             self._active -= 1
-            if self._waiter is not None:
+            waiters = self._waiters
+            if waiters:
                 if self._tok.stop_requested():
-                    refuse = self._waiter
+                    refuse = list(waiters)
+                    waiters.clear()
                 else:
-                    w = self._waiter
+                    w = waiters.popleft()
                     self._active += 1
-                self._waiter = None
             done = self._up_done is not None and self._active == 0
         if refuse is not None:
-            refuse._rcvr.set_stopped()
+            for r in refuse:
+                r._rcvr.set_stopped()
         elif w is not None:
             w._go()
         elif done:
@@ -190,7 +193,9 @@ class _OuterNext:
                 op._active += 1
                 go = True
             else:
-                op._waiter = self
+                # Several may wait: an outer sequence that runs items concurrently offers
+                # them concurrently.
+                op._waiters.append(self)
                 return
         if go:
             self._go()
@@ -329,7 +334,7 @@ class _MergeSequence(SequenceSender[Any]):
         op._lock = threading.Lock()
         op._max = self._max if self._max is not None else 1 << 62
         op._active = 0
-        op._waiter = None
+        op._waiters = deque()
         op._up_done = None
         op._err = None
         op._stopped = False
@@ -385,4 +390,4 @@ def merge_each(*args: Any, max_concurrency: int | None = None) -> Any:
     return SeqClosure(lambda s: _MergeSequence(s, n))
 
 
-pipe_signature(merge_each, "outer")
+pipe_signature(merge_each)

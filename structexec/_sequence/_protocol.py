@@ -19,7 +19,6 @@ consumer's token reaches the producer and every item in flight.
 from __future__ import annotations
 
 import inspect
-import typing
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
@@ -28,7 +27,6 @@ from .._core._env import EMPTY_ENV
 
 __all__ = [
     "SeqClosure",
-    "pipe_signature",
     "SequenceSender",
     "is_sequence_sender",
     "set_next",
@@ -217,22 +215,11 @@ def add_error_note(err: Any, other: Any, where: str) -> None:
         notes.append(note)
 
 
-def pipe_signature(fn: Callable[..., Any], *positional: str) -> None:
-    """Give an adaptor written as ``def adaptor(*args, **kw)`` (called as ``adaptor(seq, x)``
-    or ``seq | adaptor(x)``) the runtime signature of its full call: ``(seq, x, /, *, kw)``.
-
-    ``inspect.signature``, ``help()`` and IDE tooltips then show the parameters instead of
-    ``*args``. The keyword-only parameters come from ``fn`` itself; the annotations come from
-    the longest ``@overload`` where ``typing.get_overloads`` exists (Python 3.11+).
-    """
-    impl = inspect.signature(fn)
-    params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in positional]
-    params += [p for p in impl.parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY]
-    sig = inspect.Signature(params, return_annotation=impl.return_annotation)
-    get_overloads = getattr(typing, "get_overloads", None)
-    if get_overloads is not None:
-        overloads = [inspect.signature(o) for o in get_overloads(fn)]
-        full = [o for o in overloads if len(o.parameters) == len(params)]
-        if full and list(full[0].parameters) == [p.name for p in params]:
-            sig = full[0]
-    fn.__signature__ = sig  # type: ignore[attr-defined]
+def pipe_signature(fn: Any, *names: str) -> None:
+    """Give ``fn`` (an adaptor taking ``(seq, x)`` or ``(x)`` through ``*args``) the runtime
+    signature of its pipe form, ``fn(x, /, *, keywords)`` (``inspect.signature``, ``help()``):
+    the positional parameters ``names`` and the keyword-only ones of ``fn`` itself."""
+    sig = inspect.signature(fn)
+    kw = [p for p in sig.parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    pos = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names]
+    fn.__signature__ = sig.replace(parameters=[*pos, *kw])

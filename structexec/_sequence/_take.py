@@ -316,5 +316,7 @@ def take_until(*args: Any) -> Any:
     return SeqClosure(lambda s: _TakeUntilSequence(s, trigger))
 
 
-pipe_signature(take, "seq", "n")
-pipe_signature(take_until, "seq", "trigger")
+pipe_signature(take, 'n')
+
+
+pipe_signature(take_until, 'trigger')

@@ -251,6 +251,10 @@ def transform_each(*args: Any, max_concurrency: int = 1, ordered: bool = False) 
     return _build("transform_each", args, c, max_concurrency, ordered)
 
 
-pipe_signature(then_each, "seq", "f")
-pipe_signature(let_each, "seq", "f")
-pipe_signature(transform_each, "seq", "closure")
+pipe_signature(then_each, 'f')
+
+
+pipe_signature(let_each, 'f')
+
+
+pipe_signature(transform_each, 'closure')

@@ -9,11 +9,15 @@ tasks that host coroutine senders), each taking the next item when it finished t
 one: the structure of the trio idiom of ``n`` workers reading one memory channel, with the
 rules of the bounded stage (slots, order, delivery) unchanged.
 
-Cancellation: each worker runs in a cancel scope of its own; a stop request on the stage's
-stop token cancels the scopes of all the workers (off the trio thread, through
-``TrioToken.run_sync_soon``). An item that ends with ``trio.Cancelled`` completes stopped.
-Idle workers end when the stage completes. A ``BaseException`` raised by the function (not
-``trio.Cancelled`` of the item's scope) propagates out of the worker, as from a coroutine
+The workers run in one nursery of a host task of the stage (a system task of the run),
+inside one cancel scope: a cancel scope per worker would cost as much as the worker's task
+(``as_completed`` starts every coroutine at once, so each gets a worker of its own).
+Cancellation: a stop request on the stage's stop token cancels that scope (off the trio
+thread, through ``TrioToken.run_sync_soon``); an item submitted after the host ended (a stop
+from another thread meanwhile) never runs and is dropped. An item that ends with
+``trio.Cancelled`` completes stopped. Idle workers end when the stage completes. A
+``BaseException`` raised by the function (not ``trio.Cancelled``) propagates out of the
+worker (into the host's nursery, and out of its system task), as from a coroutine
 sender's task.
 """
 
@@ -24,6 +28,7 @@ import contextvars
 import signal
 import threading
 import types
+from functools import partial
 from typing import Any
 
 import trio
@@ -51,13 +56,20 @@ def _ki_ok() -> bool:
 
 
 class TrioPool:
-    __slots__ = ("_cb", "_closed", "_fn", "_idle", "_op", "_running", "_thread", "_token")
+    __slots__ = (
+        "_cb", "_closed", "_cs", "_ended", "_fn", "_host_task", "_idle", "_nursery", "_op",
+        "_pending", "_thread", "_token",
+    )
 
     def __init__(self, op: Any, fn: Any) -> None:
         self._op = op
         self._fn = fn
         self._idle: list[Any] = []
-        self._running: set[trio.CancelScope] = set()
+        self._cs = trio.CancelScope()  # of the host task: a stop cancels every worker
+        self._nursery: Any = None  # the host task's, once it runs
+        self._host_task: Any = None  # the host task while it waits for the close
+        self._ended = False  # the host task ended (a stop, or the run ending)
+        self._pending: list[tuple[Any, Any]] | None = None  # submitted before that
         self._closed = False
         self._thread = _get_ident()
         self._token = tl.current_trio_token()
@@ -77,8 +89,7 @@ class TrioPool:
                 pass
 
     def _cancel_all(self) -> None:
-        for cs in list(self._running):
-            cs.cancel()
+        self._cs.cancel()
 
     def submit(self, w: Any, item: Any) -> None:
         if _get_ident() == self._thread:
@@ -92,14 +103,45 @@ class TrioPool:
             task, box = idle.pop()
             box.append((w, item))
             tl.reschedule(task)  # the worker finds its next item in its box
+        elif self._nursery is not None:
+            self._nursery.start_soon(self._worker, w, item, name="structexec let_each worker")
+        elif self._ended:
+            # Stopped meanwhile (a stop from another thread): the item never runs.
+            if type(item) is _CoroutineType:
+                item.close()
+            self._op._item_done(w, STOPPED, None)
+        elif self._pending is not None:
+            self._pending.append((w, item))
         else:
+            self._pending = [(w, item)]
             tl.spawn_system_task(
-                self._worker,
-                w,
-                item,
-                name="structexec let_each worker",
+                self._host,
+                name="structexec let_each workers",
                 context=contextvars.copy_context(),
             )
+
+    async def _host(self) -> None:
+        # One cancel scope and one nursery for all the workers: a scope per worker would cost
+        # as much as the worker's task (as_completed runs one worker per coroutine).
+        try:
+            with self._cs:
+                async with trio.open_nursery() as n:
+                    self._nursery = n
+                    pending = self._pending or []
+                    self._pending = None
+                    for w, item in pending:
+                        n.start_soon(self._worker, w, item, name="structexec let_each worker")
+                    del pending
+                    if not self._closed:
+                        self._host_task = tl.current_task()
+                        await tl.wait_task_rescheduled(self._abort_host)
+        finally:
+            self._nursery = None
+            self._ended = True
+
+    def _abort_host(self, raise_cancel: Any) -> Any:
+        self._host_task = None
+        return tl.Abort.SUCCEEDED
 
     def close(self) -> None:
         """The stage completed: end the idle workers (on the trio thread)."""
@@ -117,6 +159,10 @@ class TrioPool:
         idle = self._idle
         while idle:
             tl.reschedule(idle.pop()[0])  # an empty box: the worker ends
+        host = self._host_task
+        if host is not None:
+            self._host_task = None
+            tl.reschedule(host)
 
     def _base_exception(self, w: Any, exc: BaseException) -> None:
         op = self._op
@@ -136,68 +182,61 @@ class TrioPool:
             return
         raise exc
 
-    def _abort(self, raise_cancel: Any) -> Any:
-        task = tl.current_task()
+    def _unidle(self, entry: Any, raise_cancel: Any) -> Any:
+        """Abort the idle wait of the worker of ``entry`` (its host's scope was cancelled).
+        Called by trio from whoever cancels (any task, or no task at all): the worker is
+        found by its entry, never by ``current_task()``."""
         idle = self._idle
-        for i, entry in enumerate(idle):
-            if entry[0] is task:
+        for i, e in enumerate(idle):
+            if e is entry:
                 del idle[i]
                 return tl.Abort.SUCCEEDED
         return tl.Abort.FAILED  # pragma: no cover - rescheduled meanwhile
 
     async def _worker(self, w: Any, item: Any) -> None:
-        # One cancel scope for the worker's life (a scope per item would cost more than the
-        # item): a stop request cancels it, and every item that runs afterwards in this worker
-        # is cancelled at its first checkpoint; the stage is ending anyway, since a stop
-        # request on its token is never withdrawn.
+        # In the host's cancel scope: a stop request cancels it, and every item that runs
+        # afterwards in a worker is cancelled at its first checkpoint; the stage is ending
+        # anyway, since a stop request on its token is never withdrawn.
         fn = self._fn
         op = self._op
-        tok = op._tok
-        running = self._running
         task = tl.current_task()
-        with trio.CancelScope() as cs:
-            running.add(cs)
-            if tok.stop_requested():
-                cs.cancel()
+        while True:
             try:
-                while True:
-                    try:
-                        if fn is None:  # as_completed: the item is the work
-                            if type(item) is _CoroutineType:
-                                r = await item
-                            else:
-                                r = values(*await into_variant(item))
-                        else:
-                            if type(item) is _JustSender:
-                                vals = item._vals
-                            else:
-                                vals = await into_variant(item)
-                            r = await fn(*vals)
-                    except (trio.Cancelled, Stopped):
-                        kind: int = STOPPED
-                        data: Any = None
-                    except Exception as e:
-                        kind, data = ERROR, e
-                    except BaseException as exc:
-                        # KeyboardInterrupt, SystemExit: never an error datum. Hand it to the
-                        # consumer that waits (an await in a trio task, sync_wait), which raises
-                        # it where it waits, as a coroutine sender's task does; the item
-                        # completes stopped, which stops the stage.
-                        self._base_exception(w, exc)
-                        return
+                if fn is None:  # as_completed: the item is the work
+                    if type(item) is _CoroutineType:
+                        r = await item
                     else:
-                        kind = VALUE
-                        data = () if r is None else (tuple(r) if type(r) is values else (r,))
-                    item = None
-                    op._item_done(w, kind, data)
-                    w = data = None
-                    if self._closed:
-                        return
-                    box: list[tuple[Any, Any]] = []
-                    self._idle.append((task, box))
-                    await tl.wait_task_rescheduled(self._abort)
-                    if not box:
-                        return
-                    w, item = box[0]
-            finally:
-                running.discard(cs)
+                        r = values(*await into_variant(item))
+                else:
+                    if type(item) is _JustSender:
+                        vals = item._vals
+                    else:
+                        vals = await into_variant(item)
+                    r = await fn(*vals)
+            except (trio.Cancelled, Stopped):
+                kind: int = STOPPED
+                data: Any = None
+            except Exception as e:
+                kind, data = ERROR, e
+            except BaseException as exc:
+                # KeyboardInterrupt, SystemExit: never an error datum. Hand it to the
+                # consumer that waits (an await in a trio task, sync_wait), which raises
+                # it where it waits, as a coroutine sender's task does; the item
+                # completes stopped, which stops the stage.
+                self._base_exception(w, exc)
+                return
+            else:
+                kind = VALUE
+                data = () if r is None else (tuple(r) if type(r) is values else (r,))
+            item = None
+            op._item_done(w, kind, data)
+            w = data = None
+            if self._closed:
+                return
+            box: list[tuple[Any, Any]] = []
+            entry = (task, box)
+            self._idle.append(entry)
+            await tl.wait_task_rescheduled(partial(self._unidle, entry))
+            if not box:
+                return
+            w, item = box[0]
