@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from types import CoroutineType as _CoroutineType
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -40,9 +40,11 @@ from ._spawn_future import spawn_future
 __all__ = ["counting_scope", "simple_counting_scope"]
 
 T = TypeVar("T")
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 # --------------------------------------------------------------------------- tokens
+
 
 class _Token:
     __slots__ = ("_scope",)
@@ -241,21 +243,25 @@ def _check_ctor(cls: str, args: tuple[Any, ...], unknown: dict[str, Any], grace:
     return None if grace is None else check_grace(grace, f"{cls}()")
 
 
-def _keyword_signature(fn: Any) -> Any:
+def _keyword_signature(fn: _F) -> _F:
     """Give ``fn`` (a scope's ``__init__``) the signature it documents: keywords only
     (``inspect.signature``, ``help()``), not the ``*args, **unknown`` it checks."""
-    fn.__signature__ = inspect.Signature(
+    fn.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [
             inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
             inspect.Parameter(
-                "strict_exception_groups", inspect.Parameter.KEYWORD_ONLY, default=None,
+                "strict_exception_groups",
+                inspect.Parameter.KEYWORD_ONLY,
+                default=None,
                 annotation="bool | None",
             ),
             inspect.Parameter(
                 "name", inspect.Parameter.KEYWORD_ONLY, default=None, annotation="str | None"
             ),
             inspect.Parameter(
-                "stop_grace", inspect.Parameter.KEYWORD_ONLY, default=None,
+                "stop_grace",
+                inspect.Parameter.KEYWORD_ONLY,
+                default=None,
                 annotation="float | None",
             ),
         ],
@@ -306,20 +312,36 @@ class simple_counting_scope(SimpleHost, _ScopeBase):
 
     __slots__ = ()
 
-    @_keyword_signature
-    def __init__(
-        self,
-        *args: Any,
-        strict_exception_groups: bool | None = None,
-        name: str | None = None,
-        stop_grace: float | None = None,
-        **unknown: Any,
-    ) -> None:
-        if args or unknown or stop_grace is not None:
-            stop_grace = _check_ctor("simple_counting_scope", args, unknown, stop_grace)
-        NurseryFace.__init__(
-            self, strict_exception_groups=strict_exception_groups, name=name, stop_grace=stop_grace
-        )
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            strict_exception_groups: bool | None = None,
+            name: str | None = None,
+            stop_grace: float | None = None,
+        ) -> None: ...
+
+    else:
+
+        @_keyword_signature
+        def __init__(
+            self,
+            *args: Any,
+            strict_exception_groups: bool | None = None,
+            name: str | None = None,
+            stop_grace: float | None = None,
+            **unknown: Any,
+        ) -> None:
+            if args or unknown or stop_grace is not None:
+                stop_grace = _check_ctor("simple_counting_scope", args, unknown, stop_grace)
+            NurseryFace.__init__(
+                self,
+                strict_exception_groups=strict_exception_groups,
+                name=name,
+                stop_grace=stop_grace,
+            )
+
     token: ClassVar[type[_Token]] = _SimpleToken
     _token_type = _SimpleToken
 
@@ -362,20 +384,36 @@ class counting_scope(CountingHost, _ScopeBase):
 
     __slots__ = ()
 
-    @_keyword_signature
-    def __init__(
-        self,
-        *args: Any,
-        strict_exception_groups: bool | None = None,
-        name: str | None = None,
-        stop_grace: float | None = None,
-        **unknown: Any,
-    ) -> None:
-        if args or unknown or stop_grace is not None:
-            stop_grace = _check_ctor("counting_scope", args, unknown, stop_grace)
-        CountingHost.__init__(
-            self, strict_exception_groups=strict_exception_groups, name=name, stop_grace=stop_grace
-        )
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            strict_exception_groups: bool | None = None,
+            name: str | None = None,
+            stop_grace: float | None = None,
+        ) -> None: ...
+
+    else:
+
+        @_keyword_signature
+        def __init__(
+            self,
+            *args: Any,
+            strict_exception_groups: bool | None = None,
+            name: str | None = None,
+            stop_grace: float | None = None,
+            **unknown: Any,
+        ) -> None:
+            if args or unknown or stop_grace is not None:
+                stop_grace = _check_ctor("counting_scope", args, unknown, stop_grace)
+            CountingHost.__init__(
+                self,
+                strict_exception_groups=strict_exception_groups,
+                name=name,
+                stop_grace=stop_grace,
+            )
+
     token: ClassVar[type[_Token]] = _CountingToken
     _token_type = _CountingToken
 
