@@ -243,6 +243,28 @@ def _check_ctor(cls: str, args: tuple[Any, ...], unknown: dict[str, Any], grace:
     return None if grace is None else check_grace(grace, f"{cls}()")
 
 
+def _checked_init(cls: str, host_init: Callable[..., None]) -> Callable[..., None]:
+    """The run-time ``__init__`` of scope class ``cls``: keywords only, as documented, but
+    taking ``*args, **unknown`` so that a wrong call names ``cls`` and the accepted keywords
+    (``_check_ctor``) instead of a private class; then ``host_init`` does the work."""
+
+    def __init__(
+        self: Any,
+        *args: Any,
+        strict_exception_groups: bool | None = None,
+        name: str | None = None,
+        stop_grace: float | None = None,
+        **unknown: Any,
+    ) -> None:
+        if args or unknown or stop_grace is not None:
+            stop_grace = _check_ctor(cls, args, unknown, stop_grace)
+        host_init(
+            self, strict_exception_groups=strict_exception_groups, name=name, stop_grace=stop_grace
+        )
+
+    return _keyword_signature(__init__)
+
+
 def _keyword_signature(fn: _F) -> _F:
     """Give ``fn`` (a scope's ``__init__``) the signature it documents: keywords only
     (``inspect.signature``, ``help()``), not the ``*args, **unknown`` it checks."""
@@ -323,24 +345,7 @@ class simple_counting_scope(SimpleHost, _ScopeBase):
         ) -> None: ...
 
     else:
-
-        @_keyword_signature
-        def __init__(
-            self,
-            *args: Any,
-            strict_exception_groups: bool | None = None,
-            name: str | None = None,
-            stop_grace: float | None = None,
-            **unknown: Any,
-        ) -> None:
-            if args or unknown or stop_grace is not None:
-                stop_grace = _check_ctor("simple_counting_scope", args, unknown, stop_grace)
-            NurseryFace.__init__(
-                self,
-                strict_exception_groups=strict_exception_groups,
-                name=name,
-                stop_grace=stop_grace,
-            )
+        __init__ = _checked_init("simple_counting_scope", NurseryFace.__init__)
 
     token: ClassVar[type[_Token]] = _SimpleToken
     _token_type = _SimpleToken
@@ -395,24 +400,7 @@ class counting_scope(CountingHost, _ScopeBase):
         ) -> None: ...
 
     else:
-
-        @_keyword_signature
-        def __init__(
-            self,
-            *args: Any,
-            strict_exception_groups: bool | None = None,
-            name: str | None = None,
-            stop_grace: float | None = None,
-            **unknown: Any,
-        ) -> None:
-            if args or unknown or stop_grace is not None:
-                stop_grace = _check_ctor("counting_scope", args, unknown, stop_grace)
-            CountingHost.__init__(
-                self,
-                strict_exception_groups=strict_exception_groups,
-                name=name,
-                stop_grace=stop_grace,
-            )
+        __init__ = _checked_init("counting_scope", CountingHost.__init__)
 
     token: ClassVar[type[_Token]] = _CountingToken
     _token_type = _CountingToken
