@@ -37,7 +37,16 @@ from .._core._env import fwd_env, get_env
 from .._core._protocol import twice_started
 from .._core._queries import get_stop_token, query_or
 from .._core._stop_token import inplace_stop_source, never_stop_token
-from ._protocol import ERROR, STOPPED, VALUE, SequenceSender, just_err, just_stopped, just_vals
+from ._protocol import (
+    ERROR,
+    STOPPED,
+    VALUE,
+    ItemNext,
+    SequenceSender,
+    just_err,
+    just_stopped,
+    just_vals,
+)
 from ._trio_pool import TrioPool
 
 __all__ = ["BoundedSequence"]
@@ -255,25 +264,11 @@ class _BoundedOp:
         self._release(True)
 
 
-class _SlotNext:
+class _SlotNext(ItemNext):
     """The next sender given to the producer for one item: completes once the item has a
     slot and was started (one object: sender, operation state)."""
 
-    __slots__ = ("_item", "_owner", "_rcvr")
-    _item: Any
-    _owner: Any
-    _rcvr: Any
-    sender_concept = True
-
-    def connect(self, rcvr: Any) -> Any:
-        if self._rcvr is not None:
-            n = _new(_SlotNext)
-            n._owner = self._owner
-            n._item = self._item
-            n._rcvr = None
-            return n.connect(rcvr)
-        self._rcvr = rcvr
-        return self
+    __slots__ = ()
 
     def start(self) -> None:
         op = self._owner

@@ -22,7 +22,15 @@ from .._core._env import fwd_env, get_env
 from .._core._protocol import Sender, twice_started
 from .._core._queries import get_stop_token, query_or
 from .._core._stop_token import inplace_stop_source, never_stop_token
-from ._protocol import ERROR, STOPPED, VALUE, SequenceSender, add_error_note, check_callable
+from ._protocol import (
+    ERROR,
+    STOPPED,
+    VALUE,
+    ItemRcvrNext,
+    SequenceSender,
+    add_error_note,
+    check_callable,
+)
 from ._protocol import check_sequence as _check_sequence
 
 __all__ = ["ConsumerOp", "ignore_all_values", "reduce", "to_list"]
@@ -143,33 +151,12 @@ class ConsumerOp:
         rcvr.set_value(*res)
 
 
-class _ConsumeNext:
+class _ConsumeNext(ItemRcvrNext):
     """The next sender of one item; connected once, it is its own operation state and the
     receiver of the item (one object per item)."""
 
-    __slots__ = ("_item", "_owner", "_rcvr")
-    _item: Any
-    _owner: Any
-    _rcvr: Any
-    sender_concept = True
-
-    def connect(self, rcvr: Any) -> Any:
-        if self._rcvr is not None:  # connected a second time: a fresh copy
-            n = _new(_ConsumeNext)
-            n._owner = self._owner
-            n._item = self._item
-            n._rcvr = None
-            return n.connect(rcvr)
-        self._rcvr = rcvr
-        return self
-
-    def start(self) -> None:
-        item = self._item
-        self._item = None
-        connect(item, self).start()
-
-    def get_env(self) -> Any:
-        return self._owner._env
+    __slots__ = ()
+    start = ItemRcvrNext._run_item
 
     def set_value(self, *vals: Any) -> None:
         owner = self._owner

@@ -28,6 +28,7 @@ from ._protocol import (
     ERROR,
     STOPPED,
     VALUE,
+    ItemRcvrNext,
     SeqClosure,
     SequenceSender,
     add_error_note,
@@ -161,28 +162,11 @@ class _MergeOp:
             rcvr.set_value()
 
 
-class _OuterNext:
+class _OuterNext(ItemRcvrNext):
     """The next sender of one outer item: waits for a slot, runs the item, starts the inner
     sequence that is its value, then asks for the next outer item."""
 
-    __slots__ = ("_item", "_owner", "_rcvr")
-    _item: Any
-    _owner: Any
-    _rcvr: Any
-    sender_concept = True
-
-    def connect(self, rcvr: Any) -> Any:
-        if self._rcvr is not None:
-            n = _new(_OuterNext)
-            n._owner = self._owner
-            n._item = self._item
-            n._rcvr = None
-            return n.connect(rcvr)
-        self._rcvr = rcvr
-        return self
-
-    def get_env(self) -> Any:
-        return self._owner._env
+    __slots__ = ()
 
     def start(self) -> None:
         op = self._owner
@@ -202,10 +186,7 @@ class _OuterNext:
         else:
             self._rcvr.set_stopped()
 
-    def _go(self) -> None:
-        item = self._item
-        self._item = None
-        connect(item, self).start()
+    _go = ItemRcvrNext._run_item
 
     def set_value(self, *vals: Any) -> None:
         op = self._owner

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from .._algorithms._just import _JustErrorSender, _JustSender, _JustStoppedSender
+from .._core._connect import connect_unchecked as connect
 from .._core._env import EMPTY_ENV
 
 __all__ = [
@@ -67,6 +68,58 @@ def set_next(rcvr: Any, item: Any) -> Any:
             "sx.to_list or sx.ignore_all_values"
         ) from None
     return m(item)
+
+
+class OneShotNext:
+    """Base of the *next senders* that are their own operation state (one object per item:
+    sender, operation state and often the item's receiver). Connected once, it keeps the
+    receiver and returns itself; connected a second time, it connects a fresh copy made by
+    ``_copy()`` (a sender may be connected more than once, [exec.connect])."""
+
+    __slots__ = ("_rcvr",)
+    _rcvr: Any
+    sender_concept = True
+
+    def connect(self, rcvr: Any) -> Any:
+        if self._rcvr is not None:  # connected a second time: a fresh copy
+            return self._copy().connect(rcvr)
+        self._rcvr = rcvr
+        return self
+
+    def _copy(self) -> OneShotNext:
+        raise NotImplementedError
+
+
+class ItemNext(OneShotNext):
+    """A :class:`OneShotNext` for one item (``_item``) of an operation (``_owner``)."""
+
+    __slots__ = ("_item", "_owner")
+    _item: Any
+    _owner: Any
+
+    def _copy(self) -> ItemNext:
+        n = _new(type(self))
+        n._owner = self._owner
+        n._item = self._item
+        n._rcvr = None
+        return n
+
+
+class ItemRcvrNext(ItemNext):
+    """An :class:`ItemNext` that is also the receiver of its item: it forwards the owner's
+    environment (``_owner._env``) to the item."""
+
+    __slots__ = ()
+
+    def get_env(self) -> Any:
+        return self._owner._env
+
+    def _run_item(self) -> None:
+        """Run the item with this object as its receiver (subclasses alias it as ``start``
+        or call it once they have a slot: no extra call per item)."""
+        item = self._item
+        self._item = None
+        connect(item, self).start()
 
 
 def is_sequence_sender(x: object) -> bool:
