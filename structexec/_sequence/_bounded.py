@@ -42,6 +42,7 @@ from ._protocol import (
     STOPPED,
     VALUE,
     ItemNext,
+    SeqEnd,
     SequenceSender,
     just_err,
     just_stopped,
@@ -57,7 +58,7 @@ _new = object.__new__
 _SKIP = 3
 
 
-class _BoundedOp:
+class _BoundedOp(SeqEnd):
     __slots__ = (
         "__weakref__",
         "_active",
@@ -150,16 +151,7 @@ class _BoundedOp:
         s._rcvr = None
         return s
 
-    def set_value(self, *vals: Any) -> None:
-        self._up_end(VALUE, None)
-
-    def set_error(self, err: Any) -> None:
-        self._up_end(ERROR, err)
-
-    def set_stopped(self) -> None:
-        self._up_end(STOPPED, None)
-
-    def _up_end(self, kind: int, data: Any) -> None:
+    def _seq_end(self, kind: int, data: Any) -> None:
         with self._lock:
             self._up_done = (kind, data)
             done = self._active == 0

@@ -25,8 +25,8 @@ from .._core._stop_token import inplace_stop_source, never_stop_token
 from ._protocol import (
     ERROR,
     STOPPED,
-    VALUE,
     ItemRcvrNext,
+    SeqEnd,
     SequenceSender,
     add_error_note,
     check_callable,
@@ -41,7 +41,7 @@ _NEVER = never_stop_token()
 _new = object.__new__
 
 
-class ConsumerOp:
+class ConsumerOp(SeqEnd):
     """The operation of a consumer; also the receiver of the sequence (private base).
 
     Subclasses implement ``_take(vals)`` (one item's value; an ``Exception`` it raises is an
@@ -118,16 +118,7 @@ class ConsumerOp:
 
     # -- completion of the sequence ---------------------------------------------------------
 
-    def set_value(self, *vals: Any) -> None:
-        self._finish(VALUE, None)
-
-    def set_error(self, err: Any) -> None:
-        self._finish(ERROR, err)
-
-    def set_stopped(self) -> None:
-        self._finish(STOPPED, None)
-
-    def _finish(self, kind: int, data: Any) -> None:
+    def _seq_end(self, kind: int, data: Any) -> None:
         self._op = None
         rcvr = self._rcvr
         err = self._err

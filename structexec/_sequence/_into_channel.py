@@ -125,7 +125,7 @@ class _IntoChannelOp(ConsumerOp):
             self._held = None
             self._finish_now(*held)
 
-    def _finish(self, kind: int, data: Any) -> None:
+    def _seq_end(self, kind: int, data: Any) -> None:
         if self._busy:  # the send-loop task is still running: complete when it ended
             self._held = (kind, data)
             return
@@ -139,7 +139,7 @@ class _IntoChannelOp(ConsumerOp):
                     self._token.run_sync_soon(close)
                 else:
                     close()
-        ConsumerOp._finish(self, kind, data)
+        ConsumerOp._seq_end(self, kind, data)
 
 
 class _ChanNext(ItemRcvrNext):

@@ -27,9 +27,9 @@ from ._iterate import _IterateSender
 from ._protocol import (
     ERROR,
     STOPPED,
-    VALUE,
     ItemRcvrNext,
     SeqClosure,
+    SeqEnd,
     SequenceSender,
     add_error_note,
     check_max_concurrency,
@@ -44,7 +44,7 @@ _NEVER = never_stop_token()
 _new = object.__new__
 
 
-class _MergeOp:
+class _MergeOp(SeqEnd):
     __slots__ = (
         "__weakref__",
         "_active",
@@ -95,16 +95,7 @@ class _MergeOp:
         n._rcvr = None
         return n
 
-    def set_value(self, *vals: Any) -> None:
-        self._outer_end(VALUE, None)
-
-    def set_error(self, err: Any) -> None:
-        self._outer_end(ERROR, err)
-
-    def set_stopped(self) -> None:
-        self._outer_end(STOPPED, None)
-
-    def _outer_end(self, kind: int, data: Any) -> None:
+    def _seq_end(self, kind: int, data: Any) -> None:
         if kind == ERROR:
             self._fail(ERROR, data)
         with self._lock:

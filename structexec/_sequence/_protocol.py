@@ -70,6 +70,26 @@ def set_next(rcvr: Any, item: Any) -> Any:
     return m(item)
 
 
+class SeqEnd:
+    """Mixin of the operations that receive the end of a sequence: ``set_value()``,
+    ``set_error(e)`` and ``set_stopped()`` all go to one ``_seq_end(kind, data)`` (``kind`` is
+    ``VALUE``, ``ERROR`` or ``STOPPED``; ``data`` is the error or ``None``)."""
+
+    __slots__ = ()
+
+    def set_value(self, *vals: Any) -> None:
+        self._seq_end(VALUE, None)
+
+    def set_error(self, err: Any) -> None:
+        self._seq_end(ERROR, err)
+
+    def set_stopped(self) -> None:
+        self._seq_end(STOPPED, None)
+
+    def _seq_end(self, kind: int, data: Any) -> None:
+        raise NotImplementedError
+
+
 class OneShotNext:
     """Base of the *next senders* that are their own operation state (one object per item:
     sender, operation state and often the item's receiver). Connected once, it keeps the

@@ -17,6 +17,7 @@ from ._protocol import (
     STOPPED,
     VALUE,
     SeqClosure,
+    SeqEnd,
     SequenceSender,
     add_error_note,
     check_sequence,
@@ -149,7 +150,7 @@ def take(*args: Any) -> Any:
     return SeqClosure(lambda s: _TakeSequence(s, n))
 
 
-class _TakeUntilOp:
+class _TakeUntilOp(SeqEnd):
     __slots__ = (
         "__weakref__",
         "_env",
@@ -191,16 +192,7 @@ class _TakeUntilOp:
     def set_next(self, item: Any) -> Any:
         return self._rcvr.set_next(item)
 
-    def set_value(self, *vals: Any) -> None:
-        self._up_end(VALUE, None)
-
-    def set_error(self, err: Any) -> None:
-        self._up_end(ERROR, err)
-
-    def set_stopped(self) -> None:
-        self._up_end(STOPPED, None)
-
-    def _up_end(self, kind: int, data: Any) -> None:
+    def _seq_end(self, kind: int, data: Any) -> None:
         self._up_kind = kind
         if kind == ERROR:
             self._record(data)
@@ -240,7 +232,7 @@ class _TakeUntilOp:
             rcvr.set_value()
 
 
-class _TriggerRcvr:
+class _TriggerRcvr(SeqEnd):
     __slots__ = ("_op",)
     _op: Any
 
@@ -250,14 +242,8 @@ class _TriggerRcvr:
     def get_env(self) -> Any:
         return self._op._env
 
-    def set_value(self, *vals: Any) -> None:
-        self._op._trigger_done(VALUE, None)
-
-    def set_error(self, err: Any) -> None:
-        self._op._trigger_done(ERROR, err)
-
-    def set_stopped(self) -> None:
-        self._op._trigger_done(STOPPED, None)
+    def _seq_end(self, kind: int, data: Any) -> None:
+        self._op._trigger_done(kind, data)
 
 
 class _TakeUntilSequence(SequenceSender[Any]):
