@@ -42,7 +42,7 @@ from ._protocol import (
     STOPPED,
     VALUE,
     ItemNext,
-    SeqEnd,
+    ItemOwner,
     SequenceSender,
     just_err,
     just_stopped,
@@ -58,7 +58,7 @@ _new = object.__new__
 _SKIP = 3
 
 
-class _BoundedOp(SeqEnd):
+class _BoundedOp(ItemOwner):
     __slots__ = (
         "__weakref__",
         "_active",
@@ -143,13 +143,6 @@ class _BoundedOp(SeqEnd):
             return None
 
     # -- upstream: items offered to the stage ---------------------------------------------
-
-    def set_next(self, item: Any) -> Any:
-        s = _new(_SlotNext)
-        s._owner = self
-        s._item = item
-        s._rcvr = None
-        return s
 
     def _seq_end(self, kind: int, data: Any) -> None:
         with self._lock:
@@ -305,6 +298,9 @@ class _SlotNext(ItemNext):
             s = just_err(e)
         connect(s, w).start()
         self._rcvr.set_value()
+
+
+_BoundedOp._next_cls = _SlotNext
 
 
 class _Work:

@@ -25,8 +25,8 @@ from .._core._stop_token import inplace_stop_source, never_stop_token
 from ._protocol import (
     ERROR,
     STOPPED,
+    ItemOwner,
     ItemRcvrNext,
-    SeqEnd,
     SequenceSender,
     add_error_note,
     check_callable,
@@ -41,7 +41,7 @@ _NEVER = never_stop_token()
 _new = object.__new__
 
 
-class ConsumerOp(SeqEnd):
+class ConsumerOp(ItemOwner):
     """The operation of a consumer; also the receiver of the sequence (private base).
 
     Subclasses implement ``_take(vals)`` (one item's value; an ``Exception`` it raises is an
@@ -109,13 +109,6 @@ class ConsumerOp(SeqEnd):
                 self._stopped = True
         self._src.request_stop()
 
-    def set_next(self, item: Any) -> Any:
-        n = _new(_ConsumeNext)
-        n._owner = self
-        n._item = item
-        n._rcvr = None
-        return n
-
     # -- completion of the sequence ---------------------------------------------------------
 
     def _seq_end(self, kind: int, data: Any) -> None:
@@ -166,6 +159,9 @@ class _ConsumeNext(ItemRcvrNext):
     def set_stopped(self) -> None:
         self._owner._fail(STOPPED, None)
         self._rcvr.set_stopped()
+
+
+ConsumerOp._next_cls = _ConsumeNext
 
 
 class _ConsumerSender(Sender[Any]):

@@ -27,9 +27,9 @@ from ._iterate import _IterateSender
 from ._protocol import (
     ERROR,
     STOPPED,
+    ItemOwner,
     ItemRcvrNext,
     SeqClosure,
-    SeqEnd,
     SequenceSender,
     add_error_note,
     check_max_concurrency,
@@ -44,7 +44,7 @@ _NEVER = never_stop_token()
 _new = object.__new__
 
 
-class _MergeOp(SeqEnd):
+class _MergeOp(ItemOwner):
     __slots__ = (
         "__weakref__",
         "_active",
@@ -87,13 +87,6 @@ class _MergeOp(SeqEnd):
 
     def get_env(self) -> Any:
         return self._env
-
-    def set_next(self, item: Any) -> Any:
-        n = _new(_OuterNext)
-        n._owner = self
-        n._item = item
-        n._rcvr = None
-        return n
 
     def _seq_end(self, kind: int, data: Any) -> None:
         if kind == ERROR:
@@ -209,6 +202,9 @@ class _OuterNext(ItemRcvrNext):
             op._fail(STOPPED, None)
         op._release()
         self._rcvr.set_stopped()
+
+
+_MergeOp._next_cls = _OuterNext
 
 
 class _Inner:

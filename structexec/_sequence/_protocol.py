@@ -142,6 +142,22 @@ class ItemRcvrNext(ItemNext):
         connect(item, self).start()
 
 
+class ItemOwner(SeqEnd):
+    """Mixin of the operations that receive a sequence's items one :class:`ItemNext` each:
+    ``set_next(item)`` returns a fresh ``_next_cls`` (a class attribute, set once both classes
+    exist) owned by this operation."""
+
+    __slots__ = ()
+    _next_cls: ClassVar[type[ItemNext]]
+
+    def set_next(self, item: Any) -> Any:
+        n = _new(self._next_cls)
+        n._owner = self
+        n._item = item
+        n._rcvr = None
+        return n
+
+
 def is_sequence_sender(x: object) -> bool:
     """True for sequence senders: instances of :class:`SequenceSender`, or objects with a
     ``connect`` method and a true class attribute ``sequence_concept``.
