@@ -29,6 +29,7 @@ from ._protocol import (
     STOPPED,
     ItemOwner,
     ItemRcvrNext,
+    OneShotNext,
     SeqClosure,
     SequenceSender,
     add_error_note,
@@ -240,25 +241,20 @@ class _Inner:
         op._release()
 
 
-class _Watch:
+class _Watch(OneShotNext):
     """A downstream next sender, watched: ``set_stopped()`` without a stop request means the
     consumer wants no more items, so every producer of the merge is stopped."""
 
-    __slots__ = ("_ns", "_owner", "_rcvr")
+    __slots__ = ("_ns", "_owner")
     _ns: Any
     _owner: Any
-    _rcvr: Any
-    sender_concept = True
 
-    def connect(self, rcvr: Any) -> Any:
-        if self._rcvr is not None:
-            n = _new(_Watch)
-            n._owner = self._owner
-            n._ns = self._ns
-            n._rcvr = None
-            return n.connect(rcvr)
-        self._rcvr = rcvr
-        return self
+    def _copy(self) -> _Watch:
+        n = _new(_Watch)
+        n._owner = self._owner
+        n._ns = self._ns
+        n._rcvr = None
+        return n
 
     def get_env(self) -> Any:
         return get_env(self._rcvr)

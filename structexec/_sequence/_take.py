@@ -12,6 +12,7 @@ from .._core._env import fwd_env, get_env
 from .._core._protocol import twice_started
 from .._core._queries import get_stop_token, query_or
 from .._core._stop_token import inplace_stop_source, never_stop_token
+from ._iterate import EmptyOp
 from ._protocol import (
     ERROR,
     STOPPED,
@@ -85,22 +86,6 @@ class _TakeRcvr(_MapRcvr):
         return _ThenNoMore(ns) if k == n else ns
 
 
-class _TakeZeroOp:
-    __slots__ = ("_rcvr", "_started")
-    _rcvr: Any
-    _started: Any
-
-    def __init__(self, rcvr: Any) -> None:
-        self._rcvr = rcvr
-        self._started = False
-
-    def start(self) -> None:
-        if self._started:
-            raise twice_started(self)
-        self._started = True
-        self._rcvr.set_value()
-
-
 class _TakeSequence(SequenceSender[Any]):
     __slots__ = ("_n", "_up")
     _n: Any
@@ -112,7 +97,7 @@ class _TakeSequence(SequenceSender[Any]):
 
     def connect(self, rcvr: Any) -> Any:
         if self._n == 0:
-            return _TakeZeroOp(rcvr)  # the upstream is never connected: nothing runs
+            return EmptyOp(rcvr)  # the upstream is never connected: nothing runs
         r = _TakeRcvr(rcvr, self._n)
         r._count = 0
         r._lock = threading.Lock()
