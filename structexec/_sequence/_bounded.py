@@ -30,13 +30,9 @@ from typing import Any
 
 import trio
 
-from .._algorithms._stop_when import StopTokenEnv, child_token
 from .._core._adaptor_util import is_async_fn
 from .._core._connect import connect_unchecked as connect
-from .._core._env import fwd_env, get_env
 from .._core._protocol import twice_started
-from .._core._queries import get_stop_token, query_or
-from .._core._stop_token import inplace_stop_source, never_stop_token
 from ._protocol import (
     ERROR,
     STOPPED,
@@ -44,6 +40,7 @@ from ._protocol import (
     ItemNext,
     ItemOwner,
     SequenceSender,
+    chained_stop,
     just_err,
     just_stopped,
     just_vals,
@@ -52,7 +49,6 @@ from ._trio_pool import TrioPool
 
 __all__ = ["BoundedSequence"]
 
-_NEVER = never_stop_token()
 _new = object.__new__
 #: A result that is dropped (its item completed after a stop): skipped by the ordered drain.
 _SKIP = 3
@@ -411,11 +407,7 @@ class BoundedSequence(SequenceSender[Any]):
     def connect(self, rcvr: Any) -> _BoundedOp:
         op = _new(_BoundedOp)
         op._rcvr = rcvr
-        outer = get_env(rcvr)
-        op._rt = rt = query_or(outer, get_stop_token, _NEVER)
-        op._src = src = inplace_stop_source()
-        op._tok = tok = child_token(src.get_token(), rt)
-        op._env = StopTokenEnv(tok, fwd_env(outer))
+        op._rt, op._src, op._tok, op._env = chained_stop(rcvr)
         op._lock = threading.Lock()
         op._make = self._make
         op._max = self._max if self._max is not None else 1 << 62

@@ -16,12 +16,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from .._algorithms._stop_when import StopTokenEnv, child_token
 from .._core._connect import connect_unchecked as connect
-from .._core._env import fwd_env, get_env
 from .._core._protocol import Sender, twice_started
-from .._core._queries import get_stop_token, query_or
-from .._core._stop_token import inplace_stop_source, never_stop_token
 from ._protocol import (
     ERROR,
     STOPPED,
@@ -29,6 +25,7 @@ from ._protocol import (
     ItemRcvrNext,
     SequenceSender,
     add_error_note,
+    chained_stop,
     check_callable,
 )
 from ._protocol import check_sequence as _check_sequence
@@ -37,7 +34,6 @@ __all__ = ["ConsumerOp", "ignore_all_values", "reduce", "to_list"]
 
 T = TypeVar("T")
 A = TypeVar("A")
-_NEVER = never_stop_token()
 _new = object.__new__
 
 
@@ -71,10 +67,7 @@ class ConsumerOp(ItemOwner):
 
     def _init(self, seq: Any, rcvr: Any) -> None:
         self._rcvr = rcvr
-        self._src = src = inplace_stop_source()
-        outer = get_env(rcvr)
-        rt = query_or(outer, get_stop_token, _NEVER)
-        self._env = StopTokenEnv(child_token(src.get_token(), rt), fwd_env(outer))
+        _, self._src, _, self._env = chained_stop(rcvr)
         self._err: Any = None
         self._stopped = False
         self._lock = threading.Lock()

@@ -17,12 +17,9 @@ import threading
 from collections import deque
 from typing import Any
 
-from .._algorithms._stop_when import StopTokenEnv, child_token
 from .._core._connect import connect_unchecked as connect
-from .._core._env import fwd_env, get_env
+from .._core._env import get_env
 from .._core._protocol import twice_started
-from .._core._queries import get_stop_token, query_or
-from .._core._stop_token import inplace_stop_source, never_stop_token
 from ._iterate import _IterateSender
 from ._protocol import (
     ERROR,
@@ -33,6 +30,7 @@ from ._protocol import (
     SeqClosure,
     SequenceSender,
     add_error_note,
+    chained_stop,
     check_max_concurrency,
     check_sequence,
     is_sequence_sender,
@@ -41,7 +39,6 @@ from ._protocol import (
 
 __all__ = ["merge", "merge_each"]
 
-_NEVER = never_stop_token()
 _new = object.__new__
 
 
@@ -290,11 +287,7 @@ class _MergeSequence(SequenceSender[Any]):
     def connect(self, rcvr: Any) -> _MergeOp:
         op = _new(_MergeOp)
         op._rcvr = rcvr
-        outer = get_env(rcvr)
-        op._rt = rt = query_or(outer, get_stop_token, _NEVER)
-        op._src = src = inplace_stop_source()
-        op._tok = tok = child_token(src.get_token(), rt)
-        op._env = StopTokenEnv(tok, fwd_env(outer))
+        op._rt, op._src, op._tok, op._env = chained_stop(rcvr)
         op._lock = threading.Lock()
         op._max = self._max if self._max is not None else 1 << 62
         op._active = 0

@@ -23,8 +23,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from .._algorithms._just import _JustErrorSender, _JustSender, _JustStoppedSender
+from .._algorithms._stop_when import StopTokenEnv, child_token
 from .._core._connect import connect_unchecked as connect
-from .._core._env import EMPTY_ENV
+from .._core._env import EMPTY_ENV, fwd_env, get_env
+from .._core._queries import get_stop_token, query_or
+from .._core._stop_token import inplace_stop_source, never_stop_token
 
 __all__ = [
     "SeqClosure",
@@ -43,6 +46,20 @@ _new = object.__new__
 
 #: Completion kinds used by the sequence operations.
 VALUE, ERROR, STOPPED = 0, 1, 2
+
+_NEVER = never_stop_token()
+
+
+def chained_stop(rcvr: Any) -> tuple[Any, Any, Any, Any]:
+    """A stop source of an operation, chained to its receiver's stop token:
+    ``(receiver's token, source, token, env)``; ``token`` is stopped by either, ``env`` is the
+    receiver's environment with ``get_stop_token`` answered by ``token`` (forwarding queries,
+    [exec.fwd.env])."""
+    outer = get_env(rcvr)
+    rt = query_or(outer, get_stop_token, _NEVER)
+    src = inplace_stop_source()
+    tok = child_token(src.get_token(), rt)
+    return rt, src, tok, StopTokenEnv(tok, fwd_env(outer))
 
 
 def set_next(rcvr: Any, item: Any) -> Any:

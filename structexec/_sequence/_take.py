@@ -5,13 +5,10 @@ from __future__ import annotations
 import threading
 from typing import Any, TypeVar
 
-from .._algorithms._stop_when import StopTokenEnv, child_token
 from .._core._adaptor_util import check_sender
 from .._core._connect import connect_unchecked as connect
-from .._core._env import fwd_env, get_env
+from .._core._env import get_env
 from .._core._protocol import twice_started
-from .._core._queries import get_stop_token, query_or
-from .._core._stop_token import inplace_stop_source, never_stop_token
 from ._iterate import EmptyOp
 from ._protocol import (
     ERROR,
@@ -21,6 +18,7 @@ from ._protocol import (
     SeqEnd,
     SequenceSender,
     add_error_note,
+    chained_stop,
     check_sequence,
     just_stopped,
     pipe_signature,
@@ -30,7 +28,6 @@ from ._transform_each import _MapRcvr
 __all__ = ["take", "take_until"]
 
 T = TypeVar("T")
-_NEVER = never_stop_token()
 _new = object.__new__
 
 
@@ -243,10 +240,7 @@ class _TakeUntilSequence(SequenceSender[Any]):
     def connect(self, rcvr: Any) -> _TakeUntilOp:
         op = _new(_TakeUntilOp)
         op._rcvr = rcvr
-        outer = get_env(rcvr)
-        op._rt = rt = query_or(outer, get_stop_token, _NEVER)
-        op._src = src = inplace_stop_source()
-        op._env = StopTokenEnv(child_token(src.get_token(), rt), fwd_env(outer))
+        op._rt, op._src, _, op._env = chained_stop(rcvr)
         op._lock = threading.Lock()
         op._err = None
         op._fired = False
