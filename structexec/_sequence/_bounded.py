@@ -114,9 +114,6 @@ class _BoundedOp(ItemOwner):
             pool.open(self._tok)
         self._op.start()
 
-    def get_env(self) -> Any:
-        return self._env
-
     def snapshot_info(self) -> tuple[str, int | None, int, int, bool] | None:
         """``(name, max_concurrency, in flight, delivered, stop requested)`` while the stage
         runs (started, not yet completed), for ``operation_tree()`` (``_introspect``); ``None``

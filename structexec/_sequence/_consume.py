@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from .._core._connect import connect_unchecked as connect
-from .._core._protocol import Sender, twice_started
+from .._core._protocol import Sender
 from ._protocol import (
     ERROR,
     STOPPED,
@@ -73,15 +73,6 @@ class ConsumerOp(ItemOwner):
         self._lock = threading.Lock()
         self._started = False
         self._op = connect(seq, self)
-
-    def start(self) -> None:
-        if self._started:
-            raise twice_started(self)
-        self._started = True
-        self._op.start()
-
-    def get_env(self) -> Any:
-        return self._env
 
     def _take(self, vals: tuple[Any, ...]) -> None:
         pass

@@ -19,7 +19,6 @@ from typing import Any
 
 from .._core._connect import connect_unchecked as connect
 from .._core._env import get_env
-from .._core._protocol import twice_started
 from ._iterate import _IterateSender
 from ._protocol import (
     ERROR,
@@ -76,15 +75,6 @@ class _MergeOp(ItemOwner):
     _tok: Any
     _up_done: Any
     _waiters: Any
-
-    def start(self) -> None:
-        if self._started:
-            raise twice_started(self)
-        self._started = True
-        self._op.start()
-
-    def get_env(self) -> Any:
-        return self._env
 
     def _seq_end(self, kind: int, data: Any) -> None:
         if kind == ERROR:

@@ -26,6 +26,7 @@ from .._algorithms._just import _JustErrorSender, _JustSender, _JustStoppedSende
 from .._algorithms._stop_when import StopTokenEnv, child_token
 from .._core._connect import connect_unchecked as connect
 from .._core._env import EMPTY_ENV, fwd_env, get_env
+from .._core._protocol import twice_started
 from .._core._queries import get_stop_token, query_or
 from .._core._stop_token import inplace_stop_source, never_stop_token
 
@@ -162,10 +163,23 @@ class ItemRcvrNext(ItemNext):
 class ItemOwner(SeqEnd):
     """Mixin of the operations that receive a sequence's items one :class:`ItemNext` each:
     ``set_next(item)`` returns a fresh ``_next_cls`` (a class attribute, set once both classes
-    exist) owned by this operation."""
+    exist) owned by this operation. ``start()`` starts the upstream operation ``_op`` (once:
+    a second start raises), ``get_env()`` is ``_env``."""
 
     __slots__ = ()
     _next_cls: ClassVar[type[ItemNext]]
+    _env: Any
+    _op: Any
+    _started: Any
+
+    def start(self) -> None:
+        if self._started:
+            raise twice_started(self)
+        self._started = True
+        self._op.start()
+
+    def get_env(self) -> Any:
+        return self._env
 
     def set_next(self, item: Any) -> Any:
         n = _new(self._next_cls)
