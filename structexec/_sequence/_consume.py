@@ -21,6 +21,7 @@ from .._core._protocol import Sender
 from ._protocol import (
     ERROR,
     STOPPED,
+    FailStops,
     ItemOwner,
     ItemRcvrNext,
     SequenceSender,
@@ -37,7 +38,7 @@ A = TypeVar("A")
 _new = object.__new__
 
 
-class ConsumerOp(ItemOwner):
+class ConsumerOp(ItemOwner, FailStops):
     """The operation of a consumer; also the receiver of the sequence (private base).
 
     Subclasses implement ``_take(vals)`` (one item's value; an ``Exception`` it raises is an
@@ -79,19 +80,6 @@ class ConsumerOp(ItemOwner):
 
     def _result(self) -> tuple[Any, ...]:
         return ()
-
-    def _fail(self, kind: int, err: Any) -> None:
-        """An item failed (``ERROR``) or completed stopped: record it, stop everything."""
-        with self._lock:
-            if kind == ERROR:
-                first = self._err
-                if first is None:
-                    self._err = err
-                else:
-                    add_error_note(first, err, self._name)
-            else:
-                self._stopped = True
-        self._src.request_stop()
 
     # -- completion of the sequence ---------------------------------------------------------
 

@@ -23,12 +23,12 @@ from ._iterate import _IterateSender
 from ._protocol import (
     ERROR,
     STOPPED,
+    FailStops,
     ItemOwner,
     ItemRcvrNext,
     OneShotNext,
     SeqClosure,
     SequenceSender,
-    add_error_note,
     chained_stop,
     check_max_concurrency,
     check_sequence,
@@ -41,7 +41,7 @@ __all__ = ["merge", "merge_each"]
 _new = object.__new__
 
 
-class _MergeOp(ItemOwner):
+class _MergeOp(ItemOwner, FailStops):
     __slots__ = (
         "__weakref__",
         "_active",
@@ -75,6 +75,7 @@ class _MergeOp(ItemOwner):
     _tok: Any
     _up_done: Any
     _waiters: Any
+    _name = "merge"
 
     def _seq_end(self, kind: int, data: Any) -> None:
         if kind == ERROR:
@@ -84,17 +85,6 @@ class _MergeOp(ItemOwner):
             done = self._active == 0
         if done:
             self._finish()
-
-    def _fail(self, kind: int, err: Any) -> None:
-        with self._lock:
-            if kind == ERROR:
-                if self._err is None:
-                    self._err = err
-                else:
-                    add_error_note(self._err, err, "merge")
-            else:
-                self._stopped = True
-        self._src.request_stop()
 
     def _release(self) -> None:
         w = refuse = None

@@ -189,6 +189,32 @@ class ItemOwner(SeqEnd):
         return n
 
 
+class FailStops:
+    """Mixin of the operations where a failed or stopped item stops everything: ``_fail``
+    records the first error (later ones become notes on it, naming ``_name``) or that an
+    item completed stopped, then requests stop on the operation's own source ``_src``."""
+
+    __slots__ = ()
+    _err: Any
+    _lock: Any
+    _name: str
+    _src: Any
+    _stopped: Any
+
+    def _fail(self, kind: int, err: Any) -> None:
+        """An item failed (``ERROR``) or completed stopped: record it, stop everything."""
+        with self._lock:
+            if kind == ERROR:
+                first = self._err
+                if first is None:
+                    self._err = err
+                else:
+                    add_error_note(first, err, self._name)
+            else:
+                self._stopped = True
+        self._src.request_stop()
+
+
 def is_sequence_sender(x: object) -> bool:
     """True for sequence senders: instances of :class:`SequenceSender`, or objects with a
     ``connect`` method and a true class attribute ``sequence_concept``.
