@@ -41,6 +41,7 @@ from ._protocol import (
     ItemOwner,
     SequenceSender,
     chained_stop,
+    item_set_next,
     just_err,
     just_stopped,
     just_vals,
@@ -293,7 +294,7 @@ class _SlotNext(ItemNext):
         self._rcvr.set_value()
 
 
-_BoundedOp._next_cls = _SlotNext
+_BoundedOp.set_next = item_set_next(_SlotNext)
 
 
 class _Work:

@@ -28,6 +28,7 @@ from ._protocol import (
     add_error_note,
     chained_stop,
     check_callable,
+    item_set_next,
 )
 from ._protocol import check_sequence as _check_sequence
 
@@ -133,7 +134,7 @@ class _ConsumeNext(ItemRcvrNext):
         self._rcvr.set_stopped()
 
 
-ConsumerOp._next_cls = _ConsumeNext
+ConsumerOp.set_next = item_set_next(_ConsumeNext)
 
 
 class _ConsumerSender(Sender[Any]):

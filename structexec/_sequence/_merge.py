@@ -33,6 +33,7 @@ from ._protocol import (
     check_max_concurrency,
     check_sequence,
     is_sequence_sender,
+    item_set_next,
     pipe_signature,
 )
 
@@ -182,7 +183,7 @@ class _OuterNext(ItemRcvrNext):
         self._rcvr.set_stopped()
 
 
-_MergeOp._next_cls = _OuterNext
+_MergeOp.set_next = item_set_next(_OuterNext)
 
 
 class _Inner:

@@ -160,14 +160,28 @@ class ItemRcvrNext(ItemNext):
         connect(item, self).start()
 
 
+def item_set_next(cls: type[ItemNext]) -> Callable[[Any, Any], Any]:
+    """The ``set_next`` method of an :class:`ItemOwner` whose items get a fresh ``cls`` each
+    (``cls`` is a closure cell, not a class attribute looked up per item)."""
+
+    def set_next(self: Any, item: Any) -> Any:
+        n = _new(cls)
+        n._owner = self
+        n._item = item
+        n._rcvr = None
+        return n
+
+    return set_next
+
+
 class ItemOwner(SeqEnd):
     """Mixin of the operations that receive a sequence's items one :class:`ItemNext` each:
-    ``set_next(item)`` returns a fresh ``_next_cls`` (a class attribute, set once both classes
-    exist) owned by this operation. ``start()`` starts the upstream operation ``_op`` (once:
-    a second start raises), ``get_env()`` is ``_env``."""
+    ``set_next(item)`` returns a fresh one owned by this operation (a subclass sets it to
+    ``item_set_next(its next class)`` once both classes exist). ``start()`` starts the
+    upstream operation ``_op`` (once: a second start raises), ``get_env()`` is ``_env``."""
 
     __slots__ = ()
-    _next_cls: ClassVar[type[ItemNext]]
+    set_next: ClassVar[Callable[[Any, Any], Any]]
     _env: Any
     _op: Any
     _started: Any
@@ -180,13 +194,6 @@ class ItemOwner(SeqEnd):
 
     def get_env(self) -> Any:
         return self._env
-
-    def set_next(self, item: Any) -> Any:
-        n = _new(self._next_cls)
-        n._owner = self
-        n._item = item
-        n._rcvr = None
-        return n
 
 
 class FailStops:
