@@ -30,25 +30,32 @@ from typing import Any
 
 import trio
 
-from .._algorithms._stop_when import StopTokenEnv, child_token
 from .._core._adaptor_util import is_async_fn
 from .._core._connect import connect_unchecked as connect
-from .._core._env import fwd_env, get_env
 from .._core._protocol import twice_started
-from .._core._queries import get_stop_token, query_or
-from .._core._stop_token import inplace_stop_source, never_stop_token
-from ._protocol import ERROR, STOPPED, VALUE, SequenceSender, just_err, just_stopped, just_vals
+from ._protocol import (
+    ERROR,
+    STOPPED,
+    VALUE,
+    ItemNext,
+    ItemOwner,
+    SequenceSender,
+    chained_stop,
+    item_set_next,
+    just_err,
+    just_stopped,
+    just_vals,
+)
 from ._trio_pool import TrioPool
 
 __all__ = ["BoundedSequence"]
 
-_NEVER = never_stop_token()
 _new = object.__new__
 #: A result that is dropped (its item completed after a stop): skipped by the ordered drain.
 _SKIP = 3
 
 
-class _BoundedOp:
+class _BoundedOp(ItemOwner):
     __slots__ = (
         "__weakref__",
         "_active",
@@ -108,9 +115,6 @@ class _BoundedOp:
             pool.open(self._tok)
         self._op.start()
 
-    def get_env(self) -> Any:
-        return self._env
-
     def snapshot_info(self) -> tuple[str, int | None, int, int, bool] | None:
         """``(name, max_concurrency, in flight, delivered, stop requested)`` while the stage
         runs (started, not yet completed), for ``operation_tree()`` (``_introspect``); ``None``
@@ -134,23 +138,7 @@ class _BoundedOp:
 
     # -- upstream: items offered to the stage ---------------------------------------------
 
-    def set_next(self, item: Any) -> Any:
-        s = _new(_SlotNext)
-        s._owner = self
-        s._item = item
-        s._rcvr = None
-        return s
-
-    def set_value(self, *vals: Any) -> None:
-        self._up_end(VALUE, None)
-
-    def set_error(self, err: Any) -> None:
-        self._up_end(ERROR, err)
-
-    def set_stopped(self) -> None:
-        self._up_end(STOPPED, None)
-
-    def _up_end(self, kind: int, data: Any) -> None:
+    def _seq_end(self, kind: int, data: Any) -> None:
         with self._lock:
             self._up_done = (kind, data)
             done = self._active == 0
@@ -255,25 +243,11 @@ class _BoundedOp:
         self._release(True)
 
 
-class _SlotNext:
+class _SlotNext(ItemNext):
     """The next sender given to the producer for one item: completes once the item has a
     slot and was started (one object: sender, operation state)."""
 
-    __slots__ = ("_item", "_owner", "_rcvr")
-    _item: Any
-    _owner: Any
-    _rcvr: Any
-    sender_concept = True
-
-    def connect(self, rcvr: Any) -> Any:
-        if self._rcvr is not None:
-            n = _new(_SlotNext)
-            n._owner = self._owner
-            n._item = self._item
-            n._rcvr = None
-            return n.connect(rcvr)
-        self._rcvr = rcvr
-        return self
+    __slots__ = ()
 
     def start(self) -> None:
         op = self._owner
@@ -318,6 +292,9 @@ class _SlotNext:
             s = just_err(e)
         connect(s, w).start()
         self._rcvr.set_value()
+
+
+_BoundedOp.set_next = item_set_next(_SlotNext)
 
 
 class _Work:
@@ -428,11 +405,7 @@ class BoundedSequence(SequenceSender[Any]):
     def connect(self, rcvr: Any) -> _BoundedOp:
         op = _new(_BoundedOp)
         op._rcvr = rcvr
-        outer = get_env(rcvr)
-        op._rt = rt = query_or(outer, get_stop_token, _NEVER)
-        op._src = src = inplace_stop_source()
-        op._tok = tok = child_token(src.get_token(), rt)
-        op._env = StopTokenEnv(tok, fwd_env(outer))
+        op._rt, op._src, op._tok, op._env = chained_stop(rcvr)
         op._lock = threading.Lock()
         op._make = self._make
         op._max = self._max if self._max is not None else 1 << 62

@@ -16,24 +16,30 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from .._algorithms._stop_when import StopTokenEnv, child_token
 from .._core._connect import connect_unchecked as connect
-from .._core._env import fwd_env, get_env
-from .._core._protocol import Sender, twice_started
-from .._core._queries import get_stop_token, query_or
-from .._core._stop_token import inplace_stop_source, never_stop_token
-from ._protocol import ERROR, STOPPED, VALUE, SequenceSender, add_error_note, check_callable
+from .._core._protocol import Sender
+from ._protocol import (
+    ERROR,
+    STOPPED,
+    FailStops,
+    ItemOwner,
+    ItemRcvrNext,
+    SequenceSender,
+    add_error_note,
+    chained_stop,
+    check_callable,
+    item_set_next,
+)
 from ._protocol import check_sequence as _check_sequence
 
 __all__ = ["ConsumerOp", "ignore_all_values", "reduce", "to_list"]
 
 T = TypeVar("T")
 A = TypeVar("A")
-_NEVER = never_stop_token()
 _new = object.__new__
 
 
-class ConsumerOp:
+class ConsumerOp(ItemOwner, FailStops):
     """The operation of a consumer; also the receiver of the sequence (private base).
 
     Subclasses implement ``_take(vals)`` (one item's value; an ``Exception`` it raises is an
@@ -63,24 +69,12 @@ class ConsumerOp:
 
     def _init(self, seq: Any, rcvr: Any) -> None:
         self._rcvr = rcvr
-        self._src = src = inplace_stop_source()
-        outer = get_env(rcvr)
-        rt = query_or(outer, get_stop_token, _NEVER)
-        self._env = StopTokenEnv(child_token(src.get_token(), rt), fwd_env(outer))
+        _, self._src, _, self._env = chained_stop(rcvr)
         self._err: Any = None
         self._stopped = False
         self._lock = threading.Lock()
         self._started = False
         self._op = connect(seq, self)
-
-    def start(self) -> None:
-        if self._started:
-            raise twice_started(self)
-        self._started = True
-        self._op.start()
-
-    def get_env(self) -> Any:
-        return self._env
 
     def _take(self, vals: tuple[Any, ...]) -> None:
         pass
@@ -88,38 +82,9 @@ class ConsumerOp:
     def _result(self) -> tuple[Any, ...]:
         return ()
 
-    def _fail(self, kind: int, err: Any) -> None:
-        """An item failed (``ERROR``) or completed stopped: record it, stop everything."""
-        with self._lock:
-            if kind == ERROR:
-                first = self._err
-                if first is None:
-                    self._err = err
-                else:
-                    add_error_note(first, err, self._name)
-            else:
-                self._stopped = True
-        self._src.request_stop()
-
-    def set_next(self, item: Any) -> Any:
-        n = _new(_ConsumeNext)
-        n._owner = self
-        n._item = item
-        n._rcvr = None
-        return n
-
     # -- completion of the sequence ---------------------------------------------------------
 
-    def set_value(self, *vals: Any) -> None:
-        self._finish(VALUE, None)
-
-    def set_error(self, err: Any) -> None:
-        self._finish(ERROR, err)
-
-    def set_stopped(self) -> None:
-        self._finish(STOPPED, None)
-
-    def _finish(self, kind: int, data: Any) -> None:
+    def _seq_end(self, kind: int, data: Any) -> None:
         self._op = None
         rcvr = self._rcvr
         err = self._err
@@ -143,33 +108,12 @@ class ConsumerOp:
         rcvr.set_value(*res)
 
 
-class _ConsumeNext:
+class _ConsumeNext(ItemRcvrNext):
     """The next sender of one item; connected once, it is its own operation state and the
     receiver of the item (one object per item)."""
 
-    __slots__ = ("_item", "_owner", "_rcvr")
-    _item: Any
-    _owner: Any
-    _rcvr: Any
-    sender_concept = True
-
-    def connect(self, rcvr: Any) -> Any:
-        if self._rcvr is not None:  # connected a second time: a fresh copy
-            n = _new(_ConsumeNext)
-            n._owner = self._owner
-            n._item = self._item
-            n._rcvr = None
-            return n.connect(rcvr)
-        self._rcvr = rcvr
-        return self
-
-    def start(self) -> None:
-        item = self._item
-        self._item = None
-        connect(item, self).start()
-
-    def get_env(self) -> Any:
-        return self._owner._env
+    __slots__ = ()
+    start = ItemRcvrNext._run_item
 
     def set_value(self, *vals: Any) -> None:
         owner = self._owner
@@ -188,6 +132,9 @@ class _ConsumeNext:
     def set_stopped(self) -> None:
         self._owner._fail(STOPPED, None)
         self._rcvr.set_stopped()
+
+
+ConsumerOp.set_next = item_set_next(_ConsumeNext)
 
 
 class _ConsumerSender(Sender[Any]):

@@ -8,6 +8,7 @@ from typing import Any, TypeVar, overload
 from .._core._connect import connect_unchecked as connect
 from .._core._env import get_env
 from ._protocol import (
+    OneShotNext,
     SeqClosure,
     SequenceSender,
     await_value,
@@ -38,27 +39,22 @@ class _FilterRcvr(_MapRcvr):
         return n
 
 
-class _FilterNext:
+class _FilterNext(OneShotNext):
     """The next sender of one item: runs the item, asks ``pred``, and offers the item
     downstream (forwarding that next sender's completion) or asks for the next one."""
 
-    __slots__ = ("_down", "_item", "_pred", "_rcvr")
+    __slots__ = ("_down", "_item", "_pred")
     _down: Any
     _item: Any
     _pred: Any
-    _rcvr: Any
-    sender_concept = True
 
-    def connect(self, rcvr: Any) -> Any:
-        if self._rcvr is not None:
-            n = _new(_FilterNext)
-            n._item = self._item
-            n._down = self._down
-            n._pred = self._pred
-            n._rcvr = None
-            return n.connect(rcvr)
-        self._rcvr = rcvr
-        return self
+    def _copy(self) -> _FilterNext:
+        n = _new(_FilterNext)
+        n._item = self._item
+        n._down = self._down
+        n._pred = self._pred
+        n._rcvr = None
+        return n
 
     def get_env(self) -> Any:
         return get_env(self._down)

@@ -20,7 +20,7 @@ import trio
 from .._core._connect import connect_unchecked as connect
 from .._core._protocol import Sender
 from ._consume import ConsumerOp, _ConsumerSender
-from ._protocol import ERROR, STOPPED, SequenceSender, await_value, check_sequence
+from ._protocol import ERROR, STOPPED, ItemRcvrNext, SequenceSender, await_value, check_sequence
 
 __all__ = ["into_channel"]
 
@@ -125,7 +125,7 @@ class _IntoChannelOp(ConsumerOp):
             self._held = None
             self._finish_now(*held)
 
-    def _finish(self, kind: int, data: Any) -> None:
+    def _seq_end(self, kind: int, data: Any) -> None:
         if self._busy:  # the send-loop task is still running: complete when it ended
             self._held = (kind, data)
             return
@@ -139,35 +139,19 @@ class _IntoChannelOp(ConsumerOp):
                     self._token.run_sync_soon(close)
                 else:
                     close()
-        ConsumerOp._finish(self, kind, data)
+        ConsumerOp._seq_end(self, kind, data)
 
 
-class _ChanNext:
-    __slots__ = ("_item", "_owner", "_phase", "_rcvr")
-    _item: Any
-    _owner: Any
+class _ChanNext(ItemRcvrNext):
+    __slots__ = ("_phase",)
     _phase: Any
-    _rcvr: Any
-    sender_concept = True
 
-    def connect(self, rcvr: Any) -> Any:
-        if self._rcvr is not None:
-            n = _new(_ChanNext)
-            n._owner = self._owner
-            n._item = self._item
-            n._rcvr = None
-            n._phase = 0
-            return n.connect(rcvr)
-        self._rcvr = rcvr
-        return self
+    def _copy(self) -> Any:
+        n: Any = super()._copy()
+        n._phase = 0
+        return n
 
-    def get_env(self) -> Any:
-        return self._owner._env
-
-    def start(self) -> None:
-        item = self._item
-        self._item = None
-        connect(item, self).start()
+    start = ItemRcvrNext._run_item
 
     def set_value(self, *vals: Any) -> None:
         if self._phase:

@@ -224,7 +224,10 @@ def iterate(iterable: Iterable[T]) -> SequenceSender[T]:
     return _IterateSender(iterable)
 
 
-class _EmptyOp:
+class EmptyOp:
+    """The operation of a sequence with no items: ``set_value()`` as soon as it is started
+    (``empty_sequence()``, ``take(0)``)."""
+
     __slots__ = ("_rcvr", "_started")
     _rcvr: Any
     _started: Any
@@ -243,8 +246,8 @@ class _EmptyOp:
 class _EmptySequence(SequenceSender[Any]):
     __slots__ = ()
 
-    def connect(self, rcvr: Any) -> _EmptyOp:
-        return _EmptyOp(rcvr)
+    def connect(self, rcvr: Any) -> EmptyOp:
+        return EmptyOp(rcvr)
 
     def __repr__(self) -> str:
         return "empty_sequence()"

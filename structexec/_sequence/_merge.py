@@ -17,33 +17,32 @@ import threading
 from collections import deque
 from typing import Any
 
-from .._algorithms._stop_when import StopTokenEnv, child_token
 from .._core._connect import connect_unchecked as connect
-from .._core._env import fwd_env, get_env
-from .._core._protocol import twice_started
-from .._core._queries import get_stop_token, query_or
-from .._core._stop_token import inplace_stop_source, never_stop_token
+from .._core._env import get_env
 from ._iterate import _IterateSender
 from ._protocol import (
     ERROR,
     STOPPED,
-    VALUE,
+    FailStops,
+    ItemOwner,
+    ItemRcvrNext,
+    OneShotNext,
     SeqClosure,
     SequenceSender,
-    add_error_note,
+    chained_stop,
     check_max_concurrency,
     check_sequence,
     is_sequence_sender,
+    item_set_next,
     pipe_signature,
 )
 
 __all__ = ["merge", "merge_each"]
 
-_NEVER = never_stop_token()
 _new = object.__new__
 
 
-class _MergeOp:
+class _MergeOp(ItemOwner, FailStops):
     __slots__ = (
         "__weakref__",
         "_active",
@@ -77,33 +76,9 @@ class _MergeOp:
     _tok: Any
     _up_done: Any
     _waiters: Any
+    _name = "merge"
 
-    def start(self) -> None:
-        if self._started:
-            raise twice_started(self)
-        self._started = True
-        self._op.start()
-
-    def get_env(self) -> Any:
-        return self._env
-
-    def set_next(self, item: Any) -> Any:
-        n = _new(_OuterNext)
-        n._owner = self
-        n._item = item
-        n._rcvr = None
-        return n
-
-    def set_value(self, *vals: Any) -> None:
-        self._outer_end(VALUE, None)
-
-    def set_error(self, err: Any) -> None:
-        self._outer_end(ERROR, err)
-
-    def set_stopped(self) -> None:
-        self._outer_end(STOPPED, None)
-
-    def _outer_end(self, kind: int, data: Any) -> None:
+    def _seq_end(self, kind: int, data: Any) -> None:
         if kind == ERROR:
             self._fail(ERROR, data)
         with self._lock:
@@ -111,17 +86,6 @@ class _MergeOp:
             done = self._active == 0
         if done:
             self._finish()
-
-    def _fail(self, kind: int, err: Any) -> None:
-        with self._lock:
-            if kind == ERROR:
-                if self._err is None:
-                    self._err = err
-                else:
-                    add_error_note(self._err, err, "merge")
-            else:
-                self._stopped = True
-        self._src.request_stop()
 
     def _release(self) -> None:
         w = refuse = None
@@ -161,28 +125,11 @@ class _MergeOp:
             rcvr.set_value()
 
 
-class _OuterNext:
+class _OuterNext(ItemRcvrNext):
     """The next sender of one outer item: waits for a slot, runs the item, starts the inner
     sequence that is its value, then asks for the next outer item."""
 
-    __slots__ = ("_item", "_owner", "_rcvr")
-    _item: Any
-    _owner: Any
-    _rcvr: Any
-    sender_concept = True
-
-    def connect(self, rcvr: Any) -> Any:
-        if self._rcvr is not None:
-            n = _new(_OuterNext)
-            n._owner = self._owner
-            n._item = self._item
-            n._rcvr = None
-            return n.connect(rcvr)
-        self._rcvr = rcvr
-        return self
-
-    def get_env(self) -> Any:
-        return self._owner._env
+    __slots__ = ()
 
     def start(self) -> None:
         op = self._owner
@@ -202,10 +149,7 @@ class _OuterNext:
         else:
             self._rcvr.set_stopped()
 
-    def _go(self) -> None:
-        item = self._item
-        self._item = None
-        connect(item, self).start()
+    _go = ItemRcvrNext._run_item
 
     def set_value(self, *vals: Any) -> None:
         op = self._owner
@@ -237,6 +181,9 @@ class _OuterNext:
             op._fail(STOPPED, None)
         op._release()
         self._rcvr.set_stopped()
+
+
+_MergeOp.set_next = item_set_next(_OuterNext)
 
 
 class _Inner:
@@ -272,25 +219,20 @@ class _Inner:
         op._release()
 
 
-class _Watch:
+class _Watch(OneShotNext):
     """A downstream next sender, watched: ``set_stopped()`` without a stop request means the
     consumer wants no more items, so every producer of the merge is stopped."""
 
-    __slots__ = ("_ns", "_owner", "_rcvr")
+    __slots__ = ("_ns", "_owner")
     _ns: Any
     _owner: Any
-    _rcvr: Any
-    sender_concept = True
 
-    def connect(self, rcvr: Any) -> Any:
-        if self._rcvr is not None:
-            n = _new(_Watch)
-            n._owner = self._owner
-            n._ns = self._ns
-            n._rcvr = None
-            return n.connect(rcvr)
-        self._rcvr = rcvr
-        return self
+    def _copy(self) -> _Watch:
+        n = _new(_Watch)
+        n._owner = self._owner
+        n._ns = self._ns
+        n._rcvr = None
+        return n
 
     def get_env(self) -> Any:
         return get_env(self._rcvr)
@@ -326,11 +268,7 @@ class _MergeSequence(SequenceSender[Any]):
     def connect(self, rcvr: Any) -> _MergeOp:
         op = _new(_MergeOp)
         op._rcvr = rcvr
-        outer = get_env(rcvr)
-        op._rt = rt = query_or(outer, get_stop_token, _NEVER)
-        op._src = src = inplace_stop_source()
-        op._tok = tok = child_token(src.get_token(), rt)
-        op._env = StopTokenEnv(tok, fwd_env(outer))
+        op._rt, op._src, op._tok, op._env = chained_stop(rcvr)
         op._lock = threading.Lock()
         op._max = self._max if self._max is not None else 1 << 62
         op._active = 0

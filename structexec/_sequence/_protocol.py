@@ -23,7 +23,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from .._algorithms._just import _JustErrorSender, _JustSender, _JustStoppedSender
-from .._core._env import EMPTY_ENV
+from .._algorithms._stop_when import StopTokenEnv, child_token
+from .._core._connect import connect_unchecked as connect
+from .._core._env import EMPTY_ENV, fwd_env, get_env
+from .._core._protocol import twice_started
+from .._core._queries import get_stop_token, query_or
+from .._core._stop_token import inplace_stop_source, never_stop_token
 
 __all__ = [
     "SeqClosure",
@@ -42,6 +47,20 @@ _new = object.__new__
 
 #: Completion kinds used by the sequence operations.
 VALUE, ERROR, STOPPED = 0, 1, 2
+
+_NEVER = never_stop_token()
+
+
+def chained_stop(rcvr: Any) -> tuple[Any, Any, Any, Any]:
+    """A stop source of an operation, chained to its receiver's stop token:
+    ``(receiver's token, source, token, env)``; ``token`` is stopped by either, ``env`` is the
+    receiver's environment with ``get_stop_token`` answered by ``token`` (forwarding queries,
+    [exec.fwd.env])."""
+    outer = get_env(rcvr)
+    rt = query_or(outer, get_stop_token, _NEVER)
+    src = inplace_stop_source()
+    tok = child_token(src.get_token(), rt)
+    return rt, src, tok, StopTokenEnv(tok, fwd_env(outer))
 
 
 def set_next(rcvr: Any, item: Any) -> Any:
@@ -67,6 +86,140 @@ def set_next(rcvr: Any, item: Any) -> Any:
             "sx.to_list or sx.ignore_all_values"
         ) from None
     return m(item)
+
+
+class SeqEnd:
+    """Mixin of the operations that receive the end of a sequence: ``set_value()``,
+    ``set_error(e)`` and ``set_stopped()`` all go to one ``_seq_end(kind, data)`` (``kind`` is
+    ``VALUE``, ``ERROR`` or ``STOPPED``; ``data`` is the error or ``None``)."""
+
+    __slots__ = ()
+
+    def set_value(self, *vals: Any) -> None:
+        self._seq_end(VALUE, None)
+
+    def set_error(self, err: Any) -> None:
+        self._seq_end(ERROR, err)
+
+    def set_stopped(self) -> None:
+        self._seq_end(STOPPED, None)
+
+    def _seq_end(self, kind: int, data: Any) -> None:
+        raise NotImplementedError
+
+
+class OneShotNext:
+    """Base of the *next senders* that are their own operation state (one object per item:
+    sender, operation state and often the item's receiver). Connected once, it keeps the
+    receiver and returns itself; connected a second time, it connects a fresh copy made by
+    ``_copy()`` (a sender may be connected more than once, [exec.connect])."""
+
+    __slots__ = ("_rcvr",)
+    _rcvr: Any
+    sender_concept = True
+
+    def connect(self, rcvr: Any) -> Any:
+        if self._rcvr is not None:  # connected a second time: a fresh copy
+            return self._copy().connect(rcvr)
+        self._rcvr = rcvr
+        return self
+
+    def _copy(self) -> OneShotNext:
+        raise NotImplementedError
+
+
+class ItemNext(OneShotNext):
+    """A :class:`OneShotNext` for one item (``_item``) of an operation (``_owner``)."""
+
+    __slots__ = ("_item", "_owner")
+    _item: Any
+    _owner: Any
+
+    def _copy(self) -> ItemNext:
+        n = _new(type(self))
+        n._owner = self._owner
+        n._item = self._item
+        n._rcvr = None
+        return n
+
+
+class ItemRcvrNext(ItemNext):
+    """An :class:`ItemNext` that is also the receiver of its item: it forwards the owner's
+    environment (``_owner._env``) to the item."""
+
+    __slots__ = ()
+
+    def get_env(self) -> Any:
+        return self._owner._env
+
+    def _run_item(self) -> None:
+        """Run the item with this object as its receiver (subclasses alias it as ``start``
+        or call it once they have a slot: no extra call per item)."""
+        item = self._item
+        self._item = None
+        connect(item, self).start()
+
+
+def item_set_next(cls: type[ItemNext]) -> Callable[[Any, Any], Any]:
+    """The ``set_next`` method of an :class:`ItemOwner` whose items get a fresh ``cls`` each
+    (``cls`` is a closure cell, not a class attribute looked up per item)."""
+
+    def set_next(self: Any, item: Any) -> Any:
+        n = _new(cls)
+        n._owner = self
+        n._item = item
+        n._rcvr = None
+        return n
+
+    return set_next
+
+
+class ItemOwner(SeqEnd):
+    """Mixin of the operations that receive a sequence's items one :class:`ItemNext` each:
+    ``set_next(item)`` returns a fresh one owned by this operation (a subclass sets it to
+    ``item_set_next(its next class)`` once both classes exist). ``start()`` starts the
+    upstream operation ``_op`` (once: a second start raises), ``get_env()`` is ``_env``."""
+
+    __slots__ = ()
+    set_next: ClassVar[Callable[[Any, Any], Any]]
+    _env: Any
+    _op: Any
+    _started: Any
+
+    def start(self) -> None:
+        if self._started:
+            raise twice_started(self)
+        self._started = True
+        self._op.start()
+
+    def get_env(self) -> Any:
+        return self._env
+
+
+class FailStops:
+    """Mixin of the operations where a failed or stopped item stops everything: ``_fail``
+    records the first error (later ones become notes on it, naming ``_name``) or that an
+    item completed stopped, then requests stop on the operation's own source ``_src``."""
+
+    __slots__ = ()
+    _err: Any
+    _lock: Any
+    _name: str
+    _src: Any
+    _stopped: Any
+
+    def _fail(self, kind: int, err: Any) -> None:
+        """An item failed (``ERROR``) or completed stopped: record it, stop everything."""
+        with self._lock:
+            if kind == ERROR:
+                first = self._err
+                if first is None:
+                    self._err = err
+                else:
+                    add_error_note(first, err, self._name)
+            else:
+                self._stopped = True
+        self._src.request_stop()
 
 
 def is_sequence_sender(x: object) -> bool:

@@ -5,20 +5,20 @@ from __future__ import annotations
 import threading
 from typing import Any, TypeVar
 
-from .._algorithms._stop_when import StopTokenEnv, child_token
 from .._core._adaptor_util import check_sender
 from .._core._connect import connect_unchecked as connect
-from .._core._env import fwd_env, get_env
+from .._core._env import get_env
 from .._core._protocol import twice_started
-from .._core._queries import get_stop_token, query_or
-from .._core._stop_token import inplace_stop_source, never_stop_token
+from ._iterate import EmptyOp
 from ._protocol import (
     ERROR,
     STOPPED,
     VALUE,
     SeqClosure,
+    SeqEnd,
     SequenceSender,
     add_error_note,
+    chained_stop,
     check_sequence,
     just_stopped,
     pipe_signature,
@@ -28,7 +28,6 @@ from ._transform_each import _MapRcvr
 __all__ = ["take", "take_until"]
 
 T = TypeVar("T")
-_NEVER = never_stop_token()
 _new = object.__new__
 
 
@@ -84,22 +83,6 @@ class _TakeRcvr(_MapRcvr):
         return _ThenNoMore(ns) if k == n else ns
 
 
-class _TakeZeroOp:
-    __slots__ = ("_rcvr", "_started")
-    _rcvr: Any
-    _started: Any
-
-    def __init__(self, rcvr: Any) -> None:
-        self._rcvr = rcvr
-        self._started = False
-
-    def start(self) -> None:
-        if self._started:
-            raise twice_started(self)
-        self._started = True
-        self._rcvr.set_value()
-
-
 class _TakeSequence(SequenceSender[Any]):
     __slots__ = ("_n", "_up")
     _n: Any
@@ -111,7 +94,7 @@ class _TakeSequence(SequenceSender[Any]):
 
     def connect(self, rcvr: Any) -> Any:
         if self._n == 0:
-            return _TakeZeroOp(rcvr)  # the upstream is never connected: nothing runs
+            return EmptyOp(rcvr)  # the upstream is never connected: nothing runs
         r = _TakeRcvr(rcvr, self._n)
         r._count = 0
         r._lock = threading.Lock()
@@ -149,7 +132,7 @@ def take(*args: Any) -> Any:
     return SeqClosure(lambda s: _TakeSequence(s, n))
 
 
-class _TakeUntilOp:
+class _TakeUntilOp(SeqEnd):
     __slots__ = (
         "__weakref__",
         "_env",
@@ -191,16 +174,7 @@ class _TakeUntilOp:
     def set_next(self, item: Any) -> Any:
         return self._rcvr.set_next(item)
 
-    def set_value(self, *vals: Any) -> None:
-        self._up_end(VALUE, None)
-
-    def set_error(self, err: Any) -> None:
-        self._up_end(ERROR, err)
-
-    def set_stopped(self) -> None:
-        self._up_end(STOPPED, None)
-
-    def _up_end(self, kind: int, data: Any) -> None:
+    def _seq_end(self, kind: int, data: Any) -> None:
         self._up_kind = kind
         if kind == ERROR:
             self._record(data)
@@ -240,7 +214,7 @@ class _TakeUntilOp:
             rcvr.set_value()
 
 
-class _TriggerRcvr:
+class _TriggerRcvr(SeqEnd):
     __slots__ = ("_op",)
     _op: Any
 
@@ -250,14 +224,8 @@ class _TriggerRcvr:
     def get_env(self) -> Any:
         return self._op._env
 
-    def set_value(self, *vals: Any) -> None:
-        self._op._trigger_done(VALUE, None)
-
-    def set_error(self, err: Any) -> None:
-        self._op._trigger_done(ERROR, err)
-
-    def set_stopped(self) -> None:
-        self._op._trigger_done(STOPPED, None)
+    def _seq_end(self, kind: int, data: Any) -> None:
+        self._op._trigger_done(kind, data)
 
 
 class _TakeUntilSequence(SequenceSender[Any]):
@@ -272,10 +240,7 @@ class _TakeUntilSequence(SequenceSender[Any]):
     def connect(self, rcvr: Any) -> _TakeUntilOp:
         op = _new(_TakeUntilOp)
         op._rcvr = rcvr
-        outer = get_env(rcvr)
-        op._rt = rt = query_or(outer, get_stop_token, _NEVER)
-        op._src = src = inplace_stop_source()
-        op._env = StopTokenEnv(child_token(src.get_token(), rt), fwd_env(outer))
+        op._rt, op._src, _, op._env = chained_stop(rcvr)
         op._lock = threading.Lock()
         op._err = None
         op._fired = False
