@@ -169,6 +169,7 @@ async def test_chained_concurrent_stages_stop_cleanly(autojump_clock: Any) -> No
 
 def test_snapshot_from_another_thread_while_a_pipeline_runs() -> None:
     stop = threading.Event()
+    seen = threading.Event()  # a snapshot saw a stage with an item in flight
     errors: list[BaseException] = []
     counts: list[int] = []
 
@@ -181,6 +182,8 @@ def test_snapshot_from_another_thread_while_a_pipeline_runs() -> None:
                         for st in op.children:
                             counts.append(st.in_flight or 0)
                             assert (st.in_flight or 0) <= 4
+                            if st.in_flight:
+                                seen.set()
                 sx.dump(io.StringIO())
         except BaseException as e:  # pragma: no cover - the failure the test looks for
             errors.append(e)
@@ -191,13 +194,17 @@ def test_snapshot_from_another_thread_while_a_pipeline_runs() -> None:
     t.start()
     try:
         par = sx.get_parallel_scheduler()
+
+        def f(i: int) -> int:
+            if i == 0:  # hold the first item until a snapshot has seen it in flight
+                seen.wait(30)
+            return i + 1
+
         for _ in range(30):
             (got,) = sx.sync_wait(
                 sx.to_list(
                     sx.iterate(range(200))
-                    | sx.transform_each(
-                        sx.continues_on(par) | sx.then(lambda i: i + 1), max_concurrency=4
-                    )
+                    | sx.transform_each(sx.continues_on(par) | sx.then(f), max_concurrency=4)
                     | sx.let_each(lambda i: sx.just(i), max_concurrency=2)
                 )
             )
@@ -207,4 +214,4 @@ def test_snapshot_from_another_thread_while_a_pipeline_runs() -> None:
         t.join()
         sys.setswitchinterval(old)
     assert errors == []
-    assert max(counts, default=0) >= 1  # some snapshots saw a stage running
+    assert seen.is_set() and max(counts) >= 1  # some snapshots saw a stage running
