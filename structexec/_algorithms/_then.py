@@ -75,6 +75,33 @@ _last_sync_fn: Any = object()
 FUSE_THEN = True
 
 
+def run_stages(stages: Any, kind: int, data: Any) -> tuple[int, Any]:
+    """Apply a fused chain of ``then``/``upon_*`` stages (``(kind, f)`` pairs) to a completion
+    ``(kind, data)`` and return the resulting one ([exec.then]): a stage applies only to its
+    own kind; an ``Exception`` it raises (or an ``async def`` function's coroutine, which is
+    an error) becomes ``(ERROR, e)``; a result becomes the value datums (``data`` is then a
+    tuple or a ``values``). Used by ``_ThenOp`` and by remote workers running a whole chain."""
+    for k, f in stages:
+        if k != kind:
+            continue
+        try:
+            if kind == _VALUE:
+                r = f(*data)
+            elif kind == _ERROR:
+                r = f(data)
+            else:
+                r = f()
+        except Exception as e:
+            kind, data = _ERROR, e
+            continue
+        if type(r) is _CoroutineType:
+            kind, data = _ERROR, returned_coroutine(kind, f, r)
+            continue
+        kind = _VALUE
+        data = () if r is None else (r if type(r) is values else (r,))
+    return kind, data
+
+
 def returned_coroutine(kind: int, f: Any, coro: Any) -> TypeError:
     """``f`` returned a coroutine object (``then(lambda: async_fn())``, or a callable object
     with an ``async def __call__``): close it (it never runs, and Python would warn that it
@@ -169,24 +196,7 @@ class _ThenOp(ChildOp):
         self._run(_STOPPED, None)
 
     def _run(self, kind: int, data: Any) -> None:
-        for k, f in self._stages:
-            if k != kind:
-                continue
-            try:
-                if kind == _VALUE:
-                    r = f(*data)
-                elif kind == _ERROR:
-                    r = f(data)
-                else:
-                    r = f()
-            except Exception as e:
-                kind, data = _ERROR, e
-                continue
-            if type(r) is _CoroutineType:
-                kind, data = _ERROR, returned_coroutine(kind, f, r)
-                continue
-            kind = _VALUE
-            data = () if r is None else (r if type(r) is values else (r,))
+        kind, data = run_stages(self._stages, kind, data)
         rcvr = self._rcvr
         if kind == _VALUE:
             rcvr.set_value(*data)

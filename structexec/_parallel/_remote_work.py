@@ -9,16 +9,13 @@ back. This module holds that callable and the rule for which values a chunk copi
 from __future__ import annotations
 
 import array
-import types
 from collections.abc import Callable
 from typing import Any
 
-from .._algorithms._then import returned_coroutine
-from .._core._values import values
+from .._algorithms._then import run_stages
 
 __all__: list[str] = []
 
-_CoroutineType = types.CoroutineType
 
 
 # Mutable sequences whose elements [b, e) a chunk may write and a remote backend copies back.
@@ -145,25 +142,7 @@ class RemoteCallWork:
         return (RemoteCallWork, (self.stages, self.kind, self.data))
 
     def __call__(self) -> tuple[Any, ...]:
-        kind, data = self.kind, self.data
-        for k, f in self.stages:
-            if k != kind:
-                continue
-            try:
-                if kind == VALUE:
-                    r = f(*data)
-                elif kind == ERROR:
-                    r = f(data)
-                else:
-                    r = f()
-            except Exception as e:
-                kind, data = ERROR, e
-                continue
-            if type(r) is _CoroutineType:
-                kind, data = ERROR, returned_coroutine(kind, f, r)
-                continue
-            kind = VALUE
-            data = () if r is None else (tuple(r) if type(r) is values else (r,))
+        kind, data = run_stages(self.stages, self.kind, self.data)
         if kind == ERROR:
             raise data
         return tuple(data)
