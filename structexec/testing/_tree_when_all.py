@@ -24,6 +24,12 @@ from ._tree_base import (
     _fails,
 )
 
+#: How a when_all's start went so far: ``"ok"``, ``"stopped"`` or the first error outcome.
+_Disposition = str | Outcome
+#: Per child: ``("v", datums)``, ``("x", ())`` for a failed child, ``("p", (mode,))`` pending.
+_Part = tuple[str, tuple[object, ...]]
+_State = tuple[_Disposition, tuple[_Part, ...]]
+
 
 @dataclass(eq=False, repr=False)
 class WhenAll(Node):
@@ -88,64 +94,65 @@ class WhenAll(Node):
         kids = self.children
         can_fail = mode == MAYBE or any(_fails(c.outcomes(mode, plan)) for c in kids)
         late_mode = MAYBE if can_fail else NEVER
-        timings = [
-            t
-            for c in kids
-            for m in {mode, max(mode, late_mode), ALREADY}
-            for t in (c.timing(m, plan),)
-        ]
-        if UNKNOWN in timings:
+        modes = {mode, max(mode, late_mode), ALREADY}
+        if any(c.timing(m, plan) == UNKNOWN for c in kids for m in modes):
             return frozenset(res | self._coarse(mode, late_mode, plan))
-        # Phase 1: children started in order; inline ones complete at once.
-        # A state: (disposition, parts) where disposition is "ok", "stopped" or ("error", e)
-        # and parts holds, per child, ("v", datums), ("x", ()) for a failed child, or
-        # ("p", mode) for a pending child started under stop mode `mode`.
-        states: set[tuple[Any, tuple[Any, ...]]] = {("ok", ())}
-        for c in kids:
-            nxt: set[tuple[Any, tuple[Any, ...]]] = set()
+        for disp, parts in self._started(mode, plan):
+            res |= self._finished(disp, parts, late_mode, plan)
+        return frozenset(res)
+
+    def _started(self, mode: int, plan: Plan) -> set[_State]:
+        """Phase 1: children started in order; inline ones complete at once.
+
+        A state: ``(disposition, parts)`` where the disposition is ``"ok"``, ``"stopped"`` or
+        ``("error", e)`` and ``parts`` holds, per child, ``("v", datums)``, ``("x", ())`` for a
+        failed child, or ``("p", (mode,))`` for a pending child started under stop mode ``mode``.
+        """
+        states: set[_State] = {("ok", ())}
+        for c in self.children:
+            nxt: set[_State] = set()
             for disp, parts in states:
                 cmode = mode if disp == "ok" else ALREADY
                 if c.timing(cmode, plan) == INLINE:
                     for o in c.outcomes(cmode, plan):
                         nxt.add(self._step(disp, parts, o))
                 else:
-                    nxt.add((disp, (*parts, ("p", cmode))))
+                    nxt.add((disp, (*parts, ("p", (cmode,)))))
             states = nxt
-        # Phase 2: pending children complete in any order. Until the first failure nobody
-        # requests stop, so the first child to fail does so "naturally" (under the mode it
-        # started with); later ones may also see the stop request that failure made.
-        for disp, parts in states:
-            if isinstance(disp, tuple):
-                res.add(disp)  # the first inline error is final ([exec.when.all])
-                continue
-            pend = [(i, p[1]) for i, p in enumerate(parts) if p[0] == "p"]
-            natural = {i: kids[i].outcomes(m, plan) for i, m in pend}
-            late = {i: kids[i].outcomes(max(m, late_mode), plan) for i, m in pend}
-            if disp == "stopped":
-                # An inline child stopped: every pending child may see the stop request.
-                res.add(STOPPED)
-                for i, _ in pend:
-                    res.update(o for o in late[i] if o[0] == "error")
-                continue
-            # Nothing failed during start.
-            for i, _ in pend:
-                for o in natural[i]:
-                    if o[0] == "error":
-                        res.add(o)  # i failed first
-                    elif o[0] == "stopped":
-                        res.add(STOPPED)  # i stopped first; a later error still wins
-                        for j, _ in pend:
-                            if j != i:
-                                res.update(x for x in late[j] if x[0] == "error")
-            values_only = [
-                sorted((o for o in natural[i] if o[0] == "value"), key=repr) for i, _ in pend
-            ]
-            for combo in itertools.product(*values_only):
-                filled = list(parts)
-                for (i, _), o in zip(pend, combo):
-                    filled[i] = ("v", self._part(o))
-                res.add(("value", tuple(x for p in filled for x in p[1])))
-        return frozenset(res)
+        return states
+
+    def _finished(
+        self, disp: _Disposition, parts: tuple[_Part, ...], late_mode: int, plan: Plan
+    ) -> set[Outcome]:
+        """Phase 2: pending children complete in any order. Until the first failure nobody
+        requests stop, so the first child to fail does so "naturally" (under the mode it
+        started with); later ones may also see the stop request that failure made."""
+        if isinstance(disp, tuple):
+            return {disp}  # the first inline error is final ([exec.when.all])
+        kids = self.children
+        pend = [
+            (i, m) for i, (k, d) in enumerate(parts) if k == "p" for m in d if isinstance(m, int)
+        ]
+        late = {i: kids[i].outcomes(max(m, late_mode), plan) for i, m in pend}
+        if disp == "stopped":
+            # An inline child stopped: every pending child may see the stop request.
+            return {STOPPED} | {o for i, _ in pend for o in late[i] if o[0] == "error"}
+        # Nothing failed during start.
+        natural = {i: kids[i].outcomes(m, plan) for i, m in pend}
+        return _first_failures(natural, late) | self._all_values(parts, natural)
+
+    def _all_values(self, parts: tuple[_Part, ...], natural: dict[int, Outcomes]) -> set[Outcome]:
+        """Every pending child completes with a value: the datums in argument order."""
+        res: set[Outcome] = set()
+        values_only = [
+            sorted((o for o in outs if o[0] == "value"), key=repr) for outs in natural.values()
+        ]
+        for combo in itertools.product(*values_only):
+            filled = list(parts)
+            for i, o in zip(natural, combo):
+                filled[i] = ("v", self._part(o))
+            res.add(("value", tuple(x for p in filled for x in p[1])))
+        return res
 
     def _step(self, disp: Any, parts: tuple[Any, ...], o: Outcome) -> tuple[Any, tuple[Any, ...]]:
         if o[0] == "error":
@@ -170,3 +177,19 @@ class WhenAll(Node):
         ):
             res.add(("value", tuple(x for o in combo for x in self._part(o))))
         return res
+
+
+def _first_failures(natural: dict[int, Outcomes], late: dict[int, Outcomes]) -> set[Outcome]:
+    """The outcomes when pending child ``i`` fails first ("naturally"): its error, or stopped,
+    after which a later error of another pending child still wins ([exec.when.all])."""
+    res: set[Outcome] = set()
+    for i, outs in natural.items():
+        for o in outs:
+            if o[0] == "error":
+                res.add(o)  # i failed first
+            elif o[0] == "stopped":
+                res.add(STOPPED)  # i stopped first; a later error still wins
+                for j, others in late.items():
+                    if j != i:
+                        res.update(x for x in others if x[0] == "error")
+    return res
