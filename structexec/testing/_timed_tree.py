@@ -39,7 +39,7 @@ import itertools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import structexec as sx
 
@@ -60,6 +60,10 @@ from ._tree import (
     World,
     apply_fn,
 )
+
+if TYPE_CHECKING:
+    from .._core._protocol import Sender
+
 
 __all__ = [
     "TIMEOUT",
@@ -94,7 +98,7 @@ class Timer(Node):
     seconds: int
     kind: ClassVar[str] = "schedule_after"
 
-    def build(self, w: World) -> Any:
+    def build(self, w: World) -> Sender[object]:
         return sx.schedule_after(w.schedulers[0], self.seconds)
 
     def outcomes(self, mode: int, plan: Plan) -> Outcomes:
@@ -111,7 +115,7 @@ class WhenAny(Node):
     children: tuple[Node, ...]
     kind: ClassVar[str] = "when_any"
 
-    def build(self, w: World) -> Any:
+    def build(self, w: World) -> Sender[object]:
         return sx.when_any(*(c.build(w) for c in self.children))
 
     def outcomes(self, mode: int, plan: Plan) -> Outcomes:
@@ -133,7 +137,7 @@ class StopWhen(Node):
     trigger: Node
     kind: ClassVar[str] = "stop_when"
 
-    def build(self, w: World) -> Any:
+    def build(self, w: World) -> Sender[object]:
         return sx.stop_when(self.child.build(w), self.trigger.build(w))
 
     def outcomes(self, mode: int, plan: Plan) -> Outcomes:
@@ -157,7 +161,7 @@ class Timeout(Node):
     stop: bool = False
     kind: ClassVar[str] = "timeout"
 
-    def build(self, w: World) -> Any:
+    def build(self, w: World) -> Sender[object]:
         f = sx.stop_after if self.stop else sx.timeout
         return f(self.child.build(w), self.seconds)
 

@@ -23,13 +23,20 @@ inline are started, and complete, in argument order: [exec.when.all]).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from .._core._values import values
 
 if TYPE_CHECKING:
+    import threading
+
+    from .._core._env import prop
+    from .._core._protocol import Sender
+    from .._core._stop_token import inplace_stop_source
+    from ._manual import ManualScheduler
+    from ._thread_sched import ThreadScheduler
     from ._tree_scopes import FutureRecord
 
 Outcome = tuple[Any, ...]
@@ -43,12 +50,12 @@ INLINE, ASYNC, UNKNOWN = "inline", "async", "unknown"
 STOPPED: Outcome = ("stopped",)
 
 
-def value(*args: Any) -> Outcome:
+def value(*args: object) -> Outcome:
     """The outcome ``("value", args)``."""
     return ("value", args)
 
 
-def error(e: Any) -> Outcome:
+def error(e: object) -> Outcome:
     """The outcome ``("error", e)``."""
     return ("error", e)
 
@@ -68,12 +75,12 @@ class TreeError(Exception):
     __hash__ = object.__hash__
 
 
-def _mix(k: int, data: Any) -> int:
+def _mix(k: int, data: object) -> int:
     # Deterministic across runs: hash() of ints, None and tuples of them is not randomised.
     return hash((k, data)) % 100_003
 
 
-def apply_fn(f: Any, args: tuple[Any, ...]) -> Outcome:
+def apply_fn(f: Callable[..., object], args: tuple[object, ...]) -> Outcome:
     """The outcome of a ``then``/``upon_*`` stage calling ``f(*args)``
     (docs/trio.md "Awaiting a sender").
 
@@ -107,7 +114,7 @@ class Fn:
     k: int = 0
     err: TreeError | None = None
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: object) -> object:
         kind = self.kind
         if kind == "mix":
             return _mix(self.k, _plain(args))
@@ -148,7 +155,7 @@ class Fn:
         return Fn("raise", err=err)
 
 
-def _plain(x: Any) -> Any:
+def _plain(x: object) -> object:
     # Errors passed to upon_error functions become their labels so _mix stays deterministic.
     if isinstance(x, TreeError):
         return x.label
@@ -192,18 +199,26 @@ class World:
     which a ``task`` needs), ``lock``.
     """
 
-    schedulers: list[Any]
-    points: list[Any]
-    tokens: list[Any]
-    thread_scheduler: Any
-    trio_scheduler: Any
+    schedulers: list[ManualScheduler]
+    points: list[inplace_stop_source]
+    tokens: list[object]
+    thread_scheduler: ThreadScheduler | None
+    trio_scheduler: object
     spawn_log: list[tuple[Node, Outcome]]
     spawned: list[Node]
     futures: list[FutureRecord]
-    spawn_env: Any
+    spawn_env: prop[object]
     in_flight: int
     tree_has_parallel_hop: bool
-    lock: Any
+    lock: threading.Lock
+
+
+class ReceiverLike(Protocol):
+    """What the forwarding operations of the trees complete: a receiver ([exec.recv.concepts])."""
+
+    def set_value(self, *vals: object) -> None: ...
+    def set_error(self, err: object) -> None: ...
+    def set_stopped(self) -> None: ...
 
 
 def _fails(outs: Iterable[Outcome]) -> bool:
@@ -229,7 +244,7 @@ class Node:
     #: schedule makes "at step 0".
     early: bool = False
 
-    def build(self, w: World) -> Any:
+    def build(self, w: World) -> Sender[object]:
         raise NotImplementedError
 
     def outcomes(self, mode: int, plan: Plan) -> Outcomes:

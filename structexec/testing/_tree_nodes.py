@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import structexec as sx
 
@@ -30,11 +30,15 @@ from ._tree_base import (
     Outcome,
     Outcomes,
     Plan,
+    ReceiverLike,
     TreeError,
     World,
     _hop_outcomes,
     apply_fn,
 )
+
+if TYPE_CHECKING:
+    from .._core._protocol import Sender
 
 
 @dataclass(eq=False, repr=False)
@@ -44,7 +48,7 @@ class Just(Node):
     vals: tuple[int, ...]
     kind: ClassVar[str] = "just"
 
-    def build(self, w: World) -> Any:
+    def build(self, w: World) -> Sender[object]:
         return sx.just(*self.vals)
 
     def outcomes(self, mode: int, plan: Plan) -> Outcomes:
@@ -64,7 +68,7 @@ class JustError(Node):
     err: TreeError
     kind: ClassVar[str] = "just_error"
 
-    def build(self, w: World) -> Any:
+    def build(self, w: World) -> Sender[object]:
         return sx.just_error(self.err)
 
     def outcomes(self, mode: int, plan: Plan) -> Outcomes:
@@ -83,7 +87,7 @@ class JustStopped(Node):
 
     kind: ClassVar[str] = "just_stopped"
 
-    def build(self, w: World) -> Any:
+    def build(self, w: World) -> Sender[object]:
         return sx.just_stopped()
 
     def outcomes(self, mode: int, plan: Plan) -> Outcomes:
@@ -108,8 +112,9 @@ class Then(Node):
     which: str = "then"
     kind: ClassVar[str] = "then"
 
-    def build(self, w: World) -> Any:
-        return getattr(sx, self.which)(self.child.build(w), self.fn)
+    def build(self, w: World) -> Sender[object]:
+        s: Sender[object] = getattr(sx, self.which)(self.child.build(w), self.fn)
+        return s
 
     def outcomes(self, mode: int, plan: Plan) -> Outcomes:
         match = _THEN_KINDS[self.which]
@@ -149,16 +154,17 @@ class Let(Node):
     prepend: bool = False
     kind: ClassVar[str] = "let"
 
-    def build(self, w: World) -> Any:
+    def build(self, w: World) -> Sender[object]:
         sub, prepend = self.sub, self.prepend
 
-        def f(*args: Any) -> Any:
+        def f(*args: object) -> Sender[object]:
             s = sub.build(w)
             if prepend:
                 s = sx.then(s, _Prepend(args))
             return s
 
-        return getattr(sx, self.which)(self.child.build(w), f)
+        s: Sender[object] = getattr(sx, self.which)(self.child.build(w), f)
+        return s
 
     def _match(self) -> str:
         return {"let_value": "value", "let_error": "error", "let_stopped": "stopped"}[self.which]
@@ -203,10 +209,10 @@ class Let(Node):
 class _Prepend:
     __slots__ = ("args",)
 
-    def __init__(self, args: tuple[Any, ...]) -> None:
+    def __init__(self, args: tuple[object, ...]) -> None:
         self.args = args
 
-    def __call__(self, *v: Any) -> Any:
+    def __call__(self, *v: object) -> object:
         return values(*self.args, *v)
 
 
@@ -217,8 +223,9 @@ class IntoVariant(Node):
     child: Node
     kind: ClassVar[str] = "into_variant"
 
-    def build(self, w: World) -> Any:
-        return sx.into_variant(self.child.build(w))
+    def build(self, w: World) -> Sender[object]:
+        s: Sender[object] = sx.into_variant(self.child.build(w))
+        return s
 
     def outcomes(self, mode: int, plan: Plan) -> Outcomes:
         return frozenset(
@@ -247,7 +254,7 @@ class StoppedAsOptional(Node):
     single: bool = False
     kind: ClassVar[str] = "stopped_as_optional"
 
-    def build(self, w: World) -> Any:
+    def build(self, w: World) -> Sender[object]:
         c = self.child.build(w)
         if self.single:
             c = sx.then(c, Fn.mix(0))
@@ -286,7 +293,7 @@ class StoppedAsError(Node):
     err: TreeError
     kind: ClassVar[str] = "stopped_as_error"
 
-    def build(self, w: World) -> Any:
+    def build(self, w: World) -> Sender[object]:
         return sx.stopped_as_error(self.child.build(w), self.err)
 
     def outcomes(self, mode: int, plan: Plan) -> Outcomes:
@@ -333,8 +340,9 @@ class Custom(Node):
     adaptor: Adaptor
     kind: ClassVar[str] = "custom"
 
-    def build(self, w: World) -> Any:
-        return self.adaptor.build(self.child.build(w))
+    def build(self, w: World) -> Sender[object]:
+        s: Sender[object] = self.adaptor.build(self.child.build(w))
+        return s
 
     def outcomes(self, mode: int, plan: Plan) -> Outcomes:
         a = self.adaptor
@@ -361,7 +369,7 @@ class Schedule(Node):
     sch: int
     kind: ClassVar[str] = "schedule"
 
-    def build(self, w: World) -> Any:
+    def build(self, w: World) -> Sender[object]:
         return sx.schedule(w.schedulers[self.sch])
 
     def outcomes(self, mode: int, plan: Plan) -> Outcomes:
@@ -414,7 +422,7 @@ class Hop(Node):
         sch = self.sch
         return "continues_on" if isinstance(sch, int) else _HOP_KINDS[sch]
 
-    def _target(self, w: World) -> Any:
+    def _target(self, w: World) -> object:
         sch = self.sch
         if isinstance(sch, int):
             return w.schedulers[sch]
@@ -424,7 +432,7 @@ class Hop(Node):
             return w.trio_scheduler
         return sx.get_parallel_scheduler()
 
-    def build(self, w: World) -> Any:
+    def build(self, w: World) -> Sender[object]:
         hop = sx.continues_on(self.child.build(w), self._target(w))
         return _InFlight(hop, w) if self.sch == PARALLEL else hop
 
@@ -457,7 +465,7 @@ class StartsOn(Node):
     child: Node
     kind: ClassVar[str] = "starts_on"
 
-    def build(self, w: World) -> Any:
+    def build(self, w: World) -> Sender[object]:
         return sx.starts_on(w.schedulers[self.sch], self.child.build(w))
 
     def outcomes(self, mode: int, plan: Plan) -> Outcomes:
@@ -488,7 +496,7 @@ class StopPoint(Node):
     point: int
     kind: ClassVar[str] = "stop_point"
 
-    def build(self, w: World) -> Any:
+    def build(self, w: World) -> Sender[object]:
         tok = w.points[self.point].get_token()
         return sx.write_env(self.child.build(w), sx.prop(sx.get_stop_token, tok))
 
@@ -522,7 +530,7 @@ class Unstoppable(Node):
     child: Node
     kind: ClassVar[str] = "unstoppable"
 
-    def build(self, w: World) -> Any:
+    def build(self, w: World) -> Sender[object]:
         return sx.unstoppable(self.child.build(w))
 
     def outcomes(self, mode: int, plan: Plan) -> Outcomes:
@@ -538,30 +546,30 @@ class Unstoppable(Node):
         return f"sx.unstoppable({self.child.code()})"
 
 
-class _InFlight(sx.Sender[Any]):
+class _InFlight(sx.Sender[object]):
     """Forwards to ``sndr``; counts its started, not yet completed operations in
     ``world.in_flight`` (so the driver knows when work may still be on a pool thread)."""
 
     __slots__ = ("_sndr", "_w")
 
-    def __init__(self, sndr: Any, w: World) -> None:
+    def __init__(self, sndr: Sender[object], w: World) -> None:
         self._sndr = sndr
         self._w = w
 
-    def connect(self, rcvr: Any) -> Any:
+    def connect(self, rcvr: ReceiverLike) -> _InFlightOp:
         return _InFlightOp(self._sndr, rcvr, self._w)
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         return sx.get_env(self._sndr)
 
-    def get_completion_signatures(self, env: Any = None) -> Any:
+    def get_completion_signatures(self, env: object = None) -> object:
         return sx.get_completion_signatures(self._sndr, env)
 
 
 class _InFlightOp:
     __slots__ = ("_op", "_rcvr", "_w")
 
-    def __init__(self, sndr: Any, rcvr: Any, w: World) -> None:
+    def __init__(self, sndr: Sender[object], rcvr: ReceiverLike, w: World) -> None:
         self._rcvr = rcvr
         self._w = w
         self._op = sx.connect(sndr, self)
@@ -576,7 +584,7 @@ class _InFlightOp:
         (docs/senders.md "Writing your own sender")."""
         close_op(self._op)
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         return sx.get_env(self._rcvr)
 
     def _done(self) -> None:
@@ -585,13 +593,13 @@ class _InFlightOp:
 
     # The count drops only after the completion has been passed on (and has queued whatever
     # comes next), so the driver never sees "nothing in flight, nothing queued" in between.
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         try:
             self._rcvr.set_value(*vals)
         finally:
             self._done()
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         try:
             self._rcvr.set_error(err)
         finally:

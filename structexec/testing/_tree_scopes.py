@@ -5,8 +5,9 @@ coroutine senders and ``task`` ([exec.associate], [exec.spawn], [exec.spawn.futu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 import structexec as sx
 
@@ -22,9 +23,15 @@ from ._tree_base import (
     Outcome,
     Outcomes,
     Plan,
+    ReceiverLike,
     World,
     _coro_outcomes,
 )
+
+if TYPE_CHECKING:
+    from .._core._protocol import Sender
+
+R = TypeVar("R")
 
 
 @dataclass(eq=False, repr=False)
@@ -36,7 +43,7 @@ class Associate(Node):
     scope: int
     kind: ClassVar[str] = "associate"
 
-    def build(self, w: World) -> Any:
+    def build(self, w: World) -> Sender[object]:
         return sx.associate(self.child.build(w), w.tokens[self.scope])
 
     def outcomes(self, mode: int, plan: Plan) -> Outcomes:
@@ -72,13 +79,13 @@ class SpawnFuture(Node):
     scope: int
     kind: ClassVar[str] = "spawn_future"
 
-    def build(self, w: World) -> Any:
+    def build(self, w: World) -> Sender[object]:
         rec = FutureRecord(self)
         with w.lock:
             w.futures.append(rec)
-        s = sx.then(self.child.build(w), _Passthrough(rec, "value"))
-        s = sx.let_error(s, _Passthrough(rec, "error"))
-        s = sx.let_stopped(s, _Passthrough(rec, "stopped"))
+        s = sx.then(self.child.build(w), _Passthrough(rec))
+        s = sx.let_error(s, _PassFailure(rec, "error"))
+        s = sx.let_stopped(s, _PassFailure(rec, "stopped"))
         return _Observed(sx.spawn_future(s, w.tokens[self.scope], w.spawn_env), rec)
 
     def outcomes(self, mode: int, plan: Plan) -> Outcomes:
@@ -113,16 +120,29 @@ class FutureRecord:
 
 
 class _Passthrough:
+    """Records the work's value and sends it on (a ``then`` function)."""
+
+    __slots__ = ("rec",)
+
+    def __init__(self, rec: FutureRecord) -> None:
+        self.rec = rec
+
+    def __call__(self, *args: object) -> object:
+        self.rec.work = ("value", args)
+        return values(*args)
+
+
+class _PassFailure:
+    """Records the work's error or stop and sends it on (a ``let_error``/``let_stopped``
+    function)."""
+
     __slots__ = ("kind", "rec")
 
     def __init__(self, rec: FutureRecord, kind: str) -> None:
         self.rec = rec
         self.kind = kind
 
-    def __call__(self, *args: Any) -> Any:
-        if self.kind == "value":
-            self.rec.work = ("value", args)
-            return values(*args)
+    def __call__(self, *args: object) -> Sender[object]:
         if self.kind == "error":
             self.rec.work = ("error", args[0])
             return sx.just_error(args[0])
@@ -130,29 +150,29 @@ class _Passthrough:
         return sx.just_stopped()
 
 
-class _Observed(sx.Sender[Any]):
+class _Observed(sx.Sender[object]):
     """Forwards to the future and records what its consumer receives."""
 
     __slots__ = ("_fut", "_rec")
 
-    def __init__(self, fut: Any, rec: FutureRecord) -> None:
+    def __init__(self, fut: Sender[object], rec: FutureRecord) -> None:
         self._fut = fut
         self._rec = rec
 
-    def connect(self, rcvr: Any) -> Any:
+    def connect(self, rcvr: ReceiverLike) -> _ObservedOp:
         return _ObservedOp(self._fut, rcvr, self._rec)
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         return sx.get_env(self._fut)
 
-    def get_completion_signatures(self, env: Any = None) -> Any:
+    def get_completion_signatures(self, env: object = None) -> object:
         return sx.get_completion_signatures(self._fut, env)
 
 
 class _ObservedOp:
     __slots__ = ("_op", "_rcvr", "_rec")
 
-    def __init__(self, fut: Any, rcvr: Any, rec: FutureRecord) -> None:
+    def __init__(self, fut: Sender[object], rcvr: ReceiverLike, rec: FutureRecord) -> None:
         self._rcvr = rcvr
         self._rec = rec
         self._op = sx.connect(fut, self)
@@ -166,14 +186,14 @@ class _ObservedOp:
         (docs/senders.md "Writing your own sender")."""
         close_op(self._op)
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         return sx.get_env(self._rcvr)
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         self._rec.consumer = ("value", vals)
         self._rcvr.set_value(*vals)
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         self._rec.consumer = ("error", err)
         self._rcvr.set_error(err)
 
@@ -198,7 +218,7 @@ class Spawn(Node):
     catch: bool = True
     kind: ClassVar[str] = "spawn"
 
-    def build(self, w: World) -> Any:
+    def build(self, w: World) -> Sender[object]:
         node = self
 
         def log(o: Outcome) -> None:
@@ -241,12 +261,12 @@ class Spawn(Node):
         return f"spawn({self.work.code()}, tokens[{self.scope}]{how})"
 
 
-def _then_return(log: Any, o: Outcome, result: Any) -> Any:
+def _then_return(log: Callable[[Outcome], None], o: Outcome, result: R) -> R:
     log(o)
     return result
 
 
-class _CoroutineAtConnect(sx.Sender[Any]):
+class _CoroutineAtConnect(sx.Sender[object]):
     """Makes the coroutine object when connected, and connects that ([exec.connect]).
 
     A coroutine object that is never connected (the tree stopped before reaching it) would
@@ -255,13 +275,13 @@ class _CoroutineAtConnect(sx.Sender[Any]):
 
     __slots__ = ("_s",)
 
-    def __init__(self, s: Any) -> None:
+    def __init__(self, s: Sender[object]) -> None:
         self._s = s
 
-    def connect(self, rcvr: Any) -> Any:
+    def connect(self, rcvr: ReceiverLike) -> object:
         s = self._s
 
-        async def f() -> Any:
+        async def f() -> object:
             return await s
 
         return sx.connect(f(), rcvr)
@@ -275,7 +295,7 @@ class Coro(Node):
     child: Node
     kind: ClassVar[str] = "coroutine"
 
-    def build(self, w: World) -> Any:
+    def build(self, w: World) -> Sender[object]:
         return _CoroutineAtConnect(self.child.build(w))
 
     def outcomes(self, mode: int, plan: Plan) -> Outcomes:
@@ -295,11 +315,11 @@ class Task(Node):
     child: Node
     kind: ClassVar[str] = "task"
 
-    def build(self, w: World) -> Any:
+    def build(self, w: World) -> Sender[object]:
         s = self.child.build(w)
 
         @sx.task
-        async def f() -> Any:
+        async def f() -> object:
             return await s
 
         if w.tree_has_parallel_hop:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import structexec as sx
 
@@ -23,6 +23,10 @@ from ._tree_base import (
     World,
     _fails,
 )
+
+if TYPE_CHECKING:
+    from .._core._protocol import Sender
+
 
 #: How a when_all's start went so far: ``"ok"``, ``"stopped"`` or the first error outcome.
 _Disposition = str | Outcome
@@ -46,7 +50,7 @@ class WhenAll(Node):
     variant: bool = False
     kind: ClassVar[str] = "when_all"
 
-    def build(self, w: World) -> Any:
+    def build(self, w: World) -> Sender[object]:
         f = sx.when_all_with_variant if self.variant else sx.when_all
         return f(*(c.build(w) for c in self.children))
 
@@ -57,8 +61,8 @@ class WhenAll(Node):
         name = "when_all_with_variant" if self.variant else "when_all"
         return f"sx.{name}({', '.join(c.code() for c in self.children)})"
 
-    def _part(self, o: Outcome) -> tuple[Any, ...]:
-        args: tuple[Any, ...] = o[1]
+    def _part(self, o: Outcome) -> tuple[object, ...]:
+        args: tuple[object, ...] = o[1]
         return (args,) if self.variant else args
 
     def timing(self, mode: int, plan: Plan) -> str:
@@ -67,9 +71,9 @@ class WhenAll(Node):
         # Simulate ``start`` (phase 1 of ``outcomes``): a child started after an inline
         # sibling failed sees when_all's stop request at once (mode ALREADY), so it may
         # complete inline even though it would be asynchronous on its own.
-        states: set[tuple[Any, bool]] = {("ok", False)}  # (disposition, a child pending)
+        states: set[tuple[_Disposition, bool]] = {("ok", False)}  # (disposition, a child pending)
         for c in self.children:
-            nxt: set[tuple[Any, bool]] = set()
+            nxt: set[tuple[_Disposition, bool]] = set()
             for disp, pend in states:
                 cmode = mode if disp == "ok" else ALREADY
                 t = c.timing(cmode, plan)
@@ -154,7 +158,7 @@ class WhenAll(Node):
             res.add(("value", tuple(x for p in filled for x in p[1])))
         return res
 
-    def _step(self, disp: Any, parts: tuple[Any, ...], o: Outcome) -> tuple[Any, tuple[Any, ...]]:
+    def _step(self, disp: _Disposition, parts: tuple[_Part, ...], o: Outcome) -> _State:
         if o[0] == "error":
             if not isinstance(disp, tuple):
                 disp = o  # the first error wins, and beats stopped ([exec.when.all])
