@@ -19,9 +19,8 @@ from __future__ import annotations
 import gc
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from .._core._env import get_env, prop
 from .._core._errors import set_terminate_handler
@@ -212,7 +211,7 @@ class _Run:
         tree: Tree,
         stops: StopSchedule | None,
         interleaving: Interleaving | None,
-        trio_scheduler: Any = None,
+        trio_scheduler: object = None,
     ) -> None:
         self.tree = tree
         self.stops = stops if stops is not None else StopSchedule()
@@ -230,7 +229,7 @@ class _Run:
         self.todo = sorted(self.stops.events, key=lambda e: e.at)
         self.step = 0
         self.terminate = TerminateRecorder()
-        self.previous_handler: Any = None
+        self.previous_handler: Callable[[str, BaseException | None], object] | None = None
         self.gc_was_enabled = True
         self.handler_set = False
 
@@ -345,14 +344,14 @@ def _attrs_reliable(n: Node) -> bool:
         n = kids[0]
 
 
-def _query(attrs: Any, q: Any) -> Any:
+def _query(attrs: object, q: Callable[[object], object]) -> object:
     try:
         return q(attrs)
     except (QueryError, TypeError):
         return None
 
 
-def _stalled(run: _Run, what: str, done: Any) -> bool:
+def _stalled(run: _Run, what: str, done: Callable[[], bool]) -> bool:
     """Nothing is queued or running and ``what`` has not completed: is it lost?
 
     The caller has just seen no queued item, no busy worker thread and no parallel hop in
@@ -389,7 +388,7 @@ def _stalled(run: _Run, what: str, done: Any) -> bool:
     return True
 
 
-def _drive_sync(run: _Run, done: Any, what: str, timeout: float) -> None:
+def _drive_sync(run: _Run, done: Callable[[], bool], what: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not done():
         if run.run_one():
@@ -489,11 +488,11 @@ async def run_tree_trio(
     return result
 
 
-def _trio_scheduler() -> Any:
+def _trio_scheduler() -> object:
     return trio_scheduler()
 
 
-async def _drive_trio(run: _Run, done: Any, what: str, timeout: float) -> None:
+async def _drive_trio(run: _Run, done: Callable[[], bool], what: str, timeout: float) -> None:
     import trio
 
     deadline = time.monotonic() + timeout

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .._core._values import values
+from ._protocols import ReceiverLike as ReceiverLike
 
 if TYPE_CHECKING:
     import threading
@@ -211,14 +212,6 @@ class World:
     in_flight: int
     tree_has_parallel_hop: bool
     lock: threading.Lock
-
-
-class ReceiverLike(Protocol):
-    """What the forwarding operations of the trees complete: a receiver ([exec.recv.concepts])."""
-
-    def set_value(self, *vals: object) -> None: ...
-    def set_error(self, err: object) -> None: ...
-    def set_stopped(self) -> None: ...
 
 
 def _fails(outs: Iterable[Outcome]) -> bool:

@@ -9,7 +9,7 @@ the queued item an :class:`~._driver.Interleaving` picks.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._core._env import prop
 from .._core._queries import get_scheduler
@@ -21,9 +21,18 @@ from ._thread_sched import ThreadScheduler
 from ._tree import World
 
 if TYPE_CHECKING:
+    from .._core._protocol import Sender
     from ._driver import Interleaving, StopEvent, Tree
 
 __all__ = ["CountingToken"]
+
+
+class ScopeToken(Protocol):
+    """A scope token ([exec.scope.concepts]): what :class:`CountingToken` wraps."""
+
+    def try_associate(self) -> bool: ...
+    def disassociate(self) -> None: ...
+    def wrap(self, sndr: Sender[object]) -> Sender[object]: ...
 
 
 class _Counts:
@@ -44,7 +53,7 @@ class CountingToken:
     :attr:`underflow`.
     """
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: ScopeToken) -> None:
         self.inner = inner
         self.counts = _Counts()
 
@@ -66,8 +75,9 @@ class CountingToken:
                 c.underflow += 1
         self.inner.disassociate()
 
-    def wrap(self, sndr: Any) -> Any:
-        return self.inner.wrap(sndr)
+    def wrap(self, sndr: Sender[object]) -> Sender[object]:
+        wrapped: Sender[object] = self.inner.wrap(sndr)
+        return wrapped
 
     def __getattr__(self, name: str) -> Any:
         # Optional token methods (``record_error``, ...) go to the wrapped token.
@@ -100,12 +110,12 @@ class CountingToken:
 
 
 class _World(World):
-    def __init__(self, tree: Tree, trio_scheduler: Any = None) -> None:
+    def __init__(self, tree: Tree, trio_scheduler: object = None) -> None:
         self.tree = tree
         self.schedulers = [ManualScheduler(f"sch[{i}]") for i in range(max(1, tree.schedulers))]
         self.main = ManualScheduler("main")
         self.points = [inplace_stop_source() for _ in range(tree.points)]
-        self.scopes: list[Any] = []
+        self.scopes: list[counting_scope | simple_counting_scope] = []
         self.tokens = []
         for kind in tree.scopes:
             scope = counting_scope() if kind == "counting" else simple_counting_scope()
@@ -145,13 +155,17 @@ class _World(World):
                 i -= n
         return False
 
-    def stop_source_of(self, target: tuple[str, int], rec: RecordingReceiver) -> Any:
+    def stop_source_of(
+        self, target: tuple[str, int], rec: RecordingReceiver
+    ) -> inplace_stop_source | counting_scope:
         kind, i = target
         if kind == "root":
             return rec.stop_source
         if kind == "point":
             return self.points[i]
-        return self.scopes[i]
+        scope = self.scopes[i]
+        assert isinstance(scope, counting_scope), "stop schedules target counting scopes only"
+        return scope
 
     def close(self) -> None:
         if self.thread_scheduler is not None:
