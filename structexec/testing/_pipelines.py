@@ -13,9 +13,9 @@ stage with ``max_concurrency > 1`` and ``ordered=False`` may deliver in another 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -31,6 +31,9 @@ from .._sequence._filter_each import filter_each
 from .._sequence._iterate import iterate
 from .._sequence._take import take
 from .._sequence._transform_each import let_each, then_each
+
+if TYPE_CHECKING:
+    from .._core._protocol import Sender
 
 __all__ = ["Outcome", "Pipeline", "Stage", "StageFailure", "run_pipeline", "run_pipeline_trio"]
 
@@ -180,7 +183,7 @@ class Pipeline:
         finally:
             self.closed.append("source")
 
-    def build(self, *, trio: bool = False) -> tuple[Any, Any]:
+    def build(self, *, trio: bool = False) -> tuple[Sender[list[int]], inplace_stop_source]:
         """``(consumer_sender, stop_source)``: the pipeline collected by ``reduce`` into a
         list, with the stop source whose token the consumer sees."""
         seq: Any = iterate(self._gen())
@@ -236,7 +239,7 @@ class _Check:
     def __init__(self, fail: frozenset[int]) -> None:
         self.fail = fail
 
-    def __call__(self, v: int) -> Any:
+    def __call__(self, v: int) -> Sender[int]:
         if v in self.fail:
             return just_error(StageFailure(v))
         return just(v)
@@ -255,7 +258,7 @@ class _AsyncCheck:
         return v
 
 
-def _outcome(run: Any) -> Outcome:
+def _outcome(run: Callable[[], tuple[list[int]] | list[int] | None]) -> Outcome:
     try:
         r = run()
     except StageFailure as e:
