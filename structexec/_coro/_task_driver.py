@@ -37,7 +37,7 @@ import trio
 import trio.lowlevel as tl
 
 from .._algorithms._affine_on import completes_on
-from .._algorithms._just import just, just_error, just_stopped
+from .._algorithms._just import _JustSender, just, just_error, just_stopped
 from .._algorithms._read_env import read_env
 from .._core._completion_signatures import get_completion_signatures
 from .._core._connect import connect_unchecked as connect
@@ -120,7 +120,7 @@ class TaskFrame(Protocol):
         """Complete the task's receiver: ``SEND`` a value, ``THROW`` an error, else stopped."""
 
 
-_JUST = type(just(0))
+_JUST = _JustSender
 
 #: Sender types known to have at most one value signature (no per-await check needed).
 _ONE_VALUE_SIG: set[type] = {
@@ -177,7 +177,7 @@ class _Hop:
         self._drv._loop()
 
 
-class Driver(CoroutineLoop):
+class Driver(CoroutineLoop[TaskFrame]):
     """Steps a stack of task frames with the one loop, :class:`CoroutineLoop` (see the module
     docstring).
 
