@@ -79,12 +79,13 @@ if TYPE_CHECKING:
 
         def send(self, value: object, /) -> object: ...
         def throw(self, exc: Any, /) -> object: ...
+        def close(self) -> object: ...
 
     class LoopFrame(Protocol):
         """What the loop uses of a frame (``_Frame`` here, the task driver's ``TaskFrame``)."""
 
         #: The coroutine; cleared (``None``) once the frame has ended, never stepped again.
-        coro: Steppable
+        coro: Steppable | None
         #: ``UNWIND_NONE``, ``UNWIND_STOP`` or a subclass's reason.
         unwinding: int
 
@@ -312,13 +313,13 @@ class CoroutineLoop(Generic[F]):
             ds.driver = self
             try:
                 if kind == SEND:
-                    y = coro.send(data)
+                    y = coro.send(data)  # type: ignore[union-attr]  # a live frame's
                 elif kind == THROW:
-                    y = coro.throw(data)
+                    y = coro.throw(data)  # type: ignore[union-attr]
                 else:
                     # Stopped: unwind the body; it is never resumed with a value (docs/task.md).
                     fr.unwinding = UNWIND_STOP
-                    y = coro.throw(Stopped())
+                    y = coro.throw(Stopped())  # type: ignore[union-attr]
             except StopIteration as si:
                 ds.driver = prev
                 if fr.unwinding == UNWIND_STOP:
@@ -412,7 +413,7 @@ class CoroutineLoop(Generic[F]):
                 self._complete(fr, k, d)
                 return DONE
             fr._unlink()
-            fr.coro = None  # type: ignore[assignment]  # ended: never stepped again
+            fr.coro = None  # ended: never stepped again
             frames.pop()
             self.top = fr = frames[-1]
             coro = fr.coro
@@ -450,7 +451,7 @@ class _Frame:
     __slots__ = ("coro", "unwinding")
 
     def __init__(self, coro: Steppable) -> None:
-        self.coro = coro
+        self.coro: Steppable | None = coro
         self.unwinding = UNWIND_NONE
 
     def _unlink(self) -> None:  # never called: the one frame is the first

@@ -54,6 +54,14 @@ class StopToken(Protocol):
     def stop_possible(self) -> bool: ...
 
 
+class StopSource(Protocol):
+    """What the library asks of a stop source (a task's ``stop_source_type``,
+    [stopsource.inplace]): ``get_token()`` and ``request_stop()``."""
+
+    def get_token(self) -> StopToken: ...
+    def request_stop(self) -> object: ...
+
+
 @runtime_checkable
 class StopCallback(Protocol):
     """What ``stop_callback_for(token, fn)`` returns: a registered stop callback.
