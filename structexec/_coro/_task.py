@@ -658,16 +658,18 @@ class task_t(Algorithm):
     @overload
     def __call__(self, fn: Callable[P, Coroutine[Any, Any, T]], /) -> Callable[P, Sender[T]]: ...
     @overload
-    def __call__(self, *, environment: Any = None, result: Any = ...) -> _TaskDecorator: ...
     def __call__(
-        self, fn: Any = _MISSING, *, environment: Any = None, result: Any = _MISSING
-    ) -> Any:
+        self, *, environment: type | None = None, result: object = ...
+    ) -> _TaskDecorator: ...
+    def __call__(
+        self, fn: object = _MISSING, *, environment: type | None = None, result: object = _MISSING
+    ) -> object:
         if fn is _MISSING:
             return lambda f: self._decorate(f, environment, result)
         return self._decorate(fn, environment, result)
 
     def _decorate(
-        self, fn: Callable[..., Steppable], environment: type | None, result: object
+        self, fn: object, environment: type | None, result: object
     ) -> Callable[..., _TaskSender[object]]:
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(
