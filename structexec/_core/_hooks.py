@@ -45,7 +45,7 @@ def _never(*args: object) -> bool:
 #: ``await_sender(sndr)`` returns the generator behind ``Sender.__await__``.
 await_sender: Callable[[object], Generator[object, object, Any]] = _no_await
 #: ``connect_awaitable(aw, rcvr)`` connects a coroutine or other awaitable ([exec.connect]).
-connect_awaitable: Callable[[object, object], OpState] = _no_connect_awaitable
+connect_awaitable: Callable[[Any, object], OpState] = _no_connect_awaitable
 #: ``on_trio_thread()`` is True on a thread that is running ``trio.run``.
 on_trio_thread: Callable[[], bool] = _never
 
