@@ -298,6 +298,13 @@ class CoroutineLoop(Generic[F]):
     def _step(self, kind: int, data: object) -> object:
         """Step frames until the loop must wait (``SUSPEND``), it is done (``DONE``) or a hook
         asks to return something else (``_yielded``)."""
+        # The one hot loop of the package, kept as one function on purpose (its cyclomatic
+        # complexity is about 30): every ``await`` in a coroutine or task driven off trio goes
+        # round it once, and the common cases (``await just(...)``, a sender that completes
+        # inside ``start``, an awaited task pushed as a frame, a frame that returns) must stay
+        # free of method calls and of attribute reloads: the loop state lives in locals
+        # (``fr``, ``coro``, ``kind``, ``data``), which a helper would have to return and
+        # reload. Only the rare paths (foreign yields, errors, interrupts) call the hooks.
         ds = _driver_state
         fr = self.top
         coro = fr.coro
