@@ -464,7 +464,8 @@ class _Frame:
     def _unlink(self) -> None:  # never called: the one frame is the first
         pass
 
-    child_frame = None  # frame_type is None: never called
+    def child_frame(self, sndr: object, loop: object) -> _Frame | None:
+        return None  # never called: frame_type is None
 
 
 class CoroutineDriver(CoroutineLoop[_Frame]):
