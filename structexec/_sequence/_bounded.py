@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 import trio
@@ -50,6 +49,8 @@ from ._protocol import (
 from ._trio_pool import TrioPool
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .._core._stop_token import inplace_stop_source
     from ._protocol import OpState, SeqRcvr, StopToken
 

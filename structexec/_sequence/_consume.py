@@ -13,7 +13,6 @@ as a stopped child stops ``when_all`` ([exec.when.all]).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from .._core._connect import connect_unchecked as connect
@@ -24,7 +23,6 @@ from ._protocol import (
     FailStops,
     ItemOwner,
     ItemRcvrNext,
-    SequenceSender,
     add_error_note,
     chained_stop,
     check_callable,
@@ -33,8 +31,10 @@ from ._protocol import (
 from ._protocol import check_sequence as _check_sequence
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .._core._stop_token import inplace_stop_source
-    from ._protocol import ItemNext, OpState, Rcvr
+    from ._protocol import ItemNext, OpState, Rcvr, SequenceSender
 
 __all__ = ["ConsumerOp", "ignore_all_values", "reduce", "to_list"]
 

@@ -18,12 +18,14 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from .._core._connect import connect_unchecked as connect
-from .._core._protocol import Sender
 from ._consume import ConsumerOp, _ConsumerSender
-from ._protocol import ERROR, STOPPED, ItemRcvrNext, SequenceSender, await_value, check_sequence
+from ._protocol import ERROR, STOPPED, ItemRcvrNext, await_value, check_sequence
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from .._core._protocol import Sender
+    from ._protocol import SequenceSender
 
 __all__ = ["into_channel"]
 

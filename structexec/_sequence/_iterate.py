@@ -10,7 +10,6 @@ hand-off between the two, so a completion racing with the end of ``start`` is ne
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._core._connect import connect_unchecked as connect
@@ -21,6 +20,8 @@ from .._core._stop_token import never_stop_token
 from ._protocol import ERROR, STOPPED, VALUE, SequenceSender, just_vals
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+
     from ._protocol import Rcvr, SeqRcvr, StopToken
 
 __all__ = ["empty_sequence", "iterate"]

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .._core._connect import connect_unchecked as connect
@@ -39,6 +38,8 @@ from ._protocol import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .._core._stop_token import inplace_stop_source
     from ._protocol import ItemNext, OpState, SeqRcvr, StopToken
 

@@ -19,8 +19,6 @@ consumer's token reaches the producer and every item in flight.
 from __future__ import annotations
 
 import inspect
-import threading
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from .._algorithms._just import _JustErrorSender, _JustSender, _JustStoppedSender
@@ -30,6 +28,10 @@ from .._core._env import EMPTY_ENV, fwd_env, get_env
 from .._core._protocol import twice_started
 from .._core._queries import get_stop_token, query_or
 from .._core._stop_token import inplace_stop_source, never_stop_token
+
+if TYPE_CHECKING:
+    import threading
+    from collections.abc import Callable
 
 __all__ = [
     "OpState",
@@ -84,6 +86,7 @@ class StopToken(Protocol):
     """A stop token as the sequence operations read it ([stoptoken.concepts])."""
 
     def stop_requested(self) -> bool: ...
+    def stop_possible(self) -> bool: ...
 
 
 def chained_stop(rcvr: object) -> tuple[StopToken, inplace_stop_source, StopToken, object]:

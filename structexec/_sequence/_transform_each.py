@@ -10,7 +10,6 @@ at a time. With ``max_concurrency > 1`` the rewritten items run in the bounded s
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from .._algorithms._let import _LetValueSender
@@ -18,7 +17,7 @@ from .._algorithms._then import _ThenSender
 from .._core._adaptor_util import async_fn_error, is_async_fn
 from .._core._connect import connect_unchecked as connect
 from .._core._env import get_env
-from .._core._protocol import Closure, MapClosure, Sender
+from .._core._protocol import Sender
 from ._bounded import BoundedSequence
 from ._protocol import (
     SeqClosure,
@@ -30,6 +29,9 @@ from ._protocol import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from .._core._protocol import Closure, MapClosure
     from ._protocol import OpState, SeqRcvr
 
 __all__ = ["let_each", "then_each", "transform_each"]
