@@ -165,8 +165,9 @@ class OneShotNext:
     def _copy(self) -> OneShotNext:
         raise NotImplementedError
 
-    def start(self) -> None:
-        raise NotImplementedError
+    if TYPE_CHECKING:
+
+        def start(self) -> None: ...  # every subclass has one
 
 
 class ItemNext(OneShotNext, Generic[OwnerT]):
