@@ -41,12 +41,12 @@ class _ThenNoMore:
 
     __slots__ = ("_ns", "_rcvr")
     _ns: object
-    _rcvr: Rcvr | None
+    _rcvr: Rcvr  # None until connected
     sender_concept = True
 
     def __init__(self, ns: object) -> None:
         self._ns = ns
-        self._rcvr = None
+        self._rcvr = None  # type: ignore[assignment]
 
     def connect(self, rcvr: Rcvr) -> _ThenNoMore:
         op = _ThenNoMore(self._ns)
@@ -61,15 +61,14 @@ class _ThenNoMore:
     def get_env(self) -> object:
         return get_env(self._rcvr)
 
-    # Connected (``_rcvr`` set) before it is started.
     def set_value(self, *vals: object) -> None:
-        self._rcvr.set_stopped()  # type: ignore[union-attr]
+        self._rcvr.set_stopped()
 
     def set_error(self, err: object) -> None:
-        self._rcvr.set_error(err)  # type: ignore[union-attr]
+        self._rcvr.set_error(err)
 
     def set_stopped(self) -> None:
-        self._rcvr.set_stopped()  # type: ignore[union-attr]
+        self._rcvr.set_stopped()
 
 
 class _TakeRcvr(_MapRcvr[int]):
@@ -93,9 +92,9 @@ class _TakeRcvr(_MapRcvr[int]):
 class _TakeSequence(SequenceSender[T]):
     __slots__ = ("_n", "_up")
     _n: int
-    _up: SequenceSender[T]
+    _up: object
 
-    def __init__(self, up: SequenceSender[T], n: int) -> None:
+    def __init__(self, up: object, n: int) -> None:
         self._up = up
         self._n = n
 
@@ -135,9 +134,8 @@ def take(*args: object) -> Any:
     if n < 0:
         raise ValueError(f"take(): n must be >= 0, got {n}")
     if len(args) == 2:
-        seq = args[0]
-        check_sequence("take()", "seq", seq)
-        return _TakeSequence(seq, n)  # type: ignore[arg-type]  # checked
+        check_sequence("take()", "seq", args[0])
+        return _TakeSequence(args[0], n)
     return SeqClosure(lambda s: _TakeSequence(s, n))
 
 
@@ -240,9 +238,9 @@ class _TriggerRcvr(SeqEnd):
 class _TakeUntilSequence(SequenceSender[T]):
     __slots__ = ("_trigger", "_up")
     _trigger: object
-    _up: SequenceSender[T]
+    _up: object
 
-    def __init__(self, up: SequenceSender[T], trigger: object) -> None:
+    def __init__(self, up: object, trigger: object) -> None:
         self._up = up
         self._trigger = trigger
 
@@ -285,9 +283,8 @@ def take_until(*args: object) -> Any:
     trigger = args[-1]
     check_sender("take_until", "trigger", trigger)
     if len(args) == 2:
-        seq = args[0]
-        check_sequence("take_until()", "seq", seq)
-        return _TakeUntilSequence(seq, trigger)  # type: ignore[arg-type]  # checked
+        check_sequence("take_until()", "seq", args[0])
+        return _TakeUntilSequence(args[0], trigger)
     return SeqClosure(lambda s: _TakeUntilSequence(s, trigger))
 
 
