@@ -19,6 +19,7 @@ from ._manual import ManualScheduler
 if TYPE_CHECKING:
     import trio
 
+    from .._core._contracts import Env
     from ._thread_sched import ThreadScheduler
 
 __all__ = ["RecordingReceiver"]
@@ -61,7 +62,7 @@ class RecordingReceiver:
     Thread-safe: completions may arrive on any thread.
     """
 
-    def __init__(self, env: object = None, *, extra_env: object = None) -> None:
+    def __init__(self, env: object = None, *, extra_env: Env | None = None) -> None:
         self.stop_source = inplace_stop_source()
         token_env = prop(get_stop_token, self.stop_source.get_token())
         if env is not None:

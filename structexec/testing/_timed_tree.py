@@ -62,6 +62,8 @@ from ._tree import (
 )
 
 if TYPE_CHECKING:
+    from .._core._completion_signatures import completion_signatures
+    from .._core._contracts import Env
     from .._core._protocol import Sender
     from ._protocols import ReceiverLike
 
@@ -561,7 +563,7 @@ class _Clocked(sx.Sender[object]):
     def connect(self, rcvr: ReceiverLike) -> _ClockedOp:
         return _ClockedOp(self._s, rcvr, self._sch, self._seen)
 
-    def get_completion_signatures(self, env: object = None) -> object:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         return sx.get_completion_signatures(self._s, env)
 
 
@@ -583,7 +585,7 @@ class _ClockedOp:
     def start(self) -> None:
         self._op.start()
 
-    def get_env(self) -> object:
+    def get_env(self) -> Env:
         return sx.get_env(self._rcvr)
 
     def set_value(self, *vals: object) -> None:

@@ -38,6 +38,8 @@ from ._tree_base import (
 )
 
 if TYPE_CHECKING:
+    from .._core._completion_signatures import completion_signatures
+    from .._core._contracts import Env
     from .._core._protocol import Sender
 
 
@@ -559,10 +561,10 @@ class _InFlight(sx.Sender[object]):
     def connect(self, rcvr: ReceiverLike) -> _InFlightOp:
         return _InFlightOp(self._sndr, rcvr, self._w)
 
-    def get_env(self) -> object:
+    def get_env(self) -> Env:
         return sx.get_env(self._sndr)
 
-    def get_completion_signatures(self, env: object = None) -> object:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         return sx.get_completion_signatures(self._sndr, env)
 
 
@@ -584,7 +586,7 @@ class _InFlightOp:
         (docs/senders.md "Writing your own sender")."""
         close_op(self._op)
 
-    def get_env(self) -> object:
+    def get_env(self) -> Env:
         return sx.get_env(self._rcvr)
 
     def _done(self) -> None:

@@ -29,6 +29,8 @@ from ._tree_base import (
 )
 
 if TYPE_CHECKING:
+    from .._core._completion_signatures import completion_signatures
+    from .._core._contracts import Env, OpState
     from .._core._protocol import Sender
 
 R = TypeVar("R")
@@ -162,10 +164,10 @@ class _Observed(sx.Sender[object]):
     def connect(self, rcvr: ReceiverLike) -> _ObservedOp:
         return _ObservedOp(self._fut, rcvr, self._rec)
 
-    def get_env(self) -> object:
+    def get_env(self) -> Env:
         return sx.get_env(self._fut)
 
-    def get_completion_signatures(self, env: object = None) -> object:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         return sx.get_completion_signatures(self._fut, env)
 
 
@@ -186,7 +188,7 @@ class _ObservedOp:
         (docs/senders.md "Writing your own sender")."""
         close_op(self._op)
 
-    def get_env(self) -> object:
+    def get_env(self) -> Env:
         return sx.get_env(self._rcvr)
 
     def set_value(self, *vals: object) -> None:
@@ -278,13 +280,14 @@ class _CoroutineAtConnect(sx.Sender[object]):
     def __init__(self, s: Sender[object]) -> None:
         self._s = s
 
-    def connect(self, rcvr: ReceiverLike) -> object:
+    def connect(self, rcvr: ReceiverLike) -> OpState:
         s = self._s
 
         async def f() -> object:
             return await s
 
-        return sx.connect(f(), rcvr)
+        op: OpState = sx.connect(f(), rcvr)
+        return op
 
 
 @dataclass(eq=False, repr=False)

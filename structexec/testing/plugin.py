@@ -57,6 +57,8 @@ from ._thread_sched import ThreadScheduler
 if TYPE_CHECKING:
     import trio
 
+    from .._core._contracts import Env
+
 __all__ = [
     "sx_make_receiver",
     "sx_manual_scheduler",
@@ -81,7 +83,7 @@ def sx_make_receiver() -> Iterator[Callable[..., RecordingReceiver]]:
     """A factory of :class:`RecordingReceiver`; each is checked for violations at teardown."""
     made: list[RecordingReceiver] = []
 
-    def make(env: object = None, *, extra_env: object = None) -> RecordingReceiver:
+    def make(env: object = None, *, extra_env: Env | None = None) -> RecordingReceiver:
         rec = RecordingReceiver(env, extra_env=extra_env)
         made.append(rec)
         return rec
