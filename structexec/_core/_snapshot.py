@@ -47,6 +47,7 @@ __all__ = [
     "StageRecord",
     "TimerWait",
     "Waiting",
+    "no_children",
     "snapshot_roots",
 ]
 
@@ -59,6 +60,12 @@ def snapshot_roots(*classes: type) -> None:
     ``sx.operation_tree()``: each answers ``_sx_describe()`` with one of the root records.
     Called by the module that defines them, at import (nothing is imported for it)."""
     ROOTS.update(classes)
+
+
+def no_children(self: object) -> tuple[()]:
+    """The ``_sx_children`` of a state that has none (``_sx_children = no_children``): a walk
+    down pending work ends there without calling it."""
+    return ()
 
 
 class ScopeRecord:

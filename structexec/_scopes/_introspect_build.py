@@ -13,7 +13,7 @@ by the modules that define the wrappers, which name the local variables read her
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from .._core._describe import describe, site_line
 from ._introspect_records import OperationInfo, ScopeInfo, op_info, stage_info
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from trio.lowlevel import Task
 
     from .._core._describe import Site
-    from .._core._snapshot import FutureRecord, ScopeRecord, StageRecord
+    from .._core._snapshot import FutureRecord, ScopeRecord, SpawnRecord, StageRecord
 
 __all__: list[str] = []
 
@@ -68,14 +68,20 @@ def _name_of(stages: tuple[OperationInfo, ...]) -> str:
     return " -> ".join(f"{c.kind}({c.description})" for c in stages) or "sequence"
 
 
-class _Pending(NamedTuple):
-    """Work of a scope whose state is found by walking its operation."""
+class _Pending:
+    """Work of a scope whose state is found by walking its operation (``op``; ``None``: a
+    future whose operation is unknown)."""
 
-    kind: str
-    description: str
-    site: Site | None
-    stop: bool
-    op: object | None  # None: a future whose operation is unknown
+    __slots__ = ("description", "kind", "op", "site", "stop")
+
+    def __init__(
+        self, kind: str, description: str, site: Site | None, stop: bool, op: object | None
+    ) -> None:
+        self.kind = kind
+        self.description = description
+        self.site = site
+        self.stop = stop
+        self.op = op
 
 
 class _Tasks:
@@ -262,23 +268,20 @@ class Builder:
         scope_stop = rec.stop_requested
         tasks = _Tasks(rec.nursery)
         infos: list[OperationInfo] = []
-        pending = self._pending(s, scope_stop, tasks, infos)
-        infos.extend(self._pending_infos(s, pending, tasks))
+        others = self._others(s, scope_stop, tasks, infos)
+        infos.extend(self._pending_infos(s, self.snap.spawns.get(id(s), []), others, scope_stop,
+                                         tasks))
         infos.extend(self._task_info(s, task, kind, scope_stop) for task, kind in tasks.plain)
         infos.sort(key=lambda o: (o.filename or "~", o.lineno or 0, o.kind, o.description))
         return infos
 
-    def _pending(
+    def _others(
         self, s: object, scope_stop: bool, tasks: _Tasks, infos: list[OperationInfo]
     ) -> list[_Pending]:
-        """The spawned, future and associated work of ``s`` whose state is found by walking
-        its operation; a future's record that needs no walk goes to ``infos``."""
+        """The future and associated work of ``s`` whose state is found by walking its
+        operation; a future's record that needs no walk goes to ``infos``."""
         snap = self.snap
-        pending = [
-            _Pending("spawn", describe(r.sender) if r.sender is not None else "?", r.site,
-                     scope_stop, r.op)
-            for r in snap.spawns.get(id(s), ())
-        ]
+        pending: list[_Pending] = []
         for fs, fr in snap.futures.get(id(s), ()):
             info = self._future(s, fs, fr, scope_stop, tasks, pending)
             if info is not None:
@@ -321,39 +324,48 @@ class Builder:
         return None
 
     def _pending_infos(
-        self, s: object, pending: list[_Pending], tasks: _Tasks
+        self, s: object, spawns: list[SpawnRecord], others: list[_Pending], scope_stop: bool,
+        tasks: _Tasks,
     ) -> list[OperationInfo]:
-        # each operation is walked once: what it waits on, and which thread runs it
+        """The records of spawned work (``spawns``), then of ``others``; each operation is
+        walked once: what it waits on, and which thread runs it."""
+        ops = [r.op for r in spawns] + [p.op for p in others]
         walked: dict[int, int] = {}
         walks: list[list[object]] = []
-        for i, p in enumerate(pending):
-            objs = [] if p.op is None else walk(p.op)
+        for i, op in enumerate(ops):
+            objs = [] if op is None else walk(op)  # None: a future's unknown operation
             walks.append(objs)
             for o in objs:
                 walked.setdefault(id(o), i)
         running = threads_running(walked) if walked else {}
-        return [
-            self._pending_info(s, p, walks[i], running.get(i), tasks)
-            for i, p in enumerate(pending)
-        ]
-
-    def _pending_info(
-        self, s: object, p: _Pending, objs: list[object], run: tuple[str, str | None] | None,
-        tasks: _Tasks,
-    ) -> OperationInfo:
-        fn, ln = site_fields(p.site)
-        w = RUNNING if p.op is None else wait_of(objs, tasks.by_op, self.clocks)
-        state = w.state
-        thread = None
-        if run is not None:
-            thread, where = run
-            state = f"running on thread {thread!r}" + (f" in {where}" if where else "")
-        if p.stop:
-            state += "; stop requested"
-        nested = self._nested(s, objs, tasks) if tasks.by_op else ()
-        children = self.stages(objs) if self.snap.stages else ()
-        return op_info(p.kind, p.description, fn, ln, state, thread, w.scheduler, w.trio_task,
-                       w.await_frame, p.stop, nested, children)
+        out: list[OperationInfo] = []
+        by_op = tasks.by_op
+        clocks = self.clocks
+        stages = self.snap.stages
+        n = len(spawns)
+        for i, op in enumerate(ops):
+            if i < n:
+                r = spawns[i]
+                kind, site, stop = "spawn", r.site, scope_stop
+                desc = describe(r.sender) if r.sender is not None else "?"
+            else:
+                p = others[i - n]
+                kind, desc, site, stop = p.kind, p.description, p.site, p.stop
+            objs = walks[i]
+            w = RUNNING if op is None else wait_of(objs, by_op, clocks)
+            state = w.state
+            thread = None
+            run = running.get(i)
+            if run is not None:
+                thread, where = run
+                state = f"running on thread {thread!r}" + (f" in {where}" if where else "")
+            if stop:
+                state += "; stop requested"
+            fn, ln = site_fields(site)
+            nested = self._nested(s, objs, tasks) if by_op else ()
+            out.append(op_info(kind, desc, fn, ln, state, thread, w.scheduler, w.trio_task,
+                               w.await_frame, stop, nested, self.stages(objs) if stages else ()))
+        return out
 
     def _nested(self, s: object, objs: list[object], tasks: _Tasks) -> tuple[ScopeInfo, ...]:
         """The scopes entered by the hosted tasks of the operations in ``objs``."""

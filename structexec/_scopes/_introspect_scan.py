@@ -36,6 +36,7 @@ from .._core._snapshot import (
     StageRecord,
     TimerWait,
     Waiting,
+    no_children,
 )
 from .._trio._trio_compat import shielded_in_task
 
@@ -190,6 +191,8 @@ class TypeFacts(NamedTuple):
     children: Callable[[object], Iterable[object]] | None
     slots: tuple[str, ...]
     has_dict: bool
+    #: Nothing is ever below it (``_sx_children = no_children``, or no slots and no dict).
+    leaf: bool
 
 
 _TYPES: dict[type, TypeFacts] = {}
@@ -201,12 +204,11 @@ def _type_facts(t: type) -> TypeFacts:
         children = getattr(t, "_sx_children", None)
         # an object answering attributes dynamically may grow a `start`: ask it
         is_op = True if hasattr(t, "start") else None if hasattr(t, "__getattr__") else False
+        slots = () if children is not None else _slots_of(t)
+        has_dict = children is None and bool(getattr(t, "__dictoffset__", 1))
+        leaf = children is no_children or (children is None and not slots and not has_dict)
         facts = _TYPES[t] = TypeFacts(
-            is_op,
-            getattr(t, "_sx_describe", None),
-            children,
-            () if children is not None else _slots_of(t),
-            children is None and bool(getattr(t, "__dictoffset__", 1)),
+            is_op, getattr(t, "_sx_describe", None), children, slots, has_dict, leaf
         )
     return facts
 
@@ -232,9 +234,10 @@ def walk(op: object, limit: int = 300) -> list[object]:
     """The operation states below ``op`` (``op`` included; objects with a ``start``),
     breadth first, through their ``_sx_children()`` or their slots."""
     types = _TYPES
-    todo = _below(op, types.get(type(op)) or _type_facts(type(op)))
-    if not todo:  # nothing below (a timer): the common case
+    facts = types.get(type(op)) or _type_facts(type(op))
+    if facts.leaf:  # nothing below (a timer): the common case
         return [op]
+    todo = _below(op, facts)
     out = [op]
     seen = {id(op)}
     i = 0
@@ -256,18 +259,39 @@ def walk(op: object, limit: int = 300) -> list[object]:
     return out
 
 
-class Wait(NamedTuple):
+class Wait:
     """What a pending operation is doing, in words, and where."""
 
-    state: str
-    scheduler: str | None = None
-    trio_task: str | None = None
-    await_frame: str | None = None
+    __slots__ = ("await_frame", "scheduler", "state", "trio_task")
+
+    def __init__(
+        self, state: str, scheduler: str | None = None, trio_task: str | None = None,
+        await_frame: str | None = None,
+    ) -> None:
+        self.state = state
+        self.scheduler = scheduler
+        self.trio_task = trio_task
+        self.await_frame = await_frame
 
 
 RUNNING = Wait("running")
-#: Per snapshot: the label and the time now of each timer owner, by ``id``.
-Clocks = dict[int, tuple[str, "float | None"]]
+
+
+class Clock:
+    """A timer owner's ``label`` and its time ``now`` (``None``: unknown), read once per
+    snapshot, and the waits of its timers made so far, by their words (many timers are due
+    at the same rounded time: one record for all)."""
+
+    __slots__ = ("label", "now", "waits")
+
+    def __init__(self, label: str, now: float | None) -> None:
+        self.label = label
+        self.now = now
+        self.waits: dict[str, Wait] = {}
+
+
+#: Per snapshot: the :class:`Clock` of each timer owner, by ``id``.
+Clocks = dict[int, Clock]
 
 
 def wait_of(walked: list[object], tasks: dict[int, Task], clocks: Clocks) -> Wait:
@@ -280,8 +304,18 @@ def wait_of(walked: list[object], tasks: dict[int, Task], clocks: Clocks) -> Wai
         if describe is None:
             continue
         rec = describe(o)
-        if isinstance(rec, TimerWait):
-            return _timer_wait(rec, clocks)
+        if isinstance(rec, TimerWait):  # the common case, inline (a tree of 50,000 timers)
+            c = clocks.get(id(rec.owner)) or _clock(rec, clocks)
+            state = "waiting on a timer"
+            if c.now is not None:
+                try:
+                    state = f"waiting on a timer, due in {rec.due - c.now:.3g} s"
+                except Exception:
+                    pass
+            w = c.waits.get(state)
+            if w is None:
+                w = c.waits[state] = Wait(state, c.label)
+            return w
         if isinstance(rec, Hosted):
             task = tasks.get(id(o))
             if task is None:
@@ -293,21 +327,14 @@ def wait_of(walked: list[object], tasks: dict[int, Task], clocks: Clocks) -> Wai
     return RUNNING
 
 
-def _timer_wait(rec: TimerWait, clocks: Clocks) -> Wait:
-    owner = rec.owner
-    c = clocks.get(id(owner))
-    if c is None:
-        try:
-            now: float | None = rec.now()
-        except Exception:
-            now = None
-        c = clocks[id(owner)] = (_owner_label(owner), now)
-    if c[1] is not None:
-        try:
-            return Wait(f"waiting on a timer, due in {rec.due - c[1]:.3g} s", c[0])
-        except Exception:
-            pass
-    return Wait("waiting on a timer", c[0])
+def _clock(rec: TimerWait, clocks: Clocks) -> Clock:
+    """The clock of a timer's owner, kept in ``clocks`` for the snapshot."""
+    try:
+        now: float | None = rec.now()
+    except Exception:
+        now = None
+    c = clocks[id(rec.owner)] = Clock(_owner_label(rec.owner), now)
+    return c
 
 
 def _owner_label(owner: object) -> str:
