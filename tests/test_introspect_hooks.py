@@ -20,7 +20,9 @@ from structexec._core import _contracts as c
 from structexec._core._snapshot import ROOTS, Waiting
 from structexec._parallel._parallel_scheduler import _ScheduleOp
 from structexec._parallel._remote_call import RemoteThenOp
+from structexec._scopes._introspect_build import HOSTED_LOCALS
 from structexec._scopes._join import _JoinOp
+from structexec._scopes._site import HOSTED_CODES
 from structexec._trio._coroutine_sender import TrioHostedOp
 
 _WAITS = (TimerOp, TrioHostedOp, _ScheduleOp, RemoteThenOp, _JoinOp)
@@ -139,3 +141,14 @@ def test_no_hook_raises_on_a_state_being_set_up(cls: type) -> None:
     children = getattr(o, "_sx_children", None)
     if children is not None:
         assert isinstance(children(), tuple)
+
+
+def test_every_hosted_wrapper_has_the_locals_the_tree_reads() -> None:
+    """The tree reads a hosted task's coroutine, site, future state or operation from the
+    frame of its wrapper by name: a wrapper whose variable was renamed fails here, not
+    silently in ``sx.dump()``."""
+    kinds = set(HOSTED_CODES.values())
+    assert kinds == set(HOSTED_LOCALS), (kinds, set(HOSTED_LOCALS))
+    for code, kind in HOSTED_CODES.items():
+        missing = set(HOSTED_LOCALS[kind]) - set(code.co_varnames)
+        assert not missing, (code.co_name, missing)

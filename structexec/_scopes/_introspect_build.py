@@ -63,6 +63,19 @@ def forget_lines() -> None:
     _LINES.clear()
 
 
+#: The local variables of each hosted-task wrapper (by its ``HOSTED_CODES`` kind) that the
+#: tree reads from the wrapper's frame: the coroutine it runs and its spawn site, the future
+#: state, the coroutine sender's bound method (whose ``__self__`` is the operation).
+#: tests/test_introspect_hooks.py checks that every registered wrapper has them.
+HOSTED_LOCALS: dict[str, tuple[str, ...]] = {
+    "start_soon": ("coro", "site"),
+    "start": ("coro", "site"),
+    "spawn": ("coro", "site"),
+    "future": ("st",),
+    "guarded": ("async_fn",),
+}
+
+
 def _name_of(stages: tuple[OperationInfo, ...]) -> str:
     """``"let_each -> then_each"``: the stages of a sequence, upstream first."""
     return " -> ".join(f"{c.kind}({c.description})" for c in stages) or "sequence"
@@ -106,12 +119,12 @@ class _Tasks:
                 continue
             cf = getattr(coro, "cr_frame", None)
             if kind == "guarded":
-                fn = None if cf is None else read_locals(cf, ("async_fn",)).get("async_fn")
-                owner = getattr(fn, "__self__", None)
+                loc = {} if cf is None else read_locals(cf, HOSTED_LOCALS[kind])
+                owner = getattr(loc.get("async_fn"), "__self__", None)
                 if owner is not None:
                     self.by_op[id(owner)] = task
             elif kind == "future":
-                fst = None if cf is None else read_locals(cf, ("st",)).get("st")
+                fst = None if cf is None else read_locals(cf, HOSTED_LOCALS[kind]).get("st")
                 if fst is not None:
                     self.futures[id(fst)] = task
             else:
@@ -379,7 +392,7 @@ class Builder:
     def _task_info(self, s: object, task: Task, kind: str, scope_stop: bool) -> OperationInfo:
         """A ``start_soon``/``start`` task, or ``scope.spawn(coroutine)`` on the direct path."""
         cf = task.coro.cr_frame
-        loc = {} if cf is None else read_locals(cf, ("coro", "site"))
+        loc = {} if cf is None else read_locals(cf, HOSTED_LOCALS[kind])
         inner = loc.get("coro")
         site = loc.get("site")
         fn, ln = site_fields(site if isinstance(site, tuple) else None)
