@@ -118,6 +118,18 @@ def test_a_state_that_names_its_children_is_walked_through_them() -> None:
     ) == ("running", None)
 
 
+class _Broken(_Op):
+    def _sx_describe(self) -> Waiting | None:
+        raise RuntimeError("a hook that fails")
+
+    def _sx_children(self) -> tuple[object, ...]:
+        raise RuntimeError("a hook that fails")
+
+
+def test_a_hook_that_raises_does_not_break_the_snapshot() -> None:
+    assert _run_pending(lambda r: _Broken(r, None, None), "broken") == ("running", None)
+
+
 def test_the_library_states_declare_the_hooks() -> None:
     assert ROOTS, "no root class registered"
     for cls in [*ROOTS, *_WAITS]:

@@ -217,7 +217,10 @@ def _below(o: object, facts: TypeFacts) -> list[object]:
     """The objects directly below ``o``: its children, or its slots and attributes other than
     those in ``_UP`` (leaf values left out)."""
     if facts.children is not None:
-        return list(facts.children(o))
+        try:
+            return list(facts.children(o))
+        except Exception:  # a user's hook that fails: nothing below, the snapshot goes on
+            return []
     out: list[object] = []
     if facts.has_dict:
         d = getattr(o, "__dict__", None)
@@ -303,7 +306,10 @@ def wait_of(walked: list[object], tasks: dict[int, Task], clocks: Clocks) -> Wai
         describe = (types.get(type(o)) or _type_facts(type(o))).describe
         if describe is None:
             continue
-        rec = describe(o)
+        try:
+            rec = describe(o)
+        except Exception:  # a user's hook that fails: as if it had nothing to say
+            continue
         if isinstance(rec, TimerWait):  # the common case, inline (a tree of 50,000 timers)
             c = clocks.get(id(rec.owner)) or _clock(rec, clocks)
             state = "waiting on a timer"
