@@ -45,6 +45,7 @@ from .._core._completion_signatures import completion_signatures
 from .._core._env import TryEnv, get_env
 from .._core._protocol import Sender, is_scheduler, twice_started
 from .._core._queries import get_completion_scheduler, get_stop_token
+from .._core._snapshot import TimerWait, no_children
 from .._core._stop_token import is_unstoppable, stop_callback_for
 from .._core._tags import set_stopped_t, set_value_t
 
@@ -290,6 +291,18 @@ class TimerOp:
             rcvr.set_stopped()
         else:
             rcvr.set_value()
+
+    def _sx_describe(self) -> TimerWait | None:
+        """The deadline while the timer is queued, for ``operation_tree()``
+        (``_contracts.Describable``); ``None`` when it is not (not started, or done). Never
+        raises, takes no lock."""
+        key = getattr(self, "_key", None)
+        if key is None:
+            return None
+        owner = self._owner
+        return TimerWait(key[0], owner, owner._timer_now)
+
+    _sx_children = no_children  # a walk down pending work ends at a timer
 
 
 class TimerAttrs(TryEnv):

@@ -27,8 +27,10 @@ __all__ = [
     "AffineSender",
     "AwaitableSendersState",
     "CompletesInline",
+    "Describable",
     "Env",
     "HandOff",
+    "HasChildren",
     "JoinWaiter",
     "LateDomain",
     "OpState",
@@ -395,3 +397,34 @@ class AwaitableSendersState(Protocol):
 
     _sx_continuation: object
     _sx_stopped_handler: Callable[[], object] | None
+
+
+@runtime_checkable
+class Describable(Protocol):
+    """``_sx_describe()``: what a state that can be pending is doing now, for
+    ``sx.operation_tree()`` and ``sx.dump()``: one of the records of ``_core._snapshot``, or
+    ``None`` while there is nothing to show (not started, completed, being set up or torn down
+    by another thread). Never raises, takes no lock, reads the state's own fields as they are.
+
+    Provided by: the scopes, the spawn and future states, the associate operation, the
+    sequence stages and their items (the roots a snapshot finds on the heap, registered with
+    ``_snapshot.snapshot_roots``), and what pending work waits on: ``TimerOp``,
+    ``TrioHostedOp``, the parallel scheduler's schedule operation, ``RemoteThenOp``, the
+    scope join. Called by: ``_scopes._introspect_scan`` only (docs/internals.md
+    "Introspection").
+    """
+
+    def _sx_describe(self) -> object | None: ...
+
+
+@runtime_checkable
+class HasChildren(Protocol):
+    """``_sx_children()``: the operation states directly below this one (its child
+    operations, never its receiver or environment), for ``sx.operation_tree()``'s walk from a
+    root down to what the work waits on. A state without it is walked through its slots.
+
+    Provided by: ``TimerOp`` (none), the scope join (its schedule operation). Called by:
+    ``_scopes._introspect_scan`` only.
+    """
+
+    def _sx_children(self) -> tuple[object, ...]: ...
