@@ -27,12 +27,16 @@ __all__ = [
     "AffineSender",
     "AwaitableSendersState",
     "CompletesInline",
+    "Env",
     "HandOff",
     "JoinWaiter",
     "LateDomain",
+    "OperationState",
     "PerInstanceSigs",
     "ProxyQueryHooks",
     "RangeProxy",
+    "Receiver",
+    "StopToken",
     "SubmitAnywhere",
     "SubmitCall",
     "TrioSchedulerMark",
@@ -292,3 +296,53 @@ class AwaitableSendersState(Protocol):
 
     _sx_continuation: object
     _sx_stopped_handler: Callable[[], object] | None
+
+
+# --------------------------------------------------------------------------- the protocol's roles
+# Not hooks: the sender/receiver roles themselves ([exec.recv], [exec.opstate], [exec.env],
+# [stoptoken.concepts]), named so that the library's internals can annotate receivers,
+# operation states, environments and stop tokens structurally instead of with ``Any``.
+
+
+@runtime_checkable
+class Receiver(Protocol):
+    """A receiver ([exec.recv]): the three completion functions (``get_env`` is optional and
+    read through ``_env.get_env``). A datum is only passed on, hence ``object``."""
+
+    def set_value(self, *vals: object) -> None:
+        """Complete with values ([exec.set.value])."""
+
+    def set_error(self, err: object) -> None:
+        """Complete with an error datum ([exec.set.error])."""
+
+    def set_stopped(self) -> None:
+        """Complete as stopped ([exec.set.stopped])."""
+
+
+@runtime_checkable
+class OperationState(Protocol):
+    """An operation state ([exec.opstate]): ``start()``, called at most once, never raises."""
+
+    def start(self) -> None:
+        """Start the operation ([exec.opstate.start])."""
+
+
+@runtime_checkable
+class Env(Protocol):
+    """A queryable environment ([exec.env]): ``query(q, *args)`` answers ``q`` or raises
+    ``QueryError``. The answer's type depends on the query, hence ``Any``."""
+
+    def query(self, q: object, *args: object) -> Any:
+        """The answer to ``q``."""
+
+
+@runtime_checkable
+class StopToken(Protocol):
+    """A stoppable token ([stoptoken.concepts]): ``inplace_stop_token``, ``never_stop_token``,
+    trio's or a user's token."""
+
+    def stop_requested(self) -> bool:
+        """``True`` once a stop was requested."""
+
+    def stop_possible(self) -> bool:
+        """``True`` while a stop may still be requested."""
