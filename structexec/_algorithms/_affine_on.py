@@ -22,7 +22,7 @@ complete where it started (``just``, ``just_error``, ``just_stopped``, ``read_en
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .._core._adaptor_util import UnarySender
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
@@ -34,6 +34,9 @@ from .._core._queries import _MISSING, get_completion_scheduler, get_scheduler, 
 from .._core._tags import set_error_t, set_stopped_t, set_value_t
 from ._continues_on import schedule_from
 from ._write_env import write_env
+
+if TYPE_CHECKING:
+    from .._core._contracts import Receiver
 
 __all__ = ["affine_on"]
 
@@ -48,7 +51,7 @@ def completes_inline(sndr: object) -> bool:
     return getattr(sndr, "_sx_completes_inline", False) is True
 
 
-def completes_on(child: Any, sch: Any, ev: Any) -> bool:
+def completes_on(child: object, sch: Any, ev: Any) -> bool:
     """Whether every completion ``child`` can make is known to happen on ``sch``.
 
     For each channel, either the child's attributes name ``sch`` as its completion scheduler,
@@ -88,10 +91,10 @@ class _AffineAttrs(TryEnv):
     __slots__ = ("_child",)
     _unsupported = "affine_on's attributes do not support {q!r}"
 
-    def __init__(self, child: Any) -> None:
+    def __init__(self, child: object) -> None:
         self._child = child
 
-    def _sx_try(self, q: Any, default: Any) -> Any:
+    def _sx_try(self, q: object, default: object) -> object:
         if type(q) is type(_CS_QUERIES[0]):
             return default
         return query_or(fwd_env(get_env(self._child)), q, default)
@@ -100,11 +103,11 @@ class _AffineAttrs(TryEnv):
 class _AffineOnSender(UnarySender):
     __slots__ = ("_sch",)
 
-    def __init__(self, child: Any, sch: Any) -> None:
+    def __init__(self, child: object, sch: Any) -> None:
         self._child = child
         self._sch = sch  # None: P3941R1's one-argument form
 
-    def connect(self, rcvr: Any) -> Any:
+    def connect(self, rcvr: Receiver) -> Any:
         ev = get_env(rcvr)
         sch = self._sch
         if sch is None:
@@ -134,13 +137,13 @@ class _AffineOnSender(UnarySender):
         lowered = write_env(schedule_from(sch, write_env(child, ev)), join_env(UNSTOPPABLE_ENV, ev))
         return connect(lowered, rcvr)
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         if self._sch is not None:
             # The draft's two-argument form: JOIN-ENV(SCHED-ATTRS(sch), FWD-ENV(child attrs)).
             return join_env(sched_attrs(self._sch), fwd_env(get_env(self._child)))
         return _AffineAttrs(self._child)
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         """The child's: the hop back is infallible and unstoppable, so it adds nothing."""
         return get_completion_signatures(self._child, env)
 
@@ -149,7 +152,7 @@ class _AffineOnSender(UnarySender):
         return completes_inline(self._child)
 
     @property
-    def data(self) -> Any:
+    def data(self) -> object:
         return self._sch
 
     def __repr__(self) -> str:
@@ -214,7 +217,7 @@ class affine_on_t(Algorithm, Closure[Any]):
     def __call__(self, sndr: Sender[T], sch: Any, /) -> Sender[T]: ...
     @overload
     def __call__(self, /) -> affine_on_t: ...
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: object) -> object:
         if not args:
             return self
         if len(args) == 1:

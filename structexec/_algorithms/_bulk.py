@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
-from typing import Any, NoReturn, TypeVar, overload
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, overload
 
 from .._core._adaptor_util import ChildOp, UnarySender, check_sender, early_child, is_async_fn
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
@@ -34,6 +34,9 @@ from .._core._connect import connect_unchecked as connect
 from .._core._env import fwd_env
 from .._core._protocol import Algorithm, Closure, Sender, WidenClosure, completed_twice
 from .._core._tags import set_error_t, set_value_t
+
+if TYPE_CHECKING:
+    from .._core._contracts import Receiver
 
 __all__ = [
     "bulk",
@@ -104,7 +107,7 @@ class _BulkOp(ChildOp):
 
     __slots__ = ("_chunked", "_f", "_shape")
 
-    def __init__(self, rcvr: Any, shape: int, f: Any, chunked: bool) -> None:
+    def __init__(self, rcvr: Receiver, shape: int, f: Any, chunked: bool) -> None:
         self._rcvr = rcvr
         self._shape = shape
         self._f = f
@@ -112,7 +115,7 @@ class _BulkOp(ChildOp):
         self._state = 0
         self._op = None
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         if self._state == 2:
             raise completed_twice(self, "set_value")
         self._state = 2
@@ -181,13 +184,13 @@ class _BulkBase(UnarySender):
     __slots__ = ("_f", "_policy", "_shape")
     _algo = "bulk"
 
-    def __init__(self, child: Any, policy: execution_policy, shape: int, f: Any) -> None:
+    def __init__(self, child: object, policy: execution_policy, shape: int, f: Any) -> None:
         self._child = child
         self._policy = policy
         self._shape = shape
         self._f = f
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         """The child's signatures, plus ``set_error_t(Exception)`` when it can send values."""
         cs = get_completion_signatures(self._child, None if env is None else fwd_env(env))
         if cs is None:
@@ -229,7 +232,7 @@ class _BulkChunkedSender(_BulkBase):
     __slots__ = ()
     _algo = "bulk_chunked"
 
-    def connect(self, rcvr: Any) -> _BulkOp:
+    def connect(self, rcvr: Receiver) -> _BulkOp:
         op = _BulkOp(rcvr, self._shape, self._f, True)
         op._op = connect(self._child, op)
         return op
@@ -239,7 +242,7 @@ class _BulkUnchunkedSender(_BulkBase):
     __slots__ = ()
     _algo = "bulk_unchunked"
 
-    def connect(self, rcvr: Any) -> _BulkOp:
+    def connect(self, rcvr: Receiver) -> _BulkOp:
         op = _BulkOp(rcvr, self._shape, self._f, False)
         op._op = connect(self._child, op)
         return op
@@ -249,7 +252,7 @@ class _BulkSender(_BulkBase):
     __slots__ = ("_lowered",)
     _algo = "bulk"
 
-    def __init__(self, child: Any, policy: execution_policy, shape: int, f: Any) -> None:
+    def __init__(self, child: object, policy: execution_policy, shape: int, f: Any) -> None:
         super().__init__(child, policy, shape, f)
         self._lowered: _BulkChunkedSender | None = None
 
@@ -262,7 +265,7 @@ class _BulkSender(_BulkBase):
             )
         return low
 
-    def connect(self, rcvr: Any) -> Any:
+    def connect(self, rcvr: Receiver) -> Any:
         # The same lowering as bulk_t.transform_sender, so that the behaviour does not depend
         # on whether custom domains are active. connect() transforms the lowered sender with
         # its late domain when they are.
@@ -308,7 +311,7 @@ class _BulkAlgorithm(Algorithm):
     def __call__(
         self, sndr: Sender[T], policy: execution_policy, shape: int, f: Callable[..., Any], /
     ) -> Sender[T]: ...
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: object) -> object:
         return self._build(args)
 
     def _build(self, args: tuple[Any, ...]) -> Any:
@@ -375,7 +378,7 @@ class bulk_t(_BulkAlgorithm):
     _name = "bulk"
     _cls = _BulkSender
 
-    def transform_sender(self, sndr: Any, env: Any = None) -> Any:
+    def transform_sender(self, sndr: Any, env: object = None) -> Any:
         """``bulk`` → ``bulk_chunked`` with a looping chunk function ([exec.bulk],
         [exec.snd.transform])."""
         if env is None or not isinstance(sndr, _BulkSender):

@@ -11,7 +11,7 @@ chain of 100,000 forwarding receivers (P3552R1 4.10).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .._core._adaptor_util import ChildOp, FnAdaptor, UnarySender
 from .._core._connect import connect_unchecked as connect
@@ -27,6 +27,9 @@ from .._core._protocol import (
 from .._core._queries import _MISSING, get_completion_scheduler, get_domain, query_or
 from .._core._tags import set_error_t, set_stopped_t, set_value_t
 from .._core._trampoline import trampoline_start
+
+if TYPE_CHECKING:
+    from .._core._contracts import Receiver
 
 __all__ = ["let_error", "let_stopped", "let_value"]
 
@@ -52,23 +55,23 @@ class _LetReceiver2:
 
     __slots__ = ("_holder", "_letenv", "_rcvr")
 
-    def __init__(self, rcvr: Any, letenv: Any, holder: Any = None) -> None:
+    def __init__(self, rcvr: Receiver, letenv: Any, holder: Any = None) -> None:
         self._rcvr = rcvr
         self._letenv = letenv
         self._holder = holder
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         return join_env(self._letenv, fwd_env(get_env(self._rcvr)))
 
     # Each completion first forgets the holder: holder -> its _op2 -> ... -> this receiver ->
     # holder is a reference cycle, which must not outlive the work (reference counting, not
     # the cycle collector, frees a finished let).
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         self._holder = None
         self._rcvr.set_value(*vals)
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         self._holder = None
         self._rcvr.set_error(err)
 
@@ -87,7 +90,7 @@ def _shadows(new: Any, old: Any) -> bool:
     return type(old) is prop and type(new) is prop  # both prop(get_domain, d)
 
 
-def _receiver2(rcvr: Any, letenv: Any) -> Any:
+def _receiver2(rcvr: Receiver, letenv: Any) -> Any:
     """Make ``receiver2`` for the outer receiver ``rcvr`` and let-env ``letenv`` ([exec.let]).
 
     A loop of nested lets would otherwise build one forwarding receiver (and one layer of
@@ -116,7 +119,7 @@ class _LetOp(ChildOp):
     __slots__ = ("_args", "_child", "_fn", "_op2")
     _kind = _VALUE
 
-    def __init__(self, rcvr: Any, child: Any, fn: Any) -> None:
+    def __init__(self, rcvr: Receiver, child: object, fn: Any) -> None:
         self._rcvr = rcvr
         self._child = child
         self._fn = fn
@@ -176,7 +179,7 @@ class _LetValueOp(_LetOp):
     __slots__ = ()
     _kind = _VALUE
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         if self._state == 2:
             raise completed_twice(self, "set_value")
         self._state = 2
@@ -188,7 +191,7 @@ class _LetErrorOp(_LetOp):
     __slots__ = ()
     _kind = _ERROR
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         if self._state == 2:
             raise completed_twice(self, "set_error")
         self._state = 2
@@ -212,18 +215,18 @@ class _LetSender(UnarySender):
     __slots__ = ("_fn",)
     _op_cls: type[_LetOp]
 
-    def __init__(self, child: Any, fn: Any) -> None:
+    def __init__(self, child: object, fn: Any) -> None:
         self._child = child
         self._fn = fn
 
-    def connect(self, rcvr: Any) -> _LetOp:
+    def connect(self, rcvr: Receiver) -> _LetOp:
         child = self._child
         op = self._op_cls(rcvr, child, self._fn)
         op._op = connect(child, op)
         return op
 
     @property
-    def data(self) -> Any:
+    def data(self) -> object:
         return self._fn
 
     def __repr__(self) -> str:
@@ -328,7 +331,7 @@ class let_value_t(_LetAlgorithm):
         f: Callable[[A, B, C, D, E, F], Awaitable[R]],
         /,
     ) -> Sender[R]: ...
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: object) -> object:
         return self._build(args)
 
 
@@ -361,7 +364,7 @@ class let_error_t(_LetAlgorithm):
     def __call__(
         self, sndr: Awaitable[T], f: Callable[[Any], Awaitable[R]], /
     ) -> Sender[T | R]: ...
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: object) -> object:
         return self._build(args)
 
 
@@ -393,7 +396,7 @@ class let_stopped_t(_LetAlgorithm):
     def __call__(self, f: Callable[[], Awaitable[R]], /) -> WidenClosure[R]: ...
     @overload
     def __call__(self, sndr: Awaitable[T], f: Callable[[], Awaitable[R]], /) -> Sender[T | R]: ...
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: object) -> object:
         return self._build(args)
 
 

@@ -17,7 +17,7 @@ domain is in use, so the behaviour is the same either way.
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .._core._adaptor_util import (
     SchedulerAdaptorSender,
@@ -41,6 +41,9 @@ from ._continues_on import continues_on
 from ._starts_on import starts_on
 from ._write_env import write_env
 
+if TYPE_CHECKING:
+    from .._core._contracts import Receiver
+
 __all__ = ["on"]
 
 T = TypeVar("T")
@@ -61,15 +64,15 @@ def _no_scheduler(form: str) -> TypeError:
 class _OnSender(SchedulerAdaptorSender):
     __slots__ = ("_closure",)
 
-    def __init__(self, sch: Any, child: Any, closure: Any) -> None:
+    def __init__(self, sch: Any, child: object, closure: Any) -> None:
         self._sch = sch
         self._child = child
         self._closure = closure  # None for on(sch, sndr)
 
-    def connect(self, rcvr: Any) -> Any:
+    def connect(self, rcvr: Receiver) -> Any:
         return connect(_lower(self, get_env(rcvr)), rcvr)
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         """The signatures of the lowered sender; ``on(sch, sndr)`` is dependent
         ([exec.getcomplsigs])."""
         if env is None:
@@ -89,7 +92,7 @@ class _OnSender(SchedulerAdaptorSender):
         return self._closure
 
     @property
-    def data(self) -> Any:
+    def data(self) -> object:
         return self._sch if self._closure is None else (self._sch, self._closure)
 
     def __repr__(self) -> str:
@@ -98,7 +101,7 @@ class _OnSender(SchedulerAdaptorSender):
         return f"on({self._child!r}, {self._sch!r}, {self._closure!r})"
 
 
-def _lower(sndr: _OnSender, env: Any) -> Any:
+def _lower(sndr: _OnSender, env: object) -> Any:
     sch = sndr._sch
     child = sndr._child
     closure = sndr._closure
@@ -208,13 +211,13 @@ class on_t(Algorithm):
             )
         return early(sched_domain(sch), _OnSender(sch, x, None))
 
-    def transform_sender(self, sndr: Any, env: Any = None) -> Any:
+    def transform_sender(self, sndr: Any, env: object = None) -> Any:
         """The late lowering of either form ([exec.snd.transform]); needs ``env``."""
         if env is None or not isinstance(sndr, _OnSender):
             return sndr
         return _lower(sndr, env)
 
-    def transform_env(self, sndr: Any, env: Any) -> Any:
+    def transform_env(self, sndr: Any, env: object) -> Any:
         """``on.transform_env``: ``JOIN-ENV(SCHED-ENV(sch), FWD-ENV(env))`` for ``on(sch, s)``,
         ``env`` unchanged for the closure form."""
         if isinstance(sndr, _OnSender) and sndr._closure is None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import CoroutineType as _CoroutineType
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from .._core._adaptor_util import (
     BinaryAdaptor,
@@ -42,6 +42,9 @@ from .._core._protocol import Closure, Sender, completed_twice, is_sender, twice
 from .._core._queries import get_stop_token, query_or
 from .._core._stop_token import never_stop_token
 from .._core._tags import set_error_t, set_stopped_t, set_value_t
+
+if TYPE_CHECKING:
+    from .._core._contracts import Receiver
 
 __all__ = ["repeat_effect_until", "repeat_n"]
 
@@ -62,7 +65,7 @@ class LoopOp:
 
     __slots__ = ("_env", "_gate", "_next", "_op", "_rcvr", "_state", "_token")
 
-    def __init__(self, rcvr: Any, first: Any) -> None:
+    def __init__(self, rcvr: Receiver, first: Any) -> None:
         self._rcvr = rcvr
         self._env = env = fwd_env(get_env(rcvr))
         self._token = query_or(env, get_stop_token, _NEVER)
@@ -136,7 +139,7 @@ class LoopOp:
         self._state = _DONE
         self._rcvr.set_value()
 
-    def _finish_error(self, err: Any) -> None:
+    def _finish_error(self, err: object) -> None:
         self._state = _DONE
         self._rcvr.set_error(err)
 
@@ -146,7 +149,7 @@ class LoopOp:
 
     # -- the receiver of each iteration
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         return self._env
 
     def _completed(self, how: str) -> None:
@@ -155,7 +158,7 @@ class LoopOp:
         self._state = _BETWEEN
         self._op = None
 
-    def set_value(self, *vals: Any) -> None:  # pragma: no cover - every loop overrides it
+    def set_value(self, *vals: object) -> None:  # pragma: no cover - every loop overrides it
         """What a value of one iteration means is the loop's own decision (repeat_effect_until,
         repeat_n, retry each define it)."""
         raise NotImplementedError(
@@ -163,7 +166,7 @@ class LoopOp:
             "an iteration's value ends the loop"
         )
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         self._completed("set_error")
         self._finish_error(err)
 
@@ -194,12 +197,12 @@ def _async_predicate(pred: Any, coro: Any = None) -> TypeError:
 class _UntilOp(LoopOp):
     __slots__ = ("_child", "_pred")
 
-    def __init__(self, rcvr: Any, child: Any, pred: Callable[[], object]) -> None:
+    def __init__(self, rcvr: Receiver, child: object, pred: Callable[[], object]) -> None:
         self._child = child
         self._pred = pred
         LoopOp.__init__(self, rcvr, child)
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         self._completed("set_value")
         try:
             done = self._pred()
@@ -216,7 +219,7 @@ class _UntilOp(LoopOp):
         self._again()
 
 
-def _loop_signatures(child: Any, env: Any, *, predicate: bool) -> completion_signatures | None:
+def _loop_signatures(child: object, env: Any, *, predicate: bool) -> completion_signatures | None:
     """``set_value_t()``, the child's errors, ``set_error_t(Exception)`` with a predicate,
     ``set_stopped_t()``; ``None`` when the child's signatures are unknown."""
     cs = get_completion_signatures(child, None if env is None else fwd_env(env))
@@ -231,19 +234,19 @@ def _loop_signatures(child: Any, env: Any, *, predicate: bool) -> completion_sig
 class _UntilSender(UnarySender):
     __slots__ = ("_pred",)
 
-    def __init__(self, child: Any, pred: Callable[[], object]) -> None:
+    def __init__(self, child: object, pred: Callable[[], object]) -> None:
         self._child = child
         self._pred = pred
 
-    def connect(self, rcvr: Any) -> _UntilOp:
+    def connect(self, rcvr: Receiver) -> _UntilOp:
         return _UntilOp(rcvr, self._child, self._pred)
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         """``set_value_t()``, the child's errors, ``set_error_t(Exception)``, stopped."""
         return _loop_signatures(self._child, env, predicate=True)
 
     @property
-    def data(self) -> Any:
+    def data(self) -> object:
         return self._pred
 
     def __repr__(self) -> str:
@@ -293,7 +296,7 @@ class repeat_effect_until_t(BinaryAdaptor):
     _name = "repeat_effect_until"
     _arg = "predicate"
 
-    def _check_arg(self, pred: Any) -> None:
+    def _check_arg(self, pred: object) -> None:
         if not callable(pred) or is_sender(pred):
             raise TypeError(
                 "repeat_effect_until(): predicate must be a callable taking no arguments, "
@@ -302,7 +305,7 @@ class repeat_effect_until_t(BinaryAdaptor):
         if is_async_fn(pred):
             raise _async_predicate(pred)
 
-    def _make(self, sndr: Any, pred: Any) -> Any:
+    def _make(self, sndr: object, pred: Callable[[], object]) -> object:
         self._check_arg(pred)
         return early_child(sndr, _UntilSender(sndr, pred))
 
@@ -310,7 +313,7 @@ class repeat_effect_until_t(BinaryAdaptor):
     def __call__(self, predicate: Callable[[], object], /) -> Closure[None]: ...
     @overload
     def __call__(self, sndr: Any, predicate: Callable[[], object], /) -> Sender[None]: ...
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: object) -> object:
         return self._build(args)
 
 
@@ -320,12 +323,12 @@ class repeat_effect_until_t(BinaryAdaptor):
 class _RepeatNOp(LoopOp):
     __slots__ = ("_child", "_left")
 
-    def __init__(self, rcvr: Any, child: Any, n: int) -> None:
+    def __init__(self, rcvr: Receiver, child: object, n: int) -> None:
         self._child = child
         self._left = n
         LoopOp.__init__(self, rcvr, child if n else None)
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         self._completed("set_value")
         left = self._left = self._left - 1
         if left <= 0:
@@ -338,21 +341,21 @@ class _RepeatNOp(LoopOp):
 class _RepeatNSender(UnarySender):
     __slots__ = ("_n",)
 
-    def __init__(self, child: Any, n: int) -> None:
+    def __init__(self, child: object, n: int) -> None:
         self._child = child
         self._n = n
 
-    def connect(self, rcvr: Any) -> _RepeatNOp:
+    def connect(self, rcvr: Receiver) -> _RepeatNOp:
         return _RepeatNOp(rcvr, self._child, self._n)
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         """``set_value_t()``, and for ``n > 0`` the child's errors and ``set_stopped_t()``."""
         if self._n == 0:
             return completion_signatures(set_value_t())
         return _loop_signatures(self._child, env, predicate=False)
 
     @property
-    def data(self) -> Any:
+    def data(self) -> object:
         return self._n
 
     def __repr__(self) -> str:
@@ -401,13 +404,13 @@ class repeat_n_t(BinaryAdaptor):
     _name = "repeat_n"
     _arg = "n"
 
-    def _check_arg(self, n: Any) -> None:
+    def _check_arg(self, n: object) -> None:
         check_count("repeat_n", "n", n, 0)
 
-    def _make(self, sndr: Any, n: Any) -> Any:
+    def _make(self, sndr: object, n: object) -> object:
         return early_child(sndr, _RepeatNSender(sndr, check_count("repeat_n", "n", n, 0)))
 
-    def _build(self, args: tuple[Any, ...]) -> Any:
+    def _build(self, args: tuple[object, ...]) -> object:
         if len(args) == 1 and is_sender(args[0]):
             raise TypeError("repeat_n() takes (sender, n) or (n): n is missing")
         return BinaryAdaptor._build(self, args)
@@ -416,7 +419,7 @@ class repeat_n_t(BinaryAdaptor):
     def __call__(self, n: int, /) -> Closure[None]: ...
     @overload
     def __call__(self, sndr: Any, n: int, /) -> Sender[None]: ...
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: object) -> object:
         return self._build(args)
 
 

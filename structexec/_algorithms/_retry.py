@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable
-from typing import Any, NoReturn, TypeVar, overload
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, overload
 
 from .._core._adaptor_util import check_sender, early_child
 from .._core._args import real_seconds
@@ -25,6 +25,9 @@ from .._core._protocol import Algorithm, Closure, Sender, WidenClosure
 from .._core._queries import _MISSING, get_scheduler, query_or
 from .._core._tags import set_error_t, set_stopped_t
 from ._repeat import _DONE, LoopOp, check_count
+
+if TYPE_CHECKING:
+    from .._core._contracts import Receiver
 
 __all__ = ["retry"]
 
@@ -54,7 +57,7 @@ def _timed_scheduler(env: Any, delay: float) -> Any:
 class _RetryOp(LoopOp):
     __slots__ = ("_child", "_k", "_left", "_params", "_sch", "_waiting")
 
-    def __init__(self, rcvr: Any, sndr: _RetrySender) -> None:
+    def __init__(self, rcvr: Receiver, sndr: _RetrySender) -> None:
         self._child = sndr._child
         self._params = sndr
         self._left = sndr._attempts  # attempts left including the running one; None: unlimited
@@ -63,7 +66,7 @@ class _RetryOp(LoopOp):
         self._sch = _timed_scheduler(get_env(rcvr), sndr._delay) if sndr._delay > 0 else None
         LoopOp.__init__(self, rcvr, sndr._child)
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         self._completed("set_value")
         if self._waiting:  # the delay is over: the next attempt
             self._waiting = False
@@ -73,7 +76,7 @@ class _RetryOp(LoopOp):
         self._state = _DONE
         self._rcvr.set_value(*vals)
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         self._completed("set_error")
         p = self._params
         left = self._left
@@ -104,12 +107,12 @@ class _RetryOp(LoopOp):
         self._again()
 
 
-class _RetrySender(Sender[Any]):
+class _RetrySender(Sender[object]):
     __slots__ = ("_attempts", "_backoff", "_child", "_delay", "_retry_on")
 
     def __init__(
         self,
-        child: Any,
+        child: object,
         attempts: int | None,
         delay: float,
         backoff: float,
@@ -121,21 +124,21 @@ class _RetrySender(Sender[Any]):
         self._backoff = backoff
         self._retry_on = retry_on
 
-    def connect(self, rcvr: Any) -> _RetryOp:
+    def connect(self, rcvr: Receiver) -> _RetryOp:
         return _RetryOp(rcvr, self)
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         return fwd_env(get_env(self._child))
 
     @property
-    def children(self) -> tuple[Any, ...]:
+    def children(self) -> tuple[object, ...]:
         return (self._child,)
 
     @property
-    def data(self) -> Any:
+    def data(self) -> object:
         return (self._attempts, self._delay, self._backoff, self._retry_on)
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         """The child's signatures, ``set_stopped_t()``, and with a delay the timer's errors."""
         cs = get_completion_signatures(self._child, None if env is None else fwd_env(env))
         if cs is None:

@@ -34,6 +34,9 @@ from ._just import just, just_error
 from ._let import let_stopped
 from ._then import then
 
+if TYPE_CHECKING:
+    from .._core._contracts import Receiver
+
 __all__ = ["stopped_as_error", "stopped_as_optional"]
 
 T = TypeVar("T")
@@ -59,15 +62,15 @@ def _just_none() -> Sender[None]:
 class _OptionalReceiver:
     __slots__ = ("_rcvr", "set_error")
 
-    def __init__(self, rcvr: Any) -> None:
+    def __init__(self, rcvr: Receiver) -> None:
         self._rcvr = rcvr
         self.set_error = rcvr.set_error
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         # Made when asked: work that never queries its environment does not pay for it.
         return fwd_env(get_env(self._rcvr))
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         if len(vals) == 1:
             self._rcvr.set_value(vals[0])
         elif vals:
@@ -79,7 +82,7 @@ class _OptionalReceiver:
         self._rcvr.set_value(None)
 
 
-def _check_optional(child: Any, env: Any) -> bool:
+def _check_optional(child: object, env: object) -> bool:
     """[exec.stopped.opt]: the child must have exactly one value signature, with at least one datum.
 
     Returns False when the check could not be made without an environment.
@@ -110,11 +113,11 @@ def _check_optional(child: Any, env: Any) -> bool:
 class _StoppedAsOptionalSender(UnarySender):
     __slots__ = ("_checked",)
 
-    def __init__(self, child: Any) -> None:
+    def __init__(self, child: object) -> None:
         self._child = child
         self._checked = False  # True once checked without an environment
 
-    def connect(self, rcvr: Any) -> Any:
+    def connect(self, rcvr: Receiver) -> Any:
         if not self._checked:
             self._checked = _check_optional(self._child, None)
             if not self._checked:
@@ -125,7 +128,7 @@ class _StoppedAsOptionalSender(UnarySender):
         """``let_stopped(then(child, make-optional), lambda: just(None))`` ([exec.stopped.opt])."""
         return let_stopped(then(self._child, _make_optional), _just_none)
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         """One value signature ``set_value_t(V)`` (``V`` may be ``None``) and the child's errors."""
         cs = get_completion_signatures(self._child, None if env is None else fwd_env(env))
         if cs is None:
@@ -182,10 +185,10 @@ class stopped_as_optional_t(UnaryAdaptor):
         def __call__(self, /) -> stopped_as_optional_t: ...
         @overload
         def __call__(self, sndr: Awaitable[T], /) -> Sender[T | None]: ...
-        def __call__(self, *args: Any) -> Any: ...
+        def __call__(self, *args: object) -> object: ...
         def __ror__(self, sndr: Awaitable[T]) -> Sender[T | None]: ...
 
-    def transform_sender(self, sndr: Any, env: Any = None) -> Any:
+    def transform_sender(self, sndr: Any, env: object = None) -> Any:
         """The lowering to ``let_stopped(then(...), ...)`` at ``connect`` ([exec.stopped.opt],
         [exec.snd.transform])."""
         if env is None or not isinstance(sndr, _StoppedAsOptionalSender):
@@ -202,7 +205,7 @@ class _JustError:
 
     __slots__ = ("err",)
 
-    def __init__(self, err: Any) -> None:
+    def __init__(self, err: object) -> None:
         self.err = err
 
     def __call__(self) -> Sender[Any]:
@@ -212,13 +215,13 @@ class _JustError:
 class _ErrorReceiver:
     __slots__ = ("_env", "_err", "_set_error", "set_error", "set_value")
 
-    def __init__(self, rcvr: Any, err: Any) -> None:
+    def __init__(self, rcvr: Receiver, err: object) -> None:
         self.set_value = rcvr.set_value
         self.set_error = self._set_error = rcvr.set_error
         self._err = err
         self._env = fwd_env(get_env(rcvr))
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         return self._env
 
     def set_stopped(self) -> None:
@@ -228,18 +231,18 @@ class _ErrorReceiver:
 class _StoppedAsErrorSender(InlineAsChild, UnarySender):
     __slots__ = ("_err",)
 
-    def __init__(self, child: Any, err: Any) -> None:
+    def __init__(self, child: object, err: object) -> None:
         self._child = child
         self._err = err
 
-    def connect(self, rcvr: Any) -> Any:
+    def connect(self, rcvr: Receiver) -> Any:
         return connect(self._child, _ErrorReceiver(rcvr, self._err))
 
     def lower(self) -> Sender[Any]:
         """``let_stopped(child, lambda: just_error(err))`` ([exec.stopped.err])."""
         return let_stopped(self._child, _JustError(self._err))
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         """The child's signatures, ``set_stopped_t()`` replaced by ``set_error_t(type(err))``."""
         cs = get_completion_signatures(self._child, None if env is None else fwd_env(env))
         if cs is None:
@@ -250,7 +253,7 @@ class _StoppedAsErrorSender(InlineAsChild, UnarySender):
         return completion_signatures(*rest)
 
     @property
-    def data(self) -> Any:
+    def data(self) -> object:
         return self._err
 
     def __repr__(self) -> str:
@@ -288,10 +291,10 @@ class stopped_as_error_t(BinaryAdaptor):
     def __call__(self, err: Any, /) -> WidenClosure[NoReturn]: ...
     @overload
     def __call__(self, sndr: Sender[T], err: Any, /) -> Sender[T]: ...
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: object) -> object:
         return self._build(args)
 
-    def _check_arg(self, err: Any) -> None:
+    def _check_arg(self, err: object) -> None:
         if err is None:
             raise TypeError(
                 "stopped_as_error(): None is not a valid error datum ([exec.stopped.err])"
@@ -302,11 +305,11 @@ class stopped_as_error_t(BinaryAdaptor):
                 "stopped_as_error(sndr, err) or sndr | stopped_as_error(err)"
             )
 
-    def _make(self, sndr: Any, err: Any) -> Any:
+    def _make(self, sndr: Any, err: object) -> Any:
         self._check_arg(err)
         return early_child(sndr, _StoppedAsErrorSender(sndr, err))
 
-    def transform_sender(self, sndr: Any, env: Any = None) -> Any:
+    def transform_sender(self, sndr: Any, env: object = None) -> Any:
         """The lowering to ``let_stopped(sndr, lambda: just_error(err))`` ([exec.stopped.err],
         [exec.snd.transform])."""
         if env is None or not isinstance(sndr, _StoppedAsErrorSender):
