@@ -51,7 +51,7 @@ def completes_inline(sndr: object) -> bool:
     return getattr(sndr, "_sx_completes_inline", False) is True
 
 
-def completes_on(child: object, sch: Any, ev: Any) -> bool:
+def completes_on(child: object, sch: object, ev: Any) -> bool:
     """Whether every completion ``child`` can make is known to happen on ``sch``.
 
     For each channel, either the child's attributes name ``sch`` as its completion scheduler,
@@ -103,7 +103,7 @@ class _AffineAttrs(TryEnv):
 class _AffineOnSender(UnarySender):
     __slots__ = ("_sch",)
 
-    def __init__(self, child: object, sch: Any) -> None:
+    def __init__(self, child: object, sch: object) -> None:
         self._child = child
         self._sch = sch  # None: P3941R1's one-argument form
 
@@ -208,13 +208,13 @@ class affine_on_t(Algorithm, Closure[Any]):
     def __init__(self) -> None:
         Closure.__init__(self, self._apply)
 
-    def _apply(self, sndr: Any) -> Sender[Any]:
+    def _apply(self, sndr: object) -> Sender[object]:
         return _AffineOnSender(sndr, None)
 
     @overload
     def __call__(self, sndr: Sender[T], /) -> Sender[T]: ...
     @overload
-    def __call__(self, sndr: Sender[T], sch: Any, /) -> Sender[T]: ...
+    def __call__(self, sndr: Sender[T], sch: object, /) -> Sender[T]: ...
     @overload
     def __call__(self, /) -> affine_on_t: ...
     def __call__(self, *args: object) -> object:

@@ -378,7 +378,7 @@ class bulk_t(_BulkAlgorithm):
     _name = "bulk"
     _cls = _BulkSender
 
-    def transform_sender(self, sndr: Any, env: object = None) -> Any:
+    def transform_sender(self, sndr: object, env: object = None) -> object:
         """``bulk`` → ``bulk_chunked`` with a looping chunk function ([exec.bulk],
         [exec.snd.transform])."""
         if env is None or not isinstance(sndr, _BulkSender):

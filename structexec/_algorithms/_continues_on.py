@@ -128,7 +128,7 @@ class _ScheduleFromOp(ChildOp):
 class _ScheduleFromBase(SchedulerAdaptorSender):
     __slots__ = ()
 
-    def __init__(self, sch: Any, child: object) -> None:
+    def __init__(self, sch: object, child: object) -> None:
         self._sch = sch
         self._child = child
 
@@ -193,7 +193,7 @@ class schedule_from_t(Algorithm):
 
     __slots__ = ()
 
-    def __call__(self, sch: Any, sndr: Sender[T]) -> Sender[T]:
+    def __call__(self, sch: object, sndr: Sender[T]) -> Sender[T]:
         check_scheduler("schedule_from", "sch", sch)
         check_sender("schedule_from", "sndr", sndr)
         r: Sender[T] = early(sched_domain(sch), _ScheduleFromSender(sch, sndr))
@@ -233,9 +233,9 @@ class continues_on_t(BinaryAdaptor):
     _arg = "sch"
 
     @overload
-    def __call__(self, sch: Any, /) -> WidenClosure[NoReturn]: ...
+    def __call__(self, sch: object, /) -> WidenClosure[NoReturn]: ...
     @overload
-    def __call__(self, sndr: Sender[T], sch: Any, /) -> Sender[T]: ...
+    def __call__(self, sndr: Sender[T], sch: object, /) -> Sender[T]: ...
     def __call__(self, *args: object) -> object:
         return self._build(args)
 
@@ -246,7 +246,7 @@ class continues_on_t(BinaryAdaptor):
         check_scheduler("continues_on", "sch", sch)
         return early_child(sndr, _ContinuesOnSender(sch, sndr))
 
-    def transform_sender(self, sndr: Any, env: object = None) -> Any:
+    def transform_sender(self, sndr: object, env: object = None) -> object:
         """The late lowering ``continues_on(sndr, sch)`` → ``schedule_from(sch, sndr)``
         ([exec.snd.transform])."""
         if env is None or not isinstance(sndr, _ContinuesOnSender):

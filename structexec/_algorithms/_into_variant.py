@@ -87,8 +87,8 @@ class into_variant_t(UnaryAdaptor):
     __slots__ = ()
     _name = "into_variant"
 
-    def _apply(self, sndr: Any) -> Sender[Any]:
-        r: Sender[Any] = early_child(sndr, _IntoVariantSender(sndr))
+    def _apply(self, sndr: object) -> Sender[object]:
+        r: Sender[object] = early_child(sndr, _IntoVariantSender(sndr))
         return r
 
 

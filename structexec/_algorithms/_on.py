@@ -64,7 +64,7 @@ def _no_scheduler(form: str) -> TypeError:
 class _OnSender(SchedulerAdaptorSender):
     __slots__ = ("_closure",)
 
-    def __init__(self, sch: Any, child: object, closure: Any) -> None:
+    def __init__(self, sch: object, child: object, closure: Any) -> None:
         self._sch = sch
         self._child = child
         self._closure = closure  # None for on(sch, sndr)
@@ -161,23 +161,23 @@ class on_t(Algorithm):
     __slots__ = ()
 
     @overload
-    def __call__(self, sch: Any, sndr: Sender[T], /) -> Sender[T]: ...
+    def __call__(self, sch: object, sndr: Sender[T], /) -> Sender[T]: ...
     @overload
-    def __call__(self, sch: Any, closure: MapClosure[A, R], /) -> MapClosure[A, R]: ...
+    def __call__(self, sch: object, closure: MapClosure[A, R], /) -> MapClosure[A, R]: ...
     @overload
-    def __call__(self, sch: Any, closure: WidenClosure[R], /) -> WidenClosure[R]: ...
+    def __call__(self, sch: object, closure: WidenClosure[R], /) -> WidenClosure[R]: ...
     @overload
-    def __call__(self, sch: Any, closure: Closure[Any], /) -> Closure[Any]: ...
+    def __call__(self, sch: object, closure: Closure[Any], /) -> Closure[Any]: ...
     @overload
     def __call__(
-        self, sndr: Awaitable[A], sch: Any, closure: MapClosure[A, R], /
+        self, sndr: Awaitable[A], sch: object, closure: MapClosure[A, R], /
     ) -> Sender[R]: ...
     @overload
     def __call__(
-        self, sndr: Awaitable[T], sch: Any, closure: WidenClosure[R], /
+        self, sndr: Awaitable[T], sch: object, closure: WidenClosure[R], /
     ) -> Sender[T | R]: ...
     @overload
-    def __call__(self, sndr: Sender[Any], sch: Any, closure: Closure[Any], /) -> Sender[Any]: ...
+    def __call__(self, sndr: Sender[Any], sch: object, closure: Closure[Any], /) -> Sender[Any]: ...
     def __call__(self, *args: Any) -> Any:
         if len(args) == 3:
             sndr, sch, closure = args
@@ -211,13 +211,13 @@ class on_t(Algorithm):
             )
         return early(sched_domain(sch), _OnSender(sch, x, None))
 
-    def transform_sender(self, sndr: Any, env: object = None) -> Any:
+    def transform_sender(self, sndr: object, env: object = None) -> object:
         """The late lowering of either form ([exec.snd.transform]); needs ``env``."""
         if env is None or not isinstance(sndr, _OnSender):
             return sndr
         return _lower(sndr, env)
 
-    def transform_env(self, sndr: Any, env: object) -> Any:
+    def transform_env(self, sndr: object, env: object) -> object:
         """``on.transform_env``: ``JOIN-ENV(SCHED-ENV(sch), FWD-ENV(env))`` for ``on(sch, s)``,
         ``env`` unchanged for the closure form."""
         if isinstance(sndr, _OnSender) and sndr._closure is None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import CoroutineType as _CoroutineType
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, overload
 
 from .._core._adaptor_util import (
     BinaryAdaptor,
@@ -44,7 +44,7 @@ from .._core._stop_token import never_stop_token
 from .._core._tags import set_error_t, set_stopped_t, set_value_t
 
 if TYPE_CHECKING:
-    from .._core._contracts import Receiver
+    from .._core._contracts import OperationState, Receiver
 
 __all__ = ["repeat_effect_until", "repeat_n"]
 
@@ -65,14 +65,14 @@ class LoopOp:
 
     __slots__ = ("_env", "_gate", "_next", "_op", "_rcvr", "_state", "_token")
 
-    def __init__(self, rcvr: Receiver, first: Any) -> None:
+    def __init__(self, rcvr: Receiver, first: object) -> None:
         self._rcvr = rcvr
         self._env = env = fwd_env(get_env(rcvr))
         self._token = query_or(env, get_stop_token, _NEVER)
         self._state = _CONNECTED
         self._gate: list[int] | None = None
-        self._next: Any = None
-        self._op: Any = None if first is None else connect(first, self)
+        self._next: object = None  # the sender of the next iteration
+        self._op: OperationState | None = None if first is None else connect(first, self)
 
     # -- operation state
 
@@ -102,7 +102,7 @@ class LoopOp:
             gate = self._gate = [_SECOND, _FIRST]
             self._state = _RUNNING
             op = self._op
-            op.start()
+            op.start()  # type: ignore[union-attr]  # (set by connect or _connect_next)
             # The completion dropped _op: this was the last reference to an iteration that
             # completed inline, and it is freed before the next one is connected.
             op = None
@@ -178,11 +178,11 @@ class LoopOp:
 # --------------------------------------------------------------------------- repeat_effect_until
 
 
-def _async_predicate(pred: Any, coro: Any = None) -> TypeError:
+def _async_predicate(pred: object, coro: object = None) -> TypeError:
     """``repeat_effect_until`` with an ``async def`` predicate: its coroutine object would
     count as true (one run, a coroutine never awaited). Rejected; a coroutine returned at run
     time (a callable object with an ``async def __call__``) is closed and this is the error."""
-    if coro is not None:
+    if isinstance(coro, _CoroutineType):
         coro.close()
     name = getattr(pred, "__qualname__", None) or type(pred).__name__
     return TypeError(
@@ -219,7 +219,9 @@ class _UntilOp(LoopOp):
         self._again()
 
 
-def _loop_signatures(child: object, env: Any, *, predicate: bool) -> completion_signatures | None:
+def _loop_signatures(
+    child: object, env: object, *, predicate: bool
+) -> completion_signatures | None:
     """``set_value_t()``, the child's errors, ``set_error_t(Exception)`` with a predicate,
     ``set_stopped_t()``; ``None`` when the child's signatures are unknown."""
     cs = get_completion_signatures(child, None if env is None else fwd_env(env))
@@ -312,7 +314,7 @@ class repeat_effect_until_t(BinaryAdaptor):
     @overload
     def __call__(self, predicate: Callable[[], object], /) -> Closure[None]: ...
     @overload
-    def __call__(self, sndr: Any, predicate: Callable[[], object], /) -> Sender[None]: ...
+    def __call__(self, sndr: object, predicate: Callable[[], object], /) -> Sender[None]: ...
     def __call__(self, *args: object) -> object:
         return self._build(args)
 
@@ -362,7 +364,7 @@ class _RepeatNSender(UnarySender):
         return f"repeat_n({self._child!r}, {self._n!r})"
 
 
-def check_count(name: str, arg: str, n: Any, minimum: int) -> int:
+def check_count(name: str, arg: str, n: object, minimum: int) -> int:
     """``n`` as an ``int`` (not a ``bool``) that is at least ``minimum``, else raise."""
     if isinstance(n, bool) or not isinstance(n, int):
         raise TypeError(f"{name}(): {arg} must be an int, got {type(n).__name__}")
@@ -418,7 +420,7 @@ class repeat_n_t(BinaryAdaptor):
     @overload
     def __call__(self, n: int, /) -> Closure[None]: ...
     @overload
-    def __call__(self, sndr: Any, n: int, /) -> Sender[None]: ...
+    def __call__(self, sndr: object, n: int, /) -> Sender[None]: ...
     def __call__(self, *args: object) -> object:
         return self._build(args)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, overload
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar, overload
 
 from .._core._adaptor_util import check_sender, early_child
 from .._core._args import real_seconds
@@ -29,15 +29,20 @@ from ._repeat import _DONE, LoopOp, check_count
 if TYPE_CHECKING:
     from .._core._contracts import Receiver
 
+    class _Timed(Protocol):
+        """What ``retry`` needs of the receiver's scheduler when it waits between attempts."""
+
+        def schedule_after(self, seconds: float) -> object: ...
+
 __all__ = ["retry"]
 
 T = TypeVar("T")
 
 
-def _timed_scheduler(env: Any, delay: float) -> Any:
+def _timed_scheduler(env: object, delay: float) -> _Timed:
     """The timed scheduler of ``env`` (``get_scheduler``), or ``TypeError`` saying how to
     provide one."""
-    sch = query_or(env, get_scheduler, _MISSING)
+    sch: _Timed = query_or(env, get_scheduler, _MISSING)
     if sch is not _MISSING and callable(getattr(sch, "schedule_after", None)):
         return sch
     what = (
@@ -95,8 +100,8 @@ class _RetryOp(LoopOp):
                 d = math.inf
             if d > 0:
                 try:
-                    sch: Any = self._sch
-                    self._next = sch.schedule_after(d)
+                    sch = self._sch
+                    self._next = sch.schedule_after(d)  # type: ignore[union-attr]
                 except Exception as e:
                     self._finish_error(e)
                     return
@@ -274,8 +279,8 @@ class retry_t(Algorithm):
         b = _check_seconds("backoff", backoff)
         on = _check_retry_on(retry_on)
 
-        def make(sndr: Any) -> Sender[Any]:
-            r: Sender[Any] = early_child(sndr, _RetrySender(sndr, attempts, d, b, on))
+        def make(sndr: object) -> Sender[Any]:
+            r: Sender[object] = early_child(sndr, _RetrySender(sndr, attempts, d, b, on))
             return r
 
         if not args:

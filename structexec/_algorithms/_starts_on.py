@@ -96,7 +96,7 @@ class _StartsOnOp(ChildOp):
 class _StartsOnSender(SchedulerAdaptorSender):
     __slots__ = ()
 
-    def __init__(self, sch: Any, child: object) -> None:
+    def __init__(self, sch: object, child: object) -> None:
         self._sch = sch
         self._child = child
 
@@ -147,13 +147,13 @@ class starts_on_t(Algorithm):
 
     __slots__ = ()
 
-    def __call__(self, sch: Any, sndr: Sender[T]) -> Sender[T]:
+    def __call__(self, sch: object, sndr: Sender[T]) -> Sender[T]:
         check_scheduler("starts_on", "sch", sch)
         check_sender("starts_on", "sndr", sndr)
         r: Sender[T] = early(sched_domain(sch), _StartsOnSender(sch, sndr))
         return r
 
-    def transform_env(self, sndr: Any, env: object) -> Any:
+    def transform_env(self, sndr: Sender[object], env: object) -> object:
         """``JOIN-ENV(SCHED-ENV(sch), FWD-ENV(env))`` ([exec.starts.on])."""
         return join_env(sched_env(sndr.data), fwd_env(env))
 

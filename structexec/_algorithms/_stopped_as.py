@@ -124,7 +124,7 @@ class _StoppedAsOptionalSender(UnarySender):
                 _check_optional(self._child, fwd_env(get_env(rcvr)))
         return connect(self._child, _OptionalReceiver(rcvr))
 
-    def lower(self) -> Sender[Any]:
+    def lower(self) -> Sender[object]:
         """``let_stopped(then(child, make-optional), lambda: just(None))`` ([exec.stopped.opt])."""
         return let_stopped(then(self._child, _make_optional), _just_none)
 
@@ -175,8 +175,8 @@ class stopped_as_optional_t(UnaryAdaptor):
     __slots__ = ()
     _name = "stopped_as_optional"
 
-    def _apply(self, sndr: Any) -> Sender[Any]:
-        r: Sender[Any] = early_child(sndr, _StoppedAsOptionalSender(sndr))
+    def _apply(self, sndr: object) -> Sender[object]:
+        r: Sender[object] = early_child(sndr, _StoppedAsOptionalSender(sndr))
         return r
 
     if TYPE_CHECKING:
@@ -188,7 +188,7 @@ class stopped_as_optional_t(UnaryAdaptor):
         def __call__(self, *args: object) -> object: ...
         def __ror__(self, sndr: Awaitable[T]) -> Sender[T | None]: ...
 
-    def transform_sender(self, sndr: Any, env: object = None) -> Any:
+    def transform_sender(self, sndr: object, env: object = None) -> object:
         """The lowering to ``let_stopped(then(...), ...)`` at ``connect`` ([exec.stopped.opt],
         [exec.snd.transform])."""
         if env is None or not isinstance(sndr, _StoppedAsOptionalSender):
@@ -238,7 +238,7 @@ class _StoppedAsErrorSender(InlineAsChild, UnarySender):
     def connect(self, rcvr: Receiver) -> Any:
         return connect(self._child, _ErrorReceiver(rcvr, self._err))
 
-    def lower(self) -> Sender[Any]:
+    def lower(self) -> Sender[object]:
         """``let_stopped(child, lambda: just_error(err))`` ([exec.stopped.err])."""
         return let_stopped(self._child, _JustError(self._err))
 
@@ -305,11 +305,11 @@ class stopped_as_error_t(BinaryAdaptor):
                 "stopped_as_error(sndr, err) or sndr | stopped_as_error(err)"
             )
 
-    def _make(self, sndr: Any, err: object) -> Any:
+    def _make(self, sndr: object, err: object) -> object:
         self._check_arg(err)
         return early_child(sndr, _StoppedAsErrorSender(sndr, err))
 
-    def transform_sender(self, sndr: Any, env: object = None) -> Any:
+    def transform_sender(self, sndr: object, env: object = None) -> object:
         """The lowering to ``let_stopped(sndr, lambda: just_error(err))`` ([exec.stopped.err],
         [exec.snd.transform])."""
         if env is None or not isinstance(sndr, _StoppedAsErrorSender):

@@ -35,7 +35,7 @@ T = TypeVar("T")
 _MISSING = object()
 
 
-def is_timed_scheduler(sch: Any) -> bool:
+def is_timed_scheduler(sch: object) -> bool:
     """True for a scheduler with ``now()``, ``schedule_after(s)`` and ``schedule_at(t)``."""
     return all(callable(getattr(sch, m, None)) for m in ("now", "schedule_after", "schedule_at"))
 
