@@ -36,7 +36,7 @@ from ._continues_on import schedule_from
 from ._write_env import write_env
 
 if TYPE_CHECKING:
-    from .._core._contracts import Receiver
+    from .._core._contracts import OperationState, Receiver
 
 __all__ = ["affine_on"]
 
@@ -51,7 +51,7 @@ def completes_inline(sndr: object) -> bool:
     return getattr(sndr, "_sx_completes_inline", False) is True
 
 
-def completes_on(child: object, sch: object, ev: Any) -> bool:
+def completes_on(child: object, sch: object, ev: object) -> bool:
     """Whether every completion ``child`` can make is known to happen on ``sch``.
 
     For each channel, either the child's attributes name ``sch`` as its completion scheduler,
@@ -59,11 +59,13 @@ def completes_on(child: object, sch: object, ev: Any) -> bool:
     Unknown means no.
     """
     attrs = get_env(child)
-    sigs: Any = _MISSING
+    sigs: completion_signatures | None = None
+    looked = False  # sigs computed (when first needed)
     for tag, q in zip(_TAGS, _CS_QUERIES):
         cs = query_or(attrs, q, _MISSING)
         if cs is _MISSING:
-            if sigs is _MISSING:
+            if not looked:
+                looked = True
                 try:
                     sigs = get_completion_signatures(child, ev)
                 except Exception:
@@ -107,7 +109,7 @@ class _AffineOnSender(UnarySender):
         self._child = child
         self._sch = sch  # None: P3941R1's one-argument form
 
-    def connect(self, rcvr: Receiver) -> Any:
+    def connect(self, rcvr: Receiver) -> OperationState:
         ev = get_env(rcvr)
         sch = self._sch
         if sch is None:
@@ -121,21 +123,25 @@ class _AffineOnSender(UnarySender):
                 )
         check_infallible(sch, "affine_on")
         child = self._child
+        target: object
         if type(child) is _AffineOnSender and child._sch is None:
-            return connect(child, rcvr)  # it already completes on this receiver's scheduler
-        custom = getattr(getattr(child, "tag", None), "affine_on", None)
-        if custom is not None and callable(custom):
-            return connect(custom(child, ev), rcvr)
-        if (
+            target = child  # it already completes on this receiver's scheduler
+        elif callable(custom := getattr(getattr(child, "tag", None), "affine_on", None)):
+            target = custom(child, ev)
+        elif (
             completes_inline(child)
             # a sender that completes on the scheduler of the receiver it is connected to
             # (a task that does not run on inline_scheduler, whose scheduler is the receiver's)
             or getattr(child, "_sx_affine", False) is True
             or completes_on(child, sch, ev)
         ):
-            return connect(child, rcvr)
-        lowered = write_env(schedule_from(sch, write_env(child, ev)), join_env(UNSTOPPABLE_ENV, ev))
-        return connect(lowered, rcvr)
+            target = child
+        else:
+            target = write_env(
+                schedule_from(sch, write_env(child, ev)), join_env(UNSTOPPABLE_ENV, ev)
+            )
+        op: OperationState = connect(target, rcvr)
+        return op
 
     def get_env(self) -> object:
         if self._sch is not None:

@@ -36,7 +36,7 @@ from .._core._protocol import Algorithm, Closure, Sender, WidenClosure, complete
 from .._core._tags import set_error_t, set_value_t
 
 if TYPE_CHECKING:
-    from .._core._contracts import Receiver
+    from .._core._contracts import OperationState, Receiver
 
 __all__ = [
     "bulk",
@@ -107,7 +107,7 @@ class _BulkOp(ChildOp):
 
     __slots__ = ("_chunked", "_f", "_shape")
 
-    def __init__(self, rcvr: Receiver, shape: int, f: Any, chunked: bool) -> None:
+    def __init__(self, rcvr: Receiver, shape: int, f: Callable[..., object], chunked: bool) -> None:
         self._rcvr = rcvr
         self._shape = shape
         self._f = f
@@ -134,7 +134,7 @@ class _BulkOp(ChildOp):
         self._rcvr.set_value(*vals)
 
 
-def _loop(f: Callable[..., Any], b: int, e: int, vs: tuple[Any, ...]) -> None:
+def _loop(f: Callable[..., object], b: int, e: int, vs: tuple[object, ...]) -> None:
     """``for i in range(b, e): f(i, *vs)``, without the ``*vs`` cost for 0-2 datums."""
     n = len(vs)
     if n == 1:
@@ -164,13 +164,13 @@ class chunk_loop:
 
     __slots__ = ("f",)
 
-    def __init__(self, f: Callable[..., Any]) -> None:
+    def __init__(self, f: Callable[..., object]) -> None:
         self.f = f
 
-    def __call__(self, b: int, e: int, *vs: Any) -> None:
+    def __call__(self, b: int, e: int, *vs: object) -> None:
         _loop(self.f, b, e, vs)
 
-    def __reduce__(self) -> tuple[type[chunk_loop], tuple[Callable[..., Any]]]:
+    def __reduce__(self) -> tuple[type[chunk_loop], tuple[Callable[..., object]]]:
         return (chunk_loop, (self.f,))
 
     def __repr__(self) -> str:
@@ -184,7 +184,9 @@ class _BulkBase(UnarySender):
     __slots__ = ("_f", "_policy", "_shape")
     _algo = "bulk"
 
-    def __init__(self, child: object, policy: execution_policy, shape: int, f: Any) -> None:
+    def __init__(
+        self, child: object, policy: execution_policy, shape: int, f: Callable[..., object]
+    ) -> None:
         self._child = child
         self._policy = policy
         self._shape = shape
@@ -210,17 +212,17 @@ class _BulkBase(UnarySender):
         return self._shape
 
     @property
-    def f(self) -> Any:
+    def f(self) -> Callable[..., object]:
         """The function applied to the index space."""
         return self._f
 
     @property
-    def child(self) -> Any:
+    def child(self) -> object:
         """The sender whose values the iterations receive."""
         return self._child
 
     @property
-    def data(self) -> tuple[execution_policy, int, Any]:
+    def data(self) -> tuple[execution_policy, int, Callable[..., object]]:
         return (self._policy, self._shape, self._f)
 
     def __repr__(self) -> str:
@@ -252,7 +254,9 @@ class _BulkSender(_BulkBase):
     __slots__ = ("_lowered",)
     _algo = "bulk"
 
-    def __init__(self, child: object, policy: execution_policy, shape: int, f: Any) -> None:
+    def __init__(
+        self, child: object, policy: execution_policy, shape: int, f: Callable[..., object]
+    ) -> None:
         super().__init__(child, policy, shape, f)
         self._lowered: _BulkChunkedSender | None = None
 
@@ -265,17 +269,18 @@ class _BulkSender(_BulkBase):
             )
         return low
 
-    def connect(self, rcvr: Receiver) -> Any:
+    def connect(self, rcvr: Receiver) -> OperationState:
         # The same lowering as bulk_t.transform_sender, so that the behaviour does not depend
         # on whether custom domains are active. connect() transforms the lowered sender with
         # its late domain when they are.
-        return connect(self.lower(), rcvr)
+        op: OperationState = connect(self.lower(), rcvr)
+        return op
 
 
 # --------------------------------------------------------------------------- algorithms
 
 
-def _check(name: str, policy: Any, shape: Any, f: Any) -> int:
+def _check(name: str, policy: object, shape: Any, f: object) -> int:
     if not isinstance(policy, execution_policy):
         raise TypeError(
             f"{name}(): policy must be an execution policy (sx.seq, sx.par, sx.par_unseq or "
@@ -305,11 +310,11 @@ class _BulkAlgorithm(Algorithm):
 
     @overload
     def __call__(
-        self, policy: execution_policy, shape: int, f: Callable[..., Any], /
+        self, policy: execution_policy, shape: int, f: Callable[..., object], /
     ) -> WidenClosure[NoReturn]: ...
     @overload
     def __call__(
-        self, sndr: Sender[T], policy: execution_policy, shape: int, f: Callable[..., Any], /
+        self, sndr: Sender[T], policy: execution_policy, shape: int, f: Callable[..., object], /
     ) -> Sender[T]: ...
     def __call__(self, *args: object) -> object:
         return self._build(args)

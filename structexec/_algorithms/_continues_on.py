@@ -34,7 +34,7 @@ from .._core._protocol import Algorithm, Sender, WidenClosure, completed_twice
 from .._core._trampoline import trampoline_start
 
 if TYPE_CHECKING:
-    from .._core._contracts import Receiver
+    from .._core._contracts import OperationState, Receiver
 
 __all__ = ["continues_on", "schedule_from"]
 
@@ -87,9 +87,9 @@ class _ScheduleFromOp(ChildOp):
         self._rcvr = rcvr
         self._state = 0
         self._kind = _VALUE
-        self._data: Any = None
+        self._data: Any = None  # the values tuple or the error datum, delivered on sch
         self._op = None
-        self._sched_op: Any = None
+        self._sched_op: OperationState | None = None
 
     def close(self) -> None:
         """Never started: close the child's and the scheduling operation
@@ -143,7 +143,7 @@ class _ScheduleFromBase(SchedulerAdaptorSender):
         """``JOIN-ENV(SCHED-ATTRS(sch), FWD-ENV(get_env(child)))`` ([exec.continues.on])."""
         return join_env(sched_attrs(self._sch), fwd_env(get_env(self._child)))
 
-    def _sx_late_domain(self) -> Any:
+    def _sx_late_domain(self) -> object:
         """The destination scheduler's domain ([exec.snd.expos])."""
         return sched_domain(self._sch)
 

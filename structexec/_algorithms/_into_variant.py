@@ -6,7 +6,7 @@ tuple of the child's datums (docs/trio.md "Awaiting a sender").
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._core._adaptor_util import InlineAsChild, UnaryAdaptor, UnarySender, early_child
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
@@ -16,7 +16,7 @@ from .._core._protocol import Sender
 from .._core._tags import set_value_t
 
 if TYPE_CHECKING:
-    from .._core._contracts import Receiver
+    from .._core._contracts import OperationState, Receiver
 
 __all__ = ["into_variant"]
 
@@ -43,9 +43,10 @@ class _IntoVariantSender(InlineAsChild, UnarySender):
     def __init__(self, child: object) -> None:
         self._child = child
 
-    def connect(self, rcvr: Receiver) -> Any:
+    def connect(self, rcvr: Receiver) -> OperationState:
         # Nothing to do at start: the child's operation state is the result.
-        return connect(self._child, _IntoVariantReceiver(rcvr))
+        op: OperationState = connect(self._child, _IntoVariantReceiver(rcvr))
+        return op
 
     def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         """``set_value_t(tuple)`` plus the child's error and stopped signatures

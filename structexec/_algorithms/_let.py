@@ -29,7 +29,7 @@ from .._core._tags import set_error_t, set_stopped_t, set_value_t
 from .._core._trampoline import trampoline_start
 
 if TYPE_CHECKING:
-    from .._core._contracts import Receiver
+    from .._core._contracts import OperationState, Receiver
 
 __all__ = ["let_error", "let_stopped", "let_value"]
 
@@ -55,7 +55,7 @@ class _LetReceiver2:
 
     __slots__ = ("_holder", "_letenv", "_rcvr")
 
-    def __init__(self, rcvr: Receiver, letenv: Any, holder: Any = None) -> None:
+    def __init__(self, rcvr: Receiver, letenv: object, holder: _LetOp | None = None) -> None:
         self._rcvr = rcvr
         self._letenv = letenv
         self._holder = holder
@@ -80,7 +80,7 @@ class _LetReceiver2:
         self._rcvr.set_stopped()
 
 
-def _shadows(new: Any, old: Any) -> bool:
+def _shadows(new: object, old: object) -> bool:
     """Does the let-env ``new`` answer every query that the let-env ``old`` answers?"""
     if type(new) is sched_env:
         # SCHED-ENV answers get_scheduler always and get_domain if its scheduler has one.
@@ -90,7 +90,7 @@ def _shadows(new: Any, old: Any) -> bool:
     return type(old) is prop and type(new) is prop  # both prop(get_domain, d)
 
 
-def _receiver2(rcvr: Receiver, letenv: Any) -> Any:
+def _receiver2(rcvr: Receiver, letenv: object) -> _LetReceiver2:
     """Make ``receiver2`` for the outer receiver ``rcvr`` and let-env ``letenv`` ([exec.let]).
 
     A loop of nested lets would otherwise build one forwarding receiver (and one layer of
@@ -119,16 +119,16 @@ class _LetOp(ChildOp):
     __slots__ = ("_args", "_child", "_fn", "_op2")
     _kind = _VALUE
 
-    def __init__(self, rcvr: Receiver, child: object, fn: Any) -> None:
+    def __init__(self, rcvr: Receiver, child: object, fn: Callable[..., object]) -> None:
         self._rcvr = rcvr
         self._child = child
         self._fn = fn
         self._state = 0
         self._op = None
-        self._op2: Any = None
-        self._args: Any = None
+        self._op2: OperationState | None = None
+        self._args: object = None  # the datums given to fn, kept alive ([exec.let])
 
-    def _letenv(self) -> Any:
+    def _letenv(self) -> object:
         attrs = get_env(self._child)
         if attrs is EMPTY_ENV:
             return EMPTY_ENV
@@ -142,7 +142,7 @@ class _LetOp(ChildOp):
             return prop(get_domain, dom)
         return EMPTY_ENV
 
-    def _matched(self, args: tuple[Any, ...]) -> None:
+    def _matched(self, args: tuple[object, ...]) -> None:
         self._args = args  # kept alive until the second operation completes ([exec.let])
         rcvr = self._rcvr
         try:
@@ -215,7 +215,7 @@ class _LetSender(UnarySender):
     __slots__ = ("_fn",)
     _op_cls: type[_LetOp]
 
-    def __init__(self, child: object, fn: Any) -> None:
+    def __init__(self, child: object, fn: Callable[..., object]) -> None:
         self._child = child
         self._fn = fn
 

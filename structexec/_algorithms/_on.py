@@ -42,7 +42,7 @@ from ._starts_on import starts_on
 from ._write_env import write_env
 
 if TYPE_CHECKING:
-    from .._core._contracts import Receiver
+    from .._core._contracts import OperationState, Receiver
 
 __all__ = ["on"]
 
@@ -69,8 +69,9 @@ class _OnSender(SchedulerAdaptorSender):
         self._child = child
         self._closure = closure  # None for on(sch, sndr)
 
-    def connect(self, rcvr: Receiver) -> Any:
-        return connect(_lower(self, get_env(rcvr)), rcvr)
+    def connect(self, rcvr: Receiver) -> OperationState:
+        op: OperationState = connect(_lower(self, get_env(rcvr)), rcvr)
+        return op
 
     def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         """The signatures of the lowered sender; ``on(sch, sndr)`` is dependent

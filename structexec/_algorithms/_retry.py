@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
         def schedule_after(self, seconds: float) -> object: ...
 
+
 __all__ = ["retry"]
 
 T = TypeVar("T")

@@ -35,7 +35,7 @@ from ._let import let_stopped
 from ._then import then
 
 if TYPE_CHECKING:
-    from .._core._contracts import Receiver
+    from .._core._contracts import OperationState, Receiver
 
 __all__ = ["stopped_as_error", "stopped_as_optional"]
 
@@ -117,12 +117,13 @@ class _StoppedAsOptionalSender(UnarySender):
         self._child = child
         self._checked = False  # True once checked without an environment
 
-    def connect(self, rcvr: Receiver) -> Any:
+    def connect(self, rcvr: Receiver) -> OperationState:
         if not self._checked:
             self._checked = _check_optional(self._child, None)
             if not self._checked:
                 _check_optional(self._child, fwd_env(get_env(rcvr)))
-        return connect(self._child, _OptionalReceiver(rcvr))
+        op: OperationState = connect(self._child, _OptionalReceiver(rcvr))
+        return op
 
     def lower(self) -> Sender[object]:
         """``let_stopped(then(child, make-optional), lambda: just(None))`` ([exec.stopped.opt])."""
@@ -235,8 +236,9 @@ class _StoppedAsErrorSender(InlineAsChild, UnarySender):
         self._child = child
         self._err = err
 
-    def connect(self, rcvr: Receiver) -> Any:
-        return connect(self._child, _ErrorReceiver(rcvr, self._err))
+    def connect(self, rcvr: Receiver) -> OperationState:
+        op: OperationState = connect(self._child, _ErrorReceiver(rcvr, self._err))
+        return op
 
     def lower(self) -> Sender[object]:
         """``let_stopped(child, lambda: just_error(err))`` ([exec.stopped.err])."""

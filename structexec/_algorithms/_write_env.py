@@ -24,7 +24,7 @@ from .._core._env import EMPTY_ENV, fwd_env, join_env
 from .._core._protocol import Sender, WidenClosure
 
 if TYPE_CHECKING:
-    from .._core._contracts import Receiver
+    from .._core._contracts import OperationState, Receiver
 
 __all__ = ["write_env"]
 
@@ -38,9 +38,10 @@ class _WriteEnvSender(InlineAsChild, UnarySender):
         self._child = child
         self._env = e
 
-    def connect(self, rcvr: Receiver) -> Any:
+    def connect(self, rcvr: Receiver) -> OperationState:
         # The operation adds nothing to start(): the child's operation state is the result.
-        return connect(self._child, WriteEnvReceiver(rcvr, self._env))
+        op: OperationState = connect(self._child, WriteEnvReceiver(rcvr, self._env))
+        return op
 
     def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         """The child's signatures in the joined environment ([exec.write.env])."""
