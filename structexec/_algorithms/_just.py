@@ -22,7 +22,7 @@ _new = object.__new__
 class _JustOp:
     __slots__ = ("_rcvr", "_started", "_vals")
 
-    def __init__(self, rcvr: Receiver, vals: tuple[Any, ...]) -> None:
+    def __init__(self, rcvr: Receiver, vals: tuple[object, ...]) -> None:
         self._rcvr = rcvr
         self._vals = vals
         self._started = False
@@ -38,7 +38,7 @@ class _JustSender(Sender[object]):
     __slots__ = ("_vals",)
     _sx_completes_inline = True
 
-    def __init__(self, vals: tuple[Any, ...]) -> None:
+    def __init__(self, vals: tuple[object, ...]) -> None:
         self._vals = vals
 
     def connect(self, rcvr: Receiver) -> _JustOp:
@@ -96,7 +96,7 @@ class just_t(Algorithm):
     def __call__(self, v: T, u: U, w: V, /) -> Sender[tuple[T, U, V]]: ...
     @overload
     def __call__(self, *vals: object) -> Sender[tuple[Any, ...]]: ...
-    def __call__(self, *vals: object) -> Sender[Any]:
+    def __call__(self, *vals: object) -> Sender[object]:
         # A sender is an immutable, reusable value ([exec.snd.concepts]): every ``just()`` can
         # be the same one.
         if vals:
@@ -166,7 +166,7 @@ class just_error_t(Algorithm):
 
     __slots__ = ()
 
-    def __call__(self, *args: Any) -> Sender[NoReturn]:
+    def __call__(self, *args: object) -> Sender[NoReturn]:
         if len(args) != 1:
             raise TypeError(f"just_error() takes exactly one error datum, got {len(args)}")
         if args[0] is None:
@@ -223,7 +223,7 @@ class just_stopped_t(Algorithm):
 
     __slots__ = ()
 
-    def __call__(self, *args: Any) -> Sender[NoReturn]:
+    def __call__(self, *args: object) -> Sender[NoReturn]:
         if args:
             raise TypeError(f"just_stopped() takes no arguments, got {len(args)}")
         return _JustStoppedSender()

@@ -64,7 +64,7 @@ def _no_scheduler(form: str) -> TypeError:
 class _OnSender(SchedulerAdaptorSender):
     __slots__ = ("_closure",)
 
-    def __init__(self, sch: object, child: object, closure: Any) -> None:
+    def __init__(self, sch: object, child: object, closure: Closure[object] | None) -> None:
         self._sch = sch
         self._child = child
         self._closure = closure  # None for on(sch, sndr)
@@ -88,7 +88,7 @@ class _OnSender(SchedulerAdaptorSender):
         return get_completion_signatures(_lower(self, env), env)
 
     @property
-    def closure(self) -> Any:
+    def closure(self) -> Closure[object] | None:
         """The closure of ``on(sndr, sch, closure)``, ``None`` for ``on(sch, sndr)``."""
         return self._closure
 
@@ -102,7 +102,7 @@ class _OnSender(SchedulerAdaptorSender):
         return f"on({self._child!r}, {self._sch!r}, {self._closure!r})"
 
 
-def _lower(sndr: _OnSender, env: object) -> Any:
+def _lower(sndr: _OnSender, env: object) -> object:
     sch = sndr._sch
     child = sndr._child
     closure = sndr._closure

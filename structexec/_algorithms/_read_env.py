@@ -12,6 +12,8 @@ from .._core._queries import QueryError
 from .._core._tags import set_error_t, set_value_t
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .._core._contracts import Receiver
 
 __all__ = ["read_env"]
@@ -20,7 +22,7 @@ __all__ = ["read_env"]
 class _ReadEnvOp:
     __slots__ = ("_q", "_rcvr", "_started")
 
-    def __init__(self, rcvr: Receiver, q: Any) -> None:
+    def __init__(self, rcvr: Receiver, q: Callable[[object], object]) -> None:
         self._rcvr = rcvr
         self._q = q
         self._started = False
@@ -41,7 +43,7 @@ class _ReadEnvSender(Sender[object]):
     __slots__ = ("_q",)
     _sx_completes_inline = True
 
-    def __init__(self, q: Any) -> None:
+    def __init__(self, q: Callable[[object], object]) -> None:
         self._q = q
 
     def connect(self, rcvr: Receiver) -> _ReadEnvOp:
@@ -100,7 +102,7 @@ class read_env_t(Algorithm):
 
     __slots__ = ()
 
-    def __call__(self, q: Any) -> Sender[Any]:
+    def __call__(self, q: object) -> Sender[Any]:
         if not callable(q):
             raise TypeError(f"read_env() needs a query object, got {type(q).__name__}")
         return _ReadEnvSender(q)

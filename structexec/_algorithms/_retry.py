@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, NoReturn, TypeVar, overload
 
 from .._core._adaptor_util import check_sender, early_child
 from .._core._args import real_seconds
@@ -28,11 +28,8 @@ from ._repeat import _DONE, LoopOp, check_count
 
 if TYPE_CHECKING:
     from .._core._contracts import Receiver
-
-    class _Timed(Protocol):
-        """What ``retry`` needs of the receiver's scheduler when it waits between attempts."""
-
-        def schedule_after(self, seconds: float) -> object: ...
+    from .._core._tags import _Signature
+    from ._timed import TimedScheduler
 
 
 __all__ = ["retry"]
@@ -40,10 +37,10 @@ __all__ = ["retry"]
 T = TypeVar("T")
 
 
-def _timed_scheduler(env: object, delay: float) -> _Timed:
+def _timed_scheduler(env: object, delay: float) -> TimedScheduler:
     """The timed scheduler of ``env`` (``get_scheduler``), or ``TypeError`` saying how to
     provide one."""
-    sch: _Timed = query_or(env, get_scheduler, _MISSING)
+    sch: TimedScheduler = query_or(env, get_scheduler, _MISSING)
     if sch is not _MISSING and callable(getattr(sch, "schedule_after", None)):
         return sch
     what = (
@@ -149,7 +146,7 @@ class _RetrySender(Sender[object]):
         cs = get_completion_signatures(self._child, None if env is None else fwd_env(env))
         if cs is None:
             return None
-        extra: list[Any] = [set_stopped_t()]
+        extra: list[_Signature] = [set_stopped_t()]
         if self._delay > 0 and env is not None:
             sch = query_or(env, get_scheduler, _MISSING)
             after = getattr(sch, "schedule_after", None)
@@ -166,19 +163,22 @@ class _RetrySender(Sender[object]):
         )
 
 
-def _check_seconds(name: str, x: Any) -> float:
+def _check_seconds(name: str, x: object) -> float:
     return real_seconds(x, "retry()", name, inf=False)
 
 
-def _check_retry_on(x: Any) -> Any:
-    classes = x if isinstance(x, tuple) else (x,)
-    if not classes or not all(
-        isinstance(c, type) and issubclass(c, BaseException) for c in classes
+def _check_retry_on(x: object) -> type[BaseException] | tuple[type[BaseException], ...]:
+    if isinstance(x, type) and issubclass(x, BaseException):
+        return x
+    if (
+        isinstance(x, tuple)
+        and x
+        and all(isinstance(c, type) and issubclass(c, BaseException) for c in x)
     ):
-        raise TypeError(
-            f"retry(): retry_on must be an exception class or a non-empty tuple of them, got {x!r}"
-        )
-    return x
+        return x
+    raise TypeError(
+        f"retry(): retry_on must be an exception class or a non-empty tuple of them, got {x!r}"
+    )
 
 
 class retry_t(Algorithm):
@@ -256,13 +256,13 @@ class retry_t(Algorithm):
     ) -> Sender[T]: ...
     def __call__(
         self,
-        *args: Any,
-        attempts: Any = None,
-        delay: Any = 0.0,
-        backoff: Any = 1.0,
-        retry_on: Any = Exception,
-        **unknown: Any,
-    ) -> Any:
+        *args: object,
+        attempts: object = None,
+        delay: object = 0.0,
+        backoff: object = 1.0,
+        retry_on: object = Exception,
+        **unknown: object,
+    ) -> object:
         if unknown:
             raise TypeError(
                 f"retry() got an unexpected keyword argument {next(iter(unknown))!r}; it takes "
@@ -274,14 +274,13 @@ class retry_t(Algorithm):
                 f"retry() takes one sender and keyword arguments, got {len(args)} positional "
                 "arguments"
             )
-        if attempts is not None:
-            attempts = check_count("retry", "attempts", attempts, 1)
+        n = None if attempts is None else check_count("retry", "attempts", attempts, 1)
         d = _check_seconds("delay", delay)
         b = _check_seconds("backoff", backoff)
         on = _check_retry_on(retry_on)
 
-        def make(sndr: object) -> Sender[Any]:
-            r: Sender[object] = early_child(sndr, _RetrySender(sndr, attempts, d, b, on))
+        def make(sndr: object) -> Sender[object]:
+            r: Sender[object] = early_child(sndr, _RetrySender(sndr, n, d, b, on))
             return r
 
         if not args:

@@ -18,7 +18,7 @@ sender (tag ``starts_on``, ``data`` the scheduler) and may replace it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from .._core._adaptor_util import (
     ChildOp,
@@ -38,7 +38,7 @@ from .._core._protocol import Algorithm, Sender, completed_twice
 from .._core._trampoline import trampoline_start
 
 if TYPE_CHECKING:
-    from .._core._contracts import Receiver
+    from .._core._contracts import OperationState, Receiver
 
 __all__ = ["starts_on"]
 
@@ -58,7 +58,7 @@ class _StartsOnOp(ChildOp):
         self._rcvr = rcvr
         self._state = 0
         self._op = None
-        self._child_op: Any = None
+        self._child_op: OperationState | None = None
 
     def set_value(self, *vals: object) -> None:
         if self._state == 2:

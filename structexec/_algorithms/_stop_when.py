@@ -17,7 +17,7 @@ sender, and how ``spawn_future`` adds its own stop source.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._core._adaptor_util import close_op
 from .._core._completion_signatures import get_completion_signatures
@@ -28,7 +28,8 @@ from .._core._queries import QueryError, get_stop_token, query_or
 from .._core._stop_token import combined_stop_token, is_unstoppable
 
 if TYPE_CHECKING:
-    from .._core._contracts import Receiver
+    from .._core._completion_signatures import completion_signatures
+    from .._core._contracts import OperationState, Receiver, StopToken
 
 __all__: list[str] = []
 
@@ -38,7 +39,7 @@ class StopTokenEnv:
 
     __slots__ = ("_base", "_tok")
 
-    def __init__(self, tok: Any, base: Any) -> None:
+    def __init__(self, tok: StopToken, base: object) -> None:
         self._tok = tok
         self._base = base
 
@@ -56,7 +57,7 @@ class StopTokenEnv:
         return m(q, *args)
 
 
-def child_token(t: Any, rt: Any) -> Any:
+def child_token(t: StopToken, rt: StopToken) -> StopToken:
     """The token the child of ``stop-when`` sees, given the receiver's token ``rt``
     ([exec.stop.when])."""
     if is_unstoppable(rt):
@@ -72,7 +73,7 @@ class _StopWhenOp:
     def __init__(self, rcvr: Receiver, env: object) -> None:
         self._rcvr = rcvr
         self._env = env
-        self._op: Any = None
+        self._op: OperationState | None = None
 
     def start(self) -> None:
         op = self._op
@@ -105,7 +106,7 @@ class stop_when_t(Algorithm):
 
     __slots__ = ()
 
-    def __call__(self, sndr: Any, token: Any) -> Any:
+    def __call__(self, sndr: object, token: StopToken) -> object:
         if is_unstoppable(token):
             return sndr  # [exec.stop.when]
         return _StopWhenSender(sndr, token)
@@ -118,7 +119,7 @@ class _StopWhenSender(Sender[object]):
     __slots__ = ("_child", "_token")
     tag = stop_when
 
-    def __init__(self, child: object, token: Any) -> None:
+    def __init__(self, child: object, token: StopToken) -> None:
         self._child = child
         self._token = token
 
@@ -132,7 +133,7 @@ class _StopWhenSender(Sender[object]):
     def get_env(self) -> object:
         return fwd_env(get_env(self._child))
 
-    def get_completion_signatures(self, env: object = None) -> Any:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         if env is None:
             return get_completion_signatures(self._child)
         tok = child_token(self._token, get_stop_token(env))

@@ -11,7 +11,7 @@ does the same work directly with one forwarding receiver instead of two operatio
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, overload
+from typing import TYPE_CHECKING, NoReturn, TypeVar, overload
 
 from .._core._adaptor_util import (
     BinaryAdaptor,
@@ -45,7 +45,7 @@ T = TypeVar("T")
 # --------------------------------------------------------------------------- stopped_as_optional
 
 
-def _make_optional(*ts: Any) -> Any:
+def _make_optional(*ts: object) -> values:
     """``optional<V>(in_place, ts...)``: one datum (a tuple for several)."""
     if len(ts) == 1:
         return values(ts[0])
@@ -209,7 +209,7 @@ class _JustError:
     def __init__(self, err: object) -> None:
         self.err = err
 
-    def __call__(self) -> Sender[Any]:
+    def __call__(self) -> Sender[NoReturn]:
         return just_error(self.err)
 
 
@@ -290,9 +290,9 @@ class stopped_as_error_t(BinaryAdaptor):
     _arg = "err"
 
     @overload
-    def __call__(self, err: Any, /) -> WidenClosure[NoReturn]: ...
+    def __call__(self, err: object, /) -> WidenClosure[NoReturn]: ...
     @overload
-    def __call__(self, sndr: Sender[T], err: Any, /) -> Sender[T]: ...
+    def __call__(self, sndr: Sender[T], err: object, /) -> Sender[T]: ...
     def __call__(self, *args: object) -> object:
         return self._build(args)
 

@@ -61,6 +61,12 @@ TIMED_SCHEDULERS = (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    class TimedScheduler(Protocol):
+        """A timed scheduler as ``retry`` and ``timeout`` use it (docs/time.md): the sender
+        ``schedule_after`` returns is only connected."""
+
+        def schedule_after(self, seconds: float) -> object: ...
+
     from .._core._contracts import Receiver
     from .._core._stop_token import StopCallback
 

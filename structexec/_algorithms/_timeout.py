@@ -14,7 +14,7 @@ The clock is the scheduler of the receiver's environment (``get_scheduler``), wh
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, overload
+from typing import TYPE_CHECKING, NoReturn, TypeVar, overload
 
 from .._core._adaptor_util import BinaryAdaptor, early_child
 from .._core._args import real_seconds
@@ -27,6 +27,8 @@ from ._when_any import ERROR, STOPPED, RaceOp, RaceReceiver, child_env_for
 
 if TYPE_CHECKING:
     from .._core._contracts import Receiver
+    from .._core._tags import _Signature
+    from ._timed import TimedScheduler
 
 __all__ = ["stop_after", "timeout"]
 
@@ -40,14 +42,14 @@ def is_timed_scheduler(sch: object) -> bool:
     return all(callable(getattr(sch, m, None)) for m in ("now", "schedule_after", "schedule_at"))
 
 
-def _check_seconds(name: str, seconds: Any) -> float:
+def _check_seconds(name: str, seconds: object) -> float:
     if type(seconds) is float and seconds >= 0.0:  # the common case
         return seconds
     return real_seconds(seconds, f"{name}()", "seconds")
 
 
-def _timed_scheduler_of(name: str, env: object) -> Any:
-    sch = query_or(env, get_scheduler, _MISSING)
+def _timed_scheduler_of(name: str, env: object) -> TimedScheduler:
+    sch: TimedScheduler = query_or(env, get_scheduler, _MISSING)
     if sch is not _MISSING and is_timed_scheduler(sch):
         return sch
     what = (
@@ -119,7 +121,7 @@ class _TimeoutSender(Sender[object]):
         sigs = get_completion_signatures(self._child, child_env_for(env))
         if sigs is None:
             return None
-        extra: list[Any] = [set_stopped_t()]
+        extra: list[_Signature] = [set_stopped_t()]
         if not self._stop:
             extra.append(set_error_t(TimeoutError))
         return sigs | completion_signatures(*extra)

@@ -9,7 +9,7 @@ It completes wherever its child completes, which ``affine_on`` relies on ([exec.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, overload
+from typing import TYPE_CHECKING, NoReturn, TypeVar, overload
 
 from .._core._adaptor_util import (
     BinaryAdaptor,
@@ -34,7 +34,7 @@ T = TypeVar("T")
 class _WriteEnvSender(InlineAsChild, UnarySender):
     __slots__ = ("_env",)
 
-    def __init__(self, child: object, e: Any) -> None:
+    def __init__(self, child: object, e: object) -> None:
         self._child = child
         self._env = e
 
@@ -104,9 +104,9 @@ class write_env_t(BinaryAdaptor):
     _arg = "env"
 
     @overload
-    def __call__(self, env: Any, /) -> WidenClosure[NoReturn]: ...
+    def __call__(self, env: object, /) -> WidenClosure[NoReturn]: ...
     @overload
-    def __call__(self, sndr: Sender[T], env: Any, /) -> Sender[T]: ...
+    def __call__(self, sndr: Sender[T], env: object, /) -> Sender[T]: ...
     def __call__(self, *args: object) -> object:
         return self._build(args)
 
