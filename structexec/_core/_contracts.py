@@ -307,7 +307,14 @@ class AwaitableSendersState(Protocol):
 @runtime_checkable
 class Receiver(Protocol):
     """A receiver ([exec.recv]): the three completion functions (``get_env`` is optional and
-    read through ``_env.get_env``). A datum is only passed on, hence ``object``."""
+    read through ``_env.get_env``). A datum is only passed on, hence ``object``.
+
+    Provided by: every receiver (the adaptors' child receivers and operation states that are
+    their child's receiver, ``_SyncWaitReceiver``, ``_AwaitRcvr``, a user's receiver).
+
+    Called by: every operation state, when it completes; annotated as such in ``connect``
+    and in the operation states of ``_algorithms`` and ``_schedulers``.
+    """
 
     def set_value(self, *vals: object) -> None:
         """Complete with values ([exec.set.value])."""
@@ -321,7 +328,12 @@ class Receiver(Protocol):
 
 @runtime_checkable
 class OperationState(Protocol):
-    """An operation state ([exec.opstate]): ``start()``, called at most once, never raises."""
+    """An operation state ([exec.opstate]): ``start()``, called at most once, never raises.
+
+    Provided by: every operation state (what ``connect`` returns).
+
+    Called by: whoever connected it (a parent operation, ``sync_wait``, ``await``, a scope).
+    """
 
     def start(self) -> None:
         """Start the operation ([exec.opstate.start])."""
@@ -330,7 +342,13 @@ class OperationState(Protocol):
 @runtime_checkable
 class Env(Protocol):
     """A queryable environment ([exec.env]): ``query(q, *args)`` answers ``q`` or raises
-    ``QueryError``. The answer's type depends on the query, hence ``Any``."""
+    ``QueryError``. The answer's type depends on the query, hence ``Any``.
+
+    Provided by: ``prop``/``env`` and every ``TryEnv``, the forwarding and joined
+    environments of ``_env``, the adaptors' child environments.
+
+    Called by: ``_queries.query_or`` and the query objects (``get_stop_token(env)``, ...).
+    """
 
     def query(self, q: object, *args: object) -> Any:
         """The answer to ``q``."""
@@ -338,8 +356,14 @@ class Env(Protocol):
 
 @runtime_checkable
 class StopToken(Protocol):
-    """A stoppable token ([stoptoken.concepts]): ``inplace_stop_token``, ``never_stop_token``,
-    trio's or a user's token."""
+    """A stoppable token ([stoptoken.concepts]).
+
+    Provided by: ``inplace_stop_token``, ``never_stop_token``, ``combined_stop_token``, the
+    trio bridge's token and a user's token.
+
+    Called by: the operations that watch a stop request (``stop_when``'s ``child_token``,
+    ``stop_callback_for``, ``is_unstoppable``).
+    """
 
     def stop_requested(self) -> bool:
         """``True`` once a stop was requested."""
