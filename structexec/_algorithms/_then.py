@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import inspect
 import types
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .._core import _domain
@@ -44,6 +44,7 @@ from .._core._values import values
 from ._just import _JustSender
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
     from typing import TypeAlias
 
     from .._core._contracts import OperationState, Receiver
@@ -281,7 +282,7 @@ class _JustThen1Op:
 _new = object.__new__
 
 
-def _value_fns(stages: Iterable[tuple[int, _Fn]]) -> tuple[_Fn, ...] | None:
+def _value_fns(stages: Sequence[tuple[int, _Fn]]) -> tuple[_Fn, ...] | None:
     """The functions of a chain of ``then`` stages only (``_ThenOp``'s fast loop), else None."""
     return tuple(f for _, f in stages) if all(k == _VALUE for k, _ in stages) else None
 
