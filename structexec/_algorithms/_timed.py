@@ -77,15 +77,15 @@ if TYPE_CHECKING:
 _EXACT = 2**53  # ints up to this convert to float exactly (and never overflow)
 
 
-def check_seconds(seconds: object, fn: str = "schedule_after") -> float:
+def check_seconds(seconds: Any, fn: str = "schedule_after") -> float:
     """``seconds`` as a float; ``TypeError`` for what is not a real number, ``ValueError``
     (naming ``seconds``) when negative, NaN or too large for a float (``_core._args``)."""
     t = type(seconds)
     if t is float:  # the common cases
-        if seconds >= 0.0:  # type: ignore[operator]
-            return seconds  # type: ignore[return-value]
-    elif t is int and 0 <= seconds <= _EXACT:  # type: ignore[operator]
-        return float(seconds)  # type: ignore[arg-type]
+        if seconds >= 0.0:
+            return seconds  # type: ignore[no-any-return]
+    elif t is int and 0 <= seconds <= _EXACT:
+        return float(seconds)
     return real_seconds(seconds, fn, "seconds")
 
 
