@@ -40,6 +40,7 @@ __all__ = [
     "Rcvr",
     "Sched",
     "Sndr",
+    "StopToken",
     "SubmitAnywhere",
     "SubmitCall",
     "TrioSchedulerMark",
@@ -428,3 +429,26 @@ class HasChildren(Protocol):
     """
 
     def _sx_children(self) -> tuple[object, ...]: ...
+
+
+@runtime_checkable
+class StopToken(Protocol):
+    """A stoppable token ([stoptoken.concepts]).
+
+    Provided by: ``inplace_stop_token``, ``never_stop_token``, ``combined_stop_token``, the
+    trio bridge's token and a user's token.
+
+    Called by: the operations that watch a stop request (``stop_when``'s ``child_token``,
+    ``stop_callback_for``, ``is_unstoppable``).
+    """
+
+    def stop_requested(self) -> bool:
+        """``True`` once a stop was requested."""
+
+    def stop_possible(self) -> bool:
+        """``True`` while a stop may still be requested."""
+
+
+# The names the algorithms' annotations use for the two basic shapes above.
+Receiver = Rcvr
+OperationState = OpState
