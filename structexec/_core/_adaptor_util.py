@@ -311,9 +311,7 @@ class ChildOp:
         if self._state:
             raise twice_started(self)
         self._state = _STARTED
-        op = self._op
-        if op is not None:  # None only once closed or completed, refused above
-            op.start()
+        self._op.start()  # type: ignore[union-attr]  # None only once closed or completed
 
     def get_env(self) -> Env:
         return fwd_env(get_env(self._rcvr))

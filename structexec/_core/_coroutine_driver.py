@@ -70,9 +70,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Collection
     from typing import ClassVar, Protocol
 
-    from typing_extensions import Self
-
     from ._contracts import Env, Rcvr
+
+    _LF = TypeVar("_LF", bound="LoopFrame")
 
     class Steppable(Protocol):
         """A coroutine (or generator-like object) the loop steps."""
@@ -92,7 +92,7 @@ if TYPE_CHECKING:
         def _unlink(self) -> None: ...
 
         @property
-        def child_frame(self) -> Callable[..., Self | None]: ...
+        def child_frame(self: _LF) -> Callable[..., _LF | None]: ...
 
     class JustLike(Protocol):
         """``just``'s sender as the loop reads it (``CoroutineLoop.just_type``)."""
