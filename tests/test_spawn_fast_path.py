@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from _helpers import pinned_domain_dispatch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -113,44 +114,39 @@ def run(case: dict[str, Any], fast: bool) -> list[Any]:
             note("spawned", i)
 
     worlds = []
-    with fast_spawn(fast):
-        old_domains = _domain._domains_on
-        _domain._domains_on = case["domains"] or old_domains
-        try:
-            for i, item in enumerate(case["items"]):
-                w = _World(item["tree"])
-                worlds.append(w)
-                s = item["tree"].root.build(w)
-                if not item["keep_values"]:
-                    s = sx.then(s, lambda *a, i=i: note("value", i, a))
-                s = sx.let_error(s, lambda e, i=i: (note("error", i, e), sx.just_error(e))[1])
-                s = sx.let_stopped(s, lambda i=i: (note("stopped", i), sx.just_stopped())[1])
-                if item["nested"]:
-                    inner = s
-                    how = item["how"]
-                    s = sx.then(sx.just(), lambda i=i, x=inner, how=how: spawn_one(i, x, how))
-                spawn_one(i, s, item["how"])
-            # A fresh cursor per run: an Interleaving is consumed as it is used, and the two
-            # runs of one case must make the same choices.
-            order = Interleaving(case["order"].choices)
-            step = 0
-            while True:
-                if step == case["stop_at"] and hasattr(scope, "request_stop"):
-                    scope.request_stop()
-                    note("request_stop")
-                if step == case["close_at"]:
-                    scope.close()
-                    note("close")
-                ran = False
-                for w in worlds:
-                    if w.pending() and w.run_chosen(order):
-                        ran = True
-                        break
-                if not ran and step > 6:
+    with fast_spawn(fast), pinned_domain_dispatch(on=case["domains"] or _domain.DISPATCH.on):
+        for i, item in enumerate(case["items"]):
+            w = _World(item["tree"])
+            worlds.append(w)
+            s = item["tree"].root.build(w)
+            if not item["keep_values"]:
+                s = sx.then(s, lambda *a, i=i: note("value", i, a))
+            s = sx.let_error(s, lambda e, i=i: (note("error", i, e), sx.just_error(e))[1])
+            s = sx.let_stopped(s, lambda i=i: (note("stopped", i), sx.just_stopped())[1])
+            if item["nested"]:
+                inner = s
+                how = item["how"]
+                s = sx.then(sx.just(), lambda i=i, x=inner, how=how: spawn_one(i, x, how))
+            spawn_one(i, s, item["how"])
+        # A fresh cursor per run: an Interleaving is consumed as it is used, and the two
+        # runs of one case must make the same choices.
+        order = Interleaving(case["order"].choices)
+        step = 0
+        while True:
+            if step == case["stop_at"] and hasattr(scope, "request_stop"):
+                scope.request_stop()
+                note("request_stop")
+            if step == case["close_at"]:
+                scope.close()
+                note("close")
+            ran = False
+            for w in worlds:
+                if w.pending() and w.run_chosen(order):
+                    ran = True
                     break
-                step += 1
-        finally:
-            _domain._domains_on = old_domains
+            if not ran and step > 6:
+                break
+            step += 1
     note("unhandled", tuple(scope.unhandled_errors))
     main = ManualScheduler("main")
     rec = RecordingReceiver(extra_env=sx.prop(sx.get_scheduler, main))

@@ -15,12 +15,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from _helpers import pinned_domain_dispatch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import structexec as sx
 from structexec._algorithms import _then
-from structexec._core import _domain
 
 MAIN = threading.get_ident()
 
@@ -32,12 +32,13 @@ class Boom(Exception):
 @contextmanager
 def fused(on: bool) -> Iterator[None]:
     """Select the path; pretend no custom domain exists (other test modules may create one)."""
-    old = _then.FUSE_THEN, _domain._domains_on, _domain._customize_all
-    _then.FUSE_THEN, _domain._domains_on, _domain._customize_all = on, False, False
+    old = _then.FUSE_THEN
+    _then.FUSE_THEN = on
     try:
-        yield
+        with pinned_domain_dispatch(on=False, all=False):
+            yield
     finally:
-        _then.FUSE_THEN, _domain._domains_on, _domain._customize_all = old
+        _then.FUSE_THEN = old
 
 
 def _norm(x: Any) -> Any:

@@ -56,11 +56,11 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from _helpers import pinned_domain_dispatch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import structexec as sx
-from structexec._core import _domain
 from structexec._trio import _trio_compat
 from structexec._trio import _when_all_nursery as wan
 from structexec.testing import no_leaks
@@ -76,12 +76,13 @@ if sys.version_info < (3, 11):
 @contextmanager
 def fast_path(on: bool) -> Iterator[None]:
     """Select the path; pretend no custom domain exists (other test modules may create one)."""
-    old = wan.FAST_WHEN_ALL, _domain._domains_on
-    wan.FAST_WHEN_ALL, _domain._domains_on = on, False
+    old = wan.FAST_WHEN_ALL
+    wan.FAST_WHEN_ALL = on
     try:
-        yield
+        with pinned_domain_dispatch(on=False):
+            yield
     finally:
-        wan.FAST_WHEN_ALL, _domain._domains_on = old
+        wan.FAST_WHEN_ALL = old
 
 
 def which_path() -> str:
@@ -853,20 +854,18 @@ async def test_fallback_corners_take_the_general_path(
         # A custom domain exists that may transform when_all: one customising every
         # algorithm, or one listing when_all.
         paths.clear()
-        monkeypatch.setattr(_domain, "_domains_on", True)
-        monkeypatch.setattr(_domain, "_customize_all", True)
-        assert await sx.when_all(child(), child()) == (1, 1)
+        with pinned_domain_dispatch(on=True, all=True):
+            assert await sx.when_all(child(), child()) == (1, 1)
         assert paths == ["system", "system"]
         paths.clear()
-        monkeypatch.setattr(_domain, "_customize_all", False)
-        monkeypatch.setattr(_domain, "_customized_tags", {sx.when_all})
-        assert await sx.when_all(child(), child()) == (1, 1)
+        with pinned_domain_dispatch(on=True, all=False, tags=frozenset({sx.when_all})):
+            assert await sx.when_all(child(), child()) == (1, 1)
         assert paths == ["system", "system"]
         # One that customises only other algorithms (the parallel scheduler's bulk domain)
         # cannot reach a when_all of coroutines: the fast path stays.
         paths.clear()
-        monkeypatch.setattr(_domain, "_customized_tags", {sx.bulk, sx.bulk_chunked})
-        assert await sx.when_all(child(), child()) == (1, 1)
+        with pinned_domain_dispatch(on=True, all=False, tags=frozenset({sx.bulk, sx.bulk_chunked})):
+            assert await sx.when_all(child(), child()) == (1, 1)
         assert paths == ["nursery", "nursery"]
 
 

@@ -20,7 +20,6 @@ import types
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, overload
 
-from .._core import _domain
 from .._core._adaptor_util import (
     PLAIN_CALLABLES,
     BoundClosure,
@@ -31,6 +30,8 @@ from .._core._adaptor_util import (
     is_async_fn,
 )
 from .._core._connect import connect_unchecked as connect
+from .._core._domain import DISPATCH as _DS
+from .._core._domain import NO_DOMAIN_ENV as _NDE
 from .._core._domain import get_domain_late, transform_sender
 from .._core._env import fwd_env, get_env
 from .._core._protocol import (
@@ -300,17 +301,19 @@ class _ThenBase(UnarySender):
         return flat
 
     def connect(self, rcvr: Any) -> Any:
-        hook = _domain._then_hook
-        if hook is not None:  # a remote parallel scheduler exists (_domain._then_hook)
+        hook = _DS.then_hook
+        # A remote parallel scheduler exists (DomainDispatch.then_hook); just(...) | then(f)
+        # connected to a receiver whose environment names no domain runs here: skip the hook.
+        if hook is not None and (type(self._child) is not _JustSender or type(rcvr) not in _NDE):
             t = hook(self, rcvr)
             if t is not None:
                 return t.connect(rcvr)
         if not FUSE_THEN:
             return self._connect_unfused(rcvr)
-        if _domain._customize_all or (
+        if _DS.on and (
             # _FUSE_TAGS: a domain customising `just` must see the just below a then too,
             # which the fused just|then operations below would skip.
-            _domain._domains_on and not _FUSE_TAGS.isdisjoint(_domain._customized_tags)
+            _DS.all or not _FUSE_TAGS.isdisjoint(_DS.tags)
         ):
             return self._connect_with_domains(rcvr)
         child = self._child

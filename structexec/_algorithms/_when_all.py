@@ -43,7 +43,6 @@ import types
 from collections.abc import Awaitable
 from typing import Any, TypeVar, overload
 
-from .._core import _domain
 from .._core._adaptor_util import close_op, early
 from .._core._completion_signatures import (
     completion_signatures,
@@ -51,6 +50,7 @@ from .._core._completion_signatures import (
     get_completion_signatures,
 )
 from .._core._connect import connect_unchecked as connect
+from .._core._domain import DISPATCH as _DS
 from .._core._domain import default_domain, domains_active, get_domain_early, may_transform
 from .._core._env import EMPTY_ENV, fwd_env, get_env, prop
 from .._core._errors import ErrorValue
@@ -475,8 +475,8 @@ class _WhenAllSender(Sender[Any]):
         ops: list[Any] = []
         # A domain that customises `just` must see every just connected (connect_unchecked).
         fuse = FUSE_JUST and not (
-            _domain._domains_on
-            and (_domain._customize_all or just in _domain._customized_tags)
+            _DS.on
+            and (_DS.all or just in _DS.tags)
         )
         try:
             for i, c in enumerate(children):
@@ -587,7 +587,7 @@ def _make(cls: type[_WhenAllSender], name: str, sndrs: tuple[Any, ...]) -> Sende
     sndr = cls(sndrs)
     # early() leaves the sender as it is unless some domain may transform its tag: skip the
     # children's common domain (a query per child) in that case too.
-    if _domain._domains_on and may_transform(cls.tag):
+    if _DS.on and may_transform(cls.tag):
         return early(_common_domain(sndrs), sndr)  # type: ignore[no-any-return]
     return sndr
 

@@ -875,7 +875,7 @@ def _remote_domain() -> Any:
     _ensure_domain()
     if _REMOTE_DOMAIN is None:
         _REMOTE_DOMAIN = _RemoteParallelDomain()
-        _domain_mod._then_hook = _then_hook
+        _domain_mod.DISPATCH.then_hook = _then_hook
     return _REMOTE_DOMAIN
 
 
@@ -891,7 +891,10 @@ def _then_hook(sndr: Any, rcvr: Any) -> RemoteThenSender | None:
     sch = query_or(get_env(base), _VALUE_SCHED, None)
     env = get_env(rcvr)
     if sch is None:
-        if query_or(env, get_domain, None) is not _REMOTE_DOMAIN:
+        if (
+            type(rcvr) in _domain_mod.NO_DOMAIN_ENV
+            or query_or(env, get_domain, None) is not _REMOTE_DOMAIN
+        ):
             return None
     elif type(sch) is not parallel_scheduler or not is_remote_backend(sch._backend):
         return None

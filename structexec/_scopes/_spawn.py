@@ -16,9 +16,10 @@ import sys
 from typing import Any
 
 from .._algorithms._stop_when import StopTokenEnv, child_token
-from .._core import _domain
 from .._core._completion_signatures import get_completion_signatures
 from .._core._connect import connect
+from .._core._domain import DISPATCH as _DS
+from .._core._domain import declare_no_domain_env
 from .._core._env import EMPTY_ENV, TryEnv, fwd_env, get_env, join_env, prop
 from .._core._env import env as _joined_env
 from .._core._errors import ErrorValue, terminate
@@ -295,6 +296,11 @@ class _FastSpawnState(_ScopeSpawnState):
         return query_or(self._base, q, default)
 
 
+# Its environment answers get_domain from the scope's spawn env (empty, or the trio one: no
+# domain): a then-chain spawned here whose predecessor has no completion scheduler is local.
+declare_no_domain_env(_FastSpawnState)
+
+
 def spawn_fast(sndr: Any, scope: Any) -> None:
     """The fast path of ``spawn`` ([exec.spawn]): a ``Sender`` spawned into a library scope
     without an ``env`` (``sx.spawn(sndr, token)`` and ``scope.spawn(sndr)``), when
@@ -320,8 +326,8 @@ def spawn_fast(sndr: Any, scope: Any) -> None:
         check_signature_set(sndr, sigs)
     # connect(sndr, st) without the domain layer unless a custom domain may transform sndr
     # (not merely when one exists: the parallel scheduler makes one on first use)
-    if _domain._domains_on and (
-        _domain._customize_all or getattr(sndr, "tag", None) in _domain._customized_tags
+    if _DS.on and (
+        _DS.all or getattr(sndr, "tag", None) in _DS.tags
     ):
         op = st._op = connect(sndr, st)
     else:

@@ -42,9 +42,10 @@ import trio
 import trio.lowlevel as tl
 
 from .._algorithms._when_all import _WhenAllSender
-from .._core import _domain, _hooks
+from .._core import _hooks
 from .._core._connect import connect_unchecked as connect
 from .._core._coroutine_driver import host_mark
+from .._core._domain import DISPATCH as _DS
 from .._core._errors import ErrorValue, Stopped
 from .._core._protocol import Sender, completed_twice
 from .._core._queries import _MISSING, QueryError, get_scheduler, get_stop_token, query_or
@@ -290,8 +291,8 @@ def await_sender(sndr: Any) -> Generator[Any, Any, Any]:
     r._cancelled = False
     r._parked = False
     r._task = None
-    if _domain._domains_on and (
-        _domain._customize_all or getattr(sndr, "tag", None) in _domain._customized_tags
+    if _DS.on and (
+        _DS.all or getattr(sndr, "tag", None) in _DS.tags
     ):
         op = connect(sndr, r)
     else:  # connect(sndr, r) without the domain layer when no domain may transform sndr

@@ -78,8 +78,8 @@ import trio.lowlevel as tl
 
 from .._algorithms._when_all import report_dropped_errors
 from .._algorithms._when_all import when_all as _when_all_tag
-from .._core import _domain
 from .._core._coroutine_driver import HostMark, host_mark, swallowed_stop_message
+from .._core._domain import DISPATCH as _DS
 from .._core._errors import Stopped
 from .._core._queries import QueryError, get_stop_token
 from .._core._stop_token import combined_stop_token, inplace_stop_source, inplace_stop_token
@@ -134,8 +134,8 @@ def nursery_state(children: tuple[Any, ...], parent: Any) -> _NurseryWhenAll | N
             return None
     if len(children) > 1 and len(set(map(id, children))) != len(children):
         return None  # one coroutine given twice: the general path's connect raises TypeError
-    if _domain._domains_on and (
-        _domain._customize_all or _when_all_tag in _domain._customized_tags
+    if _DS.on and (
+        _DS.all or _when_all_tag in _DS.tags
     ):
         return None
     try:
