@@ -82,7 +82,7 @@ def restore_domain_dispatch(monkeypatch: pytest.MonkeyPatch) -> None:
     previous registrations after the test, and other test modules are unaffected.
     """
     d = _domain.DISPATCH
-    for name in ("on", "all", "tags", "apply"):
+    for name in ("on", "all", "tags", "apply", "hit"):
         monkeypatch.setattr(d, name, getattr(d, name))
     monkeypatch.setattr(d, "_refs", dict(d._refs))
 
@@ -96,18 +96,20 @@ def pin_domain_dispatch(monkeypatch: pytest.MonkeyPatch, **fields: object) -> No
     for name, value in fields.items():
         assert hasattr(d, name), name
         monkeypatch.setattr(d, name, value)
+    d.derive()
 
 
 @contextmanager
 def pinned_domain_dispatch(**fields: object) -> Iterator[None]:
     """:func:`pin_domain_dispatch` as a context manager (for code outside a fixture)."""
     d = _domain.DISPATCH
-    names = ("pinned", *fields)
+    names = ("pinned", "hit", *fields)
     old = [getattr(d, n) for n in names]
     d.pinned = True
     try:
         for n, v in fields.items():
             setattr(d, n, v)
+        d.derive()
         yield
     finally:
         for n, v in zip(reversed(names), reversed(old)):

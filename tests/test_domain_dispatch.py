@@ -11,10 +11,9 @@ from typing import Any
 
 import pytest
 import trio
-from _helpers import set_domain_dispatch
+from _helpers import pin_domain_dispatch, set_domain_dispatch
 
 import structexec as sx
-from structexec._core import _domain
 from structexec._core._domain import DISPATCH, may_transform
 from structexec.testing import RecordingReceiver
 
@@ -149,7 +148,9 @@ class _HookSpy:
 @pytest.fixture
 def hook(monkeypatch: pytest.MonkeyPatch) -> _HookSpy:
     spy = _HookSpy()
-    monkeypatch.setattr(_domain.DISPATCH, "then_hook", spy)
+    # As when a remote parallel scheduler exists: its domain is alive, and customises only
+    # the bulk algorithms (here: nothing).
+    pin_domain_dispatch(monkeypatch, on=True, all=False, tags=frozenset(), then_hook=spy)
     return spy
 
 

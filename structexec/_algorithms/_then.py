@@ -301,21 +301,22 @@ class _ThenBase(UnarySender):
         return flat
 
     def connect(self, rcvr: Any) -> Any:
-        hook = _DS.then_hook
-        # A remote parallel scheduler exists (DomainDispatch.then_hook); just(...) | then(f)
-        # connected to a receiver whose environment names no domain runs here: skip the hook.
-        if hook is not None and (type(self._child) is not _JustSender or type(rcvr) not in _NDE):
-            t = hook(self, rcvr)
-            if t is not None:
-                return t.connect(rcvr)
-        if not FUSE_THEN:
-            return self._connect_unfused(rcvr)
-        if _DS.on and (
+        if _DS.on:  # a custom domain is alive (a remote scheduler's then-hook implies one)
+            hook = _DS.then_hook
+            # A remote parallel scheduler exists (DomainDispatch.then_hook); just(...) | then(f)
+            # connected to a receiver whose environment names no domain runs here: no hook.
+            if hook is not None and (
+                type(self._child) is not _JustSender or type(rcvr) not in _NDE
+            ):
+                t = hook(self, rcvr)
+                if t is not None:
+                    return t.connect(rcvr)
             # _FUSE_TAGS: a domain customising `just` must see the just below a then too,
             # which the fused just|then operations below would skip.
-            _DS.all or not _FUSE_TAGS.isdisjoint(_DS.tags)
-        ):
-            return self._connect_with_domains(rcvr)
+            if FUSE_THEN and _DS.hit[_FUSE_GROUP]:
+                return self._connect_with_domains(rcvr)
+        if not FUSE_THEN:
+            return self._connect_unfused(rcvr)
         child = self._child
         if type(child) is _JustSender and self._kind == _VALUE:  # just(...) | then(f)
             return _JustThen1Op(rcvr, child._vals, self._fn)  # the hot path: one object
@@ -586,6 +587,7 @@ upon_error = upon_error_t()
 upon_stopped = upon_stopped_t()
 _THEN_TAGS = frozenset((then, upon_error, upon_stopped))
 _FUSE_TAGS = _THEN_TAGS | {_JustSender.tag}
+_FUSE_GROUP = _DS.watch(_FUSE_TAGS)
 _ThenSender.tag = then
 _UponErrorSender.tag = upon_error
 _UponStoppedSender.tag = upon_stopped

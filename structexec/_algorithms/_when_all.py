@@ -474,10 +474,7 @@ class _WhenAllSender(Sender[Any]):
             self._check_child_sigs(op._make_cenv())
         ops: list[Any] = []
         # A domain that customises `just` must see every just connected (connect_unchecked).
-        fuse = FUSE_JUST and not (
-            _DS.on
-            and (_DS.all or just in _DS.tags)
-        )
+        fuse = FUSE_JUST and not (_DS.on and (_DS.all or just in _DS.tags))
         try:
             for i, c in enumerate(children):
                 if fuse and type(c) is _JustSender:

@@ -41,9 +41,7 @@ def connect(sndr: Any, rcvr: Any) -> Any:
     if type(rcvr) not in _receiver_types:
         _check_receiver(rcvr)
     # The body of connect_unchecked, repeated: connect is a hot path, a call costs.
-    if _DS.on and (
-        _DS.all or getattr(sndr, "tag", None) in _DS.tags
-    ):
+    if _DS.on and (_DS.all or getattr(sndr, "tag", None) in _DS.tags):
         e = get_env(rcvr)
         sndr = transform_sender(get_domain_late(sndr, e), sndr, e)
     if type(sndr) is _CoroutineType:  # common, and it has no connect: skip the exception
@@ -88,9 +86,7 @@ def _not_a_sender(sndr: Any) -> TypeError:
 
 def connect_unchecked(sndr: Any, rcvr: Any) -> Any:
     """:func:`connect` without the receiver check, for the library's own receivers."""
-    if _DS.on and (
-        _DS.all or getattr(sndr, "tag", None) in _DS.tags
-    ):
+    if _DS.on and (_DS.all or getattr(sndr, "tag", None) in _DS.tags):
         e = get_env(rcvr)
         sndr = transform_sender(get_domain_late(sndr, e), sndr, e)
     if type(sndr) is _CoroutineType:  # common, and it has no connect: skip the exception

@@ -52,14 +52,28 @@ class DomainDispatch:
       ``connect`` once set (a remote parallel scheduler exists; see ``_parallel``): the
       sender to connect instead (the domain's transform of the chain, [exec.snd.transform]),
       or ``None``. Chains that :func:`cannot_run_remotely` skip it.
-    * ``pinned``: tests that set the fields themselves pin them, so that a domain class
-      collected meanwhile does not recompute them.
+    * ``hit``: for each group of tags a module watches (:meth:`watch`), whether some live
+      domain may transform a sender of one of them (``then`` reads ``hit[i]`` instead of
+      intersecting its tags with ``tags`` at every ``connect``);
+    * ``pinned``: tests that set the fields themselves pin them (and call :meth:`derive`), so
+      that a domain class collected meanwhile does not recompute them.
 
     Registrations are weak references to the domain classes: when a class is collected its
     registration goes and the fields are recomputed from the classes still alive.
     """
 
-    __slots__ = ("_lock", "_refs", "all", "apply", "on", "pinned", "tags", "then_hook")
+    __slots__ = (
+        "_groups",
+        "_lock",
+        "_refs",
+        "all",
+        "apply",
+        "hit",
+        "on",
+        "pinned",
+        "tags",
+        "then_hook",
+    )
 
     def __init__(self) -> None:
         self.on = False
@@ -68,6 +82,8 @@ class DomainDispatch:
         self.apply = False
         self.then_hook: ThenHook | None = None
         self.pinned = False
+        self.hit: list[bool] = []
+        self._groups: list[frozenset[object]] = []
         self._refs: dict[int, weakref.ref[type]] = {}
         # Reentrant: a class collected (its weakref callback) while this thread registers.
         self._lock = threading.RLock()
@@ -80,6 +96,19 @@ class DomainDispatch:
         with self._lock:
             self._refs[id(cls)] = weakref.ref(cls, self._gone)
             self._recompute()
+
+    def watch(self, tags: Iterable[object]) -> int:
+        """Watch a group of tags: ``hit[i]`` (``i`` returned) is then true while some live
+        domain may transform a sender of one of them."""
+        with self._lock:
+            self._groups.append(frozenset(tags))
+            self.derive()
+            return len(self._groups) - 1
+
+    def derive(self) -> None:
+        """Recompute ``hit`` from ``all`` and ``tags``."""
+        every, tags = self.all, self.tags
+        self.hit = [every or not g.isdisjoint(tags) for g in self._groups]
 
     def classes(self) -> list[type]:
         """The registered domain classes still alive."""
@@ -122,6 +151,7 @@ class DomainDispatch:
         self.tags = frozenset(tags)
         self.all = every
         self.apply = apply
+        self.derive()
         if classes:
             self.on = True
 

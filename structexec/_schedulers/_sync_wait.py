@@ -199,10 +199,7 @@ def _run(alg: Any, sndr: Any, custom: bool = True) -> tuple[Any, ...] | None:
     init._result = None
     init._finished = False
     # connect(sndr, rcvr) without the domain layer when no domain may transform sndr
-    if is_sndr and not (
-        _DS.on
-        and (_DS.all or getattr(sndr, "tag", None) in _DS.tags)
-    ):
+    if is_sndr and not (_DS.on and (_DS.all or getattr(sndr, "tag", None) in _DS.tags)):
         op = sndr.connect(rcvr)
     else:
         op = connect(sndr, rcvr)

@@ -326,9 +326,7 @@ def spawn_fast(sndr: Any, scope: Any) -> None:
         check_signature_set(sndr, sigs)
     # connect(sndr, st) without the domain layer unless a custom domain may transform sndr
     # (not merely when one exists: the parallel scheduler makes one on first use)
-    if _DS.on and (
-        _DS.all or getattr(sndr, "tag", None) in _DS.tags
-    ):
+    if _DS.on and (_DS.all or sndr.tag in _DS.tags):  # a Sender: `tag` is a class attribute
         op = st._op = connect(sndr, st)
     else:
         op = st._op = sndr.connect(st)

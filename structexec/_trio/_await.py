@@ -291,9 +291,7 @@ def await_sender(sndr: Any) -> Generator[Any, Any, Any]:
     r._cancelled = False
     r._parked = False
     r._task = None
-    if _DS.on and (
-        _DS.all or getattr(sndr, "tag", None) in _DS.tags
-    ):
+    if _DS.on and (_DS.all or getattr(sndr, "tag", None) in _DS.tags):
         op = connect(sndr, r)
     else:  # connect(sndr, r) without the domain layer when no domain may transform sndr
         try:

@@ -134,9 +134,7 @@ def nursery_state(children: tuple[Any, ...], parent: Any) -> _NurseryWhenAll | N
             return None
     if len(children) > 1 and len(set(map(id, children))) != len(children):
         return None  # one coroutine given twice: the general path's connect raises TypeError
-    if _DS.on and (
-        _DS.all or _when_all_tag in _DS.tags
-    ):
+    if _DS.on and (_DS.all or _when_all_tag in _DS.tags):
         return None
     try:
         task = _current_task()
