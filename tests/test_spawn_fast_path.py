@@ -3,7 +3,7 @@
 ``spawn(sndr, token)`` and ``scope.spawn(sndr)`` of a ``Sender`` into a library scope, without an
 ``env``, take :func:`structexec._scopes._spawn.spawn_fast` (the state is the receiver and its own
 environment, ``connect`` skips the domain lookup, the outermost trampoline start is inlined).
-``structexec._scopes._spawn.FAST_SPAWN = False`` sends the same calls through the general
+``structexec._scopes.FAST.spawn = False`` sends the same calls through the general
 machinery (``spawn_into``: ``senv``, ``stop-when``'s environment, a ``_ScopeSpawnState``).
 
 The property test draws random sender trees (``structexec.testing.strategies.sender_trees``),
@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 import structexec as sx
 from structexec._core import _domain
+from structexec._core._fastpaths import FAST
 from structexec._scopes import _spawn
 from structexec.testing import ManualScheduler, RecordingReceiver
 from structexec.testing import strategies as sxst
@@ -51,12 +52,12 @@ SETTINGS = settings(
 
 @contextmanager
 def fast_spawn(on: bool) -> Iterator[None]:
-    old = _spawn.FAST_SPAWN
-    _spawn.FAST_SPAWN = on
+    old = FAST.spawn
+    FAST.spawn = on
     try:
         yield
     finally:
-        _spawn.FAST_SPAWN = old
+        FAST.spawn = old
 
 
 def _show(x: Any) -> Any:
@@ -163,7 +164,7 @@ def test_property_fast_and_general_spawn_agree(case: dict[str, Any]) -> None:
 
 
 def test_the_switch_chooses_the_path(monkeypatch: Any) -> None:
-    """``FAST_SPAWN`` decides which path ``sx.spawn`` and ``scope.spawn`` take."""
+    """``FAST.spawn`` decides which path ``sx.spawn`` and ``scope.spawn`` take."""
     calls: list[str] = []
     real_fast, real_into = _spawn.spawn_fast, _spawn.spawn_into
     monkeypatch.setattr(_spawn, "spawn_fast", lambda *a: (calls.append("fast"), real_fast(*a))[1])

@@ -10,13 +10,13 @@ docs/trio.md "Awaiting a sender" (values convention), docs/trio.md "What happens
 
 ``structexec._trio._when_all_nursery`` runs the coroutine children of an awaited ``when_all`` as
 tasks of a nursery of the awaiting task (module docstring there). Every scenario here runs through
-both paths -- the fast path and the general path (``FAST_WHEN_ALL = False``: hosted system tasks,
-each in its own shielded cancel scope, behind the generic when_all operation) -- and asserts
-identical observable outcomes: the value, the exception's type and identity, Cancelled vs
-Stopped, the (virtual-clock) times and order of the children's events, that every child has
-finished before the await returns or raises, what the next checkpoint does after a value that
-arrived despite a cancellation, and no leaked task. Each run also records which path its
-children ran on (the parent nursery of the child task), so a test cannot silently compare the
+both paths -- the fast path and the general path (``FAST.when_all_nursery = False``: hosted
+system tasks, each in its own shielded cancel scope, behind the generic when_all operation) --
+and asserts identical observable outcomes: the value, the exception's type and identity,
+Cancelled vs Stopped, the (virtual-clock) times and order of the children's events, that every
+child has finished before the await returns or raises, what the next checkpoint does after a
+value that arrived despite a cancellation, and no leaked task. Each run also records which path
+its children ran on (the parent nursery of the child task), so a test cannot silently compare the
 general path with itself.
 
 Documented differences (asserted in ``test_documented_differences``, so that they cannot change
@@ -61,6 +61,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import structexec as sx
+from structexec._core._fastpaths import FAST
 from structexec._trio import _trio_compat
 from structexec._trio import _when_all_nursery as wan
 from structexec.testing import no_leaks
@@ -76,13 +77,13 @@ if sys.version_info < (3, 11):
 @contextmanager
 def fast_path(on: bool) -> Iterator[None]:
     """Select the path; pretend no custom domain exists (other test modules may create one)."""
-    old = wan.FAST_WHEN_ALL
-    wan.FAST_WHEN_ALL = on
+    old = FAST.when_all_nursery
+    FAST.when_all_nursery = on
     try:
         with pinned_domain_dispatch(on=False):
             yield
     finally:
-        wan.FAST_WHEN_ALL = old
+        FAST.when_all_nursery = old
 
 
 def which_path() -> str:

@@ -1,4 +1,4 @@
-"""``when_all``'s fusion of ``just`` children (``structexec._algorithms._when_all.FUSE_JUST``)
+"""``when_all``'s fusion of ``just`` children (``structexec._core._fastpaths.FAST.fuse_just``)
 vs connecting every child.
 
 [exec.when.all], [exec.just]: a fused ``just(*vals)`` child (kept as a sender in its slot,
@@ -26,7 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import structexec as sx
-from structexec._algorithms import _when_all
+from structexec._core._fastpaths import FAST
 from structexec.testing import RecordingReceiver
 
 _restore_domain_dispatch = pytest.fixture(restore_domain_dispatch, autouse=True)
@@ -39,13 +39,13 @@ class Boom(Exception):
 @contextmanager
 def fused(on: bool) -> Iterator[None]:
     """Select the path; pretend no custom domain exists (other test modules may create one)."""
-    old = _when_all.FUSE_JUST
-    _when_all.FUSE_JUST = on
+    old = FAST.fuse_just
+    FAST.fuse_just = on
     try:
         with pinned_domain_dispatch(on=False, all=False):
             yield
     finally:
-        _when_all.FUSE_JUST = old
+        FAST.fuse_just = old
 
 
 # A child: ("just", datums) | ("then", datums) (a just | then that logs) | ("error",) |

@@ -7,10 +7,10 @@ Fusion is not observable: each function still runs once, in order, on the agent 
 previous stage completed, and a stage that does not match the incoming completion forwards it
 unchanged ([exec.then]).
 
-``FUSE_THEN = False`` turns the fusion off (tests compare both paths): each stage is then
-connected as its own ``_ThenOp`` over its child's operation, ``just(...) | then(f)`` included,
-which is the one-operation-per-stage structure of [exec.then]. The property test
-``tests/test_then_fusion_property.py`` checks that both paths agree.
+``_fastpaths.FAST.fuse_then = False`` turns the fusion off (tests compare both paths): each
+stage is then connected as its own ``_ThenOp`` over its child's operation, ``just(...) |
+then(f)`` included, which is the one-operation-per-stage structure of [exec.then]. The property
+test ``tests/test_then_fusion_property.py`` checks that both paths agree.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from .._core._domain import DISPATCH as _DS
 from .._core._domain import NO_DOMAIN_ENV as _NDE
 from .._core._domain import get_domain_late, transform_sender
 from .._core._env import fwd_env, get_env
+from .._core._fastpaths import FAST as _FP
 from .._core._protocol import (
     MapClosure,
     Sender,
@@ -69,11 +70,6 @@ _NOT_ONE_DATUM = frozenset((type(None), values, _CoroutineType))
 #: cache: building ``then(f)`` in a loop then checks ``f`` once). Not ``None``: ``then(None)``
 #: must reach the check.
 _last_sync_fn: Any = object()
-#: The then-fusion fast path: ``just(...) | then(f) | ...`` connected as one object without a
-#: child operation (``_JustThen1Op``, ``_JustThenOp``), and adjacent ``then``/``upon_*`` stages
-#: flattened into one ``_ThenOp`` at ``connect``. ``False``: one ``_ThenOp`` per stage, over the
-#: child's own operation (the general path; for tests).
-FUSE_THEN = True
 
 
 def run_stages(stages: Any, kind: int, data: Any) -> tuple[int, Any]:
@@ -313,9 +309,9 @@ class _ThenBase(UnarySender):
                     return t.connect(rcvr)
             # _FUSE_TAGS: a domain customising `just` must see the just below a then too,
             # which the fused just|then operations below would skip.
-            if FUSE_THEN and _DS.hit[_FUSE_GROUP]:
+            if _FP.fuse_then and _DS.hit[_FUSE_GROUP]:
                 return self._connect_with_domains(rcvr)
-        if not FUSE_THEN:
+        if not _FP.fuse_then:  # the fusion switch (_fastpaths)
             return self._connect_unfused(rcvr)
         child = self._child
         if type(child) is _JustSender and self._kind == _VALUE:  # just(...) | then(f)
@@ -329,7 +325,7 @@ class _ThenBase(UnarySender):
         return op
 
     def _connect_unfused(self, rcvr: Any) -> _ThenOp:
-        # FUSE_THEN off: this stage alone, over its child's operation ([exec.then]).
+        # fuse_then off: this stage alone, over its child's operation ([exec.then]).
         fn = self._fn
         op = _ThenOp(rcvr, ((self._kind, fn),), (fn,) if self._kind == _VALUE else None)
         op._op = connect(self._child, op)

@@ -30,7 +30,7 @@ per child (an operation state and a receiver, which reference each other and ``w
 operation): ``when_all(*[just(i) for i in range(100_000)])`` would otherwise make 200,000
 objects that the cyclic garbage collector walks again at each of its full collections
 (benchmarks/README.md). Not done when a domain customises ``just`` (its connect must see
-it), nor with ``FUSE_JUST = False``.
+it), nor with ``_fastpaths.FAST.fuse_just = False``.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ from .._core._domain import DISPATCH as _DS
 from .._core._domain import default_domain, domains_active, get_domain_early, may_transform
 from .._core._env import EMPTY_ENV, fwd_env, get_env, prop
 from .._core._errors import ErrorValue
+from .._core._fastpaths import FAST as _FP
 from .._core._protocol import Algorithm, Sender, completed_twice, is_sender, twice_started
 from .._core._queries import get_domain, get_stop_token, query_or
 from .._core._stop_token import (
@@ -78,10 +79,6 @@ __all__ = ["when_all", "when_all_with_variant"]
 
 _STARTED, _ERROR, _STOPPED = 0, 1, 2
 _CoroutineType = types.CoroutineType
-#: ``just(...)`` children are fused into ``when_all``'s operation: connecting one makes neither
-#: an operation state nor a receiver, and ``start`` delivers its datums where it would have
-#: started it (module docstring). ``False``: every child is connected (for tests).
-FUSE_JUST = True
 _DEFAULT = default_domain()
 _NEVER = never_stop_token()
 
@@ -474,7 +471,7 @@ class _WhenAllSender(Sender[Any]):
             self._check_child_sigs(op._make_cenv())
         ops: list[Any] = []
         # A domain that customises `just` must see every just connected (connect_unchecked).
-        fuse = FUSE_JUST and not (_DS.on and (_DS.all or just in _DS.tags))
+        fuse = _FP.fuse_just and not (_DS.on and (_DS.all or just in _DS.tags))
         try:
             for i, c in enumerate(children):
                 if fuse and type(c) is _JustSender:

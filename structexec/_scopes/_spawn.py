@@ -23,6 +23,7 @@ from .._core._domain import declare_no_domain_env
 from .._core._env import EMPTY_ENV, TryEnv, fwd_env, get_env, join_env, prop
 from .._core._env import env as _joined_env
 from .._core._errors import ErrorValue, terminate
+from .._core._fastpaths import FAST as _FP
 from .._core._protocol import Algorithm, Sender, completed_twice, is_sender
 from .._core._queries import _MISSING, get_allocator, get_stop_token, query_or
 from .._core._tags import set_value_t
@@ -42,11 +43,7 @@ __all__ = ["spawn"]
 #: ``simple_counting_scope``, whose ``wrap`` is the identity).
 FAST_TOKENS: set[type] = set()
 
-#: The switch of the fast path of ``spawn`` (:func:`spawn_fast`; docs/internals.md §3):
-#: ``False`` sends a plain sender spawned into a library scope through the general
-#: machinery (:func:`spawn_into`), as one with an ``env``. Tests compare both paths
-#: (``tests/test_spawn_fast_path.py``).
-FAST_SPAWN = True
+#: The switch of the fast path of ``spawn`` (:func:`spawn_fast`) is ``_fastpaths.FAST.spawn``.
 
 _DONE: Any = object()
 _new = object.__new__
@@ -304,7 +301,7 @@ declare_no_domain_env(_FastSpawnState)
 def spawn_fast(sndr: Any, scope: Any) -> None:
     """The fast path of ``spawn`` ([exec.spawn]): a ``Sender`` spawned into a library scope
     without an ``env`` (``sx.spawn(sndr, token)`` and ``scope.spawn(sndr)``), when
-    ``FAST_SPAWN`` is on.
+    ``_fastpaths.FAST.spawn`` is on.
 
     The same effects as the general path (:func:`spawn_into`), in the same order: the state
     is the receiver and its own environment (:class:`_FastSpawnState`, built without an
@@ -468,7 +465,7 @@ class spawn_t(Algorithm):
 
     def __call__(self, sndr: Any, token: Any, env: Any = EMPTY_ENV) -> None:
         # The common case, the fast path: a library scope, no env, a Sender subclass.
-        fast = FAST_SPAWN and env is EMPTY_ENV and type(token) in FAST_TOKENS
+        fast = _FP.spawn and env is EMPTY_ENV and type(token) in FAST_TOKENS
         if fast and isinstance(sndr, Sender):
             spawn_fast(sndr, token._scope)
             return

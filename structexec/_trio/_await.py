@@ -27,26 +27,30 @@ driver takes the sender; in a trio task this module:
    cancellation is returned; the ``Cancelled`` comes at the next checkpoint
    (docs/trio.md "trio cancellation becomes a stop request").
 
-**Fast path: ``await sx.when_all(c1(), c2(), ...)`` of coroutine objects** ([exec.when.all]):
-the children run as tasks of a nursery of the awaiting task; see ``_when_all_nursery``, whose
-``FAST_WHEN_ALL`` switch turns it off.
+**Fast paths.** Before connecting, ``await_sender`` asks the fast ``await`` handler that the
+sender's type has in ``_fastpaths.FAST_AWAIT``, if any; a handler that does not apply returns
+``None`` and the general path above runs. The handlers: ``await sx.when_all(c1(), c2(), ...)``
+of coroutine objects runs the children as tasks of a nursery of the awaiting task
+(``_when_all_nursery``, [exec.when.all]; switch ``FAST.when_all_nursery``);
+``await sx.schedule(trio_scheduler())`` is one checkpoint and ``await
+sx.schedule_after(trio_scheduler(), s)`` is ``trio.sleep(s)`` in a task of the scheduler's own
+run (``_trio_scheduler``).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Generator
-from typing import Any
+from typing import Any, NoReturn
 
-import trio
 import trio.lowlevel as tl
 
-from .._algorithms._when_all import _WhenAllSender
 from .._core import _hooks
 from .._core._connect import connect_unchecked as connect
 from .._core._coroutine_driver import host_mark
 from .._core._domain import DISPATCH as _DS
 from .._core._errors import ErrorValue, Stopped
+from .._core._fastpaths import FAST_AWAIT
 from .._core._protocol import Sender, completed_twice
 from .._core._queries import _MISSING, QueryError, get_scheduler, get_stop_token, query_or
 from .._core._stop_token import (
@@ -56,7 +60,8 @@ from .._core._stop_token import (
     is_unstoppable,
 )
 from .._schedulers._run_loop import raised_sink
-from . import _when_all_nursery
+from . import _trio_scheduler as _trio_scheduler  # registers its fast awaits
+from . import _when_all_nursery as _when_all_nursery  # registers its fast await
 from ._trio_bridge import (
     RunState,
     current_run,
@@ -66,8 +71,7 @@ from ._trio_bridge import (
     run_finished_error,
     runs_by_thread,
 )
-from ._trio_scheduler import _TrioScheduleSender, _TrioTimerSender
-from ._when_all_nursery import _FastChildEnv, nursery_state
+from ._when_all_nursery import _FastChildEnv
 
 __all__: list[str] = []
 
@@ -82,7 +86,7 @@ _get_hosted = hosted_env.get
 _get_mark = host_mark.get
 _runs_get = runs_by_thread.get
 _current_task = tl.current_task
-_new = object.__new__
+_fast_await_get = FAST_AWAIT.get
 
 _PENDING, _VALUE, _ERROR, _STOPPED = 0, 1, 2, 3
 #: ``raised_sink`` took a BaseException raised while another agent completed this work.
@@ -249,48 +253,15 @@ def await_sender(sndr: Any) -> Generator[Any, Any, Any]:
     driver = _driver_state.driver
     if driver is not None:
         return (yield from driver.await_sender(sndr))
-    tp = type(sndr)
-    if tp is _WhenAllSender and _when_all_nursery.FAST_WHEN_ALL:
-        # when_all of coroutines: a nursery of this task (_when_all_nursery), in a plain trio
-        # task or a child of another fast-path when_all. _children is _WhenAllSender's
-        # private tuple of children (its public ``children`` property).
-        hosted = _get_hosted()
-        children = sndr._children
-        st = (
-            nursery_state(children, hosted)
-            if hosted is None or (type(hosted) is _FastChildEnv and not hosted.stopped())
-            else None  # a stopped parent: the general path stops before starting anything
-        )
-        if st is not None:
-            return (yield from st._run(children).__await__())
     run = _runs_get(_get_ident())
     if run is None:  # the first structexec await of this run, or not in trio at all
-        try:
-            run = current_run()
-        except RuntimeError:
-            raise _not_in_trio() from None
-    if tp is _TrioScheduleSender and sndr._sch._run is run:
-        # schedule(trio_scheduler()) awaited by a task of its own run: one checkpoint.
-        yield from _checkpoint().__await__()
-        return None
-    if tp is _TrioTimerSender and sndr._sch._run is run:
-        # schedule_after/schedule_at(trio_scheduler()) awaited by a task of its own run:
-        # trio's own sleep (a cancellation raises trio.Cancelled, as on the general path).
-        if sndr._after:
-            yield from trio.sleep(sndr._t).__await__()  # noqa: ASYNC105
-        else:
-            yield from trio.sleep_until(sndr._t).__await__()
-        return None
-    # _AwaitRcvr(run, _get_hosted()) without the __init__ frame
-    r = _new(_AwaitRcvr)
-    r._run = run
-    r._base = _get_hosted()
-    r._kind = _PENDING
-    r._result = None
-    r._src = None
-    r._cancelled = False
-    r._parked = False
-    r._task = None
+        run = _first_await_run()
+    fast = _fast_await_get(type(sndr))
+    if fast is not None:  # a fast path its sender's module registered (_fastpaths)
+        it = fast(sndr, run)
+        if it is not None:
+            return (yield from it)
+    r = _AwaitRcvr(run, _get_hosted())
     if _DS.on and (_DS.all or getattr(sndr, "tag", None) in _DS.tags):
         op = connect(sndr, r)
     else:  # connect(sndr, r) without the domain layer when no domain may transform sndr
@@ -302,43 +273,53 @@ def await_sender(sndr: Any) -> Generator[Any, Any, Any]:
             op = m(r)
     op.start()
     if not r._kind:
-        try:
-            r._task = tl.current_task()
-        except RuntimeError:
-            raise _not_in_trio() from None
-        with _LOCK:
-            if not r._kind:
-                r._parked = True
-        if r._parked:
-            try:
-                yield from _wait_task_rescheduled(r._abort).__await__()
-            except BaseException:
-                # Only GeneratorExit can get here (the coroutine was closed while parked,
-                # which trio never does to a live task): forget the task.
-                with _LOCK:
-                    r._parked = False
-                raise
-    kind = r._kind
-    if kind == _VALUE:
+        yield from _park(r)
+    if r._kind == _VALUE:
         vals = r._result
         n = len(vals)
         if n == 1:
             return vals[0]
         return None if n == 0 else vals
+    return (yield from _raise_outcome(r))
+
+
+def _first_await_run() -> RunState:
+    try:
+        return current_run()
+    except RuntimeError:
+        raise _not_in_trio() from None
+
+
+def _park(r: _AwaitRcvr) -> Generator[Any, Any, None]:
+    """Wait, parked, until ``r`` completes (module docstring, step 3)."""
+    try:
+        r._task = tl.current_task()
+    except RuntimeError:
+        raise _not_in_trio() from None
+    with _LOCK:
+        if not r._kind:
+            r._parked = True
+    if r._parked:
+        try:
+            yield from _wait_task_rescheduled(r._abort).__await__()
+        except BaseException:
+            # Only GeneratorExit can get here (the coroutine was closed while parked,
+            # which trio never does to a live task): forget the task.
+            with _LOCK:
+                r._parked = False
+            raise
+
+
+def _raise_outcome(r: _AwaitRcvr) -> Generator[Any, Any, NoReturn]:
+    """Raise what ``r`` completed with other than values (module docstring, step 4)."""
+    kind = r._kind
     # This frame is in the traceback of what is raised here: no local (``r``, ``err``) may
     # keep the exception, or exception -> traceback -> frame -> exception is a cycle.
-    if kind == _RAISED:
+    if kind in (_RAISED, _ERROR):
         err = r._result
         r._result = None
         try:
-            raise err
-        finally:
-            del err
-    if kind == _ERROR:
-        err = r._result
-        r._result = None
-        try:
-            if isinstance(err, BaseException):
+            if kind == _RAISED or isinstance(err, BaseException):
                 raise err
             raise ErrorValue(err)
         finally:

@@ -22,10 +22,14 @@ woken trio tasks resume is trio's (randomised) order anyway.
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import Any, NoReturn
+
+import trio
 
 from .._algorithms._timed import TimerOp, TimerSender, check_deadline, check_seconds
 from .._core._env import TryEnv, get_env
+from .._core._fastpaths import register_fast_await
 from .._core._protocol import Sender
 from .._core._queries import forward_progress_guarantee, get_forward_progress_guarantee
 from .._core._schedule_sender import ScheduleAttrs, ScheduleOp, ScheduleSender
@@ -34,6 +38,8 @@ from . import _trio_bridge
 from ._trio_bridge import RunState, current_run
 
 __all__ = ["trio_scheduler"]
+
+_checkpoint = trio.lowlevel.checkpoint
 
 
 class _TrioScheduleOp(ScheduleOp):
@@ -182,3 +188,28 @@ def trio_scheduler() -> _TrioScheduler:
     """
     sch: _TrioScheduler = current_run().sched
     return sch
+
+
+# --------------------------------------------------------------------------- fast awaits
+
+
+def _await_schedule(sndr: _TrioScheduleSender, run: RunState) -> Generator[Any, Any, None] | None:
+    """``await schedule(trio_scheduler())`` by a task of its own run: one checkpoint
+    (``_fastpaths.FAST_AWAIT``; any other run takes the general path)."""
+    if sndr._sch._run is not run:
+        return None
+    return _checkpoint().__await__()
+
+
+def _await_timer(sndr: _TrioTimerSender, run: RunState) -> Generator[Any, Any, None] | None:
+    """``await schedule_after/schedule_at(trio_scheduler(), t)`` by a task of its own run:
+    trio's own sleep (a cancellation raises ``trio.Cancelled``, as on the general path)."""
+    if sndr._sch._run is not run:
+        return None
+    if sndr._after:
+        return trio.sleep(sndr._t).__await__()  # noqa: ASYNC105
+    return trio.sleep_until(sndr._t).__await__()
+
+
+register_fast_await(_TrioScheduleSender, _await_schedule)
+register_fast_await(_TrioTimerSender, _await_timer)

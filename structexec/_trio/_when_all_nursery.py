@@ -60,9 +60,10 @@ The remaining differences, asserted in ``tests/test_trio_when_all_fast_path.py``
   awaiting task, the general path returns them (raises) and raises the ``KeyboardInterrupt``
   at the next checkpoint; the fast path raises the ``KeyboardInterrupt`` from the await.
 
-``FAST_WHEN_ALL = False`` turns the fast path off (tests compare both paths).
-``_await.await_sender`` reads the switch on each ``await`` of a ``when_all`` sender and calls
-:func:`nursery_state`.
+``_fastpaths.FAST.when_all_nursery = False`` turns the fast path off (tests compare both
+paths). Its entry is this module's fast ``await`` handler of ``when_all`` senders
+(:func:`_await_when_all`, in ``_fastpaths.FAST_AWAIT``), which reads the switch on each
+``await`` of a ``when_all`` sender.
 """
 
 from __future__ import annotations
@@ -71,16 +72,19 @@ import inspect
 import math
 import sys
 import types
+from collections.abc import Generator
 from typing import Any
 
 import trio
 import trio.lowlevel as tl
 
-from .._algorithms._when_all import report_dropped_errors
+from .._algorithms._when_all import _WhenAllSender, report_dropped_errors
 from .._algorithms._when_all import when_all as _when_all_tag
 from .._core._coroutine_driver import HostMark, host_mark, swallowed_stop_message
 from .._core._domain import DISPATCH as _DS
 from .._core._errors import Stopped
+from .._core._fastpaths import FAST as _FP
+from .._core._fastpaths import register_fast_await
 from .._core._queries import QueryError, get_stop_token
 from .._core._stop_token import combined_stop_token, inplace_stop_source, inplace_stop_token
 from .._core._values import values
@@ -97,11 +101,8 @@ _collapse_group = _trio_compat.collapse_exception_group
 
 __all__: list[str] = []
 
-#: ``await sx.when_all(<coroutines>)`` runs the coroutines in a nursery of the awaiting task
-#: (see the module docstring). Tests set it to ``False`` to force the general path.
-FAST_WHEN_ALL = True
-
 _set_hosted = hosted_env.set
+_get_hosted = hosted_env.get
 _new = object.__new__
 _set_mark = host_mark.set
 _current_task = tl.current_task
@@ -147,6 +148,21 @@ def nursery_state(children: tuple[Any, ...], parent: Any) -> _NurseryWhenAll | N
     if _deadline_is_finite(status):
         return None
     return _NurseryWhenAll(len(children), status, parent)
+
+
+def _await_when_all(sndr: _WhenAllSender, run: object) -> Generator[Any, Any, Any] | None:
+    """The fast ``await`` of ``when_all(<coroutines>)`` (``_fastpaths.FAST_AWAIT``): a nursery
+    of the awaiting task, in a plain trio task or a child of another fast-path ``when_all``;
+    ``None`` (the general path) when :func:`nursery_state` says no, inside another hosted
+    coroutine, or under a stopped parent (the general path stops before starting anything)."""
+    if not _FP.when_all_nursery:
+        return None
+    hosted = _get_hosted()
+    if hosted is not None and (type(hosted) is not _FastChildEnv or hosted.stopped()):
+        return None
+    children = sndr._children  # the private tuple behind _WhenAllSender.children
+    st = nursery_state(children, hosted)
+    return None if st is None else st._run(children).__await__()
 
 
 class _NurseryWhenAll:
@@ -387,3 +403,6 @@ def _lone_keyboard_interrupt(group: BaseExceptionGroup[Any]) -> BaseException | 
     if len(excs) == 1 and isinstance(excs[0], KeyboardInterrupt):
         return excs[0]
     return None
+
+
+register_fast_await(_WhenAllSender, _await_when_all)
