@@ -54,7 +54,7 @@ FAST = FastPaths()
 
 #: ``handler(sndr, run)``: the generator that awaits ``sndr`` in the trio run ``run``, or
 #: ``None`` to take the general path.
-FastAwait: TypeAlias = Callable[..., Generator[object, object, object] | None]
+FastAwait: TypeAlias = Callable[..., Generator[object, None, object] | None]
 
 #: Sender type -> its fast ``await`` handler (module docstring).
 FAST_AWAIT: dict[type, FastAwait] = {}

@@ -40,8 +40,8 @@ run (``_trio_scheduler``).
 from __future__ import annotations
 
 import threading
-from collections.abc import Generator
-from typing import Any, NoReturn
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 import trio.lowlevel as tl
 
@@ -75,10 +75,19 @@ from ._when_all_nursery import _FastChildEnv
 
 __all__: list[str] = []
 
+if TYPE_CHECKING:
+
+    class _Env(Protocol):
+        """The hosting receiver's environment (``hosted_env``)."""
+
+        def query(self, q: object, *args: object) -> object: ...
+
+
 _get_ident = threading.get_ident
 _LOCK = threading.Lock()  # handshake between a parking task and an off-thread completer
 _driver_state = _hooks.driver_state
-_reschedule = tl.reschedule
+# typed for the Task | None field it is called with (set before the task parks)
+_reschedule: Callable[[tl.Task | None], None] = tl.reschedule  # type: ignore[assignment]
 _wait_task_rescheduled = tl.wait_task_rescheduled
 _checkpoint = tl.checkpoint
 _FAILED = tl.Abort.FAILED
@@ -101,22 +110,23 @@ class _AwaitRcvr:
     #: Completing only records the result and wakes the task (contracts.HandOff).
     _sx_handoff = True
 
-    def __init__(self, run: RunState, base: Any) -> None:
+    def __init__(self, run: RunState, base: _Env | None) -> None:
         self._run = run
         self._base = base  # env of the hosting receiver inside a hosted coroutine, else None
         self._kind = _PENDING
+        # the datums tuple, the error datum or the raised BaseException, by _kind
         self._result: Any = None
         self._src: inplace_stop_source | None = None
         self._cancelled = False  # the awaiting task's trio cancellation hit
         self._parked = False
-        self._task: Any = None
+        self._task: tl.Task | None = None
 
     # -- environment ---------------------------------------------------------------------
 
     def get_env(self) -> _AwaitRcvr:
         return self
 
-    def _sx_try(self, q: Any, default: Any) -> Any:
+    def _sx_try(self, q: object, default: object) -> object:
         if q is get_stop_token:
             return self._stop_token()
         if q is raised_sink:
@@ -130,7 +140,7 @@ class _AwaitRcvr:
             return self._run.sched
         return default
 
-    def query(self, q: Any, *args: Any) -> Any:
+    def query(self, q: object, *args: object) -> object:
         r = self._sx_try(q, _MISSING)
         if r is _MISSING:
             if args and self._base is not None:
@@ -138,7 +148,7 @@ class _AwaitRcvr:
             raise QueryError(f"the environment of an awaiting trio task does not support {q!r}")
         return r
 
-    def _stop_token(self) -> Any:
+    def _stop_token(self) -> inplace_stop_token | combined_stop_token:
         src = self._src
         if src is None:
             with _LOCK:
@@ -162,7 +172,7 @@ class _AwaitRcvr:
                 return combined_stop_token(tok, hosted)
         return tok
 
-    def _abort(self, raise_cancel: Any) -> Any:
+    def _abort(self, raise_cancel: object) -> tl.Abort:
         # trio cancellation of the parked task -> stop request; keep waiting
         # (docs/trio.md "trio cancellation becomes a stop request").
         self._cancelled = True
@@ -193,7 +203,7 @@ class _AwaitRcvr:
         self._complete(_RAISED, exc, "raised")
         return True
 
-    def _complete(self, kind: int, data: Any, how: str) -> None:
+    def _complete(self, kind: int, data: object, how: str) -> None:
         if self._kind:
             if self._kind == _RAISED:
                 return  # a late completion of abandoned work (_take_raised)
@@ -221,7 +231,7 @@ class _AwaitRcvr:
             self._parked = False
             _reschedule(self._task)
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         # The trio-thread branch of _complete, inlined: the hot path (await sx.just(x)).
         run = self._run
         if not self._kind and _get_ident() == run.thread and not run.finished:
@@ -233,7 +243,7 @@ class _AwaitRcvr:
             return
         self._complete(_VALUE, vals, "set_value")
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         self._complete(_ERROR, err, "set_error")
 
     def set_stopped(self) -> None:
@@ -248,7 +258,7 @@ def _not_in_trio() -> RuntimeError:
     )
 
 
-def await_sender(sndr: Any) -> Generator[Any, Any, Any]:
+def await_sender(sndr: Sender[object]) -> Generator[object, object, object]:
     """The generator behind ``Sender.__await__`` (see the module docstring)."""
     driver = _driver_state.driver
     if driver is not None:
@@ -290,7 +300,7 @@ def _first_await_run() -> RunState:
         raise _not_in_trio() from None
 
 
-def _park(r: _AwaitRcvr) -> Generator[Any, Any, None]:
+def _park(r: _AwaitRcvr) -> Generator[object, object, None]:
     """Wait, parked, until ``r`` completes (module docstring, step 3)."""
     try:
         r._task = tl.current_task()
@@ -310,7 +320,7 @@ def _park(r: _AwaitRcvr) -> Generator[Any, Any, None]:
             raise
 
 
-def _raise_outcome(r: _AwaitRcvr) -> Generator[Any, Any, NoReturn]:
+def _raise_outcome(r: _AwaitRcvr) -> Generator[object, object, NoReturn]:
     """Raise what ``r`` completed with other than values (module docstring, step 4)."""
     kind = r._kind
     # This frame is in the traceback of what is raised here: no local (``r``, ``err``) may

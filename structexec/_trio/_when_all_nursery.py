@@ -73,7 +73,7 @@ import math
 import sys
 import types
 from collections.abc import Generator
-from typing import Any
+from typing import TYPE_CHECKING
 
 import trio
 import trio.lowlevel as tl
@@ -121,8 +121,14 @@ _effectively_cancelled = _trio_compat.effectively_cancelled
 
 _STARTED, _ERROR_D, _STOPPED_D = 0, 1, 2
 
+if TYPE_CHECKING:
+    #: A child: a fresh coroutine object (checked by :func:`nursery_state`).
+    _Coro = types.CoroutineType[object, object, object]
 
-def nursery_state(children: tuple[Any, ...], parent: Any) -> _NurseryWhenAll | None:
+
+def nursery_state(
+    children: tuple[object, ...], parent: _FastChildEnv | None
+) -> _NurseryWhenAll | None:
     """The state for running ``await when_all(*children)`` in a nursery, or ``None`` if not.
 
     Only fresh coroutine objects (the general path raises ``TypeError`` at connect for a used
@@ -150,7 +156,7 @@ def nursery_state(children: tuple[Any, ...], parent: Any) -> _NurseryWhenAll | N
     return _NurseryWhenAll(len(children), status, parent)
 
 
-def _await_when_all(sndr: _WhenAllSender, run: object) -> Generator[Any, Any, Any] | None:
+def _await_when_all(sndr: _WhenAllSender, run: object) -> Generator[object, None, object] | None:
     """The fast ``await`` of ``when_all(<coroutines>)`` (``_fastpaths.FAST_AWAIT``): a nursery
     of the awaiting task, in a plain trio task or a child of another fast-path ``when_all``;
     ``None`` (the general path) when :func:`nursery_state` says no, inside another hosted
@@ -184,26 +190,26 @@ class _NurseryWhenAll:
         "_vals",
     )
 
-    def __init__(self, n: int, outer: Any, parent: _FastChildEnv | None = None) -> None:
+    def __init__(self, n: int, outer: object, parent: _FastChildEnv | None = None) -> None:
         self._count = n
         self._parent = parent
         self._disp = _STARTED
-        self._vals: list[Any] = [None] * n
+        self._vals: list[object] = [None] * n
         self._outer = outer
         # The stop source standing for the general path's when_all stop source; made only if
         # a child asks for its stop token (see _FastChildEnv).
         self._src: inplace_stop_source | None = None
         self._cancel_seen = False
         self._env: _FastChildEnv | None = _FastChildEnv(self)
-        self._more: list[tuple[int, Any]] | None = None  # errors that lost to _err
+        self._more: list[tuple[int, Exception]] | None = None  # errors that lost to _err
         self._base: BaseException | None = None  # a child's KeyboardInterrupt, SystemExit
         # Set when used: _scope (in _run), _err (with _disp = _ERROR_D), _outer_cancelled (by
         # the last arrival when _disp is _STOPPED_D).
-        self._scope: Any
-        self._err: Any
+        self._scope: trio.CancelScope
+        self._err: Exception
         self._outer_cancelled: bool | None
 
-    async def _run(self, children: tuple[Any, ...]) -> Any:
+    async def _run(self, children: tuple[_Coro, ...]) -> object:
         i = 0
         try:
             async with _open_nursery() as nursery:
@@ -240,7 +246,7 @@ class _NurseryWhenAll:
         disp = self._disp
         if disp == _STARTED:
             # One list, then one tuple (concatenating tuples is quadratic in the children).
-            parts: list[Any] = []
+            parts: list[object] = []
             for v in self._vals:
                 if v is None:
                     continue
@@ -255,7 +261,7 @@ class _NurseryWhenAll:
             return None if n == 0 else out
         if disp == _ERROR_D:
             err = self._err
-            self._err = None
+            self._err = None  # type: ignore[assignment]  # read once: no reference kept
             more = self._more
             if more is not None:
                 self._more = None
@@ -283,7 +289,7 @@ class _NurseryWhenAll:
             return True
         return _effectively_cancelled(self._outer) is True
 
-    def _token(self) -> Any:
+    def _token(self) -> inplace_stop_token | combined_stop_token:
         src = self._src
         if src is None:
             src = self._src = inplace_stop_source()
@@ -294,7 +300,7 @@ class _NurseryWhenAll:
         return tok if parent is None else combined_stop_token(tok, parent._st._token())
 
     @_enable_ki_protection
-    async def _child(self, i: int, coro: Any) -> None:
+    async def _child(self, i: int, coro: _Coro) -> None:
         _set_hosted(self._env)  # this task's context only (trio copies it per task)
         mark = _new(HostMark)  # HostMark(_current_task()) without the __init__ frame
         mark.task = _current_task()
@@ -384,7 +390,7 @@ class _FastChildEnv:
     def __init__(self, st: _NurseryWhenAll) -> None:
         self._st = st
 
-    def _sx_try(self, q: Any, default: Any) -> Any:
+    def _sx_try(self, q: object, default: object) -> object:
         return self._st._token() if q is get_stop_token else default
 
     def stopped(self) -> bool:
@@ -392,13 +398,13 @@ class _FastChildEnv:
         st = self._st
         return st._stopped_now() or (st._parent is not None and st._parent.stopped())
 
-    def query(self, q: Any, *args: Any) -> Any:
+    def query(self, q: object, *args: object) -> object:
         if q is get_stop_token and not args:
             return self._st._token()
         raise QueryError(f"the environment of a when_all child does not support {q!r}")
 
 
-def _lone_keyboard_interrupt(group: BaseExceptionGroup[Any]) -> BaseException | None:
+def _lone_keyboard_interrupt(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
     excs = group.exceptions
     if len(excs) == 1 and isinstance(excs[0], KeyboardInterrupt):
         return excs[0]
