@@ -854,7 +854,7 @@ class _RemoteParallelDomain(_ParallelDomain):
     on such a backend has been made, so programs without one never pay for it.
     """
 
-    # The then-chains reach it through ``_domain._then_hook`` (cheaper for every other then
+    # The then-chains reach it through ``_domain.DISPATCH.then_hook`` (cheaper for every other then
     # of the program than declaring the then tags here); ``transform_sender`` answers
     # about them all the same.
     customized_tags = _ParallelDomain.customized_tags
@@ -880,7 +880,7 @@ def _remote_domain() -> Any:
 
 
 def _then_hook(sndr: Any, rcvr: Any) -> RemoteThenSender | None:
-    """``_domain._then_hook``: the remote form of a then-chain being connected to ``rcvr``,
+    """``_domain.DISPATCH.then_hook``: the remote form of a then-chain being connected to ``rcvr``,
     or ``None`` (see :class:`_RemoteParallelDomain`).
 
     The same rule as its ``transform_sender``, with cheap questions first: a chain whose
