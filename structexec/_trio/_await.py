@@ -95,7 +95,6 @@ _get_hosted = hosted_env.get
 _get_mark = host_mark.get
 _runs_get = runs_by_thread.get
 _current_task = tl.current_task
-_fast_await_get = FAST_AWAIT.get
 
 _PENDING, _VALUE, _ERROR, _STOPPED = 0, 1, 2, 3
 #: ``raised_sink`` took a BaseException raised while another agent completed this work.
@@ -266,9 +265,9 @@ def await_sender(sndr: Sender[object]) -> Generator[object, object, object]:
     run = _runs_get(_get_ident())
     if run is None:  # the first structexec await of this run, or not in trio at all
         run = _first_await_run()
-    fast = _fast_await_get(type(sndr))
-    if fast is not None:  # a fast path its sender's module registered (_fastpaths)
-        it = fast(sndr, run)
+    tp = type(sndr)
+    if tp in FAST_AWAIT:  # a fast path its sender's module registered (_fastpaths)
+        it = FAST_AWAIT[tp](sndr, run)
         if it is not None:
             return (yield from it)
     r = _AwaitRcvr(run, _get_hosted())
@@ -282,9 +281,11 @@ def await_sender(sndr: Sender[object]) -> Generator[object, object, object]:
         else:
             op = m(r)
     op.start()
-    if not r._kind:
+    kind = r._kind
+    if not kind:
         yield from _park(r)
-    if r._kind == _VALUE:
+        kind = r._kind
+    if kind == _VALUE:
         vals = r._result
         n = len(vals)
         if n == 1:
