@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ._env import EMPTY_ENV, fwd_env, get_env
 from ._queries import _MISSING, get_completion_scheduler, get_domain, get_scheduler, query_or
@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     ThenHook = Callable[[object, object], _Connectable | None]
 
 __all__ = ["apply_sender", "default_domain", "transform_env", "transform_sender"]
+
+_D = TypeVar("_D", bound="default_domain")
 
 
 class DomainDispatch:
@@ -192,26 +194,26 @@ class default_domain:
     #: senders costs nothing extra.
     customized_tags: ClassVar[frozenset[object] | None] = None
 
-    def __new__(cls, *args: object, **kwargs: object) -> default_domain:
+    def __new__(cls: type[_D], *args: object, **kwargs: object) -> _D:
         if cls is not default_domain:
             DISPATCH.register(cls)
         return super().__new__(cls)
 
-    def transform_sender(self, sndr: object, env: object = None) -> object:
+    def transform_sender(self, sndr: object, env: object = None) -> Any:
         tag = getattr(sndr, "tag", None)
         f = getattr(tag, "transform_sender", None)
         if f is None:
             return sndr
         return f(sndr, env)
 
-    def transform_env(self, sndr: object, env: object) -> object:
+    def transform_env(self, sndr: object, env: object) -> Any:
         tag = getattr(sndr, "tag", None)
         f = getattr(tag, "transform_env", None)
         if f is None:
             return fwd_env(env)
         return f(sndr, env)
 
-    def apply_sender(self, tag: object, sndr: object, *args: object) -> object:
+    def apply_sender(self, tag: object, sndr: object, *args: object) -> Any:
         f = getattr(tag, "apply_sender", None)
         if f is None:
             raise TypeError(f"{tag!r} cannot be applied to a sender (it has no apply_sender)")
@@ -252,7 +254,7 @@ def completion_domain(sndr: object, default: object = _DEFAULT) -> object:
     return default if found is _MISSING else found
 
 
-def get_domain_early(sndr: object) -> Any:
+def get_domain_early(sndr: object) -> object:
     """``get-domain-early(sndr)`` ([exec.snd.expos])."""
     d = query_or(get_env(sndr), get_domain, _MISSING)
     if d is not _MISSING:
@@ -260,7 +262,7 @@ def get_domain_early(sndr: object) -> Any:
     return completion_domain(sndr)
 
 
-def get_domain_late(sndr: object, env: object) -> Any:
+def get_domain_late(sndr: object, env: object) -> object:
     """``get-domain-late(sndr, env)`` ([exec.snd.expos])."""
     late = getattr(sndr, "_sx_late_domain", None)
     if late is not None:

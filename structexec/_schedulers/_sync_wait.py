@@ -179,7 +179,7 @@ def _run(alg: Any, sndr: Any, custom: bool = True) -> tuple[Any, ...] | None:
     (``custom`` false). It is ``sync_wait_t.__call__`` itself: one frame per call."""
     if custom and _DS.apply:  # apply_customized(), inlined
         dom = get_domain_early(sndr)
-        if type(dom).apply_sender is not _default_apply:
+        if type(dom).apply_sender is not _default_apply:  # type: ignore[attr-defined]
             res: tuple[Any, ...] | None = apply_sender(dom, alg, sndr)
             return res
     is_sndr = isinstance(sndr, Sender)
