@@ -124,6 +124,11 @@ class DomainDispatch:
                 del self._refs[k]
             self._recompute()
 
+    def refresh(self) -> None:
+        """Recompute the fields from the live registrations (tests: after unpinning)."""
+        with self._lock:
+            self._recompute()
+
     def _gone(self, ref: weakref.ref[type]) -> None:
         # weakref callback: a registered class was collected (any thread, any time).
         with self._lock:
