@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -76,25 +77,57 @@ def wait_pending(m: ManualScheduler, n: int = 1) -> None:
 def restore_domain_dispatch(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fixture body (autouse in modules that create custom domains).
 
-    Creating a custom domain turns the domain dispatch on for the whole process
-    ([exec.domain.default]); this restores the previous state after the test, so other test modules
-    are unaffected.
+    Creating a custom domain turns the domain dispatch on while its class is alive
+    ([exec.domain.default]); classes defined at module level stay alive, so this restores the
+    previous registrations after the test, and other test modules are unaffected.
     """
-    for name in _DISPATCH_FLAGS:
-        monkeypatch.setattr(_domain, name, getattr(_domain, name))
-    monkeypatch.setattr(_domain, "_customized_tags", set(_domain._customized_tags))
-    monkeypatch.setattr(_domain, "_registered", set(_domain._registered))
+    d = _domain.DISPATCH
+    for name in ("on", "all", "tags", "apply", "hit"):
+        monkeypatch.setattr(d, name, getattr(d, name))
+    monkeypatch.setattr(d, "_refs", dict(d._refs))
 
 
-_DISPATCH_FLAGS = ("_domains_on", "_customize_all", "_apply_customized")
+def pin_domain_dispatch(monkeypatch: pytest.MonkeyPatch, **fields: object) -> None:
+    """Set fields of the domain dispatch state (``on``, ``all``, ``tags``, ``apply``) for this
+    test, pinned so that a domain class collected meanwhile does not recompute them."""
+    restore_domain_dispatch(monkeypatch)
+    d = _domain.DISPATCH
+    monkeypatch.setattr(d, "pinned", True)
+    for name, value in fields.items():
+        assert hasattr(d, name), name
+        monkeypatch.setattr(d, name, value)
+    d.derive()
+
+
+@contextmanager
+def pinned_domain_dispatch(**fields: object) -> Iterator[None]:
+    """:func:`pin_domain_dispatch` as a context manager (for code outside a fixture)."""
+    d = _domain.DISPATCH
+    names = ("pinned", "hit", *fields)
+    old = [getattr(d, n) for n in names]
+    d.pinned = True
+    try:
+        for n, v in fields.items():
+            setattr(d, n, v)
+        d.derive()
+        yield
+    finally:
+        for n, v in zip(reversed(names), reversed(old)):
+            setattr(d, n, v)
+        d.refresh()  # domains registered meanwhile count now (unless an outer pin holds)
 
 
 def set_domain_dispatch(monkeypatch: pytest.MonkeyPatch, on: bool) -> None:
     """Switch the domain transform machinery fully on (every sender asks its late domain at
-    ``connect``, as if a domain customising every algorithm existed) or fully off."""
+    ``connect``, as if a domain customising every algorithm existed) or fully off (as if no
+    domain had been made: domains made by this test register as usual)."""
+    if on:
+        pin_domain_dispatch(monkeypatch, on=True, all=True)
+        return
     restore_domain_dispatch(monkeypatch)
-    monkeypatch.setattr(_domain, "_domains_on", on)
-    monkeypatch.setattr(_domain, "_customize_all", on)
+    d = _domain.DISPATCH
+    monkeypatch.setattr(d, "_refs", {})
+    d.restore(())
 
 
 def domains_off_and_on(

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from _helpers import pinned_domain_dispatch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import structexec as sx
-from structexec._core import _domain
 from structexec.testing import RecordingReceiver
 
 N_ERRS = 6
@@ -185,10 +185,8 @@ def test_random_compositions_complete_once_as_modelled(tree: Tree) -> None:
     """[exec.async.ops], [exec.then], [exec.let], [exec.when.all]: exactly one completion, inline,
     equal to the model's prediction,
     with and without the domain machinery ([exec.snd.transform])."""
-    saved = _domain._domains_on, _domain._customize_all
-    try:
-        for domains_on in (False, True):
-            _domain._domains_on = _domain._customize_all = domains_on
+    for domains_on in (False, True):
+        with pinned_domain_dispatch(on=domains_on, all=domains_on):
             errs: list[BaseException] = [KeyError(i) for i in range(N_ERRS)]
             expected = model(tree, errs, [])
             rec = RecordingReceiver()
@@ -197,5 +195,3 @@ def test_random_compositions_complete_once_as_modelled(tree: Tree) -> None:
             rec.check()
             assert _same(rec.outcome, expected), (tree, rec.outcome, expected)
             assert rec.live_callbacks_at_completion == 0
-    finally:
-        _domain._domains_on, _domain._customize_all = saved

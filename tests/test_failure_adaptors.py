@@ -27,7 +27,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import structexec as sx
-from structexec._trio import _when_all_nursery
+from structexec._core._fastpaths import FAST
 from structexec.testing import ManualScheduler, RecordingReceiver, TerminateRecorder
 
 # --------------------------------------------------------------------------- helpers
@@ -73,9 +73,9 @@ class _BadStart(sx.Sender[Any]):
 
 @pytest.fixture
 def fast_path() -> Iterator[None]:
-    saved = _when_all_nursery.FAST_WHEN_ALL
+    saved = FAST.when_all_nursery
     yield
-    _when_all_nursery.FAST_WHEN_ALL = saved
+    FAST.when_all_nursery = saved
 
 
 @pytest.fixture
@@ -189,7 +189,7 @@ async def _bad(e: BaseException) -> None:
 async def test_when_all_notes_in_trio_match_sync_wait(fast: bool, fast_path: None) -> None:
     """[exec.when.all]: ``await when_all(<coroutines>)`` in a trio task, on the nursery fast
     path and on the general path, notes the errors that lost exactly as sync_wait does."""
-    _when_all_nursery.FAST_WHEN_ALL = fast
+    FAST.when_all_nursery = fast
     errs = [ValueError("a"), KeyError("b"), OSError("c")]
     with pytest.raises(Exception) as info:
         await sx.when_all(*(_bad(e) for e in errs))
@@ -457,7 +457,7 @@ async def test_swallowed_stop_in_a_trio_hosted_coroutine(fast: bool, fast_path: 
     """[exec.with.awaitable.senders]: a coroutine hosted in a trio task (a when_all child,
     on the nursery fast path and on the general path) follows the same rule: it used to
     deliver the value silently."""
-    _when_all_nursery.FAST_WHEN_ALL = fast
+    FAST.when_all_nursery = fast
     with pytest.raises(RuntimeError, match=_SWALLOW):
         await sx.when_all(_swallows_stop(), sx.just(1))
 
@@ -504,12 +504,12 @@ async def test_a_reraised_stop_completes_stopped_in_trio() -> None:
     """[exec.with.awaitable.senders]: the same in trio (both when_all paths, and a task)."""
     log: list[str] = []
     for fast in (True, False):
-        _when_all_nursery.FAST_WHEN_ALL = fast
+        FAST.when_all_nursery = fast
         try:
             with pytest.raises(sx.Stopped):
                 await sx.when_all(_reraises_stop(log), sx.just())
         finally:
-            _when_all_nursery.FAST_WHEN_ALL = True
+            FAST.when_all_nursery = True
     with pytest.raises(sx.Stopped):
         await sx.when_all(sx.task(_reraises_stop)(log), sx.just())
     assert log == ["cleanup"] * 3

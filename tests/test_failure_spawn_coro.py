@@ -2,7 +2,7 @@
 inside ``async with counting_scope()`` (``_scopes/_spawn_coro.py``; [exec.spawn],
 [exec.spawn.future]): a real SIGINT while the spawned coroutines wait (child processes with hard
 timeouts: a hang fails instead of stalling), a scope entered while already cancelled, and the
-spawn-site note on a ``SystemExit``. Both paths run (``FAST_SPAWN_CORO`` on and off) and must
+spawn-site note on a ``SystemExit``. Both paths run (``FAST.spawn_coro`` on and off) and must
 behave alike.
 """
 
@@ -13,12 +13,12 @@ import trio
 from _subproc import run_child
 
 import structexec as sx
-from structexec._scopes import _spawn_coro
+from structexec._core._fastpaths import FAST
 
 SIGINT_CHILD = """
 import trio, structexec as sx
-from structexec._scopes import _spawn_coro
-_spawn_coro.FAST_SPAWN_CORO = {direct}
+from structexec._core._fastpaths import FAST
+FAST.spawn_coro = {direct}
 async def main():
     async with sx.counting_scope() as scope:
         scope.spawn(trio.sleep_forever())
@@ -36,10 +36,10 @@ except BaseException as e:
 
 @pytest.fixture(params=[True, False], ids=["direct", "general"])
 def direct(request: pytest.FixtureRequest) -> object:
-    old = _spawn_coro.FAST_SPAWN_CORO
-    _spawn_coro.FAST_SPAWN_CORO = request.param
+    old = FAST.spawn_coro
+    FAST.spawn_coro = request.param
     yield request.param
-    _spawn_coro.FAST_SPAWN_CORO = old
+    FAST.spawn_coro = old
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["direct", "general"])

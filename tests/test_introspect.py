@@ -23,6 +23,7 @@ import trio.testing
 from _subproc import run_child
 
 import structexec as sx
+from structexec._core._fastpaths import FAST
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup, ExceptionGroup
@@ -500,15 +501,14 @@ def test_sites_through_every_spawn_entry_point() -> None:
     sx.spawn(Pending(), tok, sx.env())  # <site:e3>
     f1 = sx.spawn_future(Pending(), tok)  # <site:e4>
     f2 = scope.spawn_future(Pending())  # <site:e5>
-    from structexec._scopes import _spawn
 
-    old = _spawn.FAST_SPAWN
-    _spawn.FAST_SPAWN = False
+    old = FAST.spawn
+    FAST.spawn = False
     try:
         scope.spawn(Pending())  # <site:e6>
         sx.spawn(Pending(), tok)  # <site:e7>
     finally:
-        _spawn.FAST_SPAWN = old
+        FAST.spawn = old
     sites = sorted(o.spawned_at or "" for o in scope.outstanding())
     assert sites == sorted(site(f"e{i}") for i in range(1, 8))
     for r in started:
@@ -521,8 +521,7 @@ def test_sites_through_every_spawn_entry_point() -> None:
 @pytest.mark.parametrize("direct", [True, False])
 async def test_sites_and_notes_of_coroutines_spawned_into_an_entered_scope(direct: bool) -> None:
     # scope.spawn(coro) / scope.spawn_future(coro) inside `async with` take a direct path
-    # (FAST_SPAWN_CORO); both paths report the same sites, descriptions and notes.
-    from structexec._scopes import _spawn_coro
+    # (FAST.spawn_coro); both paths report the same sites, descriptions and notes.
 
     async def waits(ev: trio.Event) -> None:
         await ev.wait()
@@ -530,8 +529,8 @@ async def test_sites_and_notes_of_coroutines_spawned_into_an_entered_scope(direc
     async def fails() -> None:
         raise KeyError("k")
 
-    old = _spawn_coro.FAST_SPAWN_CORO
-    _spawn_coro.FAST_SPAWN_CORO = direct
+    old = FAST.spawn_coro
+    FAST.spawn_coro = direct
     try:
         ev = trio.Event()
         with pytest.raises(ExceptionGroup) as info:
@@ -553,7 +552,7 @@ async def test_sites_and_notes_of_coroutines_spawned_into_an_entered_scope(direc
                 assert notes(fe.value) == [f"spawned at {site('c4')} into counting_scope 'coros'"]
                 scope.spawn(fails())  # <site:c3>
     finally:
-        _spawn_coro.FAST_SPAWN_CORO = old
+        FAST.spawn_coro = old
     assert len(info.value.exceptions) == 1, info.value.exceptions
     (e,) = info.value.exceptions
     assert notes(e) == [f"spawned at {site('c3')} into counting_scope 'coros'"]

@@ -4,7 +4,7 @@ general path ([exec.spawn], [exec.spawn.future]; docs/internals.md §3).
 Inside ``async with sx.counting_scope()``, on its trio thread, a coroutine object given to
 ``scope.spawn`` takes :func:`structexec._scopes._spawn_coro.spawn_coro` (its task goes straight
 into the hosted nursery, with its own shielded cancel scope that the scope's stop cancels).
-``structexec._scopes._spawn_coro.FAST_SPAWN_CORO = False`` sends the same calls through the
+``structexec._scopes.FAST.spawn_coro = False`` sends the same calls through the
 general machinery (the coroutine as a sender: ``connect``, ``TrioHostedOp``, a stop callback).
 
 The property test draws coroutines that return nothing, return a value, raise, complete
@@ -30,6 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import structexec as sx
+from structexec._core._fastpaths import FAST
 from structexec._scopes import _spawn_coro
 
 _trio_random = trio._core._run._r  # shuffles each batch of ready tasks (under hypothesis)
@@ -48,12 +49,12 @@ KINDS = ("none", "value", "raise", "stopped", "swallow", "sleep", "forever", "ch
 
 @contextmanager
 def direct(on: bool) -> Iterator[None]:
-    old = _spawn_coro.FAST_SPAWN_CORO
-    _spawn_coro.FAST_SPAWN_CORO = on
+    old = FAST.spawn_coro
+    FAST.spawn_coro = on
     try:
         yield
     finally:
-        _spawn_coro.FAST_SPAWN_CORO = old
+        FAST.spawn_coro = old
 
 
 def _show(x: Any) -> Any:
@@ -248,7 +249,7 @@ def test_property_direct_and_general_spawn_future_of_a_coroutine_agree(
 
 
 def test_the_switch_chooses_the_path(monkeypatch: Any) -> None:
-    """``FAST_SPAWN_CORO`` decides whether ``scope.spawn(coro)`` takes the direct path."""
+    """``FAST.spawn_coro`` decides whether ``scope.spawn(coro)`` takes the direct path."""
     calls: list[Any] = []
     real = _spawn_coro.spawn_coro
 

@@ -3,7 +3,7 @@
 ``spawn(sndr, token)`` and ``scope.spawn(sndr)`` of a ``Sender`` into a library scope, without an
 ``env``, take :func:`structexec._scopes._spawn.spawn_fast` (the state is the receiver and its own
 environment, ``connect`` skips the domain lookup, the outermost trampoline start is inlined).
-``structexec._scopes._spawn.FAST_SPAWN = False`` sends the same calls through the general
+``structexec._scopes.FAST.spawn = False`` sends the same calls through the general
 machinery (``spawn_into``: ``senv``, ``stop-when``'s environment, a ``_ScopeSpawnState``).
 
 The property test draws random sender trees (``structexec.testing.strategies.sender_trees``),
@@ -22,11 +22,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from _helpers import pinned_domain_dispatch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import structexec as sx
 from structexec._core import _domain
+from structexec._core._fastpaths import FAST
 from structexec._scopes import _spawn
 from structexec.testing import ManualScheduler, RecordingReceiver
 from structexec.testing import strategies as sxst
@@ -50,12 +52,12 @@ SETTINGS = settings(
 
 @contextmanager
 def fast_spawn(on: bool) -> Iterator[None]:
-    old = _spawn.FAST_SPAWN
-    _spawn.FAST_SPAWN = on
+    old = FAST.spawn
+    FAST.spawn = on
     try:
         yield
     finally:
-        _spawn.FAST_SPAWN = old
+        FAST.spawn = old
 
 
 def _show(x: Any) -> Any:
@@ -113,44 +115,39 @@ def run(case: dict[str, Any], fast: bool) -> list[Any]:
             note("spawned", i)
 
     worlds = []
-    with fast_spawn(fast):
-        old_domains = _domain._domains_on
-        _domain._domains_on = case["domains"] or old_domains
-        try:
-            for i, item in enumerate(case["items"]):
-                w = _World(item["tree"])
-                worlds.append(w)
-                s = item["tree"].root.build(w)
-                if not item["keep_values"]:
-                    s = sx.then(s, lambda *a, i=i: note("value", i, a))
-                s = sx.let_error(s, lambda e, i=i: (note("error", i, e), sx.just_error(e))[1])
-                s = sx.let_stopped(s, lambda i=i: (note("stopped", i), sx.just_stopped())[1])
-                if item["nested"]:
-                    inner = s
-                    how = item["how"]
-                    s = sx.then(sx.just(), lambda i=i, x=inner, how=how: spawn_one(i, x, how))
-                spawn_one(i, s, item["how"])
-            # A fresh cursor per run: an Interleaving is consumed as it is used, and the two
-            # runs of one case must make the same choices.
-            order = Interleaving(case["order"].choices)
-            step = 0
-            while True:
-                if step == case["stop_at"] and hasattr(scope, "request_stop"):
-                    scope.request_stop()
-                    note("request_stop")
-                if step == case["close_at"]:
-                    scope.close()
-                    note("close")
-                ran = False
-                for w in worlds:
-                    if w.pending() and w.run_chosen(order):
-                        ran = True
-                        break
-                if not ran and step > 6:
+    with fast_spawn(fast), pinned_domain_dispatch(on=case["domains"] or _domain.DISPATCH.on):
+        for i, item in enumerate(case["items"]):
+            w = _World(item["tree"])
+            worlds.append(w)
+            s = item["tree"].root.build(w)
+            if not item["keep_values"]:
+                s = sx.then(s, lambda *a, i=i: note("value", i, a))
+            s = sx.let_error(s, lambda e, i=i: (note("error", i, e), sx.just_error(e))[1])
+            s = sx.let_stopped(s, lambda i=i: (note("stopped", i), sx.just_stopped())[1])
+            if item["nested"]:
+                inner = s
+                how = item["how"]
+                s = sx.then(sx.just(), lambda i=i, x=inner, how=how: spawn_one(i, x, how))
+            spawn_one(i, s, item["how"])
+        # A fresh cursor per run: an Interleaving is consumed as it is used, and the two
+        # runs of one case must make the same choices.
+        order = Interleaving(case["order"].choices)
+        step = 0
+        while True:
+            if step == case["stop_at"] and hasattr(scope, "request_stop"):
+                scope.request_stop()
+                note("request_stop")
+            if step == case["close_at"]:
+                scope.close()
+                note("close")
+            ran = False
+            for w in worlds:
+                if w.pending() and w.run_chosen(order):
+                    ran = True
                     break
-                step += 1
-        finally:
-            _domain._domains_on = old_domains
+            if not ran and step > 6:
+                break
+            step += 1
     note("unhandled", tuple(scope.unhandled_errors))
     main = ManualScheduler("main")
     rec = RecordingReceiver(extra_env=sx.prop(sx.get_scheduler, main))
@@ -167,7 +164,7 @@ def test_property_fast_and_general_spawn_agree(case: dict[str, Any]) -> None:
 
 
 def test_the_switch_chooses_the_path(monkeypatch: Any) -> None:
-    """``FAST_SPAWN`` decides which path ``sx.spawn`` and ``scope.spawn`` take."""
+    """``FAST.spawn`` decides which path ``sx.spawn`` and ``scope.spawn`` take."""
     calls: list[str] = []
     real_fast, real_into = _spawn.spawn_fast, _spawn.spawn_into
     monkeypatch.setattr(_spawn, "spawn_fast", lambda *a: (calls.append("fast"), real_fast(*a))[1])

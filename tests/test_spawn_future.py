@@ -473,7 +473,7 @@ def test_user_token_wrap_is_used_by_spawn_future() -> None:
 
 _BASE_FUTURE_CHILD = """
 import trio, structexec as sx
-import structexec._scopes._spawn_coro as spc
+from structexec._core._fastpaths import FAST
 
 class Custom(BaseException):
     pass
@@ -510,7 +510,7 @@ def make(kind, scope, sch):
 
 async def main(kind, how):
     sch = sx.trio_scheduler()
-    spc.FAST_SPAWN_CORO = kind != "coro-general"
+    FAST.spawn_coro = kind != "coro-general"
     async with sx.counting_scope() as scope:
         work = make(kind, scope, sch)
         if how == "spawn":

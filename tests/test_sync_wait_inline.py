@@ -14,12 +14,12 @@ import threading
 from typing import Any
 
 import pytest
+from _helpers import pin_domain_dispatch
 from _subproc import run_child
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import structexec as sx
-from structexec._core import _domain
 from structexec._schedulers import _sync_wait
 
 
@@ -37,9 +37,7 @@ def counting_loop(monkeypatch: pytest.MonkeyPatch) -> type[_CountingLoop]:
     monkeypatch.setattr(_sync_wait, "run_loop", _CountingLoop)
     # A custom domain made by an earlier test turns on the late-domain lookup at connect,
     # which asks the receiver's environment for its scheduler (and so makes the loop).
-    monkeypatch.setattr(_domain, "_domains_on", False)
-    monkeypatch.setattr(_domain, "_customize_all", False)
-    monkeypatch.setattr(_domain, "_apply_customized", False)
+    pin_domain_dispatch(monkeypatch, on=False, all=False, apply=False)
     return _CountingLoop
 
 

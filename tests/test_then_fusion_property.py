@@ -1,8 +1,8 @@
-"""``then``/``upon_*`` fusion (``structexec._algorithms._then.FUSE_THEN``) vs the general path.
+"""``then``/``upon_*`` fusion (``structexec._core._fastpaths.FAST.fuse_then``) vs the general path.
 
 [exec.then], [exec.just]: the fused operations (``_JustThen1Op``/``_JustThenOp`` for
 ``just(...) | then(f) | ...``, one ``_ThenOp`` looping over adjacent stages) must be
-observably the same as one operation per stage (``FUSE_THEN = False``): the same values,
+observably the same as one operation per stage (``FAST.fuse_then = False``): the same values,
 errors and stopped, every function called once with the same arguments in the same order,
 on the same thread (a hop to another thread may sit between stages). Also docs/internals.md
 §3 "Fast paths and their switches".
@@ -15,12 +15,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from _helpers import pinned_domain_dispatch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import structexec as sx
 from structexec._algorithms import _then
-from structexec._core import _domain
+from structexec._core._fastpaths import FAST
 
 MAIN = threading.get_ident()
 
@@ -32,12 +33,13 @@ class Boom(Exception):
 @contextmanager
 def fused(on: bool) -> Iterator[None]:
     """Select the path; pretend no custom domain exists (other test modules may create one)."""
-    old = _then.FUSE_THEN, _domain._domains_on, _domain._customize_all
-    _then.FUSE_THEN, _domain._domains_on, _domain._customize_all = on, False, False
+    old = FAST.fuse_then
+    FAST.fuse_then = on
     try:
-        yield
+        with pinned_domain_dispatch(on=False, all=False):
+            yield
     finally:
-        _then.FUSE_THEN, _domain._domains_on, _domain._customize_all = old
+        FAST.fuse_then = old
 
 
 def _norm(x: Any) -> Any:
@@ -178,4 +180,4 @@ def test_examples_of_each_fused_shape() -> None:
 
 
 def test_switch_is_on_by_default() -> None:
-    assert _then.FUSE_THEN is True
+    assert FAST.fuse_then is True

@@ -10,13 +10,13 @@ docs/trio.md "Awaiting a sender" (values convention), docs/trio.md "What happens
 
 ``structexec._trio._when_all_nursery`` runs the coroutine children of an awaited ``when_all`` as
 tasks of a nursery of the awaiting task (module docstring there). Every scenario here runs through
-both paths -- the fast path and the general path (``FAST_WHEN_ALL = False``: hosted system tasks,
-each in its own shielded cancel scope, behind the generic when_all operation) -- and asserts
-identical observable outcomes: the value, the exception's type and identity, Cancelled vs
-Stopped, the (virtual-clock) times and order of the children's events, that every child has
-finished before the await returns or raises, what the next checkpoint does after a value that
-arrived despite a cancellation, and no leaked task. Each run also records which path its
-children ran on (the parent nursery of the child task), so a test cannot silently compare the
+both paths -- the fast path and the general path (``FAST.when_all_nursery = False``: hosted
+system tasks, each in its own shielded cancel scope, behind the generic when_all operation) --
+and asserts identical observable outcomes: the value, the exception's type and identity,
+Cancelled vs Stopped, the (virtual-clock) times and order of the children's events, that every
+child has finished before the await returns or raises, what the next checkpoint does after a
+value that arrived despite a cancellation, and no leaked task. Each run also records which path
+its children ran on (the parent nursery of the child task), so a test cannot silently compare the
 general path with itself.
 
 Documented differences (asserted in ``test_documented_differences``, so that they cannot change
@@ -56,11 +56,12 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from _helpers import pinned_domain_dispatch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import structexec as sx
-from structexec._core import _domain
+from structexec._core._fastpaths import FAST
 from structexec._trio import _trio_compat
 from structexec._trio import _when_all_nursery as wan
 from structexec.testing import no_leaks
@@ -76,12 +77,13 @@ if sys.version_info < (3, 11):
 @contextmanager
 def fast_path(on: bool) -> Iterator[None]:
     """Select the path; pretend no custom domain exists (other test modules may create one)."""
-    old = wan.FAST_WHEN_ALL, _domain._domains_on
-    wan.FAST_WHEN_ALL, _domain._domains_on = on, False
+    old = FAST.when_all_nursery
+    FAST.when_all_nursery = on
     try:
-        yield
+        with pinned_domain_dispatch(on=False):
+            yield
     finally:
-        wan.FAST_WHEN_ALL, _domain._domains_on = old
+        FAST.when_all_nursery = old
 
 
 def which_path() -> str:
@@ -853,20 +855,18 @@ async def test_fallback_corners_take_the_general_path(
         # A custom domain exists that may transform when_all: one customising every
         # algorithm, or one listing when_all.
         paths.clear()
-        monkeypatch.setattr(_domain, "_domains_on", True)
-        monkeypatch.setattr(_domain, "_customize_all", True)
-        assert await sx.when_all(child(), child()) == (1, 1)
+        with pinned_domain_dispatch(on=True, all=True):
+            assert await sx.when_all(child(), child()) == (1, 1)
         assert paths == ["system", "system"]
         paths.clear()
-        monkeypatch.setattr(_domain, "_customize_all", False)
-        monkeypatch.setattr(_domain, "_customized_tags", {sx.when_all})
-        assert await sx.when_all(child(), child()) == (1, 1)
+        with pinned_domain_dispatch(on=True, all=False, tags=frozenset({sx.when_all})):
+            assert await sx.when_all(child(), child()) == (1, 1)
         assert paths == ["system", "system"]
         # One that customises only other algorithms (the parallel scheduler's bulk domain)
         # cannot reach a when_all of coroutines: the fast path stays.
         paths.clear()
-        monkeypatch.setattr(_domain, "_customized_tags", {sx.bulk, sx.bulk_chunked})
-        assert await sx.when_all(child(), child()) == (1, 1)
+        with pinned_domain_dispatch(on=True, all=False, tags=frozenset({sx.bulk, sx.bulk_chunked})):
+            assert await sx.when_all(child(), child()) == (1, 1)
         assert paths == ["nursery", "nursery"]
 
 

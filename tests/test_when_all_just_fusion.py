@@ -1,4 +1,4 @@
-"""``when_all``'s fusion of ``just`` children (``structexec._algorithms._when_all.FUSE_JUST``)
+"""``when_all``'s fusion of ``just`` children (``structexec._core._fastpaths.FAST.fuse_just``)
 vs connecting every child.
 
 [exec.when.all], [exec.just]: a fused ``just(*vals)`` child (kept as a sender in its slot,
@@ -16,13 +16,17 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from _helpers import cyclic_garbage_of_sync, restore_domain_dispatch, set_domain_dispatch
+from _helpers import (
+    cyclic_garbage_of_sync,
+    pinned_domain_dispatch,
+    restore_domain_dispatch,
+    set_domain_dispatch,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import structexec as sx
-from structexec._algorithms import _when_all
-from structexec._core import _domain
+from structexec._core._fastpaths import FAST
 from structexec.testing import RecordingReceiver
 
 _restore_domain_dispatch = pytest.fixture(restore_domain_dispatch, autouse=True)
@@ -35,12 +39,13 @@ class Boom(Exception):
 @contextmanager
 def fused(on: bool) -> Iterator[None]:
     """Select the path; pretend no custom domain exists (other test modules may create one)."""
-    old = _when_all.FUSE_JUST, _domain._domains_on, _domain._customize_all
-    _when_all.FUSE_JUST, _domain._domains_on, _domain._customize_all = on, False, False
+    old = FAST.fuse_just
+    FAST.fuse_just = on
     try:
-        yield
+        with pinned_domain_dispatch(on=False, all=False):
+            yield
     finally:
-        _when_all.FUSE_JUST, _domain._domains_on, _domain._customize_all = old
+        FAST.fuse_just = old
 
 
 # A child: ("just", datums) | ("then", datums) (a just | then that logs) | ("error",) |

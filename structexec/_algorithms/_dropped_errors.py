@@ -11,6 +11,7 @@ from __future__ import annotations
 import reprlib
 import sys
 import traceback
+from collections.abc import Sequence
 
 from .._core._errors import ErrorValue
 
@@ -28,7 +29,7 @@ def dropped_error_note(i: int, other: object) -> str:
     )
 
 
-def report_dropped_errors(err: object, more: list[tuple[int, object]]) -> None:
+def report_dropped_errors(err: object, more: Sequence[tuple[int, object]]) -> None:
     """Make the errors that lost to ``err`` visible ([exec.when.all] delivers only the first).
 
     If ``err`` is an exception, each other error becomes a note on it (``__notes__``; a note

@@ -7,10 +7,10 @@ Fusion is not observable: each function still runs once, in order, on the agent 
 previous stage completed, and a stage that does not match the incoming completion forwards it
 unchanged ([exec.then]).
 
-``FUSE_THEN = False`` turns the fusion off (tests compare both paths): each stage is then
-connected as its own ``_ThenOp`` over its child's operation, ``just(...) | then(f)`` included,
-which is the one-operation-per-stage structure of [exec.then]. The property test
-``tests/test_then_fusion_property.py`` checks that both paths agree.
+``_fastpaths.FAST.fuse_then = False`` turns the fusion off (tests compare both paths): each
+stage is then connected as its own ``_ThenOp`` over its child's operation, ``just(...) |
+then(f)`` included, which is the one-operation-per-stage structure of [exec.then]. The property
+test ``tests/test_then_fusion_property.py`` checks that both paths agree.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import types
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from .._core import _domain
 from .._core._adaptor_util import (
     PLAIN_CALLABLES,
     BoundClosure,
@@ -31,8 +30,11 @@ from .._core._adaptor_util import (
     is_async_fn,
 )
 from .._core._connect import connect_unchecked as connect
+from .._core._domain import DISPATCH as _DS
+from .._core._domain import NO_DOMAIN_ENV as _NDE
 from .._core._domain import get_domain_late, transform_sender
 from .._core._env import fwd_env, get_env
+from .._core._fastpaths import FAST as _FP
 from .._core._protocol import (
     MapClosure,
     Sender,
@@ -81,11 +83,6 @@ _NOT_ONE_DATUM = frozenset((type(None), values, _CoroutineType))
 #: cache: building ``then(f)`` in a loop then checks ``f`` once). Not ``None``: ``then(None)``
 #: must reach the check.
 _last_sync_fn: object = object()
-#: The then-fusion fast path: ``just(...) | then(f) | ...`` connected as one object without a
-#: child operation (``_JustThen1Op``, ``_JustThenOp``), and adjacent ``then``/``upon_*`` stages
-#: flattened into one ``_ThenOp`` at ``connect``. ``False``: one ``_ThenOp`` per stage, over the
-#: child's own operation (the general path; for tests).
-FUSE_THEN = True
 
 
 def run_stages(stages: Iterable[tuple[int, _Fn]], kind: int, data: Any) -> tuple[int, Any]:
@@ -314,20 +311,23 @@ class _ThenBase(UnarySender):
         return flat
 
     def connect(self, rcvr: Receiver) -> OperationState:
-        hook = _domain._then_hook
-        if hook is not None:  # a remote parallel scheduler exists (_domain._then_hook)
-            t = hook(self, rcvr)
-            if t is not None:
-                remote: OperationState = t.connect(rcvr)
-                return remote
-        if not FUSE_THEN:
-            return self._connect_unfused(rcvr)
-        if _domain._customize_all or (
+        if _DS.on:  # a custom domain is alive (a remote scheduler's then-hook implies one)
+            hook = _DS.then_hook
+            # A remote parallel scheduler exists (DomainDispatch.then_hook); just(...) | then(f)
+            # connected to a receiver whose environment names no domain runs here: no hook.
+            if hook is not None and (
+                type(self._child) is not _JustSender or type(rcvr) not in _NDE
+            ):
+                t = hook(self, rcvr)
+                if t is not None:
+                    remote: OperationState = t.connect(rcvr)  # type: ignore[assignment]
+                    return remote
             # _FUSE_TAGS: a domain customising `just` must see the just below a then too,
             # which the fused just|then operations below would skip.
-            _domain._domains_on and not _FUSE_TAGS.isdisjoint(_domain._customized_tags)
-        ):
-            return self._connect_with_domains(rcvr)
+            if _FP.fuse_then and _DS.hit[_FUSE_GROUP]:
+                return self._connect_with_domains(rcvr)
+        if not _FP.fuse_then:  # the fusion switch (_fastpaths)
+            return self._connect_unfused(rcvr)
         child = self._child
         if type(child) is _JustSender and self._kind == _VALUE:  # just(...) | then(f)
             return _JustThen1Op(rcvr, child._vals, self._fn)  # the hot path: one object
@@ -340,7 +340,7 @@ class _ThenBase(UnarySender):
         return op
 
     def _connect_unfused(self, rcvr: Receiver) -> _ThenOp:
-        # FUSE_THEN off: this stage alone, over its child's operation ([exec.then]).
+        # fuse_then off: this stage alone, over its child's operation ([exec.then]).
         fn = self._fn
         op = _ThenOp(rcvr, ((self._kind, fn),), (fn,) if self._kind == _VALUE else None)
         op._op = connect(self._child, op)
@@ -600,6 +600,7 @@ upon_error = upon_error_t()
 upon_stopped = upon_stopped_t()
 _THEN_TAGS = frozenset((then, upon_error, upon_stopped))
 _FUSE_TAGS = _THEN_TAGS | {_JustSender.tag}
+_FUSE_GROUP = _DS.watch(_FUSE_TAGS)
 _ThenSender.tag = then
 _UponErrorSender.tag = upon_error
 _UponStoppedSender.tag = upon_stopped

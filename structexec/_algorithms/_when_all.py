@@ -30,7 +30,7 @@ per child (an operation state and a receiver, which reference each other and ``w
 operation): ``when_all(*[just(i) for i in range(100_000)])`` would otherwise make 200,000
 objects that the cyclic garbage collector walks again at each of its full collections
 (benchmarks/README.md). Not done when a domain customises ``just`` (its connect must see
-it), nor with ``FUSE_JUST = False``.
+it), nor with ``_fastpaths.FAST.fuse_just = False``.
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ import types
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from .._core import _domain
 from .._core._adaptor_util import close_op, early
 from .._core._completion_signatures import (
     completion_signatures,
@@ -48,8 +47,10 @@ from .._core._completion_signatures import (
     get_completion_signatures,
 )
 from .._core._connect import connect_unchecked as connect
+from .._core._domain import DISPATCH as _DS
 from .._core._domain import default_domain, domains_active, get_domain_early, may_transform
 from .._core._env import EMPTY_ENV, fwd_env, get_env, prop
+from .._core._fastpaths import FAST as _FP
 from .._core._protocol import Algorithm, Sender, completed_twice, is_sender, twice_started
 from .._core._queries import get_domain, get_stop_token, query_or
 from .._core._stop_token import (
@@ -80,10 +81,6 @@ __all__ = ["when_all", "when_all_with_variant"]
 
 _STARTED, _ERROR, _STOPPED = 0, 1, 2
 _CoroutineType = types.CoroutineType
-#: ``just(...)`` children are fused into ``when_all``'s operation: connecting one makes neither
-#: an operation state nor a receiver, and ``start`` delivers its datums where it would have
-#: started it (module docstring). ``False``: every child is connected (for tests).
-FUSE_JUST = True
 _DEFAULT = default_domain()
 _NEVER = never_stop_token()
 
@@ -408,10 +405,7 @@ class _WhenAllSender(Sender[object]):
             self._check_child_sigs(op._make_cenv())
         ops: list[OperationState | _JustSender | None] = []
         # A domain that customises `just` must see every just connected (connect_unchecked).
-        fuse = FUSE_JUST and not (
-            _domain._domains_on
-            and (_domain._customize_all or just in _domain._customized_tags)
-        )
+        fuse = _FP.fuse_just and not (_DS.on and (_DS.all or just in _DS.tags))
         try:
             for i, c in enumerate(children):
                 if fuse and type(c) is _JustSender:
@@ -522,7 +516,7 @@ def _make(cls: type[_WhenAllSender], name: str, sndrs: tuple[object, ...]) -> Se
     sndr = cls(sndrs)
     # early() leaves the sender as it is unless some domain may transform its tag: skip the
     # children's common domain (a query per child) in that case too.
-    if _domain._domains_on and may_transform(cls.tag):
+    if _DS.on and may_transform(cls.tag):
         return early(_common_domain(sndrs), sndr)
     return sndr
 

@@ -1,8 +1,8 @@
 """``connect(sndr, rcvr)`` ([exec.connect]): a sender and a receiver give an operation state.
 
 ``connect`` checks the receiver (once per receiver class), lets the sender's late domain
-transform the sender when custom domains are in use (the switches live in ``_domain``, read on
-each call so that creating a domain, or a test, can flip them), and calls ``sndr.connect(rcvr)``;
+transform the sender when custom domains are in use (``_domain.DISPATCH`` says so, read on
+each call so that creating a domain, or a test, can flip it), and calls ``sndr.connect(rcvr)``;
 a coroutine or other awaitable goes to the late-bound ``_hooks.connect_awaitable``.
 ``connect_unchecked`` is the same without the receiver check, for the library's own receivers.
 Both are hot paths: their bodies are written out, with no call layer between them.
@@ -14,7 +14,8 @@ import inspect
 import types
 from typing import TYPE_CHECKING, Any
 
-from . import _domain, _hooks
+from . import _hooks
+from ._domain import DISPATCH as _DS
 from ._domain import get_domain_late, transform_sender
 from ._env import get_env
 
@@ -45,9 +46,7 @@ def connect(sndr: Any, rcvr: object) -> Any:
     if type(rcvr) not in _receiver_types:
         _check_receiver(rcvr)
     # The body of connect_unchecked, repeated: connect is a hot path, a call costs.
-    if _domain._domains_on and (
-        _domain._customize_all or getattr(sndr, "tag", None) in _domain._customized_tags
-    ):
+    if _DS.on and (_DS.all or getattr(sndr, "tag", None) in _DS.tags):
         e = get_env(rcvr)
         sndr = transform_sender(get_domain_late(sndr, e), sndr, e)
     if type(sndr) is _CoroutineType:  # common, and it has no connect: skip the exception
@@ -92,9 +91,7 @@ def _not_a_sender(sndr: object) -> TypeError:
 
 def connect_unchecked(sndr: Any, rcvr: object) -> OpState:
     """:func:`connect` without the receiver check, for the library's own receivers."""
-    if _domain._domains_on and (
-        _domain._customize_all or getattr(sndr, "tag", None) in _domain._customized_tags
-    ):
+    if _DS.on and (_DS.all or getattr(sndr, "tag", None) in _DS.tags):
         e = get_env(rcvr)
         sndr = transform_sender(get_domain_late(sndr, e), sndr, e)
     if type(sndr) is _CoroutineType:  # common, and it has no connect: skip the exception

@@ -862,7 +862,7 @@ class _RemoteParallelDomain(_ParallelDomain):
     on such a backend has been made, so programs without one never pay for it.
     """
 
-    # The then-chains reach it through ``_domain._then_hook`` (cheaper for every other then
+    # The then-chains reach it through ``_domain.DISPATCH.then_hook`` (cheaper for every other then
     # of the program than declaring the then tags here); ``transform_sender`` answers
     # about them all the same.
     customized_tags = _ParallelDomain.customized_tags
@@ -883,12 +883,12 @@ def _remote_domain() -> Any:
     _ensure_domain()
     if _REMOTE_DOMAIN is None:
         _REMOTE_DOMAIN = _RemoteParallelDomain()
-        _domain_mod._then_hook = _then_hook
+        _domain_mod.DISPATCH.then_hook = _then_hook
     return _REMOTE_DOMAIN
 
 
 def _then_hook(sndr: Any, rcvr: Any) -> RemoteThenSender | None:
-    """``_domain._then_hook``: the remote form of a then-chain being connected to ``rcvr``,
+    """``_domain.DISPATCH.then_hook``: the remote form of a then-chain being connected to ``rcvr``,
     or ``None`` (see :class:`_RemoteParallelDomain`).
 
     The same rule as its ``transform_sender``, with cheap questions first: a chain whose
@@ -899,7 +899,10 @@ def _then_hook(sndr: Any, rcvr: Any) -> RemoteThenSender | None:
     sch = query_or(get_env(base), _VALUE_SCHED, None)
     env = get_env(rcvr)
     if sch is None:
-        if query_or(env, get_domain, None) is not _REMOTE_DOMAIN:
+        if (
+            type(rcvr) in _domain_mod.NO_DOMAIN_ENV
+            or query_or(env, get_domain, None) is not _REMOTE_DOMAIN
+        ):
             return None
     elif type(sch) is not parallel_scheduler or not is_remote_backend(sch._backend):
         return None

@@ -24,10 +24,12 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from .._core import _domain, _hooks
+from .._core import _hooks
 from .._core._connect import connect
+from .._core._domain import DISPATCH as _DS
 from .._core._domain import (
     apply_sender,
+    declare_no_domain_env,
     default_domain,
     get_domain_early,
 )
@@ -169,13 +171,18 @@ class _SyncWaitReceiver:
             self._wake()
 
 
+# Its environment answers only the schedulers and raised_sink: a then-chain connected to it
+# whose predecessor has no completion scheduler runs here, never on a remote scheduler.
+declare_no_domain_env(_SyncWaitReceiver)
+
+
 def _run(alg: object, sndr: Any, custom: bool = True) -> tuple[Any, ...] | None:
     """``sync_wait(sndr)`` (``alg`` is ``sync_wait``, ``custom`` true: a domain may customise it,
     [exec.sync.wait]), and the body of ``sync_wait_with_variant`` and of ``apply_sender``
     (``custom`` false). It is ``sync_wait_t.__call__`` itself: one frame per call."""
-    if custom and _domain._apply_customized:  # apply_customized(), inlined
+    if custom and _DS.apply:  # apply_customized(), inlined
         dom = get_domain_early(sndr)
-        if type(dom).apply_sender is not _default_apply:
+        if type(dom).apply_sender is not _default_apply:  # type: ignore[attr-defined]
             res: tuple[Any, ...] | None = apply_sender(dom, alg, sndr)
             return res
     is_sndr = isinstance(sndr, Sender)
@@ -195,10 +202,7 @@ def _run(alg: object, sndr: Any, custom: bool = True) -> tuple[Any, ...] | None:
     init._result = None
     init._finished = False
     # connect(sndr, rcvr) without the domain layer when no domain may transform sndr
-    if is_sndr and not (
-        _domain._domains_on
-        and (_domain._customize_all or getattr(sndr, "tag", None) in _domain._customized_tags)
-    ):
+    if is_sndr and not (_DS.on and (_DS.all or getattr(sndr, "tag", None) in _DS.tags)):
         op = sndr.connect(rcvr)
     else:
         op = connect(sndr, rcvr)

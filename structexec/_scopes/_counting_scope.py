@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from .._algorithms._stop_when import stop_when
 from .._core._env import EMPTY_ENV
 from .._core._env import env as _env_cls
+from .._core._fastpaths import FAST as _FP
 from .._core._protocol import Sender
 from .._core._snapshot import ScopeRecord, snapshot_roots
 from . import _spawn, _spawn_future
@@ -198,7 +199,7 @@ class _ScopeBase(NurseryFace):
                 if direct_ok(self, sndr):
                     spawn_coro(self, sndr)  # a coroutine inside `async with` (_spawn_coro)
                     return
-            elif isinstance(sndr, Sender) and _spawn.FAST_SPAWN:
+            elif isinstance(sndr, Sender) and _FP.spawn:
                 _spawn.spawn_fast(sndr, self)
                 return
             e = self._spawn_env

@@ -16,12 +16,14 @@ import sys
 from typing import Any
 
 from .._algorithms._stop_when import StopTokenEnv, child_token
-from .._core import _domain
 from .._core._completion_signatures import get_completion_signatures
 from .._core._connect import connect
+from .._core._domain import DISPATCH as _DS
+from .._core._domain import declare_no_domain_env
 from .._core._env import EMPTY_ENV, TryEnv, fwd_env, get_env, join_env, prop
 from .._core._env import env as _joined_env
 from .._core._errors import ErrorValue, terminate
+from .._core._fastpaths import FAST as _FP
 from .._core._protocol import Algorithm, Sender, completed_twice, is_sender
 from .._core._queries import _MISSING, get_allocator, get_stop_token, query_or
 from .._core._snapshot import SpawnRecord, snapshot_roots
@@ -42,11 +44,7 @@ __all__ = ["spawn"]
 #: ``simple_counting_scope``, whose ``wrap`` is the identity).
 FAST_TOKENS: set[type] = set()
 
-#: The switch of the fast path of ``spawn`` (:func:`spawn_fast`; docs/internals.md §3):
-#: ``False`` sends a plain sender spawned into a library scope through the general
-#: machinery (:func:`spawn_into`), as one with an ``env``. Tests compare both paths
-#: (``tests/test_spawn_fast_path.py``).
-FAST_SPAWN = True
+#: The switch of the fast path of ``spawn`` (:func:`spawn_fast`) is ``_fastpaths.FAST.spawn``.
 
 _DONE: Any = object()
 _new = object.__new__
@@ -296,10 +294,15 @@ class _FastSpawnState(_ScopeSpawnState):
         return query_or(self._base, q, default)
 
 
+# Its environment answers get_domain from the scope's spawn env (empty, or the trio one: no
+# domain): a then-chain spawned here whose predecessor has no completion scheduler is local.
+declare_no_domain_env(_FastSpawnState)
+
+
 def spawn_fast(sndr: Any, scope: Any) -> None:
     """The fast path of ``spawn`` ([exec.spawn]): a ``Sender`` spawned into a library scope
     without an ``env`` (``sx.spawn(sndr, token)`` and ``scope.spawn(sndr)``), when
-    ``FAST_SPAWN`` is on.
+    ``_fastpaths.FAST.spawn`` is on.
 
     The same effects as the general path (:func:`spawn_into`), in the same order: the state
     is the receiver and its own environment (:class:`_FastSpawnState`, built without an
@@ -321,9 +324,7 @@ def spawn_fast(sndr: Any, scope: Any) -> None:
         check_signature_set(sndr, sigs)
     # connect(sndr, st) without the domain layer unless a custom domain may transform sndr
     # (not merely when one exists: the parallel scheduler makes one on first use)
-    if _domain._domains_on and (
-        _domain._customize_all or getattr(sndr, "tag", None) in _domain._customized_tags
-    ):
+    if _DS.on and (_DS.all or sndr.tag in _DS.tags):  # a Sender: `tag` is a class attribute
         op = st._op = connect(sndr, st)
     else:
         op = st._op = sndr.connect(st)
@@ -465,7 +466,7 @@ class spawn_t(Algorithm):
 
     def __call__(self, sndr: Any, token: Any, env: Any = EMPTY_ENV) -> None:
         # The common case, the fast path: a library scope, no env, a Sender subclass.
-        fast = FAST_SPAWN and env is EMPTY_ENV and type(token) in FAST_TOKENS
+        fast = _FP.spawn and env is EMPTY_ENV and type(token) in FAST_TOKENS
         if fast and isinstance(sndr, Sender):
             spawn_fast(sndr, token._scope)
             return

@@ -2,7 +2,7 @@
 with counting_scope()``.
 
 [exec.spawn], [exec.spawn.future], docs/scopes.md "The nursery face: `async with`";
-docs/internals.md §3 (the switch ``FAST_SPAWN_CORO``).
+docs/internals.md §3 (the switch ``_fastpaths.FAST.spawn_coro``).
 
 A coroutine object given to ``spawn`` or ``spawn_future`` is a sender ([exec.connect]
 connect-awaitable): its operation (``_trio/_coroutine_sender.TrioHostedOp``) runs it in a trio
@@ -32,7 +32,7 @@ order:
   (``NurseryFace._task_raised``).
 
 ``simple_counting_scope`` does not take it (``_coro_scopes`` is ``None``: its coroutines go
-the general way, which the issue-18 rows do not measure). ``FAST_SPAWN_CORO = False``
+the general way, which the issue-18 rows do not measure). ``FAST.spawn_coro = False``
 sends every call through the general path (``tests/test_spawn_coro_fast_path.py`` compares
 both).
 """
@@ -51,6 +51,7 @@ import trio.lowlevel as tl
 from .._core._coroutine_driver import HostMark, host_mark, swallowed_stop_message
 from .._core._env import fwd_env
 from .._core._errors import Stopped
+from .._core._fastpaths import FAST as _FP
 from .._core._stop_token import stop_callback_for
 from .._core._values import send_result, values
 from .._trio._coroutine_sender import _connected, name_of
@@ -62,9 +63,6 @@ from ._spawn_future import _LAZY, _FutureSender, _FutureState
 
 __all__: list[str] = []
 
-#: The switch of the direct path (docs/internals.md §3): ``False`` runs coroutines given to
-#: ``scope.spawn``/``scope.spawn_future`` through the general sender machinery.
-FAST_SPAWN_CORO = True
 
 _CoroutineType = types.CoroutineType
 _get_ident = threading.get_ident
@@ -83,7 +81,7 @@ def direct_ok(scope: Any, coro: Any) -> bool:
     started or connected, a ``counting_scope`` inside ``async with``, its trio thread."""
     run = scope._run
     return (
-        FAST_SPAWN_CORO
+        _FP.spawn_coro
         and type(coro) is _CoroutineType
         and scope._coro_scopes is not None
         and run is not None

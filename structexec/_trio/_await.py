@@ -27,25 +27,30 @@ driver takes the sender; in a trio task this module:
    cancellation is returned; the ``Cancelled`` comes at the next checkpoint
    (docs/trio.md "trio cancellation becomes a stop request").
 
-**Fast path: ``await sx.when_all(c1(), c2(), ...)`` of coroutine objects** ([exec.when.all]):
-the children run as tasks of a nursery of the awaiting task; see ``_when_all_nursery``, whose
-``FAST_WHEN_ALL`` switch turns it off.
+**Fast paths.** Before connecting, ``await_sender`` asks the fast ``await`` handler that the
+sender's type has in ``_fastpaths.FAST_AWAIT``, if any; a handler that does not apply returns
+``None`` and the general path above runs. The handlers: ``await sx.when_all(c1(), c2(), ...)``
+of coroutine objects runs the children as tasks of a nursery of the awaiting task
+(``_when_all_nursery``, [exec.when.all]; switch ``FAST.when_all_nursery``);
+``await sx.schedule(trio_scheduler())`` is one checkpoint and ``await
+sx.schedule_after(trio_scheduler(), s)`` is ``trio.sleep(s)`` in a task of the scheduler's own
+run (``_trio_scheduler``).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Generator
-from typing import Any
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
-import trio
 import trio.lowlevel as tl
 
-from .._algorithms._when_all import _WhenAllSender
-from .._core import _domain, _hooks
+from .._core import _hooks
 from .._core._connect import connect_unchecked as connect
 from .._core._coroutine_driver import host_mark
+from .._core._domain import DISPATCH as _DS
 from .._core._errors import ErrorValue, Stopped
+from .._core._fastpaths import FAST_AWAIT
 from .._core._protocol import Sender, completed_twice
 from .._core._queries import _MISSING, QueryError, get_scheduler, get_stop_token, query_or
 from .._core._stop_token import (
@@ -55,7 +60,8 @@ from .._core._stop_token import (
     is_unstoppable,
 )
 from .._schedulers._run_loop import raised_sink
-from . import _when_all_nursery
+from . import _trio_scheduler as _trio_scheduler  # registers its fast awaits
+from . import _when_all_nursery as _when_all_nursery  # registers its fast await
 from ._trio_bridge import (
     RunState,
     current_run,
@@ -65,15 +71,23 @@ from ._trio_bridge import (
     run_finished_error,
     runs_by_thread,
 )
-from ._trio_scheduler import _TrioScheduleSender, _TrioTimerSender
-from ._when_all_nursery import _FastChildEnv, nursery_state
+from ._when_all_nursery import _FastChildEnv
 
 __all__: list[str] = []
+
+if TYPE_CHECKING:
+
+    class _Env(Protocol):
+        """The hosting receiver's environment (``hosted_env``)."""
+
+        def query(self, q: object, *args: object) -> object: ...
+
 
 _get_ident = threading.get_ident
 _LOCK = threading.Lock()  # handshake between a parking task and an off-thread completer
 _driver_state = _hooks.driver_state
-_reschedule = tl.reschedule
+# typed for the Task | None field it is called with (set before the task parks)
+_reschedule: Callable[[tl.Task | None], None] = tl.reschedule  # type: ignore[assignment]
 _wait_task_rescheduled = tl.wait_task_rescheduled
 _checkpoint = tl.checkpoint
 _FAILED = tl.Abort.FAILED
@@ -92,26 +106,30 @@ class _AwaitRcvr:
     """The receiver of an awaited sender; it is also its own environment
     (docs/trio.md "Awaiting a sender")."""
 
-    __slots__ = ("_base", "_cancelled", "_kind", "_parked", "_result", "_run", "_src", "_task")
+    # The fields every await uses are slots; those only parking, a stop token or a trio
+    # cancellation write are class-level defaults, shadowed in the instance's __dict__ when
+    # written (made only then): constructing the receiver is the await hot path.
+    __slots__ = ("__dict__", "_base", "_kind", "_parked", "_result", "_run")
     #: Completing only records the result and wakes the task (contracts.HandOff).
     _sx_handoff = True
+    _src: inplace_stop_source | None = None
+    _cancelled = False  # the awaiting task's trio cancellation hit
+    _task: tl.Task | None = None
 
-    def __init__(self, run: RunState, base: Any) -> None:
-        self._run = run
-        self._base = base  # env of the hosting receiver inside a hosted coroutine, else None
-        self._kind = _PENDING
-        self._result: Any = None
-        self._src: inplace_stop_source | None = None
-        self._cancelled = False  # the awaiting task's trio cancellation hit
-        self._parked = False
-        self._task: Any = None
+    # Built in one place, await_sender, without an __init__ (a call, class or function,
+    # costs about 6% of ``await sx.just(x)``): it sets the five slots.
+    _run: RunState
+    _base: _Env | None  # env of the hosting receiver inside a hosted coroutine, else None
+    _kind: int
+    _parked: bool  # read by every completion on the trio thread
+    _result: Any  # the datums tuple, the error datum or the raised BaseException, by _kind
 
     # -- environment ---------------------------------------------------------------------
 
     def get_env(self) -> _AwaitRcvr:
         return self
 
-    def _sx_try(self, q: Any, default: Any) -> Any:
+    def _sx_try(self, q: object, default: object) -> object:
         if q is get_stop_token:
             return self._stop_token()
         if q is raised_sink:
@@ -125,7 +143,7 @@ class _AwaitRcvr:
             return self._run.sched
         return default
 
-    def query(self, q: Any, *args: Any) -> Any:
+    def query(self, q: object, *args: object) -> object:
         r = self._sx_try(q, _MISSING)
         if r is _MISSING:
             if args and self._base is not None:
@@ -133,7 +151,7 @@ class _AwaitRcvr:
             raise QueryError(f"the environment of an awaiting trio task does not support {q!r}")
         return r
 
-    def _stop_token(self) -> Any:
+    def _stop_token(self) -> inplace_stop_token | combined_stop_token:
         src = self._src
         if src is None:
             with _LOCK:
@@ -157,7 +175,7 @@ class _AwaitRcvr:
                 return combined_stop_token(tok, hosted)
         return tok
 
-    def _abort(self, raise_cancel: Any) -> Any:
+    def _abort(self, raise_cancel: object) -> tl.Abort:
         # trio cancellation of the parked task -> stop request; keep waiting
         # (docs/trio.md "trio cancellation becomes a stop request").
         self._cancelled = True
@@ -188,7 +206,7 @@ class _AwaitRcvr:
         self._complete(_RAISED, exc, "raised")
         return True
 
-    def _complete(self, kind: int, data: Any, how: str) -> None:
+    def _complete(self, kind: int, data: object, how: str) -> None:
         if self._kind:
             if self._kind == _RAISED:
                 return  # a late completion of abandoned work (_take_raised)
@@ -216,7 +234,7 @@ class _AwaitRcvr:
             self._parked = False
             _reschedule(self._task)
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         # The trio-thread branch of _complete, inlined: the hot path (await sx.just(x)).
         run = self._run
         if not self._kind and _get_ident() == run.thread and not run.finished:
@@ -228,7 +246,7 @@ class _AwaitRcvr:
             return
         self._complete(_VALUE, vals, "set_value")
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         self._complete(_ERROR, err, "set_error")
 
     def set_stopped(self) -> None:
@@ -243,56 +261,26 @@ def _not_in_trio() -> RuntimeError:
     )
 
 
-def await_sender(sndr: Any) -> Generator[Any, Any, Any]:
+def await_sender(sndr: Sender[object]) -> Generator[object, object, object]:
     """The generator behind ``Sender.__await__`` (see the module docstring)."""
     driver = _driver_state.driver
     if driver is not None:
         return (yield from driver.await_sender(sndr))
-    tp = type(sndr)
-    if tp is _WhenAllSender and _when_all_nursery.FAST_WHEN_ALL:
-        # when_all of coroutines: a nursery of this task (_when_all_nursery), in a plain trio
-        # task or a child of another fast-path when_all. _children is _WhenAllSender's
-        # private tuple of children (its public ``children`` property).
-        hosted = _get_hosted()
-        children = sndr._children
-        st = (
-            nursery_state(children, hosted)
-            if hosted is None or (type(hosted) is _FastChildEnv and not hosted.stopped())
-            else None  # a stopped parent: the general path stops before starting anything
-        )
-        if st is not None:
-            return (yield from st._run(children).__await__())
     run = _runs_get(_get_ident())
     if run is None:  # the first structexec await of this run, or not in trio at all
-        try:
-            run = current_run()
-        except RuntimeError:
-            raise _not_in_trio() from None
-    if tp is _TrioScheduleSender and sndr._sch._run is run:
-        # schedule(trio_scheduler()) awaited by a task of its own run: one checkpoint.
-        yield from _checkpoint().__await__()
-        return None
-    if tp is _TrioTimerSender and sndr._sch._run is run:
-        # schedule_after/schedule_at(trio_scheduler()) awaited by a task of its own run:
-        # trio's own sleep (a cancellation raises trio.Cancelled, as on the general path).
-        if sndr._after:
-            yield from trio.sleep(sndr._t).__await__()  # noqa: ASYNC105
-        else:
-            yield from trio.sleep_until(sndr._t).__await__()
-        return None
-    # _AwaitRcvr(run, _get_hosted()) without the __init__ frame
-    r = _new(_AwaitRcvr)
+        run = _first_await_run()
+    tp = type(sndr)
+    if tp in FAST_AWAIT:  # a fast path its sender's module registered (_fastpaths)
+        it = FAST_AWAIT[tp](sndr, run)
+        if it is not None:
+            return (yield from it)
+    r = _new(_AwaitRcvr)  # the receiver's one constructor (see _AwaitRcvr), inlined
     r._run = run
     r._base = _get_hosted()
     r._kind = _PENDING
     r._result = None
-    r._src = None
-    r._cancelled = False
     r._parked = False
-    r._task = None
-    if _domain._domains_on and (
-        _domain._customize_all or getattr(sndr, "tag", None) in _domain._customized_tags
-    ):
+    if _DS.on and (_DS.all or getattr(sndr, "tag", None) in _DS.tags):
         op = connect(sndr, r)
     else:  # connect(sndr, r) without the domain layer when no domain may transform sndr
         try:
@@ -302,44 +290,56 @@ def await_sender(sndr: Any) -> Generator[Any, Any, Any]:
         else:
             op = m(r)
     op.start()
-    if not r._kind:
-        try:
-            r._task = tl.current_task()
-        except RuntimeError:
-            raise _not_in_trio() from None
-        with _LOCK:
-            if not r._kind:
-                r._parked = True
-        if r._parked:
-            try:
-                yield from _wait_task_rescheduled(r._abort).__await__()
-            except BaseException:
-                # Only GeneratorExit can get here (the coroutine was closed while parked,
-                # which trio never does to a live task): forget the task.
-                with _LOCK:
-                    r._parked = False
-                raise
     kind = r._kind
+    if not kind:
+        yield from _park(r)
+        kind = r._kind
     if kind == _VALUE:
         vals = r._result
         n = len(vals)
         if n == 1:
             return vals[0]
         return None if n == 0 else vals
+    return (yield from _raise_outcome(r))
+
+
+def _first_await_run() -> RunState:
+    try:
+        return current_run()
+    except RuntimeError:
+        raise _not_in_trio() from None
+
+
+def _park(r: _AwaitRcvr) -> Generator[object, object, None]:
+    """Wait, parked, until ``r`` completes (module docstring, step 3)."""
+    try:
+        r._task = tl.current_task()
+    except RuntimeError:
+        raise _not_in_trio() from None
+    with _LOCK:
+        if not r._kind:
+            r._parked = True
+    if r._parked:
+        try:
+            yield from _wait_task_rescheduled(r._abort).__await__()
+        except BaseException:
+            # Only GeneratorExit can get here (the coroutine was closed while parked,
+            # which trio never does to a live task): forget the task.
+            with _LOCK:
+                r._parked = False
+            raise
+
+
+def _raise_outcome(r: _AwaitRcvr) -> Generator[object, object, NoReturn]:
+    """Raise what ``r`` completed with other than values (module docstring, step 4)."""
+    kind = r._kind
     # This frame is in the traceback of what is raised here: no local (``r``, ``err``) may
     # keep the exception, or exception -> traceback -> frame -> exception is a cycle.
-    if kind == _RAISED:
+    if kind in (_RAISED, _ERROR):
         err = r._result
         r._result = None
         try:
-            raise err
-        finally:
-            del err
-    if kind == _ERROR:
-        err = r._result
-        r._result = None
-        try:
-            if isinstance(err, BaseException):
+            if kind == _RAISED or isinstance(err, BaseException):
                 raise err
             raise ErrorValue(err)
         finally:
@@ -355,7 +355,7 @@ def await_sender(sndr: Any) -> Generator[Any, Any, Any]:
     raise Stopped()
 
 
-_hooks.await_sender = await_sender
+_hooks.await_sender = await_sender  # type: ignore[assignment]  # the hook is given senders only
 # ``await sndr`` calls this generator function directly (``Sender.__await__`` would only call
 # the hook above: one frame less on every await of a sender in trio).
 Sender.__await__ = await_sender  # type: ignore[method-assign,assignment]

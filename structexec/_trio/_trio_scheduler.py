@@ -22,10 +22,14 @@ woken trio tasks resume is trio's (randomised) order anyway.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NoReturn
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import trio
 
 from .._algorithms._timed import TimerOp, TimerSender, check_deadline, check_seconds
 from .._core._env import TryEnv, get_env
+from .._core._fastpaths import register_fast_await
 from .._core._protocol import Sender
 from .._core._queries import forward_progress_guarantee, get_forward_progress_guarantee
 from .._core._schedule_sender import ScheduleAttrs, ScheduleOp, ScheduleSender
@@ -37,6 +41,8 @@ if TYPE_CHECKING:
     from .._core._contracts import Rcvr
 
 __all__ = ["trio_scheduler"]
+
+_checkpoint = trio.lowlevel.checkpoint
 
 
 class _TrioScheduleOp(ScheduleOp):
@@ -185,3 +191,28 @@ def trio_scheduler() -> _TrioScheduler:
     """
     sch: _TrioScheduler = current_run().sched
     return sch
+
+
+# --------------------------------------------------------------------------- fast awaits
+
+
+def _await_schedule(sndr: _TrioScheduleSender, run: RunState) -> Generator[Any, Any, None] | None:
+    """``await schedule(trio_scheduler())`` by a task of its own run: one checkpoint
+    (``_fastpaths.FAST_AWAIT``; any other run takes the general path)."""
+    if sndr._sch._run is not run:
+        return None
+    return _checkpoint().__await__()
+
+
+def _await_timer(sndr: _TrioTimerSender, run: RunState) -> Generator[Any, Any, None] | None:
+    """``await schedule_after/schedule_at(trio_scheduler(), t)`` by a task of its own run:
+    trio's own sleep (a cancellation raises ``trio.Cancelled``, as on the general path)."""
+    if sndr._sch._run is not run:
+        return None
+    if sndr._after:
+        return trio.sleep(sndr._t).__await__()  # noqa: ASYNC105
+    return trio.sleep_until(sndr._t).__await__()
+
+
+register_fast_await(_TrioScheduleSender, _await_schedule)
+register_fast_await(_TrioTimerSender, _await_timer)

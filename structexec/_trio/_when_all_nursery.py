@@ -60,9 +60,10 @@ The remaining differences, asserted in ``tests/test_trio_when_all_fast_path.py``
   awaiting task, the general path returns them (raises) and raises the ``KeyboardInterrupt``
   at the next checkpoint; the fast path raises the ``KeyboardInterrupt`` from the await.
 
-``FAST_WHEN_ALL = False`` turns the fast path off (tests compare both paths).
-``_await.await_sender`` reads the switch on each ``await`` of a ``when_all`` sender and calls
-:func:`nursery_state`.
+``_fastpaths.FAST.when_all_nursery = False`` turns the fast path off (tests compare both
+paths). Its entry is this module's fast ``await`` handler of ``when_all`` senders
+(:func:`_await_when_all`, in ``_fastpaths.FAST_AWAIT``), which reads the switch on each
+``await`` of a ``when_all`` sender.
 """
 
 from __future__ import annotations
@@ -71,16 +72,19 @@ import inspect
 import math
 import sys
 import types
-from typing import Any
+from collections.abc import Generator
+from typing import TYPE_CHECKING
 
 import trio
 import trio.lowlevel as tl
 
-from .._algorithms._when_all import report_dropped_errors
+from .._algorithms._when_all import _WhenAllSender, report_dropped_errors
 from .._algorithms._when_all import when_all as _when_all_tag
-from .._core import _domain
 from .._core._coroutine_driver import HostMark, host_mark, swallowed_stop_message
+from .._core._domain import DISPATCH as _DS
 from .._core._errors import Stopped
+from .._core._fastpaths import FAST as _FP
+from .._core._fastpaths import register_fast_await
 from .._core._queries import QueryError, get_stop_token
 from .._core._stop_token import combined_stop_token, inplace_stop_source, inplace_stop_token
 from .._core._values import values
@@ -97,11 +101,8 @@ _collapse_group = _trio_compat.collapse_exception_group
 
 __all__: list[str] = []
 
-#: ``await sx.when_all(<coroutines>)`` runs the coroutines in a nursery of the awaiting task
-#: (see the module docstring). Tests set it to ``False`` to force the general path.
-FAST_WHEN_ALL = True
-
 _set_hosted = hosted_env.set
+_get_hosted = hosted_env.get
 _new = object.__new__
 _set_mark = host_mark.set
 _current_task = tl.current_task
@@ -120,8 +121,16 @@ _effectively_cancelled = _trio_compat.effectively_cancelled
 
 _STARTED, _ERROR_D, _STOPPED_D = 0, 1, 2
 
+if TYPE_CHECKING:
+    from trio._core._run import CancelStatus
 
-def nursery_state(children: tuple[Any, ...], parent: Any) -> _NurseryWhenAll | None:
+    #: A child: a fresh coroutine object (checked by :func:`nursery_state`).
+    _Coro = types.CoroutineType[object, object, object]
+
+
+def nursery_state(
+    children: tuple[object, ...], parent: _FastChildEnv | None
+) -> _NurseryWhenAll | None:
     """The state for running ``await when_all(*children)`` in a nursery, or ``None`` if not.
 
     Only fresh coroutine objects (the general path raises ``TypeError`` at connect for a used
@@ -134,9 +143,7 @@ def nursery_state(children: tuple[Any, ...], parent: Any) -> _NurseryWhenAll | N
             return None
     if len(children) > 1 and len(set(map(id, children))) != len(children):
         return None  # one coroutine given twice: the general path's connect raises TypeError
-    if _domain._domains_on and (
-        _domain._customize_all or _when_all_tag in _domain._customized_tags
-    ):
+    if _DS.on and (_DS.all or _when_all_tag in _DS.tags):
         return None
     try:
         task = _current_task()
@@ -149,6 +156,22 @@ def nursery_state(children: tuple[Any, ...], parent: Any) -> _NurseryWhenAll | N
     if _deadline_is_finite(status):
         return None
     return _NurseryWhenAll(len(children), status, parent)
+
+
+def _await_when_all(sndr: _WhenAllSender, run: object) -> Generator[object, None, object] | None:
+    """The fast ``await`` of ``when_all(<coroutines>)`` (``_fastpaths.FAST_AWAIT``): a nursery
+    of the awaiting task, in a plain trio task or a child of another fast-path ``when_all``;
+    ``None`` (the general path) when :func:`nursery_state` says no, inside another hosted
+    coroutine, or under a stopped parent (the general path stops before starting anything)."""
+    if not _FP.when_all_nursery:
+        return None
+    hosted = _get_hosted()
+    if hosted is not None and (type(hosted) is not _FastChildEnv or hosted.stopped()):
+        return None
+    children = sndr._children  # the private tuple behind _WhenAllSender.children
+    st = nursery_state(children, hosted)
+    # nursery_state checked that every child is a fresh coroutine object
+    return None if st is None else st._run(children).__await__()  # type: ignore[arg-type]
 
 
 class _NurseryWhenAll:
@@ -170,26 +193,28 @@ class _NurseryWhenAll:
         "_vals",
     )
 
-    def __init__(self, n: int, outer: Any, parent: _FastChildEnv | None = None) -> None:
+    def __init__(
+        self, n: int, outer: CancelStatus | None, parent: _FastChildEnv | None = None
+    ) -> None:
         self._count = n
         self._parent = parent
         self._disp = _STARTED
-        self._vals: list[Any] = [None] * n
+        self._vals: list[object] = [None] * n
         self._outer = outer
         # The stop source standing for the general path's when_all stop source; made only if
         # a child asks for its stop token (see _FastChildEnv).
         self._src: inplace_stop_source | None = None
         self._cancel_seen = False
         self._env: _FastChildEnv | None = _FastChildEnv(self)
-        self._more: list[tuple[int, Any]] | None = None  # errors that lost to _err
+        self._more: list[tuple[int, Exception]] | None = None  # errors that lost to _err
         self._base: BaseException | None = None  # a child's KeyboardInterrupt, SystemExit
         # Set when used: _scope (in _run), _err (with _disp = _ERROR_D), _outer_cancelled (by
         # the last arrival when _disp is _STOPPED_D).
-        self._scope: Any
-        self._err: Any
+        self._scope: trio.CancelScope
+        self._err: Exception
         self._outer_cancelled: bool | None
 
-    async def _run(self, children: tuple[Any, ...]) -> Any:
+    async def _run(self, children: tuple[_Coro, ...]) -> object:
         i = 0
         try:
             async with _open_nursery() as nursery:
@@ -226,7 +251,7 @@ class _NurseryWhenAll:
         disp = self._disp
         if disp == _STARTED:
             # One list, then one tuple (concatenating tuples is quadratic in the children).
-            parts: list[Any] = []
+            parts: list[object] = []
             for v in self._vals:
                 if v is None:
                     continue
@@ -241,7 +266,7 @@ class _NurseryWhenAll:
             return None if n == 0 else out
         if disp == _ERROR_D:
             err = self._err
-            self._err = None
+            self._err = None  # type: ignore[assignment]  # read once: no reference kept
             more = self._more
             if more is not None:
                 self._more = None
@@ -269,7 +294,7 @@ class _NurseryWhenAll:
             return True
         return _effectively_cancelled(self._outer) is True
 
-    def _token(self) -> Any:
+    def _token(self) -> inplace_stop_token | combined_stop_token:
         src = self._src
         if src is None:
             src = self._src = inplace_stop_source()
@@ -280,7 +305,7 @@ class _NurseryWhenAll:
         return tok if parent is None else combined_stop_token(tok, parent._st._token())
 
     @_enable_ki_protection
-    async def _child(self, i: int, coro: Any) -> None:
+    async def _child(self, i: int, coro: _Coro) -> None:
         _set_hosted(self._env)  # this task's context only (trio copies it per task)
         mark = _new(HostMark)  # HostMark(_current_task()) without the __init__ frame
         mark.task = _current_task()
@@ -370,7 +395,7 @@ class _FastChildEnv:
     def __init__(self, st: _NurseryWhenAll) -> None:
         self._st = st
 
-    def _sx_try(self, q: Any, default: Any) -> Any:
+    def _sx_try(self, q: object, default: object) -> object:
         return self._st._token() if q is get_stop_token else default
 
     def stopped(self) -> bool:
@@ -378,14 +403,17 @@ class _FastChildEnv:
         st = self._st
         return st._stopped_now() or (st._parent is not None and st._parent.stopped())
 
-    def query(self, q: Any, *args: Any) -> Any:
+    def query(self, q: object, *args: object) -> object:
         if q is get_stop_token and not args:
             return self._st._token()
         raise QueryError(f"the environment of a when_all child does not support {q!r}")
 
 
-def _lone_keyboard_interrupt(group: BaseExceptionGroup[Any]) -> BaseException | None:
+def _lone_keyboard_interrupt(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
     excs = group.exceptions
     if len(excs) == 1 and isinstance(excs[0], KeyboardInterrupt):
         return excs[0]
     return None
+
+
+register_fast_await(_WhenAllSender, _await_when_all)
