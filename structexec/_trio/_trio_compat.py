@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING
 import trio
 
 if TYPE_CHECKING:
-    from trio._core._run import CancelStatus
+    from trio._core._run import CancelStatus as CancelStatus
 
 __all__: list[str] = []
 

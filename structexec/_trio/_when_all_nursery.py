@@ -122,7 +122,7 @@ _effectively_cancelled = _trio_compat.effectively_cancelled
 _STARTED, _ERROR_D, _STOPPED_D = 0, 1, 2
 
 if TYPE_CHECKING:
-    from trio._core._run import CancelStatus
+    from ._trio_compat import CancelStatus
 
     #: A child: a fresh coroutine object (checked by :func:`nursery_state`).
     _Coro = types.CoroutineType[object, object, object]
