@@ -170,8 +170,9 @@ async def _hosted(scope: Any, coro: Coroutine[Any, Any, Any], site: Any = None) 
     except Exception as e:
         if DETACHED and id(coro) in DETACHED:
             raise  # the task detached (_detach): what its new driver sees, not the scope
-        note_error(e, site, scope, task=True)
-        scope._record_error(_user_traceback(e))
+        if not _abandoned(scope):
+            note_error(e, site, scope, task=True)
+            scope._record_error(_user_traceback(e))
     except trio.Cancelled:
         if not scope._stopping():
             raise
@@ -281,6 +282,14 @@ def _no_trio_message(scope: Any) -> str:
 def _task_finished(task: trio.lowlevel.Task) -> bool:
     """Whether ``task``'s coroutine has finished (returned or raised)."""
     return getattr(task.coro, "cr_frame", True) is None
+
+
+def _abandoned(scope: Any) -> bool:
+    """Whether the task that entered ``scope``'s block ended inside it (misnesting): trio
+    then cancels the nurseries it left open, and what their tasks raise in their cleanup is
+    lost, as a closed nursery loses it (the scope's exit, see ``_exit_abandoned``)."""
+    t = scope._parent_task
+    return t is not None and _task_finished(t)
 
 
 def _cancel(cs: trio.CancelScope, reason: str | None) -> None:
@@ -528,8 +537,9 @@ class NurseryFace(AssociationState):
                 raise  # the task detached (_detach): not the scope's any more
             if not status.called:
                 raise  # before started(): to the caller of start(), as in trio
-            note_error(e, site, self, task=True)
-            self._record_error(_user_traceback(e))
+            if not _abandoned(self):
+                note_error(e, site, self, task=True)
+                self._record_error(_user_traceback(e))
         except trio.Cancelled:
             if not (status.called and self._stopping()):
                 raise
@@ -745,6 +755,45 @@ class NurseryFace(AssociationState):
         """The body raised, or the block was cancelled from outside: counting_scope requests
         stop on its work ([exec.scope.counting]); simple_counting_scope's cannot be stopped."""
 
+    def _exit_abandoned(self, exc: BaseException | None) -> bool:
+        """The exit of a block whose task ended inside it (misnesting: trio raised "Nursery
+        stack corrupted" in that task and cancelled the nurseries it left open). As trio's
+        exit of such a nursery: no wait for the abandoned tasks (they finish later, and
+        what they raise then is lost, as a closed nursery loses it), the errors that arrived
+        before and the exception passed in, in a group."""
+        cb = self._stop_cb
+        if cb is not None:
+            self._stop_cb = None
+            cb.close()
+        self._nursery = None
+        self._spawn_env = EMPTY_ENV
+        self._body_cs = None
+        errors, interrupts = self._take_exit_report()
+        message = ERRORS_MESSAGE if errors else _STRICT_MESSAGE
+        excs: list[BaseException] = [as_exception(e) for e in errors]
+        if exc is not None:
+            excs.append(exc)
+        excs.extend(interrupts)
+        del errors, interrupts
+        if not excs:
+            return False
+        out: BaseException
+        if self._strict or len(excs) > 1:
+            group = BaseExceptionGroup(message, excs)
+            if not self._strict:
+                group.add_note(_trio_compat.LOOSE_NOTE)
+            out = group
+        else:
+            out = excs[0]
+            if out is exc:
+                return False
+        del excs
+        try:
+            raise out
+        finally:
+            out.__context__ = None
+            del out, exc
+
     @enable_ki_protection
     async def __aexit__(
         self,
@@ -757,6 +806,9 @@ class NurseryFace(AssociationState):
         # joins and closes its host nursery before the KeyboardInterrupt propagates.
         if not self._entered:
             raise RuntimeError(f"{self!r}: __aexit__ without __aenter__")
+        parent = self._parent_task
+        if parent is not trio.lowlevel.current_task() and _task_finished(parent):
+            return self._exit_abandoned(exc)
         body_exc = exc
         self._pop_open_scopes()
         # The errors that came before the body's exception (read only when there is one).
