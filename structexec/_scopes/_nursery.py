@@ -45,6 +45,7 @@ from ._join import ERRORS_MESSAGE, _TrioJoinWaiter
 from ._site import (
     HOSTED_CODES,
     OPEN_SCOPES,
+    USER_FILES,
     check_grace,
     enter_site,
     grace_of,
@@ -593,13 +594,11 @@ class NurseryFace(AssociationState):
         that the scope itself cancelled (counting_scope after a stop request)."""
         return False
 
-    def __del__(self) -> None:
+    def _dropped_quietly(self) -> bool:
         t = getattr(self, "_parent_task", None)  # (absent if __init__ raised)
-        if t is not None and getattr(self, "_entered", False) and _task_finished(t):
-            # Misnested: the task that entered the block ended inside it, and trio reported
-            # "Nursery stack corrupted" then; as an abandoned nursery, no second warning.
-            return
-        AssociationState.__del__(self)
+        # Misnested: the task that entered the block ended inside it, and trio reported
+        # "Nursery stack corrupted" then; as an abandoned nursery, no second warning.
+        return t is not None and getattr(self, "_entered", False) and _task_finished(t)
 
     def _abandon(self) -> None:
         """The block will never be left properly (misnesting, see ``__aexit__``): cancel the
@@ -688,10 +687,16 @@ class NurseryFace(AssociationState):
         except RuntimeError:
             raise RuntimeError(_no_trio_message(self)) from None
         self._entered = True
-        self._enter_site = enter_site()  # the user's `async with` line, for warnings
+        # The user's `async with` line, for warnings (_site.enter_site; a frame of a file
+        # seen before as the user's is taken at once, without the walk).
+        f = sys._getframe(1)
+        self._enter_site = (
+            (f.f_code, f.f_lasti, f.f_globals)
+            if f.f_code.co_filename in USER_FILES
+            else enter_site()
+        )
+        del f
         self._run = run
-        if self._strict is None:
-            self._strict = _trio_compat.run_strict_exception_groups()
         self._wrappers = 0  # its trio tasks whose wrapper has not finished (_detach)
         self._parent_task = trio.lowlevel.current_task()
         try:
@@ -755,6 +760,14 @@ class NurseryFace(AssociationState):
         """The body raised, or the block was cancelled from outside: counting_scope requests
         stop on its work ([exec.scope.counting]); simple_counting_scope's cannot be stopped."""
 
+    def _strict_now(self) -> bool:
+        """The block's ``strict_exception_groups``: the run's when none was given (as
+        ``trio.open_nursery()``); read only when something leaves the block."""
+        strict = self._strict
+        if strict is None:
+            strict = self._strict = _trio_compat.run_strict_exception_groups()
+        return strict
+
     def _exit_abandoned(self, exc: BaseException | None) -> bool:
         """The exit of a block whose task ended inside it (misnesting: trio raised "Nursery
         stack corrupted" in that task and cancelled the nurseries it left open). As trio's
@@ -778,9 +791,10 @@ class NurseryFace(AssociationState):
         if not excs:
             return False
         out: BaseException
-        if self._strict or len(excs) > 1:
+        strict = self._strict_now()
+        if strict or len(excs) > 1:
             group = BaseExceptionGroup(message, excs)
-            if not self._strict:
+            if not strict:
                 group.add_note(_trio_compat.LOOSE_NOTE)
             out = group
         else:
@@ -806,9 +820,8 @@ class NurseryFace(AssociationState):
         # joins and closes its host nursery before the KeyboardInterrupt propagates.
         if not self._entered:
             raise RuntimeError(f"{self!r}: __aexit__ without __aenter__")
-        parent = self._parent_task
-        if parent is not trio.lowlevel.current_task() and _task_finished(parent):
-            return self._exit_abandoned(exc)
+        if getattr(self._parent_task.coro, "cr_frame", True) is None:
+            return self._exit_abandoned(exc)  # the task that entered the block has ended
         body_exc = exc
         self._pop_open_scopes()
         # The errors that came before the body's exception (read only when there is one).
@@ -942,7 +955,8 @@ class NurseryFace(AssociationState):
             out = cancelled
         else:
             out = exc
-        if ours and not self._strict:
+        strict = True if out is None else self._strict_now()
+        if ours and not strict:
             out.add_note(_trio_compat.LOOSE_NOTE)  # type: ignore[union-attr]
         # Last, the block's own cancel scope (scope.cancel_scope): it absorbs its Cancelled.
         # (self._cancel_scope is kept: like nursery.cancel_scope, readable after the block)
@@ -952,7 +966,7 @@ class NurseryFace(AssociationState):
                 # only this scope's own cancellation (or nothing): absorbed
                 return True if out is not None else body_exc is not None
             out = left
-            if not self._strict:
+            if not strict:
                 # As a non-strict nursery: a group made here carries trio's "loose" note and
                 # is collapsed where it holds one exception (once the Cancelleds are gone);
                 # a group of the user's own is left alone.

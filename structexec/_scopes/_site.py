@@ -144,6 +144,11 @@ _CONTEXTLIB = contextlib.__file__
 EnterSite = tuple[Any, int, dict[str, Any]] | None
 
 
+#: The files :func:`enter_site` found to be the user's (not structexec's nor ``contextlib``'s):
+#: a frame of one of them is the site at once (the scope's ``__aenter__``, without a call).
+USER_FILES: set[str] = set()
+
+
 def enter_site() -> EnterSite:
     """The innermost frame above the caller that is not structexec's (nor ``contextlib``'s,
     for an ``AsyncExitStack``): the user's ``async with`` line. Cheap: no line lookup."""
@@ -151,6 +156,7 @@ def enter_site() -> EnterSite:
     while f is not None:
         fn = f.f_code.co_filename
         if not (fn.startswith(_PKG_DIR) or fn == _CONTEXTLIB):
+            USER_FILES.add(fn)
             return (f.f_code, f.f_lasti, f.f_globals)
         f = f.f_back
     return None

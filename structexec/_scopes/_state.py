@@ -301,6 +301,11 @@ class AssociationState:
 
     # -- representation and dropping
 
+    def _dropped_quietly(self) -> bool:
+        """Whether dropping the scope in a state not good to drop is already reported
+        otherwise (a misnested nursery block), so ``__del__`` warns no more."""
+        return False
+
     def __repr__(self) -> str:
         name = getattr(self, "_name", None)  # a named scope (docs/debugging.md)
         label = type(self).__name__ if name is None else f"{type(self).__name__} {name!r}"
@@ -308,7 +313,7 @@ class AssociationState:
 
     def __del__(self) -> None:
         st = getattr(self, "_state", UNUSED)
-        if st not in GOOD_TO_DROP:
+        if st not in GOOD_TO_DROP and not self._dropped_quietly():
             warnings.warn(
                 f"{type(self).__name__} garbage-collected in state {NAMES[st]!r} with "
                 f"{self._count} associations: a scope must be joined before it is dropped "
