@@ -25,13 +25,15 @@ from collections.abc import Awaitable, Callable
 from types import CoroutineType as _CoroutineType
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from .._algorithms._stop_when import stop_when
+from .._algorithms._stop_when import StopTokenEnv, stop_when
 from .._core._env import EMPTY_ENV
 from .._core._env import env as _env_cls
 from .._core._protocol import Sender
+from .._core._stop_token import inplace_stop_source
 from . import _spawn, _spawn_future
+from ._hosts import CountingHost, SimpleHost
 from ._join import _JoinSender
-from ._nursery import CountingHost, NurseryFace, SimpleHost
+from ._nursery import NurseryFace
 from ._site import check_grace
 from ._spawn import FAST_TOKENS, as_exception, check_env, check_sender, spawn_into
 from ._spawn_coro import direct_ok, spawn_coro, spawn_future_coro
@@ -128,9 +130,7 @@ class _ScopeBase(NurseryFace):
 
     __slots__ = ()
 
-    _stop_token: Any = None
-    _stop_env: Any = EMPTY_ENV
-    _coro_scopes: Any = None  # simple_counting_scope: no direct path for coroutines
+    _stop_env: object = EMPTY_ENV  # counting_scope: its slot, the env of its stop token
     _token_type: ClassVar[type[_Token]] = _SimpleToken
 
     # -- public members
@@ -243,28 +243,6 @@ def _check_ctor(cls: str, args: tuple[Any, ...], unknown: dict[str, Any], grace:
     return None if grace is None else check_grace(grace, f"{cls}()")
 
 
-def _checked_init(cls: str, host_init: Callable[..., None]) -> Callable[..., None]:
-    """The run-time ``__init__`` of scope class ``cls``: keywords only, as documented, but
-    taking ``*args, **unknown`` so that a wrong call names ``cls`` and the accepted keywords
-    (``_check_ctor``) instead of a private class; then ``host_init`` does the work."""
-
-    def __init__(
-        self: Any,
-        *args: Any,
-        strict_exception_groups: bool | None = None,
-        name: str | None = None,
-        stop_grace: float | None = None,
-        **unknown: Any,
-    ) -> None:
-        if args or unknown or stop_grace is not None:
-            stop_grace = _check_ctor(cls, args, unknown, stop_grace)
-        host_init(
-            self, strict_exception_groups=strict_exception_groups, name=name, stop_grace=stop_grace
-        )
-
-    return _keyword_signature(__init__)
-
-
 def _keyword_signature(fn: _F) -> _F:
     """Give ``fn`` (a scope's ``__init__``) the signature it documents: keywords only
     (``inspect.signature``, ``help()``), not the ``*args, **unknown`` it checks."""
@@ -292,7 +270,7 @@ def _keyword_signature(fn: _F) -> _F:
     return fn
 
 
-class simple_counting_scope(SimpleHost, _ScopeBase):
+class simple_counting_scope(_ScopeBase):
     """A scope that counts associated work; its work cannot be cancelled.
 
     [exec.scope.simple.counting]; docs/scopes.md.
@@ -345,7 +323,23 @@ class simple_counting_scope(SimpleHost, _ScopeBase):
         ) -> None: ...
 
     else:
-        __init__ = _checked_init("simple_counting_scope", NurseryFace.__init__)
+
+        @_keyword_signature
+        def __init__(
+            self,
+            *args,
+            strict_exception_groups=None,
+            name=None,
+            stop_grace=None,
+            **unknown,
+        ):
+            # Keywords only, as documented, but taking *args and **unknown so that a wrong
+            # call names this class and the accepted keywords (_check_ctor).
+            if args or unknown or stop_grace is not None:
+                stop_grace = _check_ctor("simple_counting_scope", args, unknown, stop_grace)
+            NurseryFace.__init__(self, strict_exception_groups, name, stop_grace)
+
+    _host_type = SimpleHost
 
     token: ClassVar[type[_Token]] = _SimpleToken
     _token_type = _SimpleToken
@@ -355,7 +349,7 @@ class simple_counting_scope(SimpleHost, _ScopeBase):
         def get_token(self) -> _SimpleToken: ...
 
 
-class counting_scope(CountingHost, _ScopeBase):
+class counting_scope(_ScopeBase):
     """A ``simple_counting_scope`` whose work can be cancelled with ``request_stop()``.
 
     [exec.scope.counting]; docs/scopes.md.
@@ -387,7 +381,8 @@ class counting_scope(CountingHost, _ScopeBase):
     * Everything else as :class:`simple_counting_scope`.
     """
 
-    __slots__ = ()
+    __slots__ = ("_source", "_stop_env", "_stop_token")
+    _source: inplace_stop_source
 
     if TYPE_CHECKING:
 
@@ -400,7 +395,26 @@ class counting_scope(CountingHost, _ScopeBase):
         ) -> None: ...
 
     else:
-        __init__ = _checked_init("counting_scope", CountingHost.__init__)
+
+        @_keyword_signature
+        def __init__(
+            self,
+            *args,
+            strict_exception_groups=None,
+            name=None,
+            stop_grace=None,
+            **unknown,
+        ):
+            # As simple_counting_scope's; then the scope's stop source ([exec.scope.counting]).
+            if args or unknown or stop_grace is not None:
+                stop_grace = _check_ctor("counting_scope", args, unknown, stop_grace)
+            NurseryFace.__init__(self, strict_exception_groups, name, stop_grace)
+            source = self._source = inplace_stop_source()
+            token = self._stop_token = source.get_token()
+            self._stop_env = StopTokenEnv(token, EMPTY_ENV)
+
+    _host_type = CountingHost
+    _host_stops = True
 
     token: ClassVar[type[_Token]] = _CountingToken
     _token_type = _CountingToken
@@ -426,5 +440,14 @@ class counting_scope(CountingHost, _ScopeBase):
             self._reason = f"child task raised exception {as_exception(err)!r}"
         # An unhandled error cancels, inside `async with`, the body, as a nursery does, and
         # the siblings (docs/scopes.md). The body first: then the stop need not shield it.
+        self._cancel_body()
+        self._source.request_stop()
+
+    def _stop_work(self) -> None:
+        self._source.request_stop()
+
+    def _cancel_for_interrupt(self) -> None:
+        # The body first (then the stop request need not shield it), then the hosted tasks
+        # through the stop callback.
         self._cancel_body()
         self._source.request_stop()
