@@ -65,7 +65,7 @@ class _Token:
         registered joins."""
         self._scope._disassociate()
 
-    def record_error(self, err: Any) -> None:
+    def record_error(self, err: object) -> None:
         """Keep the error of spawned work for ``join()`` and the ``async with`` exit
         (docs/scopes.md)."""
         self._scope._record_error(err)
@@ -81,7 +81,7 @@ class _Token:
     def __copy__(self) -> Any:
         return self
 
-    def __deepcopy__(self, memo: Any) -> Any:
+    def __deepcopy__(self, memo: object) -> Any:
         return self
 
     def __repr__(self) -> str:
@@ -113,7 +113,7 @@ class _CountingToken(_Token):
 
     __slots__ = ()
 
-    def wrap(self, sndr: Any) -> Any:
+    def wrap(self, sndr: object) -> Any:
         """``stop-when(sndr, s_source.get_token())`` ([exec.scope.counting], [exec.stop.when])."""
         return stop_when(sndr, self._scope._stop_token)
 
@@ -157,7 +157,7 @@ class _ScopeBase(NurseryFace):
         """
         return _JoinSender(self)
 
-    def outstanding(self) -> tuple[Any, ...]:
+    def outstanding(self) -> tuple[object, ...]:
         """The scope's outstanding operations right now, as ``sx.OperationInfo`` records:
         spawned and associated work still running, futures whose result nobody consumed yet,
         hosted trio tasks (docs/debugging.md). A snapshot; it keeps nothing alive."""
@@ -166,7 +166,7 @@ class _ScopeBase(NurseryFace):
         return _introspect.outstanding(self)
 
     @property
-    def unhandled_errors(self) -> tuple[Any, ...]:
+    def unhandled_errors(self) -> tuple[object, ...]:
         """Error datums of spawned work that nobody consumed, in order (docs/scopes.md):
         what ``join()`` reports. The ``async with`` exit reports them for good and forgets
         them (as a nursery keeps no reference to what it raised)."""
@@ -175,7 +175,7 @@ class _ScopeBase(NurseryFace):
     def __copy__(self) -> Any:
         raise TypeError(f"{type(self).__name__} cannot be copied ([exec.counting.scopes.general])")
 
-    def __deepcopy__(self, memo: Any) -> Any:
+    def __deepcopy__(self, memo: object) -> Any:
         raise TypeError(f"{type(self).__name__} cannot be copied ([exec.counting.scopes.general])")
 
     def __reduce__(self) -> Any:
@@ -185,7 +185,7 @@ class _ScopeBase(NurseryFace):
 
     # -- spawning conveniences
 
-    def spawn(self, sndr: Any, env: Any = EMPTY_ENV) -> None:
+    def spawn(self, sndr: object, env: object = EMPTY_ENV) -> None:
         """``sx.spawn(sndr, self.get_token(), env)`` ([exec.spawn]).
 
         Inside ``async with`` the work's environment also provides the trio scheduler
@@ -207,7 +207,7 @@ class _ScopeBase(NurseryFace):
         check_sender("spawn", sndr)
         spawn_into(sndr, self, e)
 
-    def spawn_future(self, sndr: Awaitable[T], env: Any = EMPTY_ENV) -> Sender[T]:
+    def spawn_future(self, sndr: Awaitable[T], env: object = EMPTY_ENV) -> Sender[T]:
         """``sx.spawn_future(sndr, self.get_token(), env)`` ([exec.spawn.future]), with the
         same environment additions as :meth:`spawn`. ``await scope.spawn_future(x)`` gives
         ``x``'s result."""
@@ -226,7 +226,9 @@ _spawn_future._SCOPE_SPAWN_FUTURE[0] = _ScopeBase.spawn_future.__code__
 _KEYWORDS = ("strict_exception_groups", "name", "stop_grace")
 
 
-def _check_ctor(cls: str, args: tuple[Any, ...], unknown: dict[str, Any], grace: Any) -> Any:
+def _check_ctor(
+    cls: str, args: tuple[object, ...], unknown: dict[str, object], grace: object
+) -> float | None:
     """The arguments of ``cls(...)``: ``TypeError`` naming ``cls`` and the keywords it takes
     for a positional argument or an unknown keyword; ``stop_grace`` checked (``_site``)."""
     accepted = f"{cls}() takes only the keyword arguments {', '.join(_KEYWORDS)}"
@@ -434,7 +436,7 @@ class counting_scope(_ScopeBase):
             self._stop_since = time.monotonic()
         self._source.request_stop()
 
-    def _record_error(self, err: Any) -> None:
+    def _record_error(self, err: object) -> None:
         super()._record_error(err)
         if self._reason is None:
             self._reason = f"child task raised exception {as_exception(err)!r}"

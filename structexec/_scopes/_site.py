@@ -74,7 +74,9 @@ def set_stop_grace(seconds: float | None) -> float | None:
     return old
 
 
-def check_grace(grace: Any, fn: str = "counting_scope()", name: str = "stop_grace") -> float | None:
+def check_grace(
+    grace: object, fn: str = "counting_scope()", name: str = "stop_grace"
+) -> float | None:
     """``None`` or the grace as a float: the numbers every time of the library accepts
     (``_core._args``), ``>= 0``; ``inf`` is no warning."""
     if grace is None:
@@ -102,7 +104,7 @@ def spawn_note(site: Site, scope: Any, how: str = "spawned") -> str:
     return f"{how}{at} into {scope_label(scope)}"
 
 
-def add_note(exc: Any, note: str) -> None:
+def add_note(exc: object, note: str) -> None:
     """Add ``note`` to the exception ``exc`` once (``add_note``; ``__notes__`` on 3.10, which
     the ``exceptiongroup`` backport prints). Non-exception error datums are left alone."""
     if not isinstance(exc, BaseException):
@@ -121,7 +123,9 @@ def add_note(exc: Any, note: str) -> None:
         pass
 
 
-def note_error(exc: Any, site: Site, scope: Any, how: str = "spawned", task: bool = False) -> None:
+def note_error(
+    exc: object, site: Site, scope: Any, how: str = "spawned", task: bool = False
+) -> None:
     """Note on ``exc`` where its work was spawned and which scope records it.
 
     Errors of spawned *senders* (``spawn``, ``spawn_future``, a spawned coroutine) always get

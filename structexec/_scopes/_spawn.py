@@ -13,7 +13,7 @@ Only coroutines are hosted in trio tasks.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._algorithms._stop_when import StopTokenEnv, child_token
 from .._core import _domain
@@ -31,6 +31,12 @@ from .._core._trampoline import trampoline_start
 from .._schedulers._run_loop import raised_sink
 from ._scope_token import check_scope_token
 from ._site import note_error
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .._core._describe import Site
+    from ._scope_token import ScopeToken
 
 __all__ = ["spawn"]
 
@@ -52,7 +58,7 @@ _new = object.__new__
 _getframe = sys._getframe
 
 
-def check_sender(who: str, sndr: Any) -> None:
+def check_sender(who: str, sndr: object) -> None:
     """``TypeError`` unless ``sndr`` is a sender ([exec.spawn])."""
     if not is_sender(sndr):
         raise TypeError(
@@ -61,7 +67,7 @@ def check_sender(who: str, sndr: Any) -> None:
         )
 
 
-def check_env(who: str, env: Any) -> None:
+def check_env(who: str, env: object) -> None:
     """``TypeError`` unless ``env`` is queryable ([exec.spawn])."""
     if env is not EMPTY_ENV and not callable(getattr(env, "query", None)):
         raise TypeError(
@@ -70,7 +76,7 @@ def check_env(who: str, env: Any) -> None:
         )
 
 
-def check_args(who: str, sndr: Any, token: Any, env: Any) -> None:
+def check_args(who: str, sndr: object, token: ScopeToken, env: object) -> None:
     """The checks of 29.1/30.1: a sender, a scope token, a queryable env (``TypeError``)."""
     check_sender(who, sndr)
     if type(token) not in FAST_TOKENS:
@@ -78,7 +84,7 @@ def check_args(who: str, sndr: Any, token: Any, env: Any) -> None:
     check_env(who, env)
 
 
-def spawned_env(sndr: Any, env: Any, wrapped: Any = None) -> Any:
+def spawned_env(sndr: object, env: object, wrapped: object = None) -> Any:
     """``senv`` of 29.2: ``env``, plus the wrapped sender's allocator if ``env`` has none."""
     if env is not EMPTY_ENV and query_or(env, get_allocator, _MISSING) is not _MISSING:
         return env
@@ -88,7 +94,7 @@ def spawned_env(sndr: Any, env: Any, wrapped: Any = None) -> Any:
     return join_env(prop(get_allocator, a), env)
 
 
-def fast_child_env(scope: Any, senv: Any) -> Any:
+def fast_child_env(scope: Any, senv: object) -> Any:
     """The environment ``sndr`` sees when spawned into one of the library's scopes.
 
     ``write_env(token.wrap(sndr), senv)`` connected to a receiver without an environment:
@@ -104,7 +110,7 @@ def fast_child_env(scope: Any, senv: Any) -> Any:
     return StopTokenEnv(child_token(st, get_stop_token(senv)), fwd_env(senv))
 
 
-def check_spawn_signatures(sndr: Any, cenv: Any) -> None:
+def check_spawn_signatures(sndr: object, cenv: object) -> None:
     """[exec.spawn] (meta): value datums are ill-formed for ``spawn``; raise where metadata proves
     it.
 
@@ -116,7 +122,7 @@ def check_spawn_signatures(sndr: Any, cenv: Any) -> None:
         check_signature_set(sndr, sigs)
 
 
-def value_datums_error(vals: tuple[Any, ...]) -> TypeError:
+def value_datums_error(vals: tuple[object, ...]) -> TypeError:
     """The error a scope reports for work given to ``spawn`` that completed with datums."""
     return TypeError(
         f"work given to spawn() completed with value datums {vals!r:.80}, but spawn() has "
@@ -127,7 +133,7 @@ def value_datums_error(vals: tuple[Any, ...]) -> TypeError:
     )
 
 
-def check_signature_set(sndr: Any, sigs: Any) -> None:
+def check_signature_set(sndr: object, sigs: Any) -> None:
     for s in sigs:
         if type(s) is set_value_t and s.args:
             raise TypeError(
@@ -137,12 +143,14 @@ def check_signature_set(sndr: Any, sigs: Any) -> None:
             )
 
 
-def _ignore(self: Any, *args: Any) -> None:
+def _ignore(self: Any, *args: object) -> None:
     """A completion that arrives after the start of its operation raised: the association
     was already released when the start raised, so there is nothing left to do."""
 
 
-def start_or_release(op: Any, st: Any, release: Any) -> None:
+def start_or_release(
+    op: object, st: _ScopeSpawnState | _SpawnState, release: Callable[[], None]
+) -> None:
     """``trampoline_start(op)``; if the start raises (a ``BaseException`` from user code run
     inline, say ``KeyboardInterrupt`` or ``SystemExit``) before ``st`` completed, release the
     association with ``release()`` and re-raise: nothing leaks, nobody waits forever
@@ -155,7 +163,7 @@ def start_or_release(op: Any, st: Any, release: Any) -> None:
         raise
 
 
-def lost(st: Any, release: Any) -> None:
+def lost(st: _ScopeSpawnState | _SpawnState, release: Callable[[], None]) -> None:
     """``st``'s operation raised out of ``start`` without completing: release its association
     once, and ignore a completion that may still arrive later."""
     if st._op is not _DONE:
@@ -164,13 +172,13 @@ def lost(st: Any, release: Any) -> None:
         release()
 
 
-def as_exception(err: Any) -> BaseException:
+def as_exception(err: object) -> BaseException:
     """An error datum as an exception: itself, or wrapped in ``ErrorValue``
     (docs/senders.md "What happens when things fail")."""
     return err if isinstance(err, BaseException) else ErrorValue(err)
 
 
-def scope_sink(st: Any, scope: Any) -> Any:
+def scope_sink(st: _ScopeSpawnState, scope: Any) -> Any:
     """The ``raised_sink`` of work spawned into a library scope: a ``KeyboardInterrupt`` or
     ``SystemExit`` raised by the work while another agent (the trio scheduler, a pool thread)
     completes it ends the work (its association is released) and, inside ``async with``, is
@@ -198,7 +206,7 @@ class _ScopeSpawnState(TryEnv):
     __slots__ = ("_code", "_env", "_lasti", "_op", "_scope", "_sndr")
     _unsupported = "the environment of spawned work does not support {q!r}"
 
-    def __init__(self, scope: Any, env: Any, sndr: Any = None, site: Any = None) -> None:
+    def __init__(self, scope: Any, env: object, sndr: object = None, site: Site = None) -> None:
         self._scope = scope
         self._env = env
         self._op: Any = None
@@ -228,12 +236,12 @@ class _ScopeSpawnState(TryEnv):
         site = None if code is None else (code, getattr(self, "_lasti", 0))
         return getattr(self, "_scope", None), getattr(self, "_sndr", None), site, op
 
-    def _sx_try(self, q: Any, default: Any) -> Any:
+    def _sx_try(self, q: object, default: object) -> Any:
         if q is raised_sink:
             return scope_sink(self, self._scope)
         return query_or(self._env, q, default)
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         if vals:
             # Datums cannot be delivered anywhere ([exec.spawn]): never dropped silently.
             self.set_error(value_datums_error(vals))
@@ -249,7 +257,7 @@ class _ScopeSpawnState(TryEnv):
         self._op = _DONE
         self._scope._disassociate()
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         if self._op is _DONE:
             raise completed_twice(self, "set_error")
         self._op = _DONE
@@ -273,7 +281,7 @@ class _FastSpawnState(_ScopeSpawnState):
 
     __slots__ = ("_base",)
 
-    def __init__(self, scope: Any, sndr: Any, base: Any) -> None:
+    def __init__(self, scope: Any, sndr: object, base: object) -> None:
         self._scope = scope
         self._sndr = sndr
         self._base = base
@@ -284,7 +292,7 @@ class _FastSpawnState(_ScopeSpawnState):
     def get_env(self) -> Any:
         return self
 
-    def _sx_try(self, q: Any, default: Any) -> Any:
+    def _sx_try(self, q: object, default: object) -> Any:
         if q is get_stop_token:
             tok = self._scope._stop_token
             return query_or(self._base, q, default) if tok is None else tok
@@ -295,7 +303,7 @@ class _FastSpawnState(_ScopeSpawnState):
         return query_or(self._base, q, default)
 
 
-def spawn_fast(sndr: Any, scope: Any) -> None:
+def spawn_fast(sndr: Sender[object], scope: Any) -> None:
     """The fast path of ``spawn`` ([exec.spawn]): a ``Sender`` spawned into a library scope
     without an ``env`` (``sx.spawn(sndr, token)`` and ``scope.spawn(sndr)``), when
     ``FAST_SPAWN`` is on.
@@ -352,7 +360,7 @@ class _SpawnState:
 
     __slots__ = ("_env", "_op", "_token")
 
-    def __init__(self, token: Any, env: Any) -> None:
+    def __init__(self, token: ScopeToken, env: object) -> None:
         self._token = token
         self._env = env
         self._op: Any = None
@@ -360,7 +368,7 @@ class _SpawnState:
     def get_env(self) -> Any:
         return self._env
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         if vals:
             self.set_error(value_datums_error(vals))
             return
@@ -375,7 +383,7 @@ class _SpawnState:
         self._op = _DONE
         self._token.disassociate()
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         if self._op is _DONE:
             raise completed_twice(self, "set_error")
         self._op = _DONE
@@ -393,7 +401,7 @@ class _SpawnState:
         token.disassociate()
 
 
-def spawn_into(sndr: Any, scope: Any, env: Any) -> None:
+def spawn_into(sndr: object, scope: Any, env: object) -> None:
     """``spawn`` into one of the library's scopes (the fast path of :func:`spawn`)."""
     senv = spawned_env(sndr, env)
     cenv = fast_child_env(scope, senv)
@@ -462,7 +470,7 @@ class spawn_t(Algorithm):
 
     __slots__ = ()
 
-    def __call__(self, sndr: Any, token: Any, env: Any = EMPTY_ENV) -> None:
+    def __call__(self, sndr: object, token: Any, env: object = EMPTY_ENV) -> None:
         # The common case, the fast path: a library scope, no env, a Sender subclass.
         fast = FAST_SPAWN and env is EMPTY_ENV and type(token) in FAST_TOKENS
         if fast and isinstance(sndr, Sender):
@@ -483,7 +491,7 @@ class spawn_t(Algorithm):
             gst._op = _DONE
 
 
-def with_scope_env(scope: Any, env: Any) -> Any:
+def with_scope_env(scope: Any, env: object) -> Any:
     """The environment of work given to a library scope's token: ``env``, then the scope's own.
 
     Inside ``async with scope:`` the scope's environment provides the trio scheduler and the scope's

@@ -43,7 +43,7 @@ import inspect
 import sys
 import threading
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 import trio.lowlevel as tl
@@ -59,6 +59,11 @@ from .._trio._trio_bridge import call_in_run, hosted_env, runs_by_thread
 from ._site import HOSTED_CODES, note_error
 from ._spawn import value_datums_error
 from ._spawn_future import _LAZY, _FutureSender, _FutureState
+
+if TYPE_CHECKING:
+    from collections.abc import Coroutine
+
+    from .._core._describe import Site
 
 __all__: list[str] = []
 
@@ -78,7 +83,7 @@ _NOTHING: Any = object()
 _getframe = sys._getframe
 
 
-def direct_ok(scope: Any, coro: Any) -> bool:
+def direct_ok(scope: Any, coro: Coroutine[object, object, object]) -> bool:
     """Whether ``coro`` given to ``scope`` takes the direct path: a coroutine object not yet
     started or connected, a ``counting_scope`` inside ``async with``, its trio thread."""
     run = scope._run
@@ -118,7 +123,7 @@ def _caller_site() -> tuple[Any, int]:
     return f.f_code, f.f_lasti
 
 
-def spawn_coro(scope: Any, coro: Any) -> None:
+def spawn_coro(scope: Any, coro: Coroutine[object, object, object]) -> None:
     """``scope.spawn(coro)`` on the direct path (see the module docstring)."""
     site = _caller_site()
     if not scope._try_associate():
@@ -136,7 +141,9 @@ def spawn_coro(scope: Any, coro: Any) -> None:
     scope._wrappers += 1
 
 
-async def _spawned(scope: Any, coro: Any, cs: trio.CancelScope, site: Any = None) -> None:
+async def _spawned(
+    scope: Any, coro: Coroutine[object, object, object], cs: trio.CancelScope, site: Site = None
+) -> None:
     # (``coro`` and ``site`` are read by sx.operation_tree(): _site.HOSTED_CODES)
     hosted_env.set(_env_of(scope))
     mark = HostMark(_current_task())
@@ -145,7 +152,7 @@ async def _spawned(scope: Any, coro: Any, cs: trio.CancelScope, site: Any = None
     scopes.add(cs)
     if scope._source.stop_requested():
         cs.cancel()
-    result: Any = _NOTHING
+    result: object = _NOTHING
     try:
         with cs:
             result = await coro
@@ -221,7 +228,7 @@ class _CoroFutureState(_FutureState):
         call_in_run(self._run, self._cs.cancel)  # False: the run has ended, nothing to cancel
 
 
-def spawn_future_coro(scope: Any, coro: Any) -> _FutureSender:
+def spawn_future_coro(scope: Any, coro: Coroutine[object, object, object]) -> _FutureSender:
     """``scope.spawn_future(coro)`` on the direct path (see the module docstring)."""
     senv = scope._coro_fwd_env  # FWD-ENV of the scope's spawn env, made once per block
     if senv is None:
@@ -248,7 +255,9 @@ def spawn_future_coro(scope: Any, coro: Any) -> _FutureSender:
     return _FutureSender(st)
 
 
-async def _future_task(scope: Any, st: _CoroFutureState, coro: Any, cs: trio.CancelScope) -> None:
+async def _future_task(
+    scope: Any, st: _CoroFutureState, coro: Coroutine[object, object, object], cs: trio.CancelScope
+) -> None:
     hosted_env.set(fwd_env(st))
     mark = HostMark(_current_task())
     host_mark.set(mark)
@@ -256,8 +265,8 @@ async def _future_task(scope: Any, st: _CoroFutureState, coro: Any, cs: trio.Can
     scopes.add(cs)
     if scope._source.stop_requested():
         cs.cancel()
-    result: Any = _NOTHING
-    err: Any = None
+    result: object = _NOTHING
+    err: BaseException | None = None
     kind = 0
     try:
         with cs:
@@ -287,7 +296,7 @@ async def _future_task(scope: Any, st: _CoroFutureState, coro: Any, cs: trio.Can
     finally:
         mark.task = None  # no reference cycle task -> context -> mark -> task (see _spawned)
     if DETACHED and undetach(coro):
-        if kind == 1:
+        if kind == 1 and err is not None:
             raise err  # the task detached (_detach): its outcome is its new driver's
         return
     scopes.discard(cs)
