@@ -23,7 +23,7 @@ import inspect
 import time
 from collections.abc import Awaitable, Callable
 from types import CoroutineType as _CoroutineType
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar
 
 from .._algorithms._stop_when import StopTokenEnv, stop_when
 from .._core._env import EMPTY_ENV
@@ -51,7 +51,7 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 class _Token:
     __slots__ = ("_scope",)
 
-    def __init__(self, scope: Any) -> None:
+    def __init__(self, scope: _ScopeBase) -> None:
         self._scope = scope
 
     def try_associate(self) -> bool:
@@ -78,10 +78,10 @@ class _Token:
     def __hash__(self) -> int:
         return id(self._scope)
 
-    def __copy__(self) -> Any:
+    def __copy__(self) -> _Token:
         return self
 
-    def __deepcopy__(self, memo: object) -> Any:
+    def __deepcopy__(self, memo: object) -> _Token:
         return self
 
     def __repr__(self) -> str:
@@ -172,13 +172,13 @@ class _ScopeBase(NurseryFace):
         them (as a nursery keeps no reference to what it raised)."""
         return tuple(self._errors_snapshot())
 
-    def __copy__(self) -> Any:
+    def __copy__(self) -> NoReturn:
         raise TypeError(f"{type(self).__name__} cannot be copied ([exec.counting.scopes.general])")
 
-    def __deepcopy__(self, memo: object) -> Any:
+    def __deepcopy__(self, memo: object) -> NoReturn:
         raise TypeError(f"{type(self).__name__} cannot be copied ([exec.counting.scopes.general])")
 
-    def __reduce__(self) -> Any:
+    def __reduce__(self) -> NoReturn:
         raise TypeError(
             f"{type(self).__name__} cannot be copied or pickled ([exec.counting.scopes.general])"
         )

@@ -17,7 +17,7 @@ work that fails (docs/scopes.md "The nursery face: `async with`"); the tokens of
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 __all__: list[str] = []
 
@@ -54,15 +54,15 @@ class ScopeToken(Protocol):
 
     def disassociate(self) -> None: ...
 
-    def wrap(self, sndr: Any) -> Any: ...
+    def wrap(self, sndr: object) -> object: ...
 
 
 class CompletionReceiver(Protocol):
     """The completions the scopes deliver to a receiver ([exec.recv.concepts]); for
     annotations."""
 
-    def set_value(self, *vals: Any) -> None: ...
+    def set_value(self, *vals: object) -> None: ...
 
-    def set_error(self, err: Any) -> None: ...
+    def set_error(self, err: object) -> None: ...
 
     def set_stopped(self) -> None: ...

@@ -84,20 +84,20 @@ def check_grace(
     return real_seconds(grace, fn, f"{name} (None or seconds)")
 
 
-def grace_of(scope: Any) -> float | None:
+def grace_of(scope: object) -> float | None:
     """The scope's ``stop_grace``, else the process-wide one."""
     g: float | None = getattr(scope, "_stop_grace", None)
     return _settings["stop_grace"] if g is None else g
 
 
-def scope_label(scope: Any) -> str:
+def scope_label(scope: object) -> str:
     """``counting_scope 'connections'``, or ``counting_scope`` for an unnamed one."""
     name = getattr(scope, "_name", None)
     kind = type(scope).__name__
     return kind if name is None else f"{kind} {name!r}"
 
 
-def spawn_note(site: Site, scope: Any, how: str = "spawned") -> str:
+def spawn_note(site: Site, scope: object, how: str = "spawned") -> str:
     """``spawned at app.py:42 into counting_scope 'connections'``."""
     where = format_site(site)
     at = f" at {where}" if where is not None else ""
@@ -124,7 +124,7 @@ def add_note(exc: object, note: str) -> None:
 
 
 def note_error(
-    exc: object, site: Site, scope: Any, how: str = "spawned", task: bool = False
+    exc: object, site: Site, scope: object, how: str = "spawned", task: bool = False
 ) -> None:
     """Note on ``exc`` where its work was spawned and which scope records it.
 

@@ -34,8 +34,10 @@ from ._site import note_error
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from types import CodeType
 
     from .._core._describe import Site
+    from ._counting_scope import _ScopeBase
     from ._scope_token import ScopeToken
 
 __all__ = ["spawn"]
@@ -53,7 +55,7 @@ FAST_TOKENS: set[type] = set()
 #: (``tests/test_spawn_fast_path.py``).
 FAST_SPAWN = True
 
-_DONE: Any = object()
+_DONE: object = object()
 _new = object.__new__
 _getframe = sys._getframe
 
@@ -84,7 +86,7 @@ def check_args(who: str, sndr: object, token: ScopeToken, env: object) -> None:
     check_env(who, env)
 
 
-def spawned_env(sndr: object, env: object, wrapped: object = None) -> Any:
+def spawned_env(sndr: object, env: object, wrapped: object = None) -> object:
     """``senv`` of 29.2: ``env``, plus the wrapped sender's allocator if ``env`` has none."""
     if env is not EMPTY_ENV and query_or(env, get_allocator, _MISSING) is not _MISSING:
         return env
@@ -94,7 +96,7 @@ def spawned_env(sndr: object, env: object, wrapped: object = None) -> Any:
     return join_env(prop(get_allocator, a), env)
 
 
-def fast_child_env(scope: Any, senv: object) -> Any:
+def fast_child_env(scope: _ScopeBase, senv: object) -> object:
     """The environment ``sndr`` sees when spawned into one of the library's scopes.
 
     ``write_env(token.wrap(sndr), senv)`` connected to a receiver without an environment:
@@ -143,7 +145,7 @@ def check_signature_set(sndr: object, sigs: Any) -> None:
             )
 
 
-def _ignore(self: Any, *args: object) -> None:
+def _ignore(self: object, *args: object) -> None:
     """A completion that arrives after the start of its operation raised: the association
     was already released when the start raised, so there is nothing left to do."""
 
@@ -178,7 +180,7 @@ def as_exception(err: object) -> BaseException:
     return err if isinstance(err, BaseException) else ErrorValue(err)
 
 
-def scope_sink(st: _ScopeSpawnState, scope: Any) -> Any:
+def scope_sink(st: _ScopeSpawnState, scope: _ScopeBase) -> Any:
     """The ``raised_sink`` of work spawned into a library scope: a ``KeyboardInterrupt`` or
     ``SystemExit`` raised by the work while another agent (the trio scheduler, a pool thread)
     completes it ends the work (its association is released) and, inside ``async with``, is
@@ -206,21 +208,23 @@ class _ScopeSpawnState(TryEnv):
     __slots__ = ("_code", "_env", "_lasti", "_op", "_scope", "_sndr")
     _unsupported = "the environment of spawned work does not support {q!r}"
 
-    def __init__(self, scope: Any, env: object, sndr: object = None, site: Site = None) -> None:
+    def __init__(
+        self, scope: _ScopeBase, env: object, sndr: object = None, site: Site = None
+    ) -> None:
         self._scope = scope
         self._env = env
         self._op: Any = None
         self._sndr = sndr
-        self._code: Any = None if site is None else site[0]
+        self._code: CodeType | None = None if site is None else site[0]
         self._lasti: int = 0 if site is None else site[1]
 
     @property
-    def _site(self) -> Any:
+    def _site(self) -> Site:
         """Where the work was spawned: ``(code, offset)`` or ``None`` (``_core._describe``)."""
         code = self._code
         return None if code is None else (code, self._lasti)
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         return self
 
     def snapshot_info(self) -> tuple[Any, Any, Any, Any] | None:
@@ -236,7 +240,7 @@ class _ScopeSpawnState(TryEnv):
         site = None if code is None else (code, getattr(self, "_lasti", 0))
         return getattr(self, "_scope", None), getattr(self, "_sndr", None), site, op
 
-    def _sx_try(self, q: object, default: object) -> Any:
+    def _sx_try(self, q: object, default: object) -> object:
         if q is raised_sink:
             return scope_sink(self, self._scope)
         return query_or(self._env, q, default)
@@ -281,18 +285,18 @@ class _FastSpawnState(_ScopeSpawnState):
 
     __slots__ = ("_base",)
 
-    def __init__(self, scope: Any, sndr: object, base: object) -> None:
+    def __init__(self, scope: _ScopeBase, sndr: object, base: object) -> None:
         self._scope = scope
         self._sndr = sndr
         self._base = base
         self._op: Any = None
-        self._code: Any = None
+        self._code: CodeType | None = None
         self._lasti = 0
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         return self
 
-    def _sx_try(self, q: object, default: object) -> Any:
+    def _sx_try(self, q: object, default: object) -> object:
         if q is get_stop_token:
             tok = self._scope._stop_token
             return query_or(self._base, q, default) if tok is None else tok
@@ -303,7 +307,7 @@ class _FastSpawnState(_ScopeSpawnState):
         return query_or(self._base, q, default)
 
 
-def spawn_fast(sndr: Sender[object], scope: Any) -> None:
+def spawn_fast(sndr: Sender[object], scope: _ScopeBase) -> None:
     """The fast path of ``spawn`` ([exec.spawn]): a ``Sender`` spawned into a library scope
     without an ``env`` (``sx.spawn(sndr, token)`` and ``scope.spawn(sndr)``), when
     ``FAST_SPAWN`` is on.
@@ -365,7 +369,7 @@ class _SpawnState:
         self._env = env
         self._op: Any = None
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         return self._env
 
     def set_value(self, *vals: object) -> None:
@@ -401,7 +405,7 @@ class _SpawnState:
         token.disassociate()
 
 
-def spawn_into(sndr: object, scope: Any, env: object) -> None:
+def spawn_into(sndr: object, scope: _ScopeBase, env: object) -> None:
     """``spawn`` into one of the library's scopes (the fast path of :func:`spawn`)."""
     senv = spawned_env(sndr, env)
     cenv = fast_child_env(scope, senv)
@@ -491,7 +495,7 @@ class spawn_t(Algorithm):
             gst._op = _DONE
 
 
-def with_scope_env(scope: Any, env: object) -> Any:
+def with_scope_env(scope: _ScopeBase, env: object) -> object:
     """The environment of work given to a library scope's token: ``env``, then the scope's own.
 
     Inside ``async with scope:`` the scope's environment provides the trio scheduler and the scope's

@@ -19,7 +19,7 @@ order:
   nursery) and the host mark of the stopped rule;
 * the scope's stop request cancels that cancel scope: the scope keeps the cancel scopes of its
   running direct tasks (``_coro_scopes``) and cancels them where it cancels its hosted nursery
-  (``CountingHost._stop_hosted``, on the trio thread); a task that starts after the request
+  (``_hosts.CountingHost``, on the trio thread); a task that starts after the request
   cancels its own at once. ``spawn_future``'s own stop source (the future abandoned, its
   consumer stopped, or the work asking for its stop token) cancels it too; that source and its
   callback are created only when something asks for them (:class:`_CoroFutureState`);
@@ -29,10 +29,10 @@ order:
   the cancellation of the task's cancel scope is stopped; a coroutine that caught the stop of an
   awaited sender and returned completes with the ``RuntimeError`` of the stopped rule; a
   ``KeyboardInterrupt`` or ``SystemExit`` completes stopped and is the scope's to raise
-  (``NurseryFace._task_raised``).
+  (``_nursery.NurseryFace._task_raised``).
 
 ``simple_counting_scope`` does not take it (``_coro_scopes`` is ``None``: its coroutines go
-the general way, which the issue-18 rows do not measure). ``FAST_SPAWN_CORO = False``
+the general way, which the benchmark rows of this path do not measure). ``FAST_SPAWN_CORO = False``
 sends every call through the general path (``tests/test_spawn_coro_fast_path.py`` compares
 both).
 """
@@ -62,6 +62,7 @@ from ._spawn_future import _LAZY, _FutureSender, _FutureState
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
+    from types import CodeType
 
     from .._core._describe import Site
 
@@ -79,7 +80,7 @@ _state_of = inspect.getcoroutinestate
 _CREATED = inspect.CORO_CREATED
 #: ``cr_suspended`` (3.11+) answers "not started yet" without ``inspect``'s call.
 _HAS_SUSPENDED = sys.version_info >= (3, 11)
-_NOTHING: Any = object()
+_NOTHING: object = object()
 _getframe = sys._getframe
 
 
@@ -113,7 +114,7 @@ def _env_of(scope: Any) -> Any:
     return e
 
 
-def _caller_site() -> tuple[Any, int]:
+def _caller_site() -> tuple[CodeType, int]:
     """``(code, instruction offset)`` of the user's call: two frames above the direct path's
     entry (user -> ``scope.spawn``/``scope.spawn_future`` -> entry -> here is three)."""
     try:
@@ -325,7 +326,7 @@ def _close_cb(st: _CoroFutureState) -> None:
         cb.close()
 
 
-_CLOSED: Any = object()
+_CLOSED: object = object()
 
 
 HOSTED_CODES[_spawned.__code__] = "spawn"
