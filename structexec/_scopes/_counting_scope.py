@@ -416,7 +416,7 @@ class counting_scope(_ScopeBase):
             self._stop_env = StopTokenEnv(token, EMPTY_ENV)
 
     _host_type = CountingHost
-    _host_stops = True
+    _host_stops = CountingHost.stops
 
     token: ClassVar[type[_Token]] = _CountingToken
     _token_type = _CountingToken

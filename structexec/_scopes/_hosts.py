@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import trio
 
+from .._core._env import EMPTY_ENV
 from ._hosted import task_finished
 from ._site import grace_of, scope_label, warn_stuck
 
@@ -74,7 +75,32 @@ class Host:
         raise NotImplementedError  # pragma: no cover - each host has its own
 
     async def close(self, scope: NurseryFace) -> None:
-        """Close what :meth:`open` opened, once the scope has joined."""
+        """Close what :meth:`open` opened, once the scope has joined (nothing hosted is
+        left running). An enclosing cancellation does not interrupt a nursery's exit; trio's
+        errors of the host nursery (such as "Nursery stack corrupted" for a misnested child)
+        are reported one by one, at the level a nursery reports them, as is a second Ctrl-C
+        during the exit."""
+        cb = scope._stop_cb
+        if cb is not None:
+            scope._stop_cb = None
+            cb.close()
+        try:
+            cm = self._release(scope)
+            if cm is not None:
+                await cm.__aexit__(None, None, None)
+        except BaseExceptionGroup as group:
+            for member in group.exceptions:
+                scope._add_interrupt(member)
+            del group, member
+        except BaseException as e:
+            scope._add_interrupt(e)
+        finally:
+            scope._nursery = None
+            scope._spawn_env = EMPTY_ENV
+            scope._entered = False
+
+    def _release(self, scope: NurseryFace) -> AbstractAsyncContextManager[trio.Nursery] | None:
+        """Let the host's tasks end; the nursery manager to exit."""
         raise NotImplementedError  # pragma: no cover - each host has its own
 
     async def exit_cancel_scope(
@@ -117,15 +143,15 @@ class SimpleHost(Host):
     can: its hosted tasks live in a shielded nursery that a host task opens beside the body
     (a nursery the opener's task opened would enclose, and so shield, the body)."""
 
-    __slots__ = ("_cm", "_release")
+    __slots__ = ("_cm", "_released")
 
     _cm: AbstractAsyncContextManager[trio.Nursery] | None
-    _release: trio.Event
+    _released: trio.Event
 
     # (No __init__: the scope makes its host at every `async with`; open() sets it up.)
 
     async def open(self, scope: NurseryFace) -> trio.CancelScope:
-        self._release = trio.Event()
+        self._released = trio.Event()
         self._cm = None
         cs = trio.CancelScope()
         cs.__enter__()
@@ -145,7 +171,7 @@ class SimpleHost(Host):
             with trio.CancelScope(shield=True):
                 scope._nursery = await outer.start(self._host, scope, name=_HOST_TASK_NAME)
         except BaseException as exc:
-            self._release.set()
+            self._released.set()
             await cm.__aexit__(type(exc), exc, exc.__traceback__)
             raise
         self._cm = cm
@@ -161,7 +187,7 @@ class SimpleHost(Host):
             inner.cancel_scope.shield = True  # nothing but an interrupt cancels its tasks
             task_status.started(inner)
             try:
-                await self._release.wait()
+                await self._released.wait()
             except trio.Cancelled:
                 parent = scope._parent_task
                 if parent is not None and task_finished(parent):
@@ -171,16 +197,15 @@ class SimpleHost(Host):
                     scope._abandon()
                     return
                 with trio.CancelScope(shield=True):
-                    await self._release.wait()
+                    await self._released.wait()
 
     def abandon(self) -> None:
-        self._release.set()
+        self._released.set()
 
-    async def close(self, scope: NurseryFace) -> None:
-        self._release.set()
+    def _release(self, scope: NurseryFace) -> AbstractAsyncContextManager[trio.Nursery] | None:
+        self._released.set()
         cm, self._cm = self._cm, None
-        if cm is not None:
-            await cm.__aexit__(None, None, None)
+        return cm
 
 
 class CountingHost(Host):
@@ -228,7 +253,7 @@ class CountingHost(Host):
         scope._coro_scopes = set()
         return watch.cancel_scope
 
-    async def close(self, scope: NurseryFace) -> None:
+    def _release(self, scope: NurseryFace) -> AbstractAsyncContextManager[trio.Nursery] | None:
         gcs = self._grace_cs
         if gcs is not None:
             gcs.cancel()  # the stuck-work watcher: everything has finished
@@ -241,8 +266,7 @@ class CountingHost(Host):
         scope._coro_scopes = None
         scope._coro_env = None
         scope._coro_fwd_env = None
-        if work_cm is not None:
-            await work_cm.__aexit__(None, None, None)
+        return work_cm
 
     async def exit_cancel_scope(
         self, scope: NurseryFace, out: BaseException | None

@@ -571,30 +571,6 @@ class NurseryFace(AssociationState):
         if is_interrupt(body_exc):
             self._cancel_hosted()
 
-    async def _close_host(self) -> None:
-        """Close the host once everything it hosted has finished. An enclosing cancellation
-        does not interrupt a nursery's exit; trio's errors of the host nursery (such as
-        "Nursery stack corrupted" for a misnested child) are reported one by one, at the
-        level a nursery reports them, as is a second Ctrl-C during the host's exit."""
-        cb = self._stop_cb
-        if cb is not None:
-            self._stop_cb = None
-            cb.close()
-        host = self._host
-        try:
-            if host is not None:
-                await host.close(self)
-        except BaseExceptionGroup as group:
-            for member in group.exceptions:
-                self._add_interrupt(member)
-            del group, member
-        except BaseException as e:
-            self._add_interrupt(e)
-        finally:
-            self._nursery = None
-            self._spawn_env = EMPTY_ENV
-            self._entered = False
-
     async def _probe(self) -> BaseException | None:
         """Once outside the hosted nursery: the enclosing cancellation, if there is one, to
         pass on (as a nursery passes on the ``Cancelled`` of its body and children)."""
@@ -606,45 +582,45 @@ class NurseryFace(AssociationState):
             self._add_interrupt(e)
         return None
 
-    async def _leave(
-        self,
-        exc: BaseException | None,
-        body_exc: BaseException | None,
-        arrived: int,
-        cancelled: BaseException | None,
-    ) -> bool:
-        """The end of the exit: what leaves the block (``_exit.combine``), handed to the
-        block's own cancel scope (which absorbs its ``Cancelled``; the scope's
-        ``cancel_scope`` stays readable after the block, like ``nursery.cancel_scope``),
-        then raised (``_exit.finish``, ``_exit.raise_keeping_context``)."""
+    def _outcome(
+        self, exc: BaseException | None, arrived: int, cancelled: BaseException | None
+    ) -> tuple[BaseException | None, bool, bool]:
+        """What is handed to the block's own cancel scope (``_exit.combine``), whether it is a
+        group made here, and the strictness (read only when something leaves the block)."""
         if not self._is_joined():  # pragma: no cover - defensive
             raise RuntimeError(f"{self!r} left its async with block without being joined")
         errors, interrupts = self._take_exit_report()  # reported now, for good
-        out, ours, strict = exc, False, True
         if errors or interrupts or cancelled is not None:
             strict = self._strict_now()
             errs = [as_exception(e) for e in errors]
+            del errors
             out, ours = combine(errs, interrupts, exc, arrived, cancelled, strict)
-            del errs
-        elif exc is not None:
-            strict = self._strict_now()
-        del errors, interrupts
-        host = self._host
-        assert host is not None
-        left = raised = None
+            return out, ours, strict
+        return exc, False, True if exc is None else self._strict_now()
+
+    def _raise(
+        self,
+        left: BaseException | None,
+        out: BaseException | None,
+        body_exc: BaseException | None,
+        ours: bool,
+        strict: bool,
+    ) -> bool:
+        """The end of the exit, once the block's own cancel scope has absorbed its
+        ``Cancelled`` (``left``: what is left of ``out``): raise what leaves the block
+        (``_exit.finish``, ``_exit.raise_keeping_context``), or say whether to swallow the
+        body's exception (the scope's ``cancel_scope`` stays readable after the block, like
+        ``nursery.cancel_scope``)."""
+        if left is None:
+            # only this scope's own cancellation (or nothing): absorbed
+            return True if out is not None else body_exc is not None
+        raised = finish(left, body_exc, ours, strict)
+        if raised is None:
+            return False
         try:
-            left = await host.exit_cancel_scope(self, out)
-            if left is None:
-                # only this scope's own cancellation (or nothing): absorbed
-                return True if out is not None else body_exc is not None
-            raised = finish(left, body_exc, ours, strict)
-            if raised is None:
-                return False
             raise_keeping_context(raised, ours or raised is not left)
         finally:
-            # No reference cycles through this frame's exceptions (nothing for the cycle
-            # collector to find after an enclosing cancellation).
-            del exc, body_exc, cancelled, out, left, raised
+            del raised, left, out, body_exc
 
     @enable_ki_protection
     async def __aexit__(
@@ -665,7 +641,7 @@ class NurseryFace(AssociationState):
         if ended:
             return self._exit_abandoned(exc)  # the task that entered the block has ended
         body_exc = exc
-        cancelled: BaseException | None = None
+        cancelled = out = left = None
         node = _OPEN_SCOPES.get()
         if node is not None and node[0] is self:
             _OPEN_SCOPES.set(node[1])
@@ -683,9 +659,15 @@ class NurseryFace(AssociationState):
                 if await join_hosted(self, waiter, self._host_cancelled()):
                     probe = True
                 end_wait(watched)
-            await self._close_host()
+            host = self._host
+            assert host is not None
+            await host.close(self)
             if probe and (self._cancel_seen or has_cancelled(body_exc)):
                 cancelled = await self._probe()
-            return await self._leave(exc, body_exc, arrived, cancelled)
+            out, ours, strict = self._outcome(exc, arrived, cancelled)
+            left = await host.exit_cancel_scope(self, out)
+            return self._raise(left, out, body_exc, ours, strict)
         finally:
-            del exc, body_exc, exc_type, tb, cancelled
+            # No reference cycles through this frame's exceptions (nothing for the cycle
+            # collector to find after an enclosing cancellation).
+            del exc, body_exc, exc_type, tb, cancelled, out, left
