@@ -152,7 +152,7 @@ async def test_a_hosted_task_has_the_wrapper_frame_first(cls: Any) -> None:
         (task,) = scope.child_tasks
         frames = [f for f, _ in task.iter_await_frames()]
         assert frames[0].f_code.co_name == "_hosted"
-        assert frames[0].f_code.co_filename.endswith(os.path.join("_scopes", "_nursery.py"))
+        assert frames[0].f_code.co_filename.endswith(os.path.join("_scopes", "_hosted.py"))
         assert frames[1].f_code is child.__code__
         scope.cancel_scope.cancel()
         if cls is sx.simple_counting_scope:

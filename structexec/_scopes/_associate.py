@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Awaitable
-from typing import Any, NoReturn, TypeVar, overload
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, overload
 
 from .._core._adaptor_util import close_op
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
@@ -31,6 +31,9 @@ from .._core._snapshot import AssociateRecord, snapshot_roots
 from .._core._tags import set_stopped_t
 from ._scope_token import check_scope_token, is_scope_token
 
+if TYPE_CHECKING:
+    from ._scope_token import CompletionReceiver, ScopeToken
+
 __all__ = ["associate"]
 
 T = TypeVar("T")
@@ -41,7 +44,7 @@ class _AssociateOp:
 
     __slots__ = ("_op", "_phase", "_rcvr", "_token")
 
-    def __init__(self, rcvr: Any, token: Any) -> None:
+    def __init__(self, rcvr: CompletionReceiver, token: ScopeToken | None) -> None:
         self._rcvr = rcvr
         self._token = token  # None when unassociated
         self._op: Any = None
@@ -84,14 +87,14 @@ class _AssociateOp:
     # Released right after the completion ([exec.associate]), also when the receiver's
     # completion raises (a BaseException from downstream user code run inline).
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         tok = self._done("set_value")
         try:
             self._rcvr.set_value(*vals)
         finally:
             tok.disassociate()
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         tok = self._done("set_error")
         try:
             self._rcvr.set_error(err)
@@ -140,9 +143,9 @@ class _AssociateSender(Sender[Any]):
 
     __slots__ = ("_sndr", "_token")
 
-    def __init__(self, token: Any, wrapped: Any, associated: bool) -> None:
+    def __init__(self, token: ScopeToken, wrapped: object, associated: bool) -> None:
         self._token = token
-        self._sndr: Any = wrapped if associated else None  # [exec.associate]: dropped at once
+        self._sndr: object = wrapped if associated else None  # [exec.associate]: dropped at once
 
     @property
     def associated(self) -> bool:

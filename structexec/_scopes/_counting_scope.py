@@ -23,17 +23,19 @@ import inspect
 import time
 from collections.abc import Awaitable, Callable
 from types import CoroutineType as _CoroutineType
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar
 
-from .._algorithms._stop_when import stop_when
+from .._algorithms._stop_when import StopTokenEnv, stop_when
 from .._core._env import EMPTY_ENV
 from .._core._env import env as _env_cls
 from .._core._fastpaths import FAST as _FP
 from .._core._protocol import Sender
 from .._core._snapshot import ScopeRecord, snapshot_roots
+from .._core._stop_token import inplace_stop_source
 from . import _spawn, _spawn_future
+from ._hosts import CountingHost, SimpleHost
 from ._join import _JoinSender
-from ._nursery import CountingHost, NurseryFace, SimpleHost
+from ._nursery import NurseryFace
 from ._site import check_grace
 from ._spawn import FAST_TOKENS, as_exception, check_env, check_sender, spawn_into
 from ._spawn_coro import direct_ok, spawn_coro, spawn_future_coro
@@ -51,7 +53,7 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 class _Token:
     __slots__ = ("_scope",)
 
-    def __init__(self, scope: Any) -> None:
+    def __init__(self, scope: _ScopeBase) -> None:
         self._scope = scope
 
     def try_associate(self) -> bool:
@@ -65,7 +67,7 @@ class _Token:
         registered joins."""
         self._scope._disassociate()
 
-    def record_error(self, err: Any) -> None:
+    def record_error(self, err: object) -> None:
         """Keep the error of spawned work for ``join()`` and the ``async with`` exit
         (docs/scopes.md)."""
         self._scope._record_error(err)
@@ -78,10 +80,10 @@ class _Token:
     def __hash__(self) -> int:
         return id(self._scope)
 
-    def __copy__(self) -> Any:
+    def __copy__(self) -> _Token:
         return self
 
-    def __deepcopy__(self, memo: Any) -> Any:
+    def __deepcopy__(self, memo: object) -> _Token:
         return self
 
     def __repr__(self) -> str:
@@ -113,9 +115,9 @@ class _CountingToken(_Token):
 
     __slots__ = ()
 
-    def wrap(self, sndr: Any) -> Any:
+    def wrap(self, sndr: object) -> Any:
         """``stop-when(sndr, s_source.get_token())`` ([exec.scope.counting], [exec.stop.when])."""
-        return stop_when(sndr, self._scope._stop_token)
+        return stop_when(sndr, self._scope._stop_token)  # type: ignore[arg-type]  # set while open
 
 
 FAST_TOKENS.update((_SimpleToken, _CountingToken))
@@ -130,9 +132,7 @@ class _ScopeBase(NurseryFace):
 
     __slots__ = ()
 
-    _stop_token: Any = None
-    _stop_env: Any = EMPTY_ENV
-    _coro_scopes: Any = None  # simple_counting_scope: no direct path for coroutines
+    _stop_env: object = EMPTY_ENV  # counting_scope: its slot, the env of its stop token
     _token_type: ClassVar[type[_Token]] = _SimpleToken
 
     # -- public members
@@ -159,7 +159,7 @@ class _ScopeBase(NurseryFace):
         """
         return _JoinSender(self)
 
-    def outstanding(self) -> tuple[Any, ...]:
+    def outstanding(self) -> tuple[object, ...]:
         """The scope's outstanding operations right now, as ``sx.OperationInfo`` records:
         spawned and associated work still running, futures whose result nobody consumed yet,
         hosted trio tasks (docs/debugging.md). A snapshot; it keeps nothing alive."""
@@ -168,26 +168,26 @@ class _ScopeBase(NurseryFace):
         return _introspect.outstanding(self)
 
     @property
-    def unhandled_errors(self) -> tuple[Any, ...]:
+    def unhandled_errors(self) -> tuple[object, ...]:
         """Error datums of spawned work that nobody consumed, in order (docs/scopes.md):
         what ``join()`` reports. The ``async with`` exit reports them for good and forgets
         them (as a nursery keeps no reference to what it raised)."""
         return tuple(self._errors_snapshot())
 
-    def __copy__(self) -> Any:
+    def __copy__(self) -> NoReturn:
         raise TypeError(f"{type(self).__name__} cannot be copied ([exec.counting.scopes.general])")
 
-    def __deepcopy__(self, memo: Any) -> Any:
+    def __deepcopy__(self, memo: object) -> NoReturn:
         raise TypeError(f"{type(self).__name__} cannot be copied ([exec.counting.scopes.general])")
 
-    def __reduce__(self) -> Any:
+    def __reduce__(self) -> NoReturn:
         raise TypeError(
             f"{type(self).__name__} cannot be copied or pickled ([exec.counting.scopes.general])"
         )
 
     # -- spawning conveniences
 
-    def spawn(self, sndr: Any, env: Any = EMPTY_ENV) -> None:
+    def spawn(self, sndr: object, env: object = EMPTY_ENV) -> None:
         """``sx.spawn(sndr, self.get_token(), env)`` ([exec.spawn]).
 
         Inside ``async with`` the work's environment also provides the trio scheduler
@@ -205,11 +205,11 @@ class _ScopeBase(NurseryFace):
             e = self._spawn_env
         else:
             check_env("spawn", env)
-            e = _env_cls(env, self._spawn_env)
+            e = _env_cls(env, self._spawn_env)  # type: ignore[arg-type]
         check_sender("spawn", sndr)
         spawn_into(sndr, self, e)
 
-    def spawn_future(self, sndr: Awaitable[T], env: Any = EMPTY_ENV) -> Sender[T]:
+    def spawn_future(self, sndr: Awaitable[T], env: object = EMPTY_ENV) -> Sender[T]:
         """``sx.spawn_future(sndr, self.get_token(), env)`` ([exec.spawn.future]), with the
         same environment additions as :meth:`spawn`. ``await scope.spawn_future(x)`` gives
         ``x``'s result."""
@@ -218,7 +218,7 @@ class _ScopeBase(NurseryFace):
                 return spawn_future_coro(self, sndr)  # a coroutine inside `async with`
             e = self._spawn_env
         else:
-            e = _env_cls(env, self._spawn_env)
+            e = _env_cls(env, self._spawn_env)  # type: ignore[arg-type]
         return spawn_future(sndr, self._token_type(self), e)
 
     def _sx_describe(self) -> ScopeRecord | None:
@@ -251,7 +251,9 @@ snapshot_roots(_ScopeBase)  # sx.operation_tree()
 _KEYWORDS = ("strict_exception_groups", "name", "stop_grace")
 
 
-def _check_ctor(cls: str, args: tuple[Any, ...], unknown: dict[str, Any], grace: Any) -> Any:
+def _check_ctor(
+    cls: str, args: tuple[object, ...], unknown: dict[str, object], grace: object
+) -> float | None:
     """The arguments of ``cls(...)``: ``TypeError`` naming ``cls`` and the keywords it takes
     for a positional argument or an unknown keyword; ``stop_grace`` checked (``_site``)."""
     accepted = f"{cls}() takes only the keyword arguments {', '.join(_KEYWORDS)}"
@@ -266,28 +268,6 @@ def _check_ctor(cls: str, args: tuple[Any, ...], unknown: dict[str, Any], grace:
     if args:
         raise TypeError(f"{accepted}; got {len(args)} positional argument(s) {args!r}")
     return None if grace is None else check_grace(grace, f"{cls}()")
-
-
-def _checked_init(cls: str, host_init: Callable[..., None]) -> Callable[..., None]:
-    """The run-time ``__init__`` of scope class ``cls``: keywords only, as documented, but
-    taking ``*args, **unknown`` so that a wrong call names ``cls`` and the accepted keywords
-    (``_check_ctor``) instead of a private class; then ``host_init`` does the work."""
-
-    def __init__(
-        self: Any,
-        *args: Any,
-        strict_exception_groups: bool | None = None,
-        name: str | None = None,
-        stop_grace: float | None = None,
-        **unknown: Any,
-    ) -> None:
-        if args or unknown or stop_grace is not None:
-            stop_grace = _check_ctor(cls, args, unknown, stop_grace)
-        host_init(
-            self, strict_exception_groups=strict_exception_groups, name=name, stop_grace=stop_grace
-        )
-
-    return _keyword_signature(__init__)
 
 
 def _keyword_signature(fn: _F) -> _F:
@@ -317,7 +297,7 @@ def _keyword_signature(fn: _F) -> _F:
     return fn
 
 
-class simple_counting_scope(SimpleHost, _ScopeBase):
+class simple_counting_scope(_ScopeBase):
     """A scope that counts associated work; its work cannot be cancelled.
 
     [exec.scope.simple.counting]; docs/scopes.md.
@@ -370,7 +350,23 @@ class simple_counting_scope(SimpleHost, _ScopeBase):
         ) -> None: ...
 
     else:
-        __init__ = _checked_init("simple_counting_scope", NurseryFace.__init__)
+
+        @_keyword_signature
+        def __init__(
+            self,
+            *args,
+            strict_exception_groups=None,
+            name=None,
+            stop_grace=None,
+            **unknown,
+        ):
+            # Keywords only, as documented, but taking *args and **unknown so that a wrong
+            # call names this class and the accepted keywords (_check_ctor).
+            if args or unknown or stop_grace is not None:
+                stop_grace = _check_ctor("simple_counting_scope", args, unknown, stop_grace)
+            NurseryFace.__init__(self, strict_exception_groups, name, stop_grace)
+
+    _host_type = SimpleHost
 
     token: ClassVar[type[_Token]] = _SimpleToken
     _token_type = _SimpleToken
@@ -380,7 +376,7 @@ class simple_counting_scope(SimpleHost, _ScopeBase):
         def get_token(self) -> _SimpleToken: ...
 
 
-class counting_scope(CountingHost, _ScopeBase):
+class counting_scope(_ScopeBase):
     """A ``simple_counting_scope`` whose work can be cancelled with ``request_stop()``.
 
     [exec.scope.counting]; docs/scopes.md.
@@ -412,7 +408,8 @@ class counting_scope(CountingHost, _ScopeBase):
     * Everything else as :class:`simple_counting_scope`.
     """
 
-    __slots__ = ()
+    __slots__ = ("_source", "_stop_env", "_stop_token")
+    _source: inplace_stop_source
 
     if TYPE_CHECKING:
 
@@ -425,7 +422,26 @@ class counting_scope(CountingHost, _ScopeBase):
         ) -> None: ...
 
     else:
-        __init__ = _checked_init("counting_scope", CountingHost.__init__)
+
+        @_keyword_signature
+        def __init__(
+            self,
+            *args,
+            strict_exception_groups=None,
+            name=None,
+            stop_grace=None,
+            **unknown,
+        ):
+            # As simple_counting_scope's; then the scope's stop source ([exec.scope.counting]).
+            if args or unknown or stop_grace is not None:
+                stop_grace = _check_ctor("counting_scope", args, unknown, stop_grace)
+            NurseryFace.__init__(self, strict_exception_groups, name, stop_grace)
+            source = self._source = inplace_stop_source()
+            token = self._stop_token = source.get_token()
+            self._stop_env = StopTokenEnv(token, EMPTY_ENV)
+
+    _host_type = CountingHost
+    _host_stops = CountingHost.stops
 
     token: ClassVar[type[_Token]] = _CountingToken
     _token_type = _CountingToken
@@ -445,11 +461,20 @@ class counting_scope(CountingHost, _ScopeBase):
             self._stop_since = time.monotonic()
         self._source.request_stop()
 
-    def _record_error(self, err: Any) -> None:
+    def _record_error(self, err: object) -> None:
         super()._record_error(err)
         if self._reason is None:
             self._reason = f"child task raised exception {as_exception(err)!r}"
         # An unhandled error cancels, inside `async with`, the body, as a nursery does, and
         # the siblings (docs/scopes.md). The body first: then the stop need not shield it.
+        self._cancel_body()
+        self._source.request_stop()
+
+    def _stop_work(self) -> None:
+        self._source.request_stop()
+
+    def _cancel_for_interrupt(self) -> None:
+        # The body first (then the stop request need not shield it), then the hosted tasks
+        # through the stop callback.
         self._cancel_body()
         self._source.request_stop()

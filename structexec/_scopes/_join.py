@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -32,12 +32,15 @@ from ._state import AssociationState
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found, unused-ignore]
 
+if TYPE_CHECKING:
+    from ._scope_token import CompletionReceiver
+
 __all__: list[str] = []
 
 ERRORS_MESSAGE = "errors in work spawned into the scope"
 
 
-def error_group(errors: list[Any]) -> BaseExceptionGroup[Any]:
+def error_group(errors: list[object]) -> BaseExceptionGroup[Any]:
     """The group a join reports for the errors of spawned work (docs/scopes.md)."""
     return BaseExceptionGroup(ERRORS_MESSAGE, [as_exception(e) for e in errors])
 
@@ -47,7 +50,7 @@ class _JoinOp:
 
     __slots__ = ("_rcvr", "_sched_op", "_scope", "_started")
 
-    def __init__(self, scope: AssociationState, rcvr: Any, sched: Any) -> None:
+    def __init__(self, scope: AssociationState, rcvr: CompletionReceiver, sched: object) -> None:
         self._scope = scope
         self._rcvr = rcvr
         self._started = False
@@ -84,11 +87,11 @@ class _JoinOp:
     def get_env(self) -> Any:
         return get_env(self._rcvr)
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         self._sched_op = None
         self._deliver()
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         self._sched_op = None
         self._rcvr.set_error(err)
 
@@ -124,7 +127,7 @@ class _JoinSender(Sender[None]):
     def __init__(self, scope: AssociationState) -> None:
         self._scope = scope
 
-    def connect(self, rcvr: Any) -> _JoinOp:
+    def connect(self, rcvr: CompletionReceiver) -> _JoinOp:
         sch = query_or(get_env(rcvr), get_scheduler, _MISSING)
         if sch is _MISSING:
             raise TypeError(
@@ -135,7 +138,7 @@ class _JoinSender(Sender[None]):
             )
         return _JoinOp(self._scope, rcvr, sch)
 
-    def get_completion_signatures(self, env: Any = None) -> Any:
+    def get_completion_signatures(self, env: object = None) -> Any:
         """``set_value_t()``, ``set_error_t(BaseExceptionGroup)`` (errors of spawned work) and
         whatever the receiver scheduler's ``schedule()`` sender adds besides its value
         ([exec.scope.join])."""

@@ -17,7 +17,7 @@ work that fails (docs/scopes.md "The nursery face: `async with`"); the tokens of
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Protocol
 
 __all__: list[str] = []
 
@@ -31,7 +31,7 @@ def is_scope_token(token: object) -> bool:
     )
 
 
-def check_scope_token(token: Any, who: str) -> None:
+def check_scope_token(token: object, who: str) -> None:
     """Raise ``TypeError`` naming ``who`` unless ``token`` is a scope token ([exec.spawn])."""
     if not is_scope_token(token):
         names = ("try_associate", "disassociate", "wrap")
@@ -44,3 +44,25 @@ def check_scope_token(token: Any, who: str) -> None:
             f"has no {', '.join(missing)} method{'s' if len(missing) > 1 else ''}{hint} "
             "([exec.scope.concepts], [exec.spawn])"
         )
+
+
+class ScopeToken(Protocol):
+    """What ``spawn``, ``spawn_future`` and ``associate`` call on a scope token
+    ([exec.scope.concepts]); for annotations (:func:`check_scope_token` checks at run time)."""
+
+    def try_associate(self) -> bool: ...
+
+    def disassociate(self) -> None: ...
+
+    def wrap(self, sndr: object) -> object: ...
+
+
+class CompletionReceiver(Protocol):
+    """The completions the scopes deliver to a receiver ([exec.recv.concepts]); for
+    annotations."""
+
+    def set_value(self, *vals: object) -> None: ...
+
+    def set_error(self, err: object) -> None: ...
+
+    def set_stopped(self) -> None: ...

@@ -74,7 +74,9 @@ def set_stop_grace(seconds: float | None) -> float | None:
     return old
 
 
-def check_grace(grace: Any, fn: str = "counting_scope()", name: str = "stop_grace") -> float | None:
+def check_grace(
+    grace: object, fn: str = "counting_scope()", name: str = "stop_grace"
+) -> float | None:
     """``None`` or the grace as a float: the numbers every time of the library accepts
     (``_core._args``), ``>= 0``; ``inf`` is no warning."""
     if grace is None:
@@ -82,27 +84,27 @@ def check_grace(grace: Any, fn: str = "counting_scope()", name: str = "stop_grac
     return real_seconds(grace, fn, f"{name} (None or seconds)")
 
 
-def grace_of(scope: Any) -> float | None:
+def grace_of(scope: object) -> float | None:
     """The scope's ``stop_grace``, else the process-wide one."""
     g: float | None = getattr(scope, "_stop_grace", None)
     return _settings["stop_grace"] if g is None else g
 
 
-def scope_label(scope: Any) -> str:
+def scope_label(scope: object) -> str:
     """``counting_scope 'connections'``, or ``counting_scope`` for an unnamed one."""
     name = getattr(scope, "_name", None)
     kind = type(scope).__name__
     return kind if name is None else f"{kind} {name!r}"
 
 
-def spawn_note(site: Site, scope: Any, how: str = "spawned") -> str:
+def spawn_note(site: Site, scope: object, how: str = "spawned") -> str:
     """``spawned at app.py:42 into counting_scope 'connections'``."""
     where = format_site(site)
     at = f" at {where}" if where is not None else ""
     return f"{how}{at} into {scope_label(scope)}"
 
 
-def add_note(exc: Any, note: str) -> None:
+def add_note(exc: object, note: str) -> None:
     """Add ``note`` to the exception ``exc`` once (``add_note``; ``__notes__`` on 3.10, which
     the ``exceptiongroup`` backport prints). Non-exception error datums are left alone."""
     if not isinstance(exc, BaseException):
@@ -121,7 +123,9 @@ def add_note(exc: Any, note: str) -> None:
         pass
 
 
-def note_error(exc: Any, site: Site, scope: Any, how: str = "spawned", task: bool = False) -> None:
+def note_error(
+    exc: object, site: Site, scope: object, how: str = "spawned", task: bool = False
+) -> None:
     """Note on ``exc`` where its work was spawned and which scope records it.
 
     Errors of spawned *senders* (``spawn``, ``spawn_future``, a spawned coroutine) always get
@@ -144,6 +148,11 @@ _CONTEXTLIB = contextlib.__file__
 EnterSite = tuple[Any, int, dict[str, Any]] | None
 
 
+#: The files :func:`enter_site` found to be the user's (not structexec's nor ``contextlib``'s):
+#: a frame of one of them is the site at once (the scope's ``__aenter__``, without a call).
+USER_FILES: set[str] = set()
+
+
 def enter_site() -> EnterSite:
     """The innermost frame above the caller that is not structexec's (nor ``contextlib``'s,
     for an ``AsyncExitStack``): the user's ``async with`` line. Cheap: no line lookup."""
@@ -151,6 +160,7 @@ def enter_site() -> EnterSite:
     while f is not None:
         fn = f.f_code.co_filename
         if not (fn.startswith(_PKG_DIR) or fn == _CONTEXTLIB):
+            USER_FILES.add(fn)
             return (f.f_code, f.f_lasti, f.f_globals)
         f = f.f_back
     return None

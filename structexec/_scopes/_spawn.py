@@ -13,7 +13,7 @@ Only coroutines are hosted in trio tasks.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._algorithms._stop_when import StopTokenEnv, child_token
 from .._core._completion_signatures import get_completion_signatures
@@ -35,6 +35,14 @@ from .._schedulers._run_loop import raised_sink
 from ._scope_token import check_scope_token
 from ._site import note_error
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import CodeType
+
+    from .._core._describe import Site
+    from ._counting_scope import _ScopeBase
+    from ._scope_token import ScopeToken
+
 __all__ = ["spawn"]
 
 #: Token types of the library's own scopes (filled in by ``_counting_scope``). For these,
@@ -46,12 +54,12 @@ FAST_TOKENS: set[type] = set()
 
 #: The switch of the fast path of ``spawn`` (:func:`spawn_fast`) is ``_fastpaths.FAST.spawn``.
 
-_DONE: Any = object()
+_DONE: object = object()
 _new = object.__new__
 _getframe = sys._getframe
 
 
-def check_sender(who: str, sndr: Any) -> None:
+def check_sender(who: str, sndr: object) -> None:
     """``TypeError`` unless ``sndr`` is a sender ([exec.spawn])."""
     if not is_sender(sndr):
         raise TypeError(
@@ -60,7 +68,7 @@ def check_sender(who: str, sndr: Any) -> None:
         )
 
 
-def check_env(who: str, env: Any) -> None:
+def check_env(who: str, env: object) -> None:
     """``TypeError`` unless ``env`` is queryable ([exec.spawn])."""
     if env is not EMPTY_ENV and not callable(getattr(env, "query", None)):
         raise TypeError(
@@ -69,7 +77,7 @@ def check_env(who: str, env: Any) -> None:
         )
 
 
-def check_args(who: str, sndr: Any, token: Any, env: Any) -> None:
+def check_args(who: str, sndr: object, token: ScopeToken, env: object) -> None:
     """The checks of 29.1/30.1: a sender, a scope token, a queryable env (``TypeError``)."""
     check_sender(who, sndr)
     if type(token) not in FAST_TOKENS:
@@ -77,17 +85,17 @@ def check_args(who: str, sndr: Any, token: Any, env: Any) -> None:
     check_env(who, env)
 
 
-def spawned_env(sndr: Any, env: Any, wrapped: Any = None) -> Any:
+def spawned_env(sndr: object, env: object, wrapped: object = None) -> object:
     """``senv`` of 29.2: ``env``, plus the wrapped sender's allocator if ``env`` has none."""
     if env is not EMPTY_ENV and query_or(env, get_allocator, _MISSING) is not _MISSING:
         return env
     a = query_or(get_env(sndr if wrapped is None else wrapped), get_allocator, _MISSING)
     if a is _MISSING:
         return env
-    return join_env(prop(get_allocator, a), env)
+    return join_env(prop(get_allocator, a), env)  # type: ignore[arg-type]
 
 
-def fast_child_env(scope: Any, senv: Any) -> Any:
+def fast_child_env(scope: _ScopeBase, senv: object) -> object:
     """The environment ``sndr`` sees when spawned into one of the library's scopes.
 
     ``write_env(token.wrap(sndr), senv)`` connected to a receiver without an environment:
@@ -103,7 +111,7 @@ def fast_child_env(scope: Any, senv: Any) -> Any:
     return StopTokenEnv(child_token(st, get_stop_token(senv)), fwd_env(senv))
 
 
-def check_spawn_signatures(sndr: Any, cenv: Any) -> None:
+def check_spawn_signatures(sndr: object, cenv: object) -> None:
     """[exec.spawn] (meta): value datums are ill-formed for ``spawn``; raise where metadata proves
     it.
 
@@ -115,7 +123,7 @@ def check_spawn_signatures(sndr: Any, cenv: Any) -> None:
         check_signature_set(sndr, sigs)
 
 
-def value_datums_error(vals: tuple[Any, ...]) -> TypeError:
+def value_datums_error(vals: tuple[object, ...]) -> TypeError:
     """The error a scope reports for work given to ``spawn`` that completed with datums."""
     return TypeError(
         f"work given to spawn() completed with value datums {vals!r:.80}, but spawn() has "
@@ -126,7 +134,7 @@ def value_datums_error(vals: tuple[Any, ...]) -> TypeError:
     )
 
 
-def check_signature_set(sndr: Any, sigs: Any) -> None:
+def check_signature_set(sndr: object, sigs: Any) -> None:
     for s in sigs:
         if type(s) is set_value_t and s.args:
             raise TypeError(
@@ -136,25 +144,27 @@ def check_signature_set(sndr: Any, sigs: Any) -> None:
             )
 
 
-def _ignore(self: Any, *args: Any) -> None:
+def _ignore(self: object, *args: object) -> None:
     """A completion that arrives after the start of its operation raised: the association
     was already released when the start raised, so there is nothing left to do."""
 
 
-def start_or_release(op: Any, st: Any, release: Any) -> None:
+def start_or_release(
+    op: object, st: _ScopeSpawnState | _SpawnState, release: Callable[[], None]
+) -> None:
     """``trampoline_start(op)``; if the start raises (a ``BaseException`` from user code run
     inline, say ``KeyboardInterrupt`` or ``SystemExit``) before ``st`` completed, release the
     association with ``release()`` and re-raise: nothing leaks, nobody waits forever
     ([exec.spawn], [exec.scope.concepts]: every successful ``try_associate`` is matched by one
     ``disassociate``)."""
     try:
-        trampoline_start(op)
+        trampoline_start(op)  # type: ignore[arg-type]  # set by connect before start
     except BaseException:
         lost(st, release)
         raise
 
 
-def lost(st: Any, release: Any) -> None:
+def lost(st: _ScopeSpawnState | _SpawnState, release: Callable[[], None]) -> None:
     """``st``'s operation raised out of ``start`` without completing: release its association
     once, and ignore a completion that may still arrive later."""
     if st._op is not _DONE:
@@ -163,13 +173,13 @@ def lost(st: Any, release: Any) -> None:
         release()
 
 
-def as_exception(err: Any) -> BaseException:
+def as_exception(err: object) -> BaseException:
     """An error datum as an exception: itself, or wrapped in ``ErrorValue``
     (docs/senders.md "What happens when things fail")."""
     return err if isinstance(err, BaseException) else ErrorValue(err)
 
 
-def scope_sink(st: Any, scope: Any) -> Any:
+def scope_sink(st: _ScopeSpawnState, scope: _ScopeBase) -> Any:
     """The ``raised_sink`` of work spawned into a library scope: a ``KeyboardInterrupt`` or
     ``SystemExit`` raised by the work while another agent (the trio scheduler, a pool thread)
     completes it ends the work (its association is released) and, inside ``async with``, is
@@ -197,29 +207,31 @@ class _ScopeSpawnState(TryEnv):
     __slots__ = ("_code", "_env", "_lasti", "_op", "_scope", "_sndr")
     _unsupported = "the environment of spawned work does not support {q!r}"
 
-    def __init__(self, scope: Any, env: Any, sndr: Any = None, site: Any = None) -> None:
+    def __init__(
+        self, scope: _ScopeBase, env: object, sndr: object = None, site: Site = None
+    ) -> None:
         self._scope = scope
         self._env = env
         self._op: Any = None
         self._sndr = sndr
-        self._code: Any = None if site is None else site[0]
+        self._code: CodeType | None = None if site is None else site[0]
         self._lasti: int = 0 if site is None else site[1]
 
     @property
-    def _site(self) -> Any:
+    def _site(self) -> Site:
         """Where the work was spawned: ``(code, offset)`` or ``None`` (``_core._describe``)."""
         code = self._code
         return None if code is None else (code, self._lasti)
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         return self
 
-    def _sx_try(self, q: Any, default: Any) -> Any:
+    def _sx_try(self, q: object, default: object) -> object:
         if q is raised_sink:
             return scope_sink(self, self._scope)
         return query_or(self._env, q, default)
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         if vals:
             # Datums cannot be delivered anywhere ([exec.spawn]): never dropped silently.
             self.set_error(value_datums_error(vals))
@@ -235,7 +247,7 @@ class _ScopeSpawnState(TryEnv):
         self._op = _DONE
         self._scope._disassociate()
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         if self._op is _DONE:
             raise completed_twice(self, "set_error")
         self._op = _DONE
@@ -272,18 +284,18 @@ class _FastSpawnState(_ScopeSpawnState):
 
     __slots__ = ("_base",)
 
-    def __init__(self, scope: Any, sndr: Any, base: Any) -> None:
+    def __init__(self, scope: _ScopeBase, sndr: object, base: object) -> None:
         self._scope = scope
         self._sndr = sndr
         self._base = base
         self._op: Any = None
-        self._code: Any = None
+        self._code: CodeType | None = None
         self._lasti = 0
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         return self
 
-    def _sx_try(self, q: Any, default: Any) -> Any:
+    def _sx_try(self, q: object, default: object) -> object:
         if q is get_stop_token:
             tok = self._scope._stop_token
             return query_or(self._base, q, default) if tok is None else tok
@@ -299,7 +311,7 @@ class _FastSpawnState(_ScopeSpawnState):
 declare_no_domain_env(_FastSpawnState)
 
 
-def spawn_fast(sndr: Any, scope: Any) -> None:
+def spawn_fast(sndr: Sender[object], scope: _ScopeBase) -> None:
     """The fast path of ``spawn`` ([exec.spawn]): a ``Sender`` spawned into a library scope
     without an ``env`` (``sx.spawn(sndr, token)`` and ``scope.spawn(sndr)``), when
     ``_fastpaths.FAST.spawn`` is on.
@@ -354,15 +366,15 @@ class _SpawnState:
 
     __slots__ = ("_env", "_op", "_token")
 
-    def __init__(self, token: Any, env: Any) -> None:
+    def __init__(self, token: ScopeToken, env: object) -> None:
         self._token = token
         self._env = env
         self._op: Any = None
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         return self._env
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         if vals:
             self.set_error(value_datums_error(vals))
             return
@@ -377,7 +389,7 @@ class _SpawnState:
         self._op = _DONE
         self._token.disassociate()
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         if self._op is _DONE:
             raise completed_twice(self, "set_error")
         self._op = _DONE
@@ -395,7 +407,7 @@ class _SpawnState:
         token.disassociate()
 
 
-def spawn_into(sndr: Any, scope: Any, env: Any) -> None:
+def spawn_into(sndr: object, scope: _ScopeBase, env: object) -> None:
     """``spawn`` into one of the library's scopes (the fast path of :func:`spawn`)."""
     senv = spawned_env(sndr, env)
     cenv = fast_child_env(scope, senv)
@@ -464,7 +476,7 @@ class spawn_t(Algorithm):
 
     __slots__ = ()
 
-    def __call__(self, sndr: Any, token: Any, env: Any = EMPTY_ENV) -> None:
+    def __call__(self, sndr: object, token: Any, env: object = EMPTY_ENV) -> None:
         # The common case, the fast path: a library scope, no env, a Sender subclass.
         fast = _FP.spawn and env is EMPTY_ENV and type(token) in FAST_TOKENS
         if fast and isinstance(sndr, Sender):
@@ -485,7 +497,7 @@ class spawn_t(Algorithm):
             gst._op = _DONE
 
 
-def with_scope_env(scope: Any, env: Any) -> Any:
+def with_scope_env(scope: _ScopeBase, env: object) -> object:
     """The environment of work given to a library scope's token: ``env``, then the scope's own.
 
     Inside ``async with scope:`` the scope's environment provides the trio scheduler and the scope's
@@ -498,7 +510,7 @@ def with_scope_env(scope: Any, env: Any) -> Any:
         return base
     if base is EMPTY_ENV:
         return env
-    return _joined_env(env, base)
+    return _joined_env(env, base)  # type: ignore[arg-type]  # environments are checked at run time
 
 
 spawn = spawn_t()

@@ -19,7 +19,7 @@ order:
   nursery) and the host mark of the stopped rule;
 * the scope's stop request cancels that cancel scope: the scope keeps the cancel scopes of its
   running direct tasks (``_coro_scopes``) and cancels them where it cancels its hosted nursery
-  (``CountingHost._stop_hosted``, on the trio thread); a task that starts after the request
+  (``_hosts.CountingHost``, on the trio thread); a task that starts after the request
   cancels its own at once. ``spawn_future``'s own stop source (the future abandoned, its
   consumer stopped, or the work asking for its stop token) cancels it too; that source and its
   callback are created only when something asks for them (:class:`_CoroFutureState`);
@@ -29,10 +29,10 @@ order:
   the cancellation of the task's cancel scope is stopped; a coroutine that caught the stop of an
   awaited sender and returned completes with the ``RuntimeError`` of the stopped rule; a
   ``KeyboardInterrupt`` or ``SystemExit`` completes stopped and is the scope's to raise
-  (``NurseryFace._task_raised``).
+  (``_nursery.NurseryFace._task_raised``).
 
 ``simple_counting_scope`` does not take it (``_coro_scopes`` is ``None``: its coroutines go
-the general way, which the issue-18 rows do not measure). ``FAST.spawn_coro = False``
+the general way, which the benchmark rows of this path do not measure). ``FAST.spawn_coro = False``
 sends every call through the general path (``tests/test_spawn_coro_fast_path.py`` compares
 both).
 """
@@ -43,7 +43,7 @@ import inspect
 import sys
 import threading
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 import trio.lowlevel as tl
@@ -61,6 +61,12 @@ from ._site import HOSTED_CODES, note_error
 from ._spawn import value_datums_error
 from ._spawn_future import _LAZY, _FutureSender, _FutureState
 
+if TYPE_CHECKING:
+    from collections.abc import Coroutine
+    from types import CodeType
+
+    from .._core._describe import Site
+
 __all__: list[str] = []
 
 
@@ -72,11 +78,11 @@ _state_of = inspect.getcoroutinestate
 _CREATED = inspect.CORO_CREATED
 #: ``cr_suspended`` (3.11+) answers "not started yet" without ``inspect``'s call.
 _HAS_SUSPENDED = sys.version_info >= (3, 11)
-_NOTHING: Any = object()
+_NOTHING: object = object()
 _getframe = sys._getframe
 
 
-def direct_ok(scope: Any, coro: Any) -> bool:
+def direct_ok(scope: Any, coro: Coroutine[object, object, object]) -> bool:
     """Whether ``coro`` given to ``scope`` takes the direct path: a coroutine object not yet
     started or connected, a ``counting_scope`` inside ``async with``, its trio thread."""
     run = scope._run
@@ -106,7 +112,7 @@ def _env_of(scope: Any) -> Any:
     return e
 
 
-def _caller_site() -> tuple[Any, int]:
+def _caller_site() -> tuple[CodeType, int]:
     """``(code, instruction offset)`` of the user's call: two frames above the direct path's
     entry (user -> ``scope.spawn``/``scope.spawn_future`` -> entry -> here is three)."""
     try:
@@ -116,7 +122,7 @@ def _caller_site() -> tuple[Any, int]:
     return f.f_code, f.f_lasti
 
 
-def spawn_coro(scope: Any, coro: Any) -> None:
+def spawn_coro(scope: Any, coro: Coroutine[object, object, object]) -> None:
     """``scope.spawn(coro)`` on the direct path (see the module docstring)."""
     site = _caller_site()
     if not scope._try_associate():
@@ -134,7 +140,9 @@ def spawn_coro(scope: Any, coro: Any) -> None:
     scope._wrappers += 1
 
 
-async def _spawned(scope: Any, coro: Any, cs: trio.CancelScope, site: Any = None) -> None:
+async def _spawned(
+    scope: Any, coro: Coroutine[object, object, object], cs: trio.CancelScope, site: Site = None
+) -> None:
     # (``coro`` and ``site`` are read by sx.operation_tree(): _site.HOSTED_CODES)
     hosted_env.set(_env_of(scope))
     mark = HostMark(_current_task())
@@ -143,7 +151,7 @@ async def _spawned(scope: Any, coro: Any, cs: trio.CancelScope, site: Any = None
     scopes.add(cs)
     if scope._source.stop_requested():
         cs.cancel()
-    result: Any = _NOTHING
+    result: object = _NOTHING
     try:
         with cs:
             result = await coro
@@ -219,7 +227,7 @@ class _CoroFutureState(_FutureState):
         call_in_run(self._run, self._cs.cancel)  # False: the run has ended, nothing to cancel
 
 
-def spawn_future_coro(scope: Any, coro: Any) -> _FutureSender:
+def spawn_future_coro(scope: Any, coro: Coroutine[object, object, object]) -> _FutureSender:
     """``scope.spawn_future(coro)`` on the direct path (see the module docstring)."""
     senv = scope._coro_fwd_env  # FWD-ENV of the scope's spawn env, made once per block
     if senv is None:
@@ -246,7 +254,9 @@ def spawn_future_coro(scope: Any, coro: Any) -> _FutureSender:
     return _FutureSender(st)
 
 
-async def _future_task(scope: Any, st: _CoroFutureState, coro: Any, cs: trio.CancelScope) -> None:
+async def _future_task(
+    scope: Any, st: _CoroFutureState, coro: Coroutine[object, object, object], cs: trio.CancelScope
+) -> None:
     hosted_env.set(fwd_env(st))
     mark = HostMark(_current_task())
     host_mark.set(mark)
@@ -254,8 +264,8 @@ async def _future_task(scope: Any, st: _CoroFutureState, coro: Any, cs: trio.Can
     scopes.add(cs)
     if scope._source.stop_requested():
         cs.cancel()
-    result: Any = _NOTHING
-    err: Any = None
+    result: object = _NOTHING
+    err: BaseException | None = None
     kind = 0
     try:
         with cs:
@@ -285,7 +295,7 @@ async def _future_task(scope: Any, st: _CoroFutureState, coro: Any, cs: trio.Can
     finally:
         mark.task = None  # no reference cycle task -> context -> mark -> task (see _spawned)
     if DETACHED and undetach(coro):
-        if kind == 1:
+        if kind == 1 and err is not None:
             raise err  # the task detached (_detach): its outcome is its new driver's
         return
     scopes.discard(cs)
@@ -314,7 +324,7 @@ def _close_cb(st: _CoroFutureState) -> None:
         cb.close()
 
 
-_CLOSED: Any = object()
+_CLOSED: object = object()
 
 
 HOSTED_CODES[_spawned.__code__] = "spawn"

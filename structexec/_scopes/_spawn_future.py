@@ -22,7 +22,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._algorithms._stop_when import stop_when
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
@@ -45,6 +45,12 @@ from ._spawn import FAST_TOKENS, check_args, spawned_env, with_scope_env
 
 T = TypeVar("T")
 
+if TYPE_CHECKING:
+    from types import CodeType
+
+    from .._core._describe import Site
+    from ._scope_token import CompletionReceiver
+
 __all__ = ["spawn_future"]
 
 _VALUE, _ERROR, _STOPPED, _LOST = 0, 1, 2, 3
@@ -52,7 +58,7 @@ _RESULT_NAMES = ("value", "error", "stopped")  # by kind, for sx.operation_tree(
 _LAZY = threading.Lock()  # guards the lazy creation of a state's stop source
 
 
-def _claim(flag: list[Any]) -> bool:
+def _claim(flag: list[None]) -> bool:
     """Pop the one element of ``flag``: ``True`` for the first caller only (atomic)."""
     if flag:
         try:
@@ -101,14 +107,14 @@ class _FutureState:
         "_token",
     )
 
-    def __init__(self, token: Any, fast: bool, env: Any, sndr: Any) -> None:
+    def __init__(self, token: Any, fast: bool, env: Any, sndr: object) -> None:
         self._token = token
         self._fast = fast
         self._env = env  # fast: FWD-ENV(senv); generic: senv
         self._sndr = sndr  # kept for the allocator query and the completion signatures
         self._source: inplace_stop_source | None = None
         self._tok: Any = None
-        self._associated: list[Any] = []  # [None] while associated; popped by the release
+        self._associated: list[None] = []  # [None] while associated; popped by the release
         self._flag = [None]  # claimed by whichever of complete / consume-or-abandon is first
         self._slot: Any = None  # the registered consumer: a one-element list
         self._kind = -1
@@ -116,11 +122,11 @@ class _FutureState:
         self._result: Any = None
         self._ext: _ConsumerStop | None = None
         # the code object and instruction offset of the spawning call (docs/debugging.md)
-        self._code: Any = None
+        self._code: CodeType | None = None
         self._lasti = 0
 
     @property
-    def _site(self) -> Any:
+    def _site(self) -> Site:
         code = self._code
         return None if code is None else (code, self._lasti)
 
@@ -135,7 +141,7 @@ class _FutureState:
                     src = self._source = inplace_stop_source()
         return src
 
-    def _stop_token(self) -> Any:
+    def _stop_token(self) -> object:
         tok = self._tok
         if tok is None:
             tok = self._get_source().get_token()
@@ -153,7 +159,7 @@ class _FutureState:
     def get_env(self) -> Any:
         return self if self._fast else self._env
 
-    def _sx_try(self, q: Any, default: Any) -> Any:
+    def _sx_try(self, q: object, default: object) -> object:
         if q is get_stop_token:
             return self._stop_token()
         if q is raised_sink:
@@ -165,7 +171,7 @@ class _FutureState:
             return query_or(get_env(self._sndr), get_allocator, default)
         return query_or(self._env, q, default)
 
-    def query(self, q: Any, *args: Any) -> Any:
+    def query(self, q: Any, *args: object) -> Any:
         if args:
             return self._env.query(q, *args)
         r = self._sx_try(q, _MISSING)
@@ -173,16 +179,16 @@ class _FutureState:
             raise QueryError(f"the environment of spawn_future's work does not support {q!r}")
         return r
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         self._store(_VALUE, vals)
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         self._store(_ERROR, err)
 
     def set_stopped(self) -> None:
         self._store(_STOPPED, None)
 
-    def _store(self, kind: int, data: Any) -> None:
+    def _store(self, kind: int, data: object) -> None:
         if self._kind >= 0:
             if self._kind == _LOST:
                 return  # the start raised (_start_raised) or the work's raise was sunk (_sink)
@@ -237,7 +243,7 @@ class _FutureState:
             cb.close()  # deregister before completing the consumer ([exec.recv.concepts])
         self._deliver(rcvr)
 
-    def _consume(self, rcvr: Any) -> None:
+    def _consume(self, rcvr: CompletionReceiver) -> None:
         if not self._flag:
             self._deliver(rcvr)  # the work has completed: inline, inside start
             return
@@ -292,7 +298,7 @@ class _FutureState:
 
     # -- delivery and release
 
-    def _deliver(self, rcvr: Any) -> None:
+    def _deliver(self, rcvr: CompletionReceiver) -> None:
         kind = self._kind
         data = self._result
         self._result = None
@@ -401,7 +407,7 @@ class _FutureOp:
 
     __slots__ = ("_rcvr", "_shared")
 
-    def __init__(self, state: _FutureState, rcvr: Any) -> None:
+    def __init__(self, state: _FutureState, rcvr: CompletionReceiver) -> None:
         self._shared: _FutureState | None = state
         self._rcvr = rcvr
 
@@ -578,6 +584,6 @@ spawn_future = spawn_future_t()
 
 #: The code of ``_ScopeBase.spawn_future`` (set by ``_counting_scope``): a spawn site found
 #: there is the library's, the user's call is one frame further up.
-_SCOPE_SPAWN_FUTURE: list[Any] = [None]
+_SCOPE_SPAWN_FUTURE: list[CodeType | None] = [None]
 
 snapshot_roots(_FutureState, _FutureOp, _FutureSender)  # sx.operation_tree()

@@ -108,7 +108,7 @@ class AssociationState:
         self._count = 0
         self._state = UNUSED
         self._joiners: list[JoinWaiter] = []
-        self._errors: list[Any] = []
+        self._errors: list[object] = []
         # Errors of finished spawn_futures that nobody has consumed yet: {id(state): error}
         self._pending: dict[int, Any] = {}
         self._interrupts: list[BaseException] = []
@@ -220,7 +220,7 @@ class AssociationState:
 
     # -- what the join reports: errors of spawned work, of unconsumed futures, interrupts
 
-    def _record_error(self, err: Any) -> None:
+    def _record_error(self, err: object) -> None:
         lock = self._lock
         lock.acquire()
         self._errors.append(err)
@@ -237,7 +237,7 @@ class AssociationState:
         (``_introspect``; a snapshot, possibly stale by one)."""
         return len(self._errors) + len(self._pending)
 
-    def _errors_snapshot(self, forget: bool = False) -> list[Any]:
+    def _errors_snapshot(self, forget: bool = False) -> list[object]:
         """The errors the scope reports: those recorded, then those of finished futures
         that nobody has consumed. ``forget``: the ``async with`` exit reports them for good
         (as a nursery, it keeps nothing alive after raising them)."""
@@ -250,7 +250,7 @@ class AssociationState:
                 self._pending = {}
         return errors
 
-    def _take_exit_report(self) -> tuple[list[Any], list[BaseException]]:
+    def _take_exit_report(self) -> tuple[list[object], list[BaseException]]:
         """What the ``async with`` exit reports, taken for good in one step: the errors (as
         ``_errors_snapshot(forget=True)``) and the interrupts (as ``_take_interrupts``)."""
         lock = self._lock
@@ -267,18 +267,18 @@ class AssociationState:
         lock.release()
         return errors, interrupts
 
-    def _park_future_error(self, st: Any, err: Any) -> None:
+    def _park_future_error(self, st: object, err: object) -> None:
         """A future's work failed and nobody consumes the future yet: if nobody has when the
         scope's join delivers, the join reports the error (``_errors_snapshot``)."""
         with self._lock:
             self._pending[id(st)] = err
 
-    def _unpark_future_error(self, st: Any) -> None:
+    def _unpark_future_error(self, st: object) -> None:
         """The error was delivered to a consumer: no longer the scope's to report."""
         with self._lock:
             self._pending.pop(id(st), None)
 
-    def _future_error_dropped(self, st: Any, err: Any) -> None:
+    def _future_error_dropped(self, st: object, err: object) -> None:
         """The future of failed work was dropped or closed unconsumed: an unhandled error of
         spawned work. Once the scope has joined it is reported by the join already."""
         with self._lock:
@@ -301,6 +301,11 @@ class AssociationState:
 
     # -- representation and dropping
 
+    def _dropped_quietly(self) -> bool:
+        """Whether dropping the scope in a state not good to drop is already reported
+        otherwise (a misnested nursery block), so ``__del__`` warns no more."""
+        return False
+
     def __repr__(self) -> str:
         name = getattr(self, "_name", None)  # a named scope (docs/debugging.md)
         label = type(self).__name__ if name is None else f"{type(self).__name__} {name!r}"
@@ -308,7 +313,7 @@ class AssociationState:
 
     def __del__(self) -> None:
         st = getattr(self, "_state", UNUSED)
-        if st not in GOOD_TO_DROP:
+        if st not in GOOD_TO_DROP and not self._dropped_quietly():
             warnings.warn(
                 f"{type(self).__name__} garbage-collected in state {NAMES[st]!r} with "
                 f"{self._count} associations: a scope must be joined before it is dropped "
