@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import pickle
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -14,6 +16,8 @@ __all__ = [
     "ClusterError",
     "UnpicklableWorkError",
     "WorkerDiedError",
+    "call_payload_dumps",
+    "dumps_or_cloudpickle",
     "pickle_call",
     "pickle_work",
     "run_call_remotely",
@@ -229,6 +233,35 @@ def run_chunk_remotely(
 
 
 # --------------------------------------------------------------------------- remote calls
+
+
+def _cloudpickle_dumps(obj: object) -> bytes:
+    cloudpickle: Any = importlib.import_module("cloudpickle")
+    return bytes(cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def dumps_or_cloudpickle(obj: object) -> bytes:
+    """Pickle with pickle, else with cloudpickle (a lambda, a closure, a local class): how a
+    worker sends a remote call's result back."""
+    try:
+        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:
+        return _cloudpickle_dumps(obj)
+
+
+def call_payload_dumps(obj: object) -> bytes:
+    """How a remote call is pickled: with pickle when it can (functions of importable
+    modules and plain data travel by reference, 3 to 8 times faster), else with cloudpickle;
+    and with cloudpickle also when pickle referred to something of ``__main__`` (the
+    functions and classes of a script, a REPL, ``python -c``), which a worker cannot import:
+    cloudpickle sends those by value."""
+    try:
+        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:
+        return _cloudpickle_dumps(obj)
+    if b"__main__" in data:
+        return _cloudpickle_dumps(obj)
+    return data
 
 
 def pickle_call(work: Any, dumps: Callable[[Any], bytes], who: str, how: str) -> bytes:

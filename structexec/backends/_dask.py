@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import importlib
-import pickle
 import threading
 import time
 import uuid
@@ -22,6 +21,8 @@ from ._common import (
     ClusterError,
     UnpicklableWorkError,
     WorkerDiedError,
+    call_payload_dumps,
+    dumps_or_cloudpickle,
     pickle_call,
     pickle_work,
     run_call_remotely,
@@ -92,7 +93,7 @@ def _dask_call(payload: bytes, key: str) -> bytes | None:
         _cancelled_calls.discard(key)
         return None
     cloudpickle: Any = importlib.import_module("cloudpickle")
-    return run_call_remotely(payload, cloudpickle.loads, _call_dumps, "DaskBackend")
+    return run_call_remotely(payload, cloudpickle.loads, dumps_or_cloudpickle, "DaskBackend")
 
 
 def _forget_calls(keys: list[str]) -> None:
@@ -100,14 +101,6 @@ def _forget_calls(keys: list[str]) -> None:
     if len(_cancelled_calls) > _CANCELLED_CAP:
         _cancelled_calls.clear()
     _cancelled_calls.update(keys)
-
-
-def _call_dumps(obj: Any) -> bytes:
-    try:
-        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception:
-        cloudpickle: Any = importlib.import_module("cloudpickle")
-        return bytes(cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 # --------------------------------------------------------------------------- the backend
@@ -493,7 +486,7 @@ class DaskBackend(RemoteBackend):
         what fails), submit it (this does not block: the client's own thread sends it)."""
         if self._closed:
             raise BackendError(f"{self!r} has been closed")
-        payload = pickle_call(work, self._call_payload, "DaskBackend", "cloudpickle")
+        payload = pickle_call(work, call_payload_dumps, "DaskBackend", "cloudpickle")
         client = self._client
         if client.status not in ("running", "connecting", "newly-created"):
             raise ClusterError(
@@ -516,19 +509,6 @@ class DaskBackend(RemoteBackend):
         call.payload = b""
         fut.add_done_callback(partial(self._call_done, call))
         return call
-
-    @staticmethod
-    def _call_payload(obj: Any) -> bytes:
-        """pickle, else cloudpickle (by value: lambdas, closures, ``__main__``)."""
-        try:
-            data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception:
-            cloudpickle: Any = importlib.import_module("cloudpickle")
-            return bytes(cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
-        if b"__main__" in data:  # functions of __main__ are not importable on the workers
-            cloudpickle = importlib.import_module("cloudpickle")
-            return bytes(cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
-        return data
 
     def _call_done(self, call: _DaskCall, fut: Any) -> None:
         # On the client's callback thread.

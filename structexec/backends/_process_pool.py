@@ -22,6 +22,8 @@ from ._common import (
     BackendError,
     UnpicklableWorkError,
     WorkerDiedError,
+    call_payload_dumps,
+    dumps_or_cloudpickle,
     pickle_call,
     pickle_work,
     run_call_remotely,
@@ -66,16 +68,7 @@ def _run_call(payload: bytes, slot: int) -> bytes | None:
         if cancelled[slot]:
             return None
         _worker_pids[slot] = os.getpid()
-    return run_call_remotely(payload, pickle.loads, _result_dumps, "ProcessPoolBackend")
-
-
-def _result_dumps(obj: Any) -> bytes:
-    """Pickle a result with pickle, else with cloudpickle (a lambda, a local class)."""
-    try:
-        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception:
-        cloudpickle: Any = importlib.import_module("cloudpickle")
-        return bytes(cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+    return run_call_remotely(payload, pickle.loads, dumps_or_cloudpickle, "ProcessPoolBackend")
 
 
 #: Work this worker has unpickled, by payload, for payloads the parent marked reusable (no
@@ -517,7 +510,7 @@ class ProcessPoolBackend(RemoteBackend):
         then hand it to a free worker, or queue it until one is free."""
         if self._closed:
             raise BackendError(f"{self!r} has been shut down")
-        payload = pickle_call(work, self._work_dumps_call, "ProcessPoolBackend", "cloudpickle")
+        payload = pickle_call(work, call_payload_dumps, "ProcessPoolBackend", "cloudpickle")
         call = _PoolCall(self, payload, op, work)
         with self._lock:
             if self._closed:
@@ -530,15 +523,6 @@ class ProcessPoolBackend(RemoteBackend):
                 return call
         self._send(call)
         return call
-
-    def _work_dumps_call(self, obj: Any) -> bytes:
-        """pickle, else cloudpickle (functions defined in ``__main__``, lambdas, closures)."""
-        if not _has_main_function(obj):
-            try:
-                return _dumps(obj)
-            except Exception:
-                pass
-        return self._work_dumps(obj)
 
     def _send(self, call: _PoolCall) -> None:
         """Submit a call that holds a slot to the pool."""
@@ -657,16 +641,6 @@ class ProcessPoolBackend(RemoteBackend):
 
     def __repr__(self) -> str:
         return f"<ProcessPoolBackend max_workers={self._max_workers}>"
-
-
-def _has_main_function(work: Any) -> bool:
-    for _, f in getattr(work, "stages", ()):
-        if getattr(f, "__module__", None) == "__main__":
-            return True
-        inner = getattr(f, "func", None)
-        if inner is not None and getattr(inner, "__module__", None) == "__main__":
-            return True
-    return False
 
 
 class _PoolCall(RemoteCall):
