@@ -99,3 +99,34 @@ def test_per_instance_sigs_is_set_by_no_library_class() -> None:
         if f.name in ("_contracts.py", "_infallible.py"):
             continue
         assert "_sx_per_instance_sigs" not in f.read_text(encoding="utf-8"), f
+
+
+def test_library_objects_have_the_basic_shapes() -> None:
+    """The shape Protocols (``Rcvr``, ``OpState``, ``Env``, ``Sndr``, ``Sched``) that the
+    internals are annotated with describe the library's objects."""
+    from structexec._core._adaptor_util import WriteEnvReceiver
+
+    class Rec:
+        def set_value(self, *vals: object) -> None:
+            self.vals = vals
+
+        def set_error(self, err: object) -> None: ...
+
+        def set_stopped(self) -> None: ...
+
+    rec = Rec()
+    assert isinstance(rec, c.Rcvr)
+    assert not isinstance(object(), c.Rcvr)
+    sndr = sx.just(1) | sx.then(lambda x: x + 1)
+    assert isinstance(sndr, c.Sndr)
+    op = sx.connect(sndr, rec)
+    assert isinstance(op, c.OpState)
+    op.start()
+    assert rec.vals == (2,)
+    assert isinstance(WriteEnvReceiver(rec, sx.env()), c.Rcvr)
+    for sch in (sx.inline_scheduler(), sx.task_scheduler(sx.inline_scheduler())):
+        assert isinstance(sch, c.Sched)
+        assert isinstance(sch.schedule(), c.Sndr)
+    for e in (sx.env(), sx.prop(sx.get_scheduler, 1), sx.get_env(sndr), sx.get_env(op)):
+        assert isinstance(e, c.Env)
+    assert not isinstance(1, c.Env)

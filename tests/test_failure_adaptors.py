@@ -762,3 +762,30 @@ def test_a_base_exception_in_user_code_reaches_whoever_runs_the_loop(
     assert lines == ["sync_wait raised", "trio raised", "trio-hosted raised"], str(r)
     assert r.returncode == 0, str(r)
     assert "TrioInternalError" not in r.stderr, str(r)
+
+
+@pytest.mark.parametrize("exc", [ValueError("start"), KeyboardInterrupt("start")], ids=repr)
+def test_a_raising_start_inside_let_value_leaves_no_cyclic_garbage(exc: BaseException) -> None:
+    """[exec.let]: the second operation's ``start()`` raising (an ``Exception`` or a
+    ``KeyboardInterrupt``) propagates out of ``sync_wait`` and leaves no reference cycle of
+    the library's objects (the let operation and its second receiver refer to each other
+    until a completion, which never comes)."""
+    from _helpers import cyclic_garbage_of_sync
+
+    class Op:  # keeps its receiver, as every real operation does
+        def __init__(self, rcvr: Any) -> None:
+            self.rcvr = rcvr
+
+        def start(self) -> None:
+            # a new exception each time: a kept one would keep its traceback's frames alive
+            raise type(exc)(*exc.args)
+
+    class Bad(sx.Sender[Any]):
+        def connect(self, rcvr: Any) -> Op:
+            return Op(rcvr)
+
+    def run() -> None:
+        with pytest.raises(type(exc), match="start"):
+            sx.sync_wait(sx.just(1) | sx.let_value(lambda _: Bad()))
+
+    assert cyclic_garbage_of_sync(run) == 0

@@ -267,7 +267,9 @@ def _is_private(name: str) -> bool:
 FACADE_CLIENTS = {
     # The sender-tree strategies build senders by their public names (getattr(sx, "then"), ...)
     # and print reproducers written with ``sx.``: a client of the public API, above the facade.
-    f"{PACKAGE}.testing._tree": "builds senders by public name",
+    f"{PACKAGE}.testing._tree_nodes": "builds senders by public name",
+    f"{PACKAGE}.testing._tree_when_all": "builds senders by public name",
+    f"{PACKAGE}.testing._tree_scopes": "builds senders by public name",
     f"{PACKAGE}.testing._timed_tree": "builds timed senders by public name",
 }
 

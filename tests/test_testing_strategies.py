@@ -522,3 +522,74 @@ def test_trio_property_finds_a_bug(monkeypatch: pytest.MonkeyPatch) -> None:
 
     with pytest.raises(AssertionError, match="not one the model allows"):
         prop()
+
+
+# --------------------------------------------------------------------------- named properties
+
+
+def _good_scoped_run() -> sxst.RunResult:
+    # A spawn into a counting scope, hopping through a ManualScheduler: every property applies.
+    tree = Tree(sxst.Spawn(Schedule(0), 0), scopes=("counting",))
+    r = sxst.run_tree(tree)
+    r.check()
+    assert r.failure() is None
+    return r
+
+
+def test_run_result_properties_are_named_and_distinct() -> None:
+    names = [p.name for p in sxst.PROPERTIES]
+    assert len(set(names)) == len(names) >= 15
+    r = _good_scoped_run()
+    assert [p.check(r) for p in sxst.PROPERTIES] == [None] * len(names)
+
+
+@pytest.mark.parametrize(
+    ("name", "breaks", "says"),
+    [
+        ("no-lost-completion", lambda r: setattr(r, "hung", "the root never completed"), "never"),
+        ("modelled-outcome", lambda r: setattr(r, "model", frozenset()), "not one the model"),
+        ("completes-once", lambda r: r.rec.events.append(("value", ())), "completed 2 times"),
+        ("spawned-work-completes-once", lambda r: r.spawned.append(r.spawned[0]), "spawn() calls"),
+        ("scopes-count-zero", lambda r: setattr(r, "scopes", [_Count(1)]), "still counts 1"),
+        (
+            "no-terminate",
+            lambda r: r.terminate_calls.append(("late completion", None)),
+            "terminate handler called: late completion",
+        ),
+    ],
+)
+def test_a_broken_run_result_names_the_property_it_broke(
+    name: str, breaks: Callable[[sxst.RunResult], object], says: str
+) -> None:
+    r = _good_scoped_run()
+    breaks(r)
+    found = r.failure()
+    assert found is not None
+    assert found[0] == name, found
+    assert says in found[1]
+    with pytest.raises(AssertionError) as info:
+        r.check()
+    lines = str(info.value).splitlines()
+    assert says in lines[0]
+    assert lines[1] == f"  property: {name}"
+    assert lines[2].startswith("  tree:  spawn(sx.schedule(sch[0]), tokens[0]")
+
+
+class _Count:
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+
+def test_the_first_broken_property_is_reported_with_its_cause() -> None:
+    # Two properties broken at once: the earlier one in PROPERTIES is reported; what the run
+    # raised is the cause of the AssertionError ([exec.opstate.start]).
+    r = _good_scoped_run()
+    r.model = frozenset()
+    try:
+        raise RuntimeError("start failed")
+    except RuntimeError as e:
+        r.raised = e
+    with pytest.raises(AssertionError, match="the run raised RuntimeError: start failed") as info:
+        r.check()
+    assert "\n  property: nothing-raised\n" in str(info.value)
+    assert info.value.__cause__ is r.raised

@@ -169,7 +169,13 @@ class _LetOp(ChildOp):
             self._op2 = None
         else:
             r2._holder = self
-        trampoline_start(op2)
+        try:
+            trampoline_start(op2)
+        except BaseException:
+            # A start() that raises (a contract violation, or a KeyboardInterrupt) completes
+            # nothing: break holder -> op2 -> r2 -> holder here, or it outlives the work.
+            r2._holder = None
+            raise
 
 
 class _LetValueOp(_LetOp):

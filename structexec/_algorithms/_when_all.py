@@ -588,7 +588,7 @@ def _make(cls: type[_WhenAllSender], name: str, sndrs: tuple[Any, ...]) -> Sende
     # early() leaves the sender as it is unless some domain may transform its tag: skip the
     # children's common domain (a query per child) in that case too.
     if _domain._domains_on and may_transform(cls.tag):
-        return early(_common_domain(sndrs), sndr)  # type: ignore[no-any-return]
+        return early(_common_domain(sndrs), sndr)
     return sndr
 
 

@@ -469,7 +469,7 @@ class when_any_t(Algorithm):
                 )
         sndr = _WhenAnySender(sndrs)
         if domains_active():
-            return early(_common_domain(sndrs), sndr)  # type: ignore[no-any-return]
+            return early(_common_domain(sndrs), sndr)
         return sndr
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 import inspect
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._completion_signatures import completion_signatures, get_completion_signatures
 from ._domain import default_domain, get_domain_early, may_transform, transform_sender
@@ -46,15 +46,22 @@ from ._protocol import (
 from ._queries import get_domain, query_or
 from ._tags import set_value_t
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ._contracts import Env, OpState, Rcvr, Sched
+
+S = TypeVar("S")
+
 _DEFAULT = default_domain()
 
 
-def sched_domain(sch: Any) -> Any:
+def sched_domain(sch: object) -> object:
     """``query-with-default(get_domain, sch, default_domain())`` ([exec.snd.expos])."""
     return query_or(sch, get_domain, _DEFAULT)
 
 
-def early(dom: Any, sndr: Any) -> Any:
+def early(dom: object, sndr: S) -> S:
     """``transform_sender(dom, sndr)`` without an environment, at construction
     ([exec.snd.transform], [exec.snd.expos]).
 
@@ -64,23 +71,24 @@ def early(dom: Any, sndr: Any) -> Any:
     """
     if type(dom) is default_domain or not may_transform(getattr(sndr, "tag", None)):
         return sndr
-    return transform_sender(dom, sndr, None)
+    r: S = transform_sender(dom, sndr, None)
+    return r
 
 
-def early_child(child: Any, sndr: Any) -> Any:
+def early_child(child: object, sndr: S) -> S:
     """``early(get-domain-early(child), sndr)``: the rule for single-child adaptors."""
     if not may_transform(getattr(sndr, "tag", None)):
         return sndr
     return early(get_domain_early(child), sndr)
 
 
-def check_sender(name: str, arg: str, x: Any) -> None:
+def check_sender(name: str, arg: str, x: object) -> None:
     if not is_sender(x):
         what = "a sender adaptor closure" if isinstance(x, Closure) else type(x).__name__
         raise TypeError(f"{name}(): {arg} must be a sender, got {what}")
 
 
-def check_scheduler(name: str, arg: str, x: Any) -> None:
+def check_scheduler(name: str, arg: str, x: object) -> None:
     if not is_scheduler(x):
         raise TypeError(
             f"{name}(): {arg} must be a scheduler (an object with a schedule() method), "
@@ -89,7 +97,7 @@ def check_scheduler(name: str, arg: str, x: Any) -> None:
 
 
 def with_schedule_failures(
-    cs: completion_signatures | None, sch: Any, env: Any
+    cs: completion_signatures | None, sch: Sched, env: object
 ) -> completion_signatures | None:
     """``cs`` plus the error and stopped signatures of ``schedule(sch)`` in ``env``.
 
@@ -117,13 +125,13 @@ class BinaryAdaptor(Algorithm):
     _name: str
     _arg: str
 
-    def _check_arg(self, x: Any) -> None:
+    def _check_arg(self, x: object) -> None:
         raise NotImplementedError
 
-    def _make(self, sndr: Any, x: Any) -> Any:
+    def _make(self, sndr: object, x: object) -> Sender[object]:
         raise NotImplementedError
 
-    def _build(self, args: tuple[Any, ...]) -> Any:
+    def _build(self, args: tuple[object, ...]) -> Sender[object] | BoundClosure:
         if len(args) == 2:
             sndr, x = args
             check_sender(self._name, "sndr", sndr)
@@ -146,16 +154,16 @@ class BoundClosure(Closure[Any]):
 
     __slots__ = ("_alg", "_x")
 
-    def __init__(self, alg: BinaryAdaptor, x: Any) -> None:
+    def __init__(self, alg: BinaryAdaptor, x: object) -> None:
         self._alg = alg
         self._x = x
 
-    def __call__(self, sndr: Any) -> Any:
+    def __call__(self, sndr: object) -> Sender[object]:
         if not isinstance(sndr, Sender):
             check_sender(self._alg._name, "sndr", sndr)
         return self._alg._make(sndr, self._x)
 
-    def __ror__(self, other: Any) -> Any:
+    def __ror__(self, other: object) -> Sender[object]:
         # ``c | bound``: Python asks the subclass's reflected method first; composition of
         # two closures is Closure.__or__'s job.
         if isinstance(other, Closure):
@@ -172,7 +180,7 @@ _FunctionType = types.FunctionType
 _CO_COROUTINE = inspect.CO_COROUTINE
 
 
-def is_async_fn(f: Any) -> bool:
+def is_async_fn(f: object) -> bool:
     """Is ``f`` an ``async def`` function (or a method or partial of one)?
 
     A plain function is checked by its code flags (cheap: this runs when ``then(f)`` is
@@ -187,7 +195,7 @@ def is_async_fn(f: Any) -> bool:
 _ASYNC_INSTEAD = {"then": "let_value", "upon_error": "let_error", "upon_stopped": "let_stopped"}
 
 
-def async_fn_error(name: str, f: Any) -> TypeError:
+def async_fn_error(name: str, f: object) -> TypeError:
     """``then(async_fn)``: the function would return a coroutine object, never run it."""
     fname = getattr(f, "__qualname__", None) or type(f).__name__
     let = _ASYNC_INSTEAD.get(name, "let_value")
@@ -210,11 +218,11 @@ class FnAdaptor(BinaryAdaptor):
 
     __slots__ = ()
     _arg = "f"
-    _cls: Any
+    _cls: Callable[..., Sender[object]]
     _fn_kind = "a callable"
     _sync_only = False
 
-    def _check_arg(self, f: Any) -> None:
+    def _check_arg(self, f: object) -> None:
         if type(f) in PLAIN_CALLABLES:  # the common case, checked cheaply
             if self._sync_only and is_async_fn(f):
                 raise async_fn_error(self._name, f)
@@ -224,7 +232,7 @@ class FnAdaptor(BinaryAdaptor):
         if self._sync_only and is_async_fn(f):
             raise async_fn_error(self._name, f)
 
-    def _make(self, sndr: Any, f: Any) -> Any:
+    def _make(self, sndr: object, f: object) -> Sender[object]:
         if not callable(f):
             raise TypeError(f"{self._name}() needs {self._fn_kind}, got {type(f).__name__}")
         if self._sync_only and is_async_fn(f):
@@ -245,7 +253,7 @@ class UnaryAdaptor(Algorithm, Closure[Any]):
     def __init__(self) -> None:
         Closure.__init__(self, self._apply)
 
-    def _apply(self, sndr: Any) -> Sender[Any]:
+    def _apply(self, sndr: object) -> Sender[object]:
         raise NotImplementedError
 
     def __call__(self, *args: Any) -> Any:
@@ -270,7 +278,7 @@ class UnaryAdaptor(Algorithm, Closure[Any]):
 _CONNECTED, _STARTED, _COMPLETED = 0, 1, 2
 
 
-def close_op(op: Any) -> None:
+def close_op(op: object) -> None:
     """``op.close()`` if the operation state has one (library operations that hold resources
     or children do): the explicit release of a never-started operation
     (docs/senders.md "Writing your own sender")."""
@@ -295,17 +303,19 @@ class ChildOp:
     """
 
     __slots__ = ("_op", "_rcvr", "_state")
-    _rcvr: Any
+    _rcvr: Rcvr
     _state: int
-    _op: Any
+    _op: OpState | None
 
     def start(self) -> None:
         if self._state:
             raise twice_started(self)
         self._state = _STARTED
-        self._op.start()
+        op = self._op
+        if op is not None:  # None only once closed or completed, refused above
+            op.start()
 
-    def get_env(self) -> Any:
+    def get_env(self) -> Env:
         return fwd_env(get_env(self._rcvr))
 
     def close(self) -> None:
@@ -323,14 +333,14 @@ class ChildOp:
             self._op = None
             close_op(op)
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         if self._state == _COMPLETED:
             raise completed_twice(self, "set_value")
         self._state = _COMPLETED
         self._op = None
         self._rcvr.set_value(*vals)
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         if self._state == _COMPLETED:
             raise completed_twice(self, "set_error")
         self._state = _COMPLETED
@@ -355,13 +365,13 @@ class WriteEnvReceiver:
 
     __slots__ = ("_env", "set_error", "set_stopped", "set_value")
 
-    def __init__(self, rcvr: Any, written: Any) -> None:
+    def __init__(self, rcvr: Rcvr, written: Env) -> None:
         self.set_value = rcvr.set_value
         self.set_error = rcvr.set_error
         self.set_stopped = rcvr.set_stopped
         self._env = join_env(written, fwd_env(get_env(rcvr)))
 
-    def get_env(self) -> Any:
+    def get_env(self) -> Env:
         return self._env
 
 
@@ -378,11 +388,11 @@ class UnarySender(Sender[Any]):
     __slots__ = ("_child",)
     _child: Any
 
-    def get_env(self) -> Any:
+    def get_env(self) -> Env:
         return fwd_env(get_env(self._child))
 
     @property
-    def children(self) -> tuple[Any, ...]:
+    def children(self) -> tuple[object, ...]:
         return (self._child,)
 
 
@@ -394,15 +404,15 @@ class SchedulerAdaptorSender(UnarySender):
     """
 
     __slots__ = ("_sch",)
-    _sch: Any
+    _sch: Sched
 
     @property
-    def scheduler(self) -> Any:
+    def scheduler(self) -> Sched:
         """The scheduler the work runs on, or is transferred to."""
         return self._sch
 
     @property
-    def data(self) -> Any:
+    def data(self) -> Sched:
         return self._sch
 
 

@@ -24,7 +24,7 @@ SECONDS_ACCEPTED = (
 )
 
 
-def short_repr(x: Any, n: int = 40) -> str:
+def short_repr(x: object, n: int = 40) -> str:
     """``repr(x)``, cut to ``n`` characters (a 400-digit int stays readable)."""
     try:
         r = repr(x)

@@ -9,7 +9,6 @@ run time (docs/senders-adaptors.md).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
 
 from ._tags import _Signature, set_error_t, set_stopped_t, set_value_t
 
@@ -68,12 +67,12 @@ class completion_signatures:
         return sum(1 for s in self._sigs if type(s) is tag)
 
     @property
-    def value_types(self) -> list[tuple[Any, ...]]:
+    def value_types(self) -> list[tuple[object, ...]]:
         """The datum types of each value signature (``value_types_of_t``)."""
         return [s.args for s in self._sigs if type(s) is set_value_t]
 
     @property
-    def error_types(self) -> list[Any]:
+    def error_types(self) -> list[object]:
         """The error types (``error_types_of_t``)."""
         return [s.args[0] for s in self._sigs if type(s) is set_error_t]
 
@@ -93,7 +92,7 @@ class completion_signatures:
         return completion_signatures(*out)
 
 
-def get_completion_signatures(sndr: Any, env: Any = None) -> completion_signatures | None:
+def get_completion_signatures(sndr: object, env: object = None) -> completion_signatures | None:
     """The completion signatures of ``sndr`` in ``env``, or ``None`` when unknown
     ([exec.getcomplsigs]).
 

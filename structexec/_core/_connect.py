@@ -12,18 +12,23 @@ from __future__ import annotations
 
 import inspect
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _domain, _hooks
 from ._domain import get_domain_late, transform_sender
 from ._env import get_env
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ._contracts import OpState
 
 _CoroutineType = types.CoroutineType
 
 __all__ = ["connect"]
 
 
-def connect(sndr: Any, rcvr: Any) -> Any:
+def connect(sndr: Any, rcvr: object) -> Any:
     """Connect a sender to a receiver, giving an operation state ([exec.connect]).
 
     The sender is first transformed by its late domain when custom domains are in use; then
@@ -61,7 +66,7 @@ def connect(sndr: Any, rcvr: Any) -> Any:
 _receiver_types: set[type] = set()
 
 
-def _check_receiver(rcvr: Any) -> None:
+def _check_receiver(rcvr: object) -> None:
     """The receiver check of :func:`connect` for a class not seen yet: a completion method on
     the class (then remember the class) or on the instance, else ``TypeError``."""
     cls = type(rcvr)
@@ -78,14 +83,14 @@ def _check_receiver(rcvr: Any) -> None:
     )
 
 
-def _not_a_sender(sndr: Any) -> TypeError:
+def _not_a_sender(sndr: object) -> TypeError:
     return TypeError(
         f"connect() needs a sender, got {type(sndr).__name__}: a sender has a connect(rcvr) "
         "method (derive from sx.Sender) or is awaitable ([exec.snd.concepts])"
     )
 
 
-def connect_unchecked(sndr: Any, rcvr: Any) -> Any:
+def connect_unchecked(sndr: Any, rcvr: object) -> OpState:
     """:func:`connect` without the receiver check, for the library's own receivers."""
     if _domain._domains_on and (
         _domain._customize_all or getattr(sndr, "tag", None) in _domain._customized_tags
@@ -94,6 +99,7 @@ def connect_unchecked(sndr: Any, rcvr: Any) -> Any:
         sndr = transform_sender(get_domain_late(sndr, e), sndr, e)
     if type(sndr) is _CoroutineType:  # common, and it has no connect: skip the exception
         return _hooks.connect_awaitable(sndr, rcvr)
+    m: Callable[[object], OpState]
     try:
         m = sndr.connect
     except AttributeError:

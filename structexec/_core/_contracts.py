@@ -27,17 +27,120 @@ __all__ = [
     "AffineSender",
     "AwaitableSendersState",
     "CompletesInline",
+    "Env",
     "HandOff",
     "JoinWaiter",
     "LateDomain",
+    "OpState",
     "PerInstanceSigs",
     "ProxyQueryHooks",
     "RangeProxy",
+    "Rcvr",
+    "Sched",
+    "Sndr",
     "SubmitAnywhere",
     "SubmitCall",
     "TrioSchedulerMark",
     "TryQuery",
 ]
+
+
+# --------------------------------------------------------------------------- the basic shapes
+# Receivers, operation states, environments, senders and schedulers as the library's modules
+# see each other's. Completions are read-only ``Callable[..., None]`` members, so that a
+# receiver whose ``set_value`` takes exactly its values (or a slot holding another receiver's
+# bound method) satisfies ``Rcvr``.
+
+
+@runtime_checkable
+class Rcvr(Protocol):
+    """A receiver ([exec.recv]): ``set_value(*vals)``, ``set_error(err)``, ``set_stopped()``.
+
+    None of them may raise; exactly one is called, once ([exec.async.ops]). The environment
+    is asked through ``_env.get_env(rcvr)`` (``get_env()`` is optional).
+
+    Provided by: every receiver of the library (adaptors' child receivers, ``ChildOp``
+    operation states, ``_AwaitRcvr``, the task and scope receivers) and the user's receivers
+    given to ``connect``.
+
+    Called by: the operation states that complete them (the ``rcvr`` they were connected
+    with).
+    """
+
+    @property
+    def set_value(self) -> Callable[..., None]:
+        """Complete with values."""
+
+    @property
+    def set_error(self) -> Callable[..., None]:
+        """Complete with one error datum (never ``None``)."""
+
+    @property
+    def set_stopped(self) -> Callable[[], None]:
+        """Complete as stopped."""
+
+
+@runtime_checkable
+class OpState(Protocol):
+    """An operation state ([exec.opstate]): ``start()``, called at most once; never raises
+    (the library's raise ``RuntimeError`` when started twice).
+
+    Provided by: what ``connect`` returns, for every sender of the library and the user's.
+
+    Called by: whoever connected the sender (adaptors start their children's operations,
+    ``await``, ``sync_wait``, the scopes and the task driver).
+    """
+
+    def start(self) -> None:
+        """Start the operation; it may complete inside ``start``."""
+
+
+@runtime_checkable
+class Env(Protocol):
+    """An environment ([exec.queryable]): ``query(q, *args)`` answers ``q`` or raises
+    ``QueryError``. The answer is whatever the query is about, hence ``Any``.
+
+    Provided by: ``_env``'s environments (``prop``, ``env``, ``FWD-ENV``, ``JOIN-ENV``, ...),
+    receivers' and senders' ``get_env()``, schedulers (their attributes) and the user's.
+
+    Called by: the queries (``Query.__call__``) and ``_queries.query_or`` (which prefers the
+    ``TryQuery`` hook).
+    """
+
+    @property
+    def query(self) -> Callable[..., Any]:
+        """``query(q, *args)``: the answer to ``q``; ``QueryError`` when unsupported."""
+
+
+@runtime_checkable
+class Sndr(Protocol):
+    """A sender with ``connect`` ([exec.snd.concepts]); awaitables are senders too, so code
+    that takes any sender annotates ``object`` and converts it first.
+
+    Provided by: every sender class of the library (``Sender`` subclasses) and the user's.
+
+    Called by: ``_connect.connect`` and the adaptors that connect their children.
+    """
+
+    @property
+    def connect(self) -> Callable[..., OpState]:
+        """Connect the sender to a receiver; returns the operation state."""
+
+
+@runtime_checkable
+class Sched(Protocol):
+    """A scheduler ([exec.sched]): ``schedule()`` returns a sender that completes on one of the
+    scheduler's agents.
+
+    Provided by: ``inline_scheduler``, ``trio_scheduler``, the task scheduler,
+    ``parallel_scheduler`` and the user's.
+
+    Called by: the adaptors that hop (``starts_on``, ``continues_on``, ``affine_on``) and the
+    task driver.
+    """
+
+    def schedule(self) -> Sndr:
+        """A sender completing on the scheduler."""
 
 
 @runtime_checkable

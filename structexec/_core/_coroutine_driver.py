@@ -53,8 +53,9 @@ awaitable.
 from __future__ import annotations
 
 import contextvars
+import enum
 from collections.abc import Generator
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 from . import _hooks
 from ._connect import connect_unchecked as connect
@@ -65,29 +66,73 @@ from ._protocol import completed_twice, twice_started
 from ._queries import _MISSING
 from ._values import send_result
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Collection
+    from typing import ClassVar, Protocol
+
+    from typing_extensions import Self
+
+    from ._contracts import Env, Rcvr
+
+    class Steppable(Protocol):
+        """A coroutine (or generator-like object) the loop steps."""
+
+        def send(self, value: object, /) -> object: ...
+        def throw(self, exc: Any, /) -> object: ...
+        def close(self) -> object: ...
+
+    class LoopFrame(Protocol):
+        """What the loop uses of a frame (``_Frame`` here, the task driver's ``TaskFrame``)."""
+
+        #: The coroutine; cleared (``None``) once the frame has ended, never stepped again.
+        coro: Steppable | None
+        #: ``UNWIND_NONE``, ``UNWIND_STOP`` or a subclass's reason.
+        unwinding: int
+
+        def _unlink(self) -> None: ...
+
+        @property
+        def child_frame(self) -> Callable[..., Self | None]: ...
+
+    class JustLike(Protocol):
+        """``just``'s sender as the loop reads it (``CoroutineLoop.just_type``)."""
+
+        tag: ClassVar[object]
+
+        @property
+        def _vals(self) -> tuple[object, ...]: ...
+
 __all__: list[str] = []
+
+F = TypeVar("F", bound="LoopFrame")
 
 _driver_state = _hooks.driver_state
 
 # Completion kinds inside the loop (``PENDING``: the awaited operation has not completed).
 PENDING, SEND, THROW, STOP = 0, 1, 2, 3
 # What CoroutineLoop._step returns when the loop must wait, or the root frame finished.
-SUSPEND: Any = object()
-DONE: Any = object()
+SUSPEND: Final = object()
+DONE: Final = object()
+
+
+class _Raise(enum.Enum):
+    RAISE = "RAISE"
+
+
 # What a hook returns to make the loop re-raise the exception being handled.
-RAISE: Any = object()
+RAISE: Final = _Raise.RAISE
 # What CoroutineLoop.await_sender yields to the loop.
-_AWAIT: Any = object()
+_AWAIT: Final = object()
 # Frame.unwinding: not unwinding, or unwinding because Stopped was thrown into the body.
 UNWIND_NONE, UNWIND_STOP = 0, 1
 
 
-def _coro_name(coro: Any) -> str:
+def _coro_name(coro: object) -> str:
     q = getattr(coro, "__qualname__", None)
     return f"the coroutine {q}" if isinstance(q, str) else "the coroutine"
 
 
-def _what_was_awaited(y: Any) -> tuple[str, bool]:
+def _what_was_awaited(y: object) -> tuple[str, bool]:
     """What an awaitable that yielded ``y`` to the loop was, in words; ``True`` for asyncio."""
     if hasattr(y, "_asyncio_future_blocking"):  # asyncio's (and uvloop's) futures and tasks
         return f"an asyncio future ({y!r})", True
@@ -99,7 +144,7 @@ def _what_was_awaited(y: Any) -> tuple[str, bool]:
     return f"an awaitable that is not a structexec sender (it yielded {y!r})", False
 
 
-def foreign_await_message(y: Any) -> str:
+def foreign_await_message(y: object) -> str:
     """The message of the ``RuntimeError`` thrown into a coroutine that structexec drives off
     the trio scheduler when it awaits something other than a sender (it yielded ``y``)."""
     what, asyncio = _what_was_awaited(y)
@@ -141,7 +186,7 @@ class HostMark:
 
     __slots__ = ("stopped", "task")
 
-    def __init__(self, task: Any) -> None:
+    def __init__(self, task: object) -> None:
         self.task = task
         self.stopped = False
 
@@ -152,7 +197,7 @@ host_mark: contextvars.ContextVar[HostMark | None] = contextvars.ContextVar(
 )
 
 
-class CoroutineLoop:
+class CoroutineLoop(Generic[F]):
     """The one loop that steps coroutines awaiting senders (see the module docstring).
 
     The loop steps ``top``, the last of ``frames`` (objects with ``coro``, the coroutine, and
@@ -184,30 +229,30 @@ class CoroutineLoop:
 
     __slots__ = ("data", "frames", "gate", "kind", "op", "sndr", "top")
 
-    just_type: Any = None
-    frame_type: Any = None
-    plain_types: Any = None
-    check: Any = None
+    just_type: type[JustLike] | None = None
+    frame_type: type | None = None
+    plain_types: Collection[type] | None = None
+    check: Callable[[object, F], None] | None = None  # set together with plain_types
 
-    def __init__(self, top: Any) -> None:
+    def __init__(self, top: F) -> None:
         self.top = top
-        self.frames: list[Any] = [top]
+        self.frames: list[F] = [top]
         self.kind = PENDING
-        self.data: Any = None
-        self.sndr: Any = None
-        self.gate: Any = None
-        self.op: Any = None
+        self.data: object = None
+        self.sndr: object = None
+        self.gate: dict[int, None] | None = None
+        self.op: object = None
 
     # -- the coroutine side ------------------------------------------------------------------
 
-    def await_sender(self, sndr: Any) -> Generator[Any, Any, Any]:
+    def await_sender(self, sndr: object) -> Generator[object, object, Any]:
         """``await sndr`` in a coroutine this loop steps: hand ``sndr`` to the loop."""
         self.sndr = sndr
         return (yield _AWAIT)
 
     # -- receiver of the awaited operation ---------------------------------------------------
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         if self.kind:
             raise completed_twice(self, "set_value")
         n = len(vals)
@@ -217,7 +262,7 @@ class CoroutineLoop:
         if g is not None and g.pop(0, _MISSING) is _MISSING:
             self._resume()
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         if self.kind:
             raise completed_twice(self, "set_error")
         self.data = err if isinstance(err, BaseException) else ErrorValue(err)
@@ -239,7 +284,7 @@ class CoroutineLoop:
 
     # -- the loop ------------------------------------------------------------------------------
 
-    def run_loop_from(self, kind: int, data: Any) -> None:
+    def run_loop_from(self, kind: int, data: object) -> None:
         self.kind = kind
         self.data = data
         self._loop()
@@ -250,9 +295,16 @@ class CoroutineLoop:
         self.data = self.op = None
         self._step(kind, data)
 
-    def _step(self, kind: int, data: Any) -> Any:
+    def _step(self, kind: int, data: object) -> object:
         """Step frames until the loop must wait (``SUSPEND``), it is done (``DONE``) or a hook
         asks to return something else (``_yielded``)."""
+        # The one hot loop of the package, kept as one function on purpose (its cyclomatic
+        # complexity is about 30): every ``await`` in a coroutine or task driven off trio goes
+        # round it once, and the common cases (``await just(...)``, a sender that completes
+        # inside ``start``, an awaited task pushed as a frame, a frame that returns) must stay
+        # free of method calls and of attribute reloads: the loop state lives in locals
+        # (``fr``, ``coro``, ``kind``, ``data``), which a helper would have to return and
+        # reload. Only the rare paths (foreign yields, errors, interrupts) call the hooks.
         ds = _driver_state
         fr = self.top
         coro = fr.coro
@@ -261,19 +313,20 @@ class CoroutineLoop:
         plain = self.plain_types
         check = self.check
         k: int
-        d: Any
+        d: object
+        sndr: Any  # dispatched on its exact type below
         while True:
             prev = ds.driver
             ds.driver = self
             try:
                 if kind == SEND:
-                    y = coro.send(data)
+                    y = coro.send(data)  # type: ignore[union-attr]  # a live frame's
                 elif kind == THROW:
-                    y = coro.throw(data)
+                    y = coro.throw(data)  # type: ignore[union-attr]
                 else:
                     # Stopped: unwind the body; it is never resumed with a value (docs/task.md).
                     fr.unwinding = UNWIND_STOP
-                    y = coro.throw(Stopped())
+                    y = coro.throw(Stopped())  # type: ignore[union-attr]
             except StopIteration as si:
                 ds.driver = prev
                 if fr.unwinding == UNWIND_STOP:
@@ -323,7 +376,7 @@ class CoroutineLoop:
                             continue
                     try:
                         if plain is not None and ts not in plain:
-                            check(sndr, fr)
+                            check(sndr, fr)  # type: ignore[misc]  # set with plain_types
                         op = connect(sndr, self)
                     except Exception as e:
                         kind, data = THROW, e
@@ -367,7 +420,7 @@ class CoroutineLoop:
                 self._complete(fr, k, d)
                 return DONE
             fr._unlink()
-            fr.coro = None
+            fr.coro = None  # ended: never stepped again
             frames.pop()
             self.top = fr = frames[-1]
             coro = fr.coro
@@ -377,25 +430,25 @@ class CoroutineLoop:
 
     # -- hooks (the generic driver's behaviour; see the class docstring) -----------------------
 
-    def _suspending(self, sndr: Any, fr: Any) -> None:
+    def _suspending(self, sndr: object, fr: F) -> None:
         pass
 
-    def _yielded(self, fr: Any, y: Any) -> tuple[int, Any]:
+    def _yielded(self, fr: F, y: object) -> tuple[int, object]:
         return THROW, RuntimeError(foreign_await_message(y))
 
-    def _returned(self, fr: Any, v: Any) -> tuple[int, Any]:
+    def _returned(self, fr: F, v: object) -> tuple[int, object]:
         return SEND, v
 
-    def _error(self, fr: Any, e: Exception) -> BaseException:
+    def _error(self, fr: F, e: Exception) -> BaseException:
         return e
 
-    def _raised(self, fr: Any, e: BaseException) -> Any:
+    def _raised(self, fr: F, e: BaseException) -> tuple[int, object] | _Raise | None:
         return RAISE
 
-    def _complete(self, fr: Any, kind: int, data: Any) -> None:
+    def _complete(self, fr: F, kind: int, data: object) -> None:
         raise NotImplementedError
 
-    def _name(self, fr: Any) -> str:
+    def _name(self, fr: F) -> str:
         return _coro_name(fr.coro)
 
 
@@ -404,12 +457,18 @@ class _Frame:
 
     __slots__ = ("coro", "unwinding")
 
-    def __init__(self, coro: Any) -> None:
-        self.coro = coro
+    def __init__(self, coro: Steppable) -> None:
+        self.coro: Steppable | None = coro
         self.unwinding = UNWIND_NONE
 
+    def _unlink(self) -> None:  # never called: the one frame is the first
+        pass
 
-class CoroutineDriver(CoroutineLoop):
+    def child_frame(self, sndr: object, loop: object) -> _Frame | None:
+        return None  # never called: frame_type is None
+
+
+class CoroutineDriver(CoroutineLoop[_Frame]):
     """Drive ``coro`` to completion into ``rcvr`` (the one-frame :class:`CoroutineLoop`).
 
     ``rcvr`` receives the outcome: ``set_value(v)`` for a returned ``v`` (``set_value()`` for
@@ -423,7 +482,7 @@ class CoroutineDriver(CoroutineLoop):
 
     __slots__ = ("_env", "_rcvr", "_started")
 
-    def __init__(self, coro: Any, rcvr: Any, env: Any = None) -> None:
+    def __init__(self, coro: Steppable, rcvr: Rcvr, env: Env | None = None) -> None:
         if not (hasattr(coro, "send") and hasattr(coro, "throw")):
             raise TypeError(
                 f"CoroutineDriver needs a coroutine (an object with send() and throw()), "
@@ -435,7 +494,7 @@ class CoroutineDriver(CoroutineLoop):
         self._env = fwd_env(get_env(rcvr)) if env is None else env
         self._started = False
 
-    def get_env(self) -> Any:
+    def get_env(self) -> Env:
         return self._env
 
     def start(self) -> None:
@@ -452,7 +511,7 @@ class CoroutineDriver(CoroutineLoop):
             if close is not None:
                 close()
 
-    def _complete(self, fr: Any, kind: int, data: Any) -> None:
+    def _complete(self, fr: _Frame, kind: int, data: object) -> None:
         rcvr = self._rcvr
         if kind == SEND:
             send_result(rcvr, data)

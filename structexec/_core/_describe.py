@@ -62,7 +62,7 @@ def format_site(site: Site, full: bool = False) -> str | None:
     return f"{fn if full else os.path.basename(fn)}:{line}"
 
 
-def describe_callable(fn: Any) -> str:
+def describe_callable(fn: object) -> str:
     """A function by its qualified name (``Parser.parse``, ``main.<locals>.<lambda>``); a
     ``functools.partial`` as ``partial(name, ...)``; anything else by a short ``repr``."""
     func = getattr(fn, "func", None)
@@ -78,7 +78,7 @@ def _short(s: str, n: int) -> str:
     return s if len(s) <= n else s[: n - 3] + "..."
 
 
-def _data(d: Any) -> str:
+def _data(d: object) -> str:
     if d is None:
         return ""
     if isinstance(d, tuple):
@@ -89,13 +89,13 @@ def _data(d: Any) -> str:
 _SCHEDULER_NAMES = {"_TrioScheduler": "trio_scheduler", "_RunLoopScheduler": "run_loop"}
 
 
-def scheduler_label(sch: Any) -> str:
+def scheduler_label(sch: object) -> str:
     """A scheduler by its kind: ``trio_scheduler``, ``parallel_scheduler``, ..."""
     n = type(sch).__name__
     return _SCHEDULER_NAMES.get(n, n.lstrip("_"))
 
 
-def _data_item(x: Any) -> str:
+def _data_item(x: object) -> str:
     if hasattr(x, "schedule"):  # a scheduler: its kind is enough
         return scheduler_label(x)
     if callable(x):
@@ -141,7 +141,7 @@ def _describe(s: Any, depth: int) -> str:
     return f"{name}({', '.join(inner)})"
 
 
-def describe(sndr: Any) -> str:
+def describe(sndr: object) -> str:
     """A one-line description of ``sndr``: ``just(1) | then(parse)``, ``when_all(a, b)``,
     ``schedule_after(parallel_scheduler, 5.0)``, ``handle() (coroutine)``."""
     try:

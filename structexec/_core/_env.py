@@ -11,7 +11,7 @@ raises ``QueryError`` when it does not support ``q``. The queries themselves (th
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from ._queries import (
     _MISSING,
@@ -23,6 +23,11 @@ from ._queries import (
     query_or,
 )
 from ._tags import set_error_t
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ._contracts import Env, Sched
 
 __all__ = ["env", "get_env", "prop"]
 
@@ -41,10 +46,10 @@ class TryEnv:
     __slots__ = ()
     _unsupported: ClassVar[str] = "the environment does not support {q!r}"
 
-    def _sx_try(self, q: Any, default: Any) -> Any:
+    def _sx_try(self, q: object, default: object) -> object:
         return default
 
-    def query(self, q: Any, *args: Any) -> Any:
+    def query(self, q: object, *args: object) -> object:
         r = self._sx_try(q, _MISSING)
         if r is _MISSING:
             raise QueryError(self._unsupported.format(q=q, self=self))
@@ -60,7 +65,7 @@ class _EmptyEnv(TryEnv):
         return "env()"
 
 
-EMPTY_ENV: Any = _EmptyEnv()
+EMPTY_ENV = _EmptyEnv()
 
 
 class prop(Generic[T]):
@@ -70,22 +75,22 @@ class prop(Generic[T]):
     """
 
     __slots__ = ("_q", "_v")
-    _q: Any
+    _q: object
     _v: T
 
-    def __init__(self, query: Any, value: T) -> None:
+    def __init__(self, query: object, value: T) -> None:
         object.__setattr__(self, "_q", query)
         object.__setattr__(self, "_v", value)
 
-    def __setattr__(self, name: str, value: Any) -> None:
+    def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("prop is immutable")
 
-    def query(self, q: Any, *args: Any) -> Any:
+    def query(self, q: object, *args: object) -> T:
         if q is self._q or q == self._q:
             return self._v
         raise QueryError(f"prop({self._q!r}, ...) does not support {q!r}")
 
-    def _sx_try(self, q: Any, default: Any) -> Any:
+    def _sx_try(self, q: object, default: object) -> object:
         if q is self._q or q == self._q:
             return self._v
         return default
@@ -103,9 +108,9 @@ class env:
     """
 
     __slots__ = ("_envs",)
-    _envs: tuple[Any, ...]
+    _envs: tuple[Env, ...]
 
-    def __init__(self, *envs: Any) -> None:
+    def __init__(self, *envs: Env) -> None:
         for i, e in enumerate(envs):
             if not callable(getattr(e, "query", None)):
                 raise TypeError(
@@ -114,10 +119,10 @@ class env:
                 )
         object.__setattr__(self, "_envs", envs)
 
-    def __setattr__(self, name: str, value: Any) -> None:
+    def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("env is immutable")
 
-    def query(self, q: Any, *args: Any) -> Any:
+    def query(self, q: object, *args: object) -> Any:
         for e in self._envs:
             m = getattr(e, "query", None)
             if m is None:
@@ -128,7 +133,7 @@ class env:
                 continue
         raise QueryError(f"no sub-environment of {self!r} supports {q!r}")
 
-    def _sx_try(self, q: Any, default: Any) -> Any:
+    def _sx_try(self, q: object, default: object) -> object:
         for e in self._envs:
             r = query_or(e, q, _MISSING)
             if r is not _MISSING:
@@ -144,23 +149,23 @@ class _FwdEnv:
 
     __slots__ = ("_e",)
 
-    def __init__(self, e: Any) -> None:
+    def __init__(self, e: Env) -> None:
         self._e = e
 
-    def query(self, q: Any, *args: Any) -> Any:
+    def query(self, q: object, *args: object) -> object:
         if getattr(q, "forwarding", False) is True or forwarding_query(q):
             m = getattr(self._e, "query", None)
             if m is not None:
                 return m(q, *args)
         raise QueryError(f"{q!r} is not supported (non-forwarding queries do not cross adaptors)")
 
-    def _sx_try(self, q: Any, default: Any) -> Any:
+    def _sx_try(self, q: object, default: object) -> object:
         if getattr(q, "forwarding", False) is True or forwarding_query(q):
             return query_or(self._e, q, default)
         return default
 
 
-def fwd_env(e: Any) -> Any:
+def fwd_env(e: Env) -> Env:
     """``FWD-ENV(e)``, avoiding a second wrapper around an already forwarding-only env."""
     if type(e) is _FwdEnv or e is EMPTY_ENV:
         return e
@@ -172,11 +177,11 @@ class _JoinEnv:
 
     __slots__ = ("_a", "_b")
 
-    def __init__(self, a: Any, b: Any) -> None:
+    def __init__(self, a: Env, b: Env) -> None:
         self._a = a
         self._b = b
 
-    def query(self, q: Any, *args: Any) -> Any:
+    def query(self, q: object, *args: object) -> object:
         if args:
             try:
                 return self._a.query(q, *args)
@@ -190,14 +195,14 @@ class _JoinEnv:
             raise QueryError(f"{q!r} is not supported")
         return m(q)
 
-    def _sx_try(self, q: Any, default: Any) -> Any:
+    def _sx_try(self, q: object, default: object) -> object:
         r = query_or(self._a, q, _MISSING)
         if r is not _MISSING:
             return r
         return query_or(self._b, q, default)
 
 
-def join_env(a: Any, b: Any) -> Any:
+def join_env(a: Env, b: Env) -> Env:
     """``JOIN-ENV(a, b)``, skipping empty sides."""
     if a is EMPTY_ENV:
         return b
@@ -206,12 +211,12 @@ def join_env(a: Any, b: Any) -> Any:
     return _JoinEnv(a, b)
 
 
-def get_env(obj: Any) -> Any:
+def get_env(obj: object) -> Env:
     """``get_env(o)``: ``o.get_env()`` if defined, else ``env()`` ([exec.get.env]).
 
     For a sender this is its *attributes*; for a receiver its *environment*.
     """
-    m = getattr(obj, "get_env", None)
+    m: Callable[[], Env] | None = getattr(obj, "get_env", None)
     if m is None:
         return EMPTY_ENV
     return m()
@@ -226,10 +231,10 @@ class _SchedAttrs(TryEnv):
     __slots__ = ("_sch",)
     _unsupported = "scheduler attributes do not support {q!r}"
 
-    def __init__(self, sch: Any) -> None:
+    def __init__(self, sch: Sched) -> None:
         self._sch = sch
 
-    def _sx_try(self, q: Any, default: Any) -> Any:
+    def _sx_try(self, q: object, default: object) -> object:
         if type(q) is get_completion_scheduler_t:
             return default if q.tag is set_error_t else self._sch
         if q is get_domain:
@@ -243,10 +248,10 @@ class _SchedEnv(TryEnv):
     __slots__ = ("_sch",)
     _unsupported = "scheduler environment does not support {q!r}"
 
-    def __init__(self, sch: Any) -> None:
+    def __init__(self, sch: Sched) -> None:
         self._sch = sch
 
-    def _sx_try(self, q: Any, default: Any) -> Any:
+    def _sx_try(self, q: object, default: object) -> object:
         if q is get_scheduler:
             return self._sch
         if q is get_domain:

@@ -10,31 +10,42 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Generator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    from ._contracts import OpState
+
+    class AwaitDriver(Protocol):
+        """A coroutine loop that takes ``await sndr`` itself (``CoroutineLoop``); the result
+        is the awaited sender's value, of whatever type the sender sends."""
+
+        def await_sender(self, sndr: object) -> Generator[object, object, Any]: ...
 
 
-def _no_await(sndr: Any) -> Generator[Any, Any, Any]:
+def _no_await(sndr: object) -> Generator[object, object, Any]:
     raise RuntimeError(
         "awaiting a sender needs the trio bridge; import structexec (the package), "
         "not only its private modules"
     )
 
 
-def _no_connect_awaitable(aw: Any, rcvr: Any) -> Any:
+def _no_connect_awaitable(aw: object, rcvr: object) -> OpState:
     raise TypeError(
         f"{type(aw).__name__} is an awaitable, and awaitables become senders only once "
         "the trio bridge is loaded (import structexec)"
     )
 
 
-def _never(*args: Any) -> bool:
+def _never(*args: object) -> bool:
     return False
 
 
 #: ``await_sender(sndr)`` returns the generator behind ``Sender.__await__``.
-await_sender: Callable[[Any], Generator[Any, Any, Any]] = _no_await
+await_sender: Callable[[object], Generator[object, object, Any]] = _no_await
 #: ``connect_awaitable(aw, rcvr)`` connects a coroutine or other awaitable ([exec.connect]).
-connect_awaitable: Callable[[Any, Any], Any] = _no_connect_awaitable
+connect_awaitable: Callable[[Any, object], OpState] = _no_connect_awaitable
 #: ``on_trio_thread()`` is True on a thread that is running ``trio.run``.
 on_trio_thread: Callable[[], bool] = _never
 
@@ -49,7 +60,7 @@ class _DriverState(threading.local):
     the trio path. Outside such a driver it is ``None``.
     """
 
-    driver: Any = None
+    driver: AwaitDriver | None = None
 
 
 driver_state = _DriverState()

@@ -12,7 +12,7 @@ class attribute ``_sx_per_instance_sigs = True`` to be asked every time (``struc
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ._completion_signatures import completion_signatures, get_completion_signatures
 from ._env import prop
@@ -21,15 +21,18 @@ from ._queries import get_stop_token
 from ._stop_token import never_stop_token
 from ._tags import set_value_t
 
+if TYPE_CHECKING:
+    from ._contracts import Sched
+
 #: The environment the check asks the schedule sender about: an unstoppable stop token.
-UNSTOPPABLE_ENV: Any = prop(get_stop_token, never_stop_token())
+UNSTOPPABLE_ENV = prop(get_stop_token, never_stop_token())
 _ONLY_VALUE = completion_signatures(set_value_t())
 
 #: type -> None (infallible) or the reason it is not. Filled on first use of each type.
 _cache: dict[type, str | None] = {}
 
 
-def _reason(sch: Any) -> str | None:
+def _reason(sch: Sched) -> str | None:
     try:
         sndr = sch.schedule()
         sigs = get_completion_signatures(sndr, UNSTOPPABLE_ENV)
@@ -50,7 +53,7 @@ def _reason(sch: Any) -> str | None:
     return None
 
 
-def infallible_reason(sch: Any) -> str | None:
+def infallible_reason(sch: object) -> str | None:
     """``None`` if ``sch`` is an infallible scheduler, else why not (P3941R1 3.2)."""
     cls = type(sch)
     try:
@@ -67,7 +70,7 @@ def infallible_reason(sch: Any) -> str | None:
     return r
 
 
-def check_infallible(sch: Any, who: str) -> None:
+def check_infallible(sch: object, who: str) -> None:
     """Raise ``TypeError`` naming ``who`` unless ``sch`` is infallible
     (docs/senders-adaptors.md)."""
     r = infallible_reason(sch)

@@ -14,11 +14,17 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Generator
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, NoReturn, TypeVar, overload
 
 from . import _hooks
 from ._env import EMPTY_ENV
 from ._signature import DocumentedSignature
+
+if TYPE_CHECKING:
+    from typing import TypeGuard
+
+    from ._completion_signatures import completion_signatures
+    from ._contracts import Env, OpState, Rcvr, Sched
 
 __all__ = [
     "Closure",
@@ -42,12 +48,12 @@ In_contra = TypeVar("In_contra", contravariant=True)
 Out_co = TypeVar("Out_co", covariant=True)
 
 
-def set_value(rcvr: Any, *vals: Any) -> None:
+def set_value(rcvr: Rcvr, *vals: object) -> None:
     """Complete ``rcvr`` with values: ``rcvr.set_value(*vals)`` ([exec.set.value])."""
     rcvr.set_value(*vals)
 
 
-def set_error(rcvr: Any, err: Any) -> None:
+def set_error(rcvr: Rcvr, err: object) -> None:
     """Complete ``rcvr`` with one error datum ([exec.set.error], [exec.set.value],
     [exec.set.stopped], [exec.general]).
 
@@ -61,12 +67,12 @@ def set_error(rcvr: Any, err: Any) -> None:
     rcvr.set_error(err)
 
 
-def set_stopped(rcvr: Any) -> None:
+def set_stopped(rcvr: Rcvr) -> None:
     """Complete ``rcvr`` as stopped: ``rcvr.set_stopped()`` ([exec.set.stopped])."""
     rcvr.set_stopped()
 
 
-def start(op: Any) -> None:
+def start(op: OpState) -> None:
     """Start an operation state: ``op.start()`` ([exec.opstate.start]).
 
     An operation may complete inside ``start`` ([exec.async.ops]). Library operation states
@@ -91,26 +97,26 @@ class Sender(Generic[T_co]):
 
     __slots__ = ()
     sender_concept: ClassVar[bool] = True
-    tag: ClassVar[Any] = None
+    tag: ClassVar[object] = None
 
-    def connect(self, rcvr: Any) -> Any:
+    def connect(self, rcvr: Any) -> OpState:
         raise TypeError(f"{type(self).__name__} derives from sx.Sender but has no connect()")
 
-    def get_env(self) -> Any:
+    def get_env(self) -> Env:
         return EMPTY_ENV
 
-    def get_completion_signatures(self, env: Any = None) -> Any:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         return None
 
     @property
-    def data(self) -> Any:
+    def data(self) -> object:
         return None
 
     @property
-    def children(self) -> tuple[Any, ...]:
+    def children(self) -> tuple[object, ...]:
         return ()
 
-    def __await__(self) -> Generator[Any, Any, T_co]:
+    def __await__(self) -> Generator[object, object, T_co]:
         return _hooks.await_sender(self)
 
     if TYPE_CHECKING:
@@ -121,7 +127,7 @@ class Sender(Generic[T_co]):
         def __or__(self, c: MapClosure[T_co, R], /) -> Sender[R]: ...
         @overload
         def __or__(self, c: WidenClosure[R], /) -> Sender[T_co | R]: ...
-        def __or__(self, c: Any, /) -> Any: ...
+        def __or__(self, c: object, /) -> Sender[object]: ...
 
 
 class Receiver:
@@ -134,7 +140,7 @@ class Receiver:
     __slots__ = ()
     receiver_concept: ClassVar[bool] = True
 
-    def get_env(self) -> Any:
+    def get_env(self) -> Env:
         return EMPTY_ENV
 
 
@@ -150,13 +156,13 @@ class OperationState:
     def start(self) -> None:
         raise TypeError(f"{type(self).__name__} derives from sx.OperationState but has no start()")
 
-    def __copy__(self) -> Any:
+    def __copy__(self) -> NoReturn:
         raise TypeError(
             "operation states cannot be copied or moved ([exec.opstate.general]); connect the "
             "sender again instead"
         )
 
-    def __deepcopy__(self, memo: Any) -> Any:
+    def __deepcopy__(self, memo: object) -> NoReturn:
         raise TypeError(
             "operation states cannot be copied or moved ([exec.opstate.general]); connect the "
             "sender again instead"
@@ -268,7 +274,7 @@ def is_sender(x: object) -> bool:
     return inspect.isawaitable(x)
 
 
-def is_scheduler(x: object) -> bool:
+def is_scheduler(x: object) -> TypeGuard[Sched]:
     """True for schedulers: objects with a callable ``schedule()`` ([exec.sched])."""
     return callable(getattr(x, "schedule", None)) and not isinstance(x, type)
 

@@ -34,7 +34,7 @@ __all__ = [
     "get_stop_token",
 ]
 
-_MISSING: Any = object()
+_MISSING = object()
 
 
 class QueryError(LookupError):
@@ -58,13 +58,13 @@ class Query:
     forwarding: ClassVar[bool] = False
     __slots__ = ()
 
-    def __call__(self, e: Any, *args: Any) -> Any:
+    def __call__(self, e: object, *args: object) -> Any:
         m = getattr(e, "query", None)
         if m is None:
             raise QueryError(f"{type(e).__name__} is not an environment: it has no query() method")
         return m(self, *args)
 
-    def query(self, q: object, *args: Any) -> Any:
+    def query(self, q: object, *args: object) -> bool:
         if q is forwarding_query:
             return type(self).forwarding
         raise QueryError(f"query {self!r} does not answer {q!r}")
@@ -91,7 +91,7 @@ class _ForwardingQuery(Query):
 
     forwarding = False
 
-    def __call__(self, q: Any, *args: Any) -> bool:
+    def __call__(self, q: object, *args: object) -> bool:
         """``forwarding_query(q)``: is ``q`` forwarding? ([exec.fwd.env])."""
         fast = getattr(q, "forwarding", None)
         m = getattr(q, "query", None)
@@ -111,7 +111,7 @@ class _ForwardingQuery(Query):
 forwarding_query = _ForwardingQuery()
 
 
-def query_or(e: Any, q: Any, default: Any) -> Any:
+def query_or(e: object, q: object, default: object) -> Any:
     """``query-with-default``: ``q(e)`` if ``e`` supports it, else ``default``
     ([exec.snd.expos])."""
     f = getattr(e, "_sx_try", None)
@@ -142,7 +142,7 @@ class get_stop_token_t(_ForwardingStdQuery):
 
     __slots__ = ()
 
-    def __call__(self, e: Any, *args: Any) -> Any:
+    def __call__(self, e: object, *args: object) -> Any:
         r = query_or(e, self, _MISSING)
         if r is _MISSING:
             return never_stop_token()
@@ -152,7 +152,7 @@ class get_stop_token_t(_ForwardingStdQuery):
 class _NoDefaultQuery(_ForwardingStdQuery):
     __slots__ = ()
 
-    def __call__(self, e: Any, *args: Any) -> Any:
+    def __call__(self, e: object, *args: object) -> Any:
         m = getattr(e, "query", None)
         if m is None:
             raise QueryError(f"{type(e).__name__} is not an environment: it has no query() method")
@@ -211,7 +211,7 @@ class get_completion_scheduler_t(_NoDefaultQuery):
 
     __slots__ = ("tag",)
 
-    def __init__(self, tag: Any) -> None:
+    def __init__(self, tag: type) -> None:
         self.tag = tag
 
     def __repr__(self) -> str:
@@ -238,9 +238,9 @@ class _CompletionSchedulerFactory:
     __slots__ = ("_cache",)
 
     def __init__(self) -> None:
-        self._cache: dict[Any, get_completion_scheduler_t] = {}
+        self._cache: dict[object, get_completion_scheduler_t] = {}
 
-    def __getitem__(self, tag: Any) -> get_completion_scheduler_t:
+    def __getitem__(self, tag: object) -> get_completion_scheduler_t:
         q = self._cache.get(tag)
         if q is None:
             if tag not in (set_value_t, set_error_t, set_stopped_t):
@@ -282,12 +282,15 @@ class get_forward_progress_guarantee_t(Query):
 
     __slots__ = ()
 
-    def __call__(self, sch: Any, *args: Any) -> Any:
+    def __call__(self, sch: object, *args: object) -> forward_progress_guarantee:
         if not callable(getattr(sch, "schedule", None)):
             raise TypeError(
                 f"get_forward_progress_guarantee() needs a scheduler, got {type(sch).__name__}"
             )
-        return query_or(sch, self, forward_progress_guarantee.weakly_parallel)
+        r: forward_progress_guarantee = query_or(
+            sch, self, forward_progress_guarantee.weakly_parallel
+        )
+        return r
 
 
 get_forward_progress_guarantee = get_forward_progress_guarantee_t()

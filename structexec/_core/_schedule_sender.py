@@ -20,7 +20,7 @@ Nothing here imports trio.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ._completion_signatures import completion_signatures
 from ._env import TryEnv, get_env
@@ -28,6 +28,9 @@ from ._protocol import Sender, twice_started
 from ._queries import get_completion_scheduler, get_stop_token
 from ._stop_token import is_unstoppable
 from ._tags import set_stopped_t, set_value_t
+
+if TYPE_CHECKING:
+    from ._contracts import Env, Rcvr
 
 __all__: list[str] = []
 
@@ -46,7 +49,7 @@ class ScheduleOp:
 
     __slots__ = ("_enqueue", "_rcvr", "_started")
 
-    def __init__(self, enqueue: Callable[[Any], object], rcvr: Any) -> None:
+    def __init__(self, enqueue: Callable[[Any], object], rcvr: Rcvr) -> None:
         self._enqueue = enqueue
         self._rcvr = rcvr
         self._started = False
@@ -73,9 +76,9 @@ class ScheduleAttrs(TryEnv):
     _unsupported = "the schedule sender of {self._sch!r} does not support {q!r}"
 
     def __init__(self, sch: Any) -> None:
-        self._sch = sch
+        self._sch = sch  # Any: subclasses read their own scheduler's fields
 
-    def _sx_try(self, q: Any, default: Any) -> Any:
+    def _sx_try(self, q: object, default: object) -> object:
         if q is _VALUE_Q or q is _STOPPED_Q:
             return self._sch
         return default
@@ -94,14 +97,15 @@ class ScheduleSender(Sender[None]):
     _attrs_type: ClassVar[type[Any]] = ScheduleAttrs
 
     def __init__(self, sch: Any) -> None:
-        self._sch = sch
+        self._sch = sch  # Any: the subclasses read their own scheduler's fields
 
-    def get_env(self) -> Any:
+    def get_env(self) -> Env:
         """The attributes: ``get_completion_scheduler`` of value and stopped is the scheduler
         ([exec.get.compl.sched])."""
-        return self._attrs_type(self._sch)
+        attrs: Env = self._attrs_type(self._sch)
+        return attrs
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures:
         if env is not None and is_unstoppable(get_stop_token(env)):
             return completion_signatures(set_value_t())
         return completion_signatures(set_value_t(), set_stopped_t())

@@ -24,7 +24,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, ClassVar, NoReturn, Protocol, TypeVar, cast, runtime_checkable
+from typing import Any, ClassVar, NoReturn, Protocol, TypeVar, runtime_checkable
 
 from structexec._core._errors import terminate
 
@@ -42,6 +42,24 @@ __all__ = [
 _get_ident = threading.get_ident
 _CB = TypeVar("_CB", bound="_ClosesOnExit")
 _new_token = object.__new__
+
+
+class StopToken(Protocol):
+    """What the library asks of a stop token ([stoptoken.concepts]): ``stop_requested()`` and
+    ``stop_possible()``; a stoppable token's class also names ``callback_type``
+    (:func:`stop_callback_for`). ``inplace_stop_token``, ``never_stop_token`` and
+    ``combined_stop_token`` are the library's."""
+
+    def stop_requested(self) -> bool: ...
+    def stop_possible(self) -> bool: ...
+
+
+class StopSource(Protocol):
+    """What the library asks of a stop source (a task's ``stop_source_type``,
+    [stopsource.inplace]): ``get_token()`` and ``request_stop()``."""
+
+    def get_token(self) -> StopToken: ...
+    def request_stop(self) -> object: ...
 
 
 @runtime_checkable
@@ -363,7 +381,7 @@ class inplace_stop_source:
         return f"<inplace_stop_source {state}>"
 
 
-_NO_FN: Any = object()
+_NO_FN = object()
 
 
 class _noop_stop_callback:
@@ -468,7 +486,8 @@ def stop_callback_for(token: Any, fn: Callable[[], object]) -> StopCallback:
         return _NOOP_CALLBACK
     cb_type = getattr(cls, "callback_type", None)
     if cb_type is not None:
-        return cast(StopCallback, cb_type(token, fn))
+        cb: StopCallback = cb_type(token, fn)
+        return cb
     stop_possible = getattr(token, "stop_possible", None)
     if stop_possible is None:
         raise TypeError(f"{cls.__qualname__} is not a stop token: it has no stop_possible()")
@@ -505,8 +524,8 @@ class _CombinedCallback(_ClosesOnExit):
         # A one-element list: list.pop() is atomic, so exactly one of the two sides (or the
         # constructor's immediate run) gets ``fn``.
         self._fn = [fn]
-        self._ca: Any = None
-        self._cb: Any = None
+        self._ca: StopCallback | None = None
+        self._cb: StopCallback | None = None
         self._ca = stop_callback_for(token._a, self._fire)
         if self._fn:  # not fired yet by the first token: register on the second one too
             self._cb = stop_callback_for(token._b, self._fire)
@@ -539,7 +558,7 @@ class combined_stop_token:
     callback_type: ClassVar[type[_CombinedCallback]] = _CombinedCallback
     unstoppable: ClassVar[bool] = False
 
-    def __init__(self, a: Any, b: Any) -> None:
+    def __init__(self, a: StopToken, b: StopToken) -> None:
         self._a = a
         self._b = b
 

@@ -9,14 +9,12 @@ the tags.
 
 from __future__ import annotations
 
-from typing import Any
-
 __all__ = ["set_error_t", "set_stopped_t", "set_value_t"]
 
 
 class _Signature:
     __slots__ = ("args",)
-    args: tuple[Any, ...]
+    args: tuple[object, ...]
 
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and other.args == self.args  # type: ignore[attr-defined,unused-ignore]
@@ -37,7 +35,7 @@ class set_value_t(_Signature):
 
     __slots__ = ()
 
-    def __init__(self, *types: Any) -> None:
+    def __init__(self, *types: object) -> None:
         self.args = types
 
 
@@ -46,7 +44,7 @@ class set_error_t(_Signature):
 
     __slots__ = ()
 
-    def __init__(self, *types: Any) -> None:
+    def __init__(self, *types: object) -> None:
         if len(types) != 1:
             raise TypeError(f"set_error_t(E) takes exactly one error type, got {len(types)}")
         self.args = types
@@ -57,7 +55,7 @@ class set_stopped_t(_Signature):
 
     __slots__ = ()
 
-    def __init__(self, *types: Any) -> None:
+    def __init__(self, *types: object) -> None:
         if types:
             raise TypeError("set_stopped_t() takes no types")
         self.args = ()

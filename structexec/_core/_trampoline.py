@@ -13,20 +13,23 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._contracts import OpState
 
 MAX_DEPTH = 24
 
 
 class _Tramp(threading.local):
     depth = 0
-    queue: deque[Any] | None = None
+    queue: deque[OpState] | None = None
 
 
 _t = _Tramp()
 
 
-def trampoline_start(op: Any) -> None:
+def trampoline_start(op: OpState) -> None:
     """Start ``op`` now, or, when nested too deeply, as soon as this thread's stack unwinds."""
     t = _t
     d = t.depth
@@ -47,7 +50,7 @@ def trampoline_start(op: Any) -> None:
             drain(t, q)
 
 
-def drain(t: _Tramp, q: deque[Any]) -> None:
+def drain(t: _Tramp, q: deque[OpState]) -> None:
     """Start the queued operations, in order, at depth 1 (the outermost call's job).
 
     A ``start`` that raises (a ``BaseException`` from user code run inline, such as

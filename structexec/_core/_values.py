@@ -9,7 +9,10 @@ extension of the library, not part of the protocol (``_protocol``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._contracts import Rcvr
 
 __all__ = ["send_result", "values"]
 
@@ -24,14 +27,14 @@ class values(tuple):  # type: ignore[type-arg]
 
     __slots__ = ()
 
-    def __new__(cls, *xs: Any) -> values:
+    def __new__(cls, *xs: object) -> values:
         return tuple.__new__(cls, xs)
 
     def __repr__(self) -> str:
         return f"values{tuple.__repr__(self)}"
 
 
-def send_result(rcvr: Any, result: Any) -> None:
+def send_result(rcvr: Rcvr, result: object) -> None:
     """Complete ``rcvr`` with a function's or coroutine's result by the rule above: ``None``
     sends no datum, ``values(*xs)`` the datums ``xs``, anything else one datum. The one place
     that maps a coroutine's result to ``set_value`` (the coroutine loop, ``task``, coroutine

@@ -31,7 +31,7 @@ hook; structexec routes ``Sender.__await__`` to the promise instead).
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._core import _hooks
 from .._core._completion_signatures import get_completion_signatures
@@ -41,6 +41,18 @@ from .._core._errors import ErrorValue, terminate
 from .._core._protocol import completed_twice
 from .._core._queries import _MISSING, get_await_completion_adaptor, query_or
 from .._core._tags import set_value_t
+
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    from .._core._contracts import Env, OpState
+    from .._core._coroutine_driver import Steppable
+
+    class _Promise(Protocol):
+        """What a sender awaitable asks of its promise: ``unhandled_stopped()``; ``get_env()``
+        is read through ``_env.get_env`` ([exec.as.awaitable])."""
+
+        def unhandled_stopped(self) -> object: ...
 
 __all__ = ["as_awaitable", "sender_awaitable", "with_awaitable_senders"]
 
@@ -56,11 +68,11 @@ class _AwaitableReceiver:
     def __init__(self, aw: sender_awaitable) -> None:
         self._aw = aw
 
-    def get_env(self) -> Any:
+    def get_env(self) -> Env:
         # Only forwarding queries reach the promise's environment ([exec.as.awaitable]).
         return fwd_env(get_env(self._aw._promise))
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         aw = self._aw
         if aw._kind:
             raise completed_twice(self, "set_value")
@@ -69,7 +81,7 @@ class _AwaitableReceiver:
         aw._result = None if n == 0 else vals[0] if n == 1 else vals
         aw._resume_continuation()
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         aw = self._aw
         if aw._kind:
             raise completed_twice(self, "set_error")
@@ -100,18 +112,18 @@ class sender_awaitable:
 
     __slots__ = ("_continuation", "_kind", "_op", "_promise", "_result")
 
-    def __init__(self, sndr: Any, promise: Any) -> None:
+    def __init__(self, sndr: object, promise: _Promise) -> None:
         self._promise = promise
         self._kind = _PENDING
-        self._result: Any = None
-        self._continuation: Callable[[], Any] | None = None
-        self._op = connect(sndr, _AwaitableReceiver(self))
+        self._result: object = None
+        self._continuation: Callable[[], object] | None = None
+        self._op: OpState = connect(sndr, _AwaitableReceiver(self))
 
     @staticmethod
     def await_ready() -> bool:
         return False
 
-    def await_suspend(self, resume: Callable[[], Any]) -> None:
+    def await_suspend(self, resume: Callable[[], object]) -> None:
         """Start the operation; ``resume()`` is called when it completes (not for stopped)."""
         self._continuation = resume
         self._op.start()
@@ -122,7 +134,7 @@ class sender_awaitable:
             raise RuntimeError("a sender_awaitable completed before await_suspend() started it")
         c()
 
-    def await_resume(self) -> Any:
+    def await_resume(self) -> Any:  # the sender's value, of whatever type it sends
         kind = self._kind
         r = self._result
         self._result = None
@@ -134,12 +146,12 @@ class sender_awaitable:
             raise ErrorValue(r)
         raise RuntimeError(f"await_resume() on a sender_awaitable that is not done ({kind})")
 
-    def __await__(self) -> Generator[Any, Any, Any]:
+    def __await__(self) -> Generator[object, object, Any]:
         yield self
         return self.await_resume()
 
 
-def _is_awaitable_sender(sndr: Any, promise: Any) -> bool:
+def _is_awaitable_sender(sndr: object, promise: object) -> bool:
     """``awaitable-sender<S, P>``: a sender, at most one value signature, ``unhandled_stopped``."""
     if not callable(getattr(sndr, "connect", None)):
         return False
@@ -161,7 +173,7 @@ def _is_awaitable_sender(sndr: Any, promise: Any) -> bool:
     return True
 
 
-def as_awaitable(expr: Any, promise: Any) -> Any:
+def as_awaitable(expr: object, promise: _Promise) -> Any:
     """``as_awaitable(expr, promise)``: make ``expr`` awaitable in ``promise``'s coroutine.
 
     [exec.as.awaitable]. The first case that applies:
@@ -195,7 +207,7 @@ def as_awaitable(expr: Any, promise: Any) -> Any:
     return expr  # pragma: no cover - _is_awaitable_sender is true for every sender
 
 
-def _default_unhandled_stopped() -> Any:
+def _default_unhandled_stopped() -> object:
     terminate(
         "a sender awaited in a coroutine completed set_stopped() and the coroutine has no parent "
         "to report it to ([exec.with.awaitable.senders] unhandled_stopped)"
@@ -230,43 +242,45 @@ class with_awaitable_senders:
     """
 
     _sx_continuation: object = None
-    _sx_stopped_handler: Callable[[], Any] | None = None
+    _sx_stopped_handler: Callable[[], object] | None = None
 
-    def set_continuation(self, parent: Any) -> None:
+    def set_continuation(self, parent: object) -> None:
         """Record ``parent`` and its ``unhandled_stopped`` (if any) as the stopped handler."""
         self._sx_continuation = parent
         h = getattr(parent, "unhandled_stopped", None)
         self._sx_stopped_handler = h if callable(h) else None
 
-    def continuation(self) -> Any:
+    def continuation(self) -> object:
         """The parent recorded by :meth:`set_continuation` (``None`` if none)."""
         return self._sx_continuation
 
-    def unhandled_stopped(self) -> Any:
+    def unhandled_stopped(self) -> object:
         """Report "stopped" to the parent; with no parent handler, call the terminate handler."""
         h = self._sx_stopped_handler
         if h is None:
             return _default_unhandled_stopped()
         return h()
 
-    def await_transform(self, value: Any) -> Any:
+    def await_transform(self, value: object) -> Any:
         """``as_awaitable(value, self)`` ([exec.with.awaitable.senders], [exec.awaitable])."""
         return as_awaitable(value, self)
 
-    def get_env(self) -> Any:
+    def get_env(self) -> Env:
         """The environment awaited senders see (through forwarding queries only,
         [exec.as.awaitable])."""
         return EMPTY_ENV
 
     # The driver hook: Sender.__await__ asks the running driver for the awaiting generator.
-    def await_sender(self, sndr: Any) -> Generator[Any, Any, Any]:
+    def await_sender(self, sndr: object) -> Generator[object, object, Any]:
         aw = self.await_transform(sndr)
         if aw is sndr:  # pragma: no cover - a sender always becomes a sender_awaitable
             raise TypeError(f"{sndr!r} is not awaitable in this coroutine")
-        r: Generator[Any, Any, Any] = aw.__await__()
+        r: Generator[object, object, Any] = aw.__await__()
         return r
 
-    def step(self, coro: Any, value: Any = None, exc: BaseException | None = None) -> Any:
+    def step(
+        self, coro: Steppable, value: object = None, exc: BaseException | None = None
+    ) -> object:
         """Run one step of ``coro`` with this promise as the awaiting context (see class doc)."""
         ds = _hooks.driver_state
         prev = ds.driver

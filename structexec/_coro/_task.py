@@ -35,7 +35,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Coroutine, Generator
-from typing import Any, ParamSpec, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
 
 import trio.lowlevel as tl
 
@@ -92,6 +92,14 @@ from ._task_environment import (
     trio_run_of,
     with_error,
 )
+
+if TYPE_CHECKING:
+    from .._core._contracts import Env, Rcvr
+    from .._core._coroutine_driver import Steppable
+    from .._core._stop_token import StopCallback, StopSource, StopToken
+
+    #: A task's function and its arguments, kept until the task starts.
+    Factory = tuple[Callable[..., Steppable], tuple[object, ...], dict[str, object]]
 from ._task_scheduler import task_scheduler
 
 __all__ = ["allocator_arg", "change_coroutine_scheduler", "task", "with_error"]
@@ -104,7 +112,7 @@ _checkpoint = tl.checkpoint
 _NEVER = never_stop_token()
 
 
-def _is_forwarding(q: Any) -> bool:
+def _is_forwarding(q: object) -> bool:
     return getattr(q, "forwarding", False) is True or bool(forwarding_query(q))
 
 
@@ -124,9 +132,14 @@ class _TaskSender(Sender[T]):
     __slots__ = ("__weakref__", "_alloc", "_args", "_cfg", "_fn", "_kwargs")
 
     def __init__(
-        self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], cfg: Config, alloc: Any
+        self,
+        fn: Callable[..., Steppable],
+        args: tuple[object, ...],
+        kwargs: dict[str, object],
+        cfg: Config,
+        alloc: object,
     ) -> None:
-        self._fn = fn
+        self._fn: Callable[..., Steppable] | None = fn
         self._args = args
         self._kwargs = kwargs
         self._cfg = cfg
@@ -138,21 +151,22 @@ class _TaskSender(Sender[T]):
             "([task.class]); call the task function again for another run"
         )
 
-    def connect(self, rcvr: Any) -> _TaskOp:
+    def connect(self, rcvr: Rcvr) -> _TaskOp:
         """Connect once: a second ``connect`` raises ``RuntimeError`` ([exec.task]).
 
         Raises ``TypeError`` (and leaves the task connectable) when the receiver's environment
         provides no scheduler the task can use ([exec.task]).
         """
-        if self._fn is None:
+        fn = self._fn
+        if fn is None:
             raise self._consumed()
         op = _TaskOp(None, self._cfg, self._alloc, rcvr)  # may raise TypeError
-        op.factory = (self._fn, self._args, self._kwargs)
+        op.factory = (fn, self._args, self._kwargs)
         self._fn = None
         self._args = self._kwargs = None  # type: ignore[assignment]
         return op
 
-    def _take(self) -> Any:
+    def _take(self) -> Steppable:
         """The coroutine, for a parent task that runs this one on its own loop."""
         fn = self._fn
         if fn is None:
@@ -162,7 +176,7 @@ class _TaskSender(Sender[T]):
         self._args = self._kwargs = None  # type: ignore[assignment]
         return fn(*args, **kwargs)
 
-    def __await__(self) -> Generator[Any, Any, T]:
+    def __await__(self) -> Generator[object, object, T]:
         """``await t()``: inside a task, a frame of its loop; in a trio task, run right there.
 
         From plain trio code the body runs in the awaiting trio task itself, exactly as
@@ -175,18 +189,18 @@ class _TaskSender(Sender[T]):
         """
         d = _driver_state.driver
         if d is not None:
-            r: Generator[Any, Any, T] = d.await_sender(self)
+            r: Generator[object, object, T] = d.await_sender(self)
             return r
         if self._cfg.scheduler_type is task_scheduler and in_trio_run():
             return self._await_in_trio_task()
         r = _hooks.await_sender(self)
         return r
 
-    def _await_in_trio_task(self) -> Generator[Any, Any, Any]:
+    def _await_in_trio_task(self) -> Generator[object, object, Any]:
         run = current_run()
         holder = _Outcome(_TrioAwaitEnv(run, hosted_env.get()))
         op = self.connect(holder)
-        fn, args, kwargs = op.factory
+        fn, args, kwargs = op.factory  # type: ignore[misc]  # set by connect
         op.factory = None
         op.started = True
         op.coro = fn(*args, **kwargs)  # an argument error is raised at the await, as usual
@@ -212,7 +226,7 @@ class _TaskSender(Sender[T]):
             yield from _checkpoint().__await__()
         raise Stopped()
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         """``set_value_t(T)`` (or ``()``), the ``error_types``, ``set_stopped_t()`` ([exec.task]).
 
         ``T`` comes from ``@sx.task(result=T)`` or the function's return annotation; without
@@ -228,7 +242,7 @@ class _TaskSender(Sender[T]):
         return not self._cfg.inline
 
     @property
-    def data(self) -> Any:
+    def data(self) -> type | None:
         return self._cfg.environment
 
     def __repr__(self) -> str:
@@ -268,7 +282,14 @@ class _TaskOp:
         "unwinding",
     )
 
-    def __init__(self, coro: Any, cfg: Config, alloc: Any, rcvr: Any, ev: Any = _MISSING) -> None:
+    def __init__(
+        self,
+        coro: Steppable | None,
+        cfg: Config,
+        alloc: object,
+        rcvr: Rcvr | None,
+        ev: object = _MISSING,
+    ) -> None:
         self.coro = coro
         self.cfg = cfg
         self.rcvr = rcvr
@@ -283,23 +304,23 @@ class _TaskOp:
         # [task.state]: own-env, then the Environment object.
         env_cls = cfg.environment
         if env_cls is None:
-            self.environment: Any = None
+            self.environment: Env | None = None
         else:
             et = cfg.env_type
             own_env = et(ev) if et is not None else ev
             self.environment = env_cls() if cfg.env_arity == 0 else env_cls(own_env)
-        self.factory: Any = None
-        self.token: Any = None
-        self.source: Any = None
-        self.link: Any = None
-        self.driver: Any = None
+        self.factory: Factory | None = None
+        self.token: StopToken | None = None
+        self.source: StopSource | None = None
+        self.link: StopCallback | None = None
+        self.driver: Driver | None = None
         self.started = False
         self.unwinding = UNWIND_NONE
-        self.exit_error: Any = None
+        self.exit_error: object = None
 
     # -- the promise's environment -------------------------------------------------------------
 
-    def _sx_try(self, q: Any, default: Any) -> Any:
+    def _sx_try(self, q: object, default: object) -> object:
         if q is get_scheduler:
             return self.sched
         if q is get_stop_token:
@@ -311,7 +332,7 @@ class _TaskOp:
             return default
         return query_or(e, q, default)
 
-    def query(self, q: Any, *args: Any) -> Any:
+    def query(self, q: object, *args: object) -> object:
         if args:
             e = self.environment
             if e is not None and _is_forwarding(q):
@@ -326,12 +347,12 @@ class _TaskOp:
             )
         return r
 
-    def get_env(self) -> Any:
+    def get_env(self) -> _TaskOp:
         return self
 
     # -- stop token ---------------------------------------------------------------------------
 
-    def _link_token(self, st: Any, own: bool) -> None:
+    def _link_token(self, st: StopToken, own: bool) -> None:
         """Make the task's token mirror ``st`` ([exec.task]); ``own`` forces an own stop source."""
         sst = self.cfg.stop_source_type
         if not own and sst is inplace_stop_source:
@@ -359,7 +380,7 @@ class _TaskOp:
         if self.started:
             raise twice_started(self)
         self.started = True
-        fn, args, kwargs = self.factory
+        fn, args, kwargs = self.factory  # type: ignore[misc]  # set by connect
         self.factory = None
         try:
             self.coro = fn(*args, **kwargs)  # the body starts now ([exec.task])
@@ -406,10 +427,10 @@ class _TaskOp:
         except Exception:  # pragma: no cover - a broken sink: raise it instead
             return False
 
-    def _complete_root(self, kind: int, data: Any) -> None:
+    def _complete_root(self, kind: int, data: object) -> None:
         """Complete the receiver; the coroutine has finished ([exec.task], P3552R1 5 caveat 2)."""
         self._unlink()
-        rcvr = self.rcvr
+        rcvr: Rcvr = self.rcvr  # type: ignore[assignment]  # a root frame's, set until now
         self.rcvr = None
         try:
             if kind == SEND:
@@ -426,7 +447,7 @@ class _TaskOp:
 
     # -- a child frame ------------------------------------------------------------------------
 
-    def child_frame(self, sndr: _TaskSender[Any], drv: Driver) -> _TaskOp | None:
+    def child_frame(self, sndr: _TaskSender[object], drv: Driver) -> _TaskOp | None:
         """The frame that runs ``sndr``, a task awaited by this frame's body, on ``drv``'s loop.
 
         ``None`` when it would run on another scheduler: the driver then connects it as any
@@ -470,7 +491,7 @@ class _TaskOp:
         child.coro = sndr._take()  # may raise
         child.started = True
         child.driver = drv
-        child._link_token(tok, False)
+        child._link_token(tok, False)  # type: ignore[arg-type]  # a started frame's token
         return child
 
     def __repr__(self) -> str:
@@ -482,20 +503,20 @@ class _Outcome:
 
     __slots__ = ("data", "env", "kind")
 
-    def __init__(self, env: Any) -> None:
+    def __init__(self, env: Env) -> None:
         self.env = env
         self.kind = PENDING
-        self.data: Any = None
+        self.data: object = None
 
-    def get_env(self) -> Any:
+    def get_env(self) -> Env:
         return self.env
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         n = len(vals)
         self.data = vals[0] if n == 1 else (None if n == 0 else vals)
         self.kind = SEND
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         self.data = err
         self.kind = THROW
 
@@ -510,11 +531,11 @@ class _TrioAwaitEnv(TryEnv):
     __slots__ = ("_base", "_run")
     _unsupported = "the environment of an awaiting trio task does not support {q!r}"
 
-    def __init__(self, run: RunState, base: Any) -> None:
+    def __init__(self, run: RunState, base: Env | None) -> None:
         self._run = run
         self._base = base
 
-    def _sx_try(self, q: Any, default: Any) -> Any:
+    def _sx_try(self, q: object, default: object) -> object:
         if q is get_stop_token:
             return default  # the task makes its own, tied to trio cancellation
         if q is raised_sink:
@@ -546,13 +567,13 @@ class _HostSink:
     def __init__(self, op: _TaskOp) -> None:
         self._op = op
 
-    def get_env(self) -> Any:
+    def get_env(self) -> _TaskOp:
         return self._op
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         pass
 
-    def set_error(self, err: Any) -> None:  # pragma: no cover - _host_main never raises these
+    def set_error(self, err: object) -> None:  # pragma: no cover - _host_main never raises these
         if not self._finish_root(THROW, err):
             terminate(
                 "internal error: a task's trio host failed",
@@ -562,7 +583,7 @@ class _HostSink:
     def set_stopped(self) -> None:
         self._finish_root(STOP, None)
 
-    def _finish_root(self, kind: int, data: Any) -> bool:
+    def _finish_root(self, kind: int, data: object) -> bool:
         op = self._op
         if op.rcvr is None:
             return False  # the task completed its receiver (the normal case)
@@ -637,15 +658,19 @@ class task_t(Algorithm):
     @overload
     def __call__(self, fn: Callable[P, Coroutine[Any, Any, T]], /) -> Callable[P, Sender[T]]: ...
     @overload
-    def __call__(self, *, environment: Any = None, result: Any = ...) -> _TaskDecorator: ...
     def __call__(
-        self, fn: Any = _MISSING, *, environment: Any = None, result: Any = _MISSING
-    ) -> Any:
+        self, *, environment: type | None = None, result: object = ...
+    ) -> _TaskDecorator: ...
+    def __call__(
+        self, fn: object = _MISSING, *, environment: type | None = None, result: object = _MISSING
+    ) -> object:
         if fn is _MISSING:
             return lambda f: self._decorate(f, environment, result)
         return self._decorate(fn, environment, result)
 
-    def _decorate(self, fn: Any, environment: Any, result: Any) -> Any:
+    def _decorate(
+        self, fn: object, environment: type | None, result: object
+    ) -> Callable[..., _TaskSender[object]]:
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(
                 f"@sx.task decorates an `async def` function, got {type(fn).__name__} "
@@ -659,7 +684,7 @@ class task_t(Algorithm):
         cfg = Config(environment, result, name)
 
         @functools.wraps(fn)
-        def make(*args: Any, **kwargs: Any) -> _TaskSender[Any]:
+        def make(*args: object, **kwargs: object) -> _TaskSender[object]:
             alloc = find_allocator(args, name)
             if alloc is not _MISSING and cfg.allocator_type is not None:
                 at = cfg.allocator_type

@@ -31,17 +31,17 @@ hosting trio task, ``__await__``), where foreign yields (trio primitives) pass t
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 import trio.lowlevel as tl
 
 from .._algorithms._affine_on import completes_on
-from .._algorithms._just import just, just_error, just_stopped
+from .._algorithms._just import _JustSender, just, just_error, just_stopped
 from .._algorithms._read_env import read_env
 from .._core._completion_signatures import get_completion_signatures
 from .._core._connect import connect_unchecked as connect
-from .._core._coroutine_driver import DONE, RAISE, SUSPEND, CoroutineLoop
+from .._core._coroutine_driver import DONE, RAISE, SUSPEND, CoroutineLoop, _Raise
 from .._core._coroutine_driver import PENDING as PENDING
 from .._core._coroutine_driver import SEND as SEND
 from .._core._coroutine_driver import STOP as STOP
@@ -62,6 +62,11 @@ from ._task_environment import (
     trio_run_of,
     with_error,
 )
+
+if TYPE_CHECKING:
+    from .._core._contracts import Env, Sched
+    from .._core._coroutine_driver import Steppable
+    from .._core._stop_token import StopSource
 
 __all__: list[str] = []
 
@@ -86,23 +91,23 @@ class TaskFrame(Protocol):
     """
 
     #: The body: a coroutine, stepped with ``send``/``throw``; ``None`` once it has finished.
-    coro: Any
+    coro: Steppable | None
     #: What the task's Environment configured ([exec.task]): ``name``, ``exc_types`` (the
     #: ``error_types``), ``inline`` (``scheduler_type`` is ``inline_scheduler``),
     #: ``check_with_error``.
     cfg: Config
     #: ``SCHED`` ([exec.task]); ``change_coroutine_scheduler`` replaces it.
-    sched: Any
+    sched: Sched
     #: The task's own stop source, or ``None`` when it uses its receiver's token ([exec.task]).
-    source: Any
+    source: StopSource | None
     #: The driver running this frame; the root frame's is cleared when it completes.
-    driver: Any
+    driver: Driver | None
     #: ``UNWIND_NONE``, or why the body is being unwound: a stop, or ``with_error``.
     unwinding: int
     #: The error of ``await sx.with_error(e)`` while the body unwinds for it ([task.promise]).
-    exit_error: Any
+    exit_error: object
 
-    def query(self, q: Any, *args: Any) -> Any:
+    def query(self, q: object, *args: object) -> object:
         """The promise's environment ([exec.task]): ``get_scheduler``, ``get_stop_token``, ..."""
 
     def hand_over(self, exc: BaseException) -> bool:
@@ -116,11 +121,11 @@ class TaskFrame(Protocol):
     def _unlink(self) -> None:
         """Deregister the link from the receiver's stop token to the task's own stop source."""
 
-    def _complete_root(self, kind: int, data: Any) -> None:
+    def _complete_root(self, kind: int, data: object) -> None:
         """Complete the task's receiver: ``SEND`` a value, ``THROW`` an error, else stopped."""
 
 
-_JUST = type(just(0))
+_JUST = _JustSender
 
 #: Sender types known to have at most one value signature (no per-await check needed).
 _ONE_VALUE_SIG: set[type] = {
@@ -131,7 +136,7 @@ _ONE_VALUE_SIG: set[type] = {
 }
 
 
-def _check_awaitable(sndr: Any, env: Any) -> None:
+def _check_awaitable(sndr: object, env: object) -> None:
     """A sender with several value signatures is not awaitable ([exec.as.awaitable],
     [exec.task])."""
     try:
@@ -158,13 +163,13 @@ class _Hop:
     def __init__(self, drv: Driver) -> None:
         self._drv = drv
 
-    def get_env(self) -> Any:
+    def get_env(self) -> Env:
         return UNSTOPPABLE_ENV
 
     def set_value(self) -> None:
         self._drv._loop()
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         terminate(
             "an infallible scheduler's schedule() completed with an error on a task's hop back "
             "([exec.affine.on], P3941R1)",
@@ -177,7 +182,7 @@ class _Hop:
         self._drv._loop()
 
 
-class Driver(CoroutineLoop):
+class Driver(CoroutineLoop[TaskFrame]):
     """Steps a stack of task frames with the one loop, :class:`CoroutineLoop` (see the module
     docstring).
 
@@ -198,15 +203,15 @@ class Driver(CoroutineLoop):
         self.run = run
         self.mode = LOOP
         self.hop = False
-        self.task: Any = None
+        self.task: tl.Task | None = None
         self.cancelled = False
 
-    def get_env(self) -> Any:
+    def get_env(self) -> TaskFrame:
         return self.top
 
     # -- resuming after an await that did not complete inside start ---------------------------
 
-    def _suspending(self, sndr: Any, fr: TaskFrame) -> None:
+    def _suspending(self, sndr: object, fr: TaskFrame) -> None:
         # Decide the hop back onto SCHED (scheduler affinity, [exec.task]).
         if self.mode == TRIO or fr.cfg.inline:
             self.hop = False
@@ -231,11 +236,11 @@ class Driver(CoroutineLoop):
         self._loop()
 
     def _wake(self) -> None:
-        _reschedule(self.task)
+        _reschedule(self.task)  # type: ignore[arg-type]  # set by _trio_loop first
 
     # -- TRIO mode ------------------------------------------------------------------------------
 
-    def _trio_loop(self) -> Generator[Any, Any, None]:
+    def _trio_loop(self) -> Generator[object, object, None]:
         self.task = tl.current_task()
         kind, data = SEND, None
         while True:
@@ -255,12 +260,11 @@ class Driver(CoroutineLoop):
             except BaseException as e:
                 kind, data = THROW, e
 
-    def __await__(self) -> Generator[Any, Any, None]:
+    def __await__(self) -> Generator[object, object, None]:
         # The trio hosting operation awaits the driver: the body runs in that trio task.
-        r: Generator[Any, Any, None] = self._trio_loop()
-        return r
+        return self._trio_loop()
 
-    def _abort(self, raise_cancel: Any) -> Any:
+    def _abort(self, raise_cancel: object) -> tl.Abort:
         self.cancelled = True
         # The hosting trio task is being cancelled while an awaited sender runs: that is a stop
         # request (the awaited operation sees the task's token); keep waiting until it completes (an
@@ -280,7 +284,7 @@ class Driver(CoroutineLoop):
 
     # -- the task-specific hooks of the loop ------------------------------------------------------
 
-    def _yielded(self, fr: TaskFrame, y: Any) -> tuple[int, Any]:
+    def _yielded(self, fr: TaskFrame, y: Any) -> tuple[int, object]:  # dispatched on type(y)
         ty = type(y)
         if ty is with_error:
             why = fr.cfg.check_with_error(y.error)
@@ -300,7 +304,7 @@ class Driver(CoroutineLoop):
             return PENDING, y  # a trio primitive: _trio_loop passes it through to trio
         return THROW, RuntimeError(_foreign_message(fr, y))
 
-    def _returned(self, fr: TaskFrame, v: Any) -> tuple[int, Any]:
+    def _returned(self, fr: TaskFrame, v: object) -> tuple[int, object]:
         if fr.unwinding == _UNWIND_ERROR:
             return THROW, fr.exit_error
         if type(v) is with_error:
@@ -322,7 +326,7 @@ class Driver(CoroutineLoop):
             )
         return e
 
-    def _raised(self, fr: TaskFrame, e: BaseException) -> Any:
+    def _raised(self, fr: TaskFrame, e: BaseException) -> tuple[int, object] | _Raise | None:
         if isinstance(e, _ErrorExit):
             return THROW, fr.exit_error
         # trio.Cancelled (trio mode), KeyboardInterrupt, ...: never an error datum.
@@ -338,7 +342,7 @@ class Driver(CoroutineLoop):
             return RAISE
         return THROW, e
 
-    def _complete(self, fr: TaskFrame, kind: int, data: Any) -> None:
+    def _complete(self, fr: TaskFrame, kind: int, data: object) -> None:
         self._finish_root(fr, kind, data)
 
     def _name(self, fr: TaskFrame) -> str:
@@ -346,7 +350,7 @@ class Driver(CoroutineLoop):
 
     # -- frames -----------------------------------------------------------------------------
 
-    def _finish_root(self, fr: TaskFrame, kind: int, data: Any) -> None:
+    def _finish_root(self, fr: TaskFrame, kind: int, data: object) -> None:
         fr.coro = None
         fr.driver = None  # no reference cycle left behind
         self.sndr = self.data = None
@@ -354,7 +358,7 @@ class Driver(CoroutineLoop):
 
     # -- change_coroutine_scheduler (deprecated) ----------------------------------------------
 
-    def _change_scheduler(self, fr: TaskFrame, sch: Any) -> tuple[int, Any]:
+    def _change_scheduler(self, fr: TaskFrame, sch: Sched) -> tuple[int, object]:
         try:
             cfg = fr.cfg
             new = inline_scheduler() if cfg.inline else resolve_scheduler(cfg, sched_env(sch))
@@ -385,7 +389,7 @@ class Driver(CoroutineLoop):
 class _ChangeHop(_Hop):
     __slots__ = ("_old",)
 
-    def __init__(self, drv: Driver, old: Any) -> None:
+    def __init__(self, drv: Driver, old: Sched) -> None:
         super().__init__(drv)
         self._old = old
 
@@ -415,7 +419,7 @@ def _trio_off_loop_error(fr: TaskFrame, e: RuntimeError) -> RuntimeError:
     return err
 
 
-def _foreign_message(fr: TaskFrame, y: Any) -> str:
+def _foreign_message(fr: TaskFrame, y: object) -> str:
     return _off_trio_message(fr, f"it yielded {y!r}")
 
 

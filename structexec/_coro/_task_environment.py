@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 import warnings
 from collections.abc import Generator, Iterable
-from typing import Any, Generic, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
 from .._core import _hooks
 from .._core._completion_signatures import completion_signatures
@@ -24,6 +24,12 @@ from .._schedulers._inline_scheduler import inline_scheduler
 from .._trio._trio_bridge import RunState
 from .._trio._trio_scheduler import _TrioScheduler
 from ._task_scheduler import task_scheduler
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .._core._contracts import Sched
+    from .._core._stop_token import StopSource
 
 __all__ = ["allocator_arg", "change_coroutine_scheduler", "with_error"]
 
@@ -93,7 +99,7 @@ class with_error(Generic[T]):
     def type(self) -> type:
         return type(self.error)
 
-    def __await__(self) -> Generator[Any, Any, NoReturn]:
+    def __await__(self) -> Generator[object, object, NoReturn]:
         if not _in_task_body():
             raise TypeError(
                 "`await sx.with_error(e)` works only in the body of an @sx.task coroutine; "
@@ -121,7 +127,7 @@ class change_coroutine_scheduler:
 
     __slots__ = ("scheduler",)
 
-    def __init__(self, sch: Any) -> None:
+    def __init__(self, sch: Sched) -> None:
         warnings.warn(
             "change_coroutine_scheduler is deprecated (removed by P3941R1): await "
             "sx.starts_on(sch, nested_task()) or sx.on(sch, nested_task()) instead",
@@ -134,7 +140,7 @@ class change_coroutine_scheduler:
             )
         self.scheduler = sch
 
-    def __await__(self) -> Generator[Any, Any, Any]:
+    def __await__(self) -> Generator[object, object, Any]:
         if not _in_task_body():
             raise TypeError("`await sx.change_coroutine_scheduler(sch)` works only inside a task")
         return (yield self)
@@ -150,9 +156,9 @@ DEFAULT_ALLOC = _DefaultAllocator()
 # --------------------------------------------------------------------------- configuration
 
 
-def _normalise_error_types(et: Any) -> tuple[Any, ...]:
+def _normalise_error_types(et: object) -> tuple[object, ...]:
     sigs = list(et) if isinstance(et, (completion_signatures, Iterable)) else [et]
-    out: list[Any] = []
+    out: list[object] = []
     for s in sigs:
         if type(s) is not set_error_t:
             raise TypeError(
@@ -162,7 +168,7 @@ def _normalise_error_types(et: Any) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def _ctor_arity(cls: Any, what: str) -> int:
+def _ctor_arity(cls: type, what: str) -> int:
     """1 if ``cls(env)`` is valid, 0 if only ``cls()`` is (an Environment's constructor)."""
     try:
         sig = inspect.signature(cls)
@@ -202,16 +208,18 @@ class Config:
         "stop_source_type",
     )
 
-    def __init__(self, environment: Any, result: Any, name: str) -> None:
+    def __init__(self, environment: type | None, result: object, name: str) -> None:
         self.name = name
         self.environment = environment
         e = environment if environment is not None else object
-        self.scheduler_type: Any = getattr(e, "scheduler_type", task_scheduler)
-        self.stop_source_type: Any = getattr(e, "stop_source_type", inplace_stop_source)
-        self.allocator_type: Any = getattr(e, "allocator_type", None)
+        self.scheduler_type: type[Sched] = getattr(e, "scheduler_type", task_scheduler)
+        self.stop_source_type: Callable[[], StopSource] = getattr(
+            e, "stop_source_type", inplace_stop_source
+        )
+        self.allocator_type: type | None = getattr(e, "allocator_type", None)
         et = getattr(e, "error_types", None)
         if et is None:
-            self.err_types: tuple[Any, ...] = (Exception,)
+            self.err_types: tuple[object, ...] = (Exception,)
         else:
             self.err_types = _normalise_error_types(et)
         self.exc_types = tuple(
@@ -226,15 +234,17 @@ class Config:
         self.inline = self.scheduler_type is inline_scheduler
         # No Environment at all: a task awaited by a task takes a shortcut (_child_frame).
         self.plain = environment is None
-        self.env_type: Any = getattr(e, "env_type", None) if environment is not None else None
+        self.env_type: Callable[[object], object] | None = (
+            getattr(e, "env_type", None) if environment is not None else None
+        )
         self.env_arity = _ctor_arity(environment, "Environment") if environment is not None else 0
-        self.sigs: Any = None
+        self.sigs: completion_signatures | None = None
         if result is not _MISSING:
             vs = set_value_t() if result is None or result is type(None) else set_value_t(result)
             errs = [set_error_t(t) for t in self.err_types]
             self.sigs = completion_signatures(vs, *errs, set_stopped_t())
 
-    def check_with_error(self, e: Any) -> str | None:
+    def check_with_error(self, e: object) -> str | None:
         """Why ``with_error(e)`` does not fit ``error_types`` ([task.promise]), or ``None``."""
         matches = [t for t in self.err_types if not isinstance(t, type) or isinstance(e, t)]
         if len(matches) == 1:
@@ -253,11 +263,11 @@ class Config:
         )
 
 
-def tname(t: Any) -> str:
+def tname(t: object) -> str:
     return getattr(t, "__name__", repr(t))
 
 
-def resolve_scheduler(cfg: Config, ev: Any) -> Any:
+def resolve_scheduler(cfg: Config, ev: object) -> Sched:
     """``SCHED``: ``scheduler_type(get_scheduler(env))`` or ``scheduler_type()`` ([task.state])."""
     st = cfg.scheduler_type
     if cfg.inline:
@@ -288,8 +298,9 @@ def resolve_scheduler(cfg: Config, ev: Any) -> Any:
         return sch
     if type(sch) is task_scheduler and isinstance(sch.wrapped, st):
         return sch.wrapped
+    build: Callable[..., Sched] = st  # scheduler_type(sch), or scheduler_type()
     try:
-        return st(sch)
+        return build(sch)
     except TypeError:
         pass
     try:
@@ -301,7 +312,7 @@ def resolve_scheduler(cfg: Config, ev: Any) -> Any:
         ) from None
 
 
-def trio_run_of(sch: Any) -> RunState | None:
+def trio_run_of(sch: object) -> RunState | None:
     """The trio run whose scheduler ``sch`` is (possibly inside a ``task_scheduler``)."""
     if type(sch) is task_scheduler:
         sch = sch.wrapped
@@ -311,7 +322,7 @@ def trio_run_of(sch: Any) -> RunState | None:
     return None
 
 
-def find_allocator(args: tuple[Any, ...], name: str) -> Any:
+def find_allocator(args: tuple[object, ...], name: str) -> object:
     """The argument after ``allocator_arg`` in a task call, else ``_MISSING`` ([exec.task])."""
     for i, a in enumerate(args):
         if a is allocator_arg:
@@ -323,7 +334,7 @@ def find_allocator(args: tuple[Any, ...], name: str) -> Any:
     return _MISSING
 
 
-def result_type(fn: Any) -> Any:
+def result_type(fn: Callable[..., object]) -> object:
     """The return annotation of ``fn`` (for its value signature), else ``_MISSING``."""
     try:
         ann = inspect.get_annotations(fn, eval_str=True)

@@ -6,7 +6,7 @@ and so must be the scheduler it wraps).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .._algorithms._timed import is_timed_scheduler, now, schedule_after, schedule_at
 from .._core._completion_signatures import completion_signatures
@@ -17,6 +17,9 @@ from .._core._protocol import Sender
 from .._core._queries import QueryError, get_completion_scheduler, get_stop_token, query_or
 from .._core._stop_token import is_unstoppable
 from .._core._tags import set_error_t, set_stopped_t, set_value_t
+
+if TYPE_CHECKING:
+    from .._core._contracts import OpState, Rcvr, Sched
 
 __all__ = ["task_scheduler"]
 
@@ -31,11 +34,11 @@ class _TsAttrs(TryEnv):
     __slots__ = ("_inner", "_ts")
     _unsupported = "the schedule sender of {self._ts!r} does not support {q!r}"
 
-    def __init__(self, ts: task_scheduler, inner: Any) -> None:
+    def __init__(self, ts: task_scheduler, inner: object) -> None:
         self._ts = ts
         self._inner = inner
 
-    def _sx_try(self, q: Any, default: Any) -> Any:
+    def _sx_try(self, q: object, default: object) -> object:
         if (
             q is get_completion_scheduler[set_value_t]
             or q is get_completion_scheduler[set_stopped_t]
@@ -52,11 +55,11 @@ class _TsSender(Sender[None]):
 
     __slots__ = ("_inner", "_ts")
 
-    def __init__(self, ts: task_scheduler, inner: Any) -> None:
+    def __init__(self, ts: task_scheduler, inner: object) -> None:
         self._ts = ts
         self._inner = inner
 
-    def connect(self, rcvr: Any) -> Any:
+    def connect(self, rcvr: Rcvr) -> OpState:
         # The wrapped sender's operation completes the receiver directly: a ts-sender adds no
         # operation state and no hop ([exec.task.scheduler] "state").
         return connect(self._inner, rcvr)
@@ -64,18 +67,18 @@ class _TsSender(Sender[None]):
     def get_env(self) -> _TsAttrs:
         return _TsAttrs(self._ts, self._inner)
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures:
         # P3941R1: only set_value_t() under an unstoppable token, else also set_stopped_t().
         if env is not None and is_unstoppable(get_stop_token(env)):
             return _VALUE_ONLY
         return _VALUE_STOPPED
 
     @property
-    def data(self) -> Any:
+    def data(self) -> task_scheduler:
         return self._ts
 
     @property
-    def children(self) -> tuple[Any, ...]:
+    def children(self) -> tuple[object, ...]:
         return (self._inner,)
 
     def __repr__(self) -> str:
@@ -109,9 +112,9 @@ class task_scheduler:
     """
 
     __slots__ = ("_sch",)
-    _sch: Any
+    _sch: Sched
 
-    def __init__(self, sch: Any, alloc: Any = None) -> None:
+    def __init__(self, sch: Sched, alloc: object = None) -> None:
         if type(sch) is task_scheduler:
             self._sch = sch._sch
             return
@@ -119,7 +122,7 @@ class task_scheduler:
         self._sch = sch
 
     @property
-    def wrapped(self) -> Any:
+    def wrapped(self) -> Sched:
         """``SCHED(ts)``: the scheduler this one erases (never a ``task_scheduler``)."""
         return self._sch
 
@@ -148,14 +151,14 @@ class task_scheduler:
         """As :meth:`schedule_after`, for an absolute ``deadline`` on the wrapped clock."""
         return _TsSender(self, schedule_at(self._sch, deadline))
 
-    def query(self, q: Any, *args: Any) -> Any:
+    def query(self, q: object, *args: object) -> object:
         """Forwarded to the wrapped scheduler."""
         m = getattr(self._sch, "query", None)
         if m is None:
             raise QueryError(f"{self!r} does not support {q!r}")
         return m(q, *args)
 
-    def _sx_try(self, q: Any, default: Any) -> Any:
+    def _sx_try(self, q: object, default: object) -> object:
         return query_or(self._sch, q, default)
 
     def __eq__(self, other: object) -> bool:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._core._adaptor_util import check_sender
 from ._bounded import BoundedSequence
 from ._iterate import _END, Pump
 from ._protocol import SequenceSender
+
+if TYPE_CHECKING:
+    from ._protocol import SeqRcvr
 
 __all__ = ["as_completed"]
 
@@ -18,10 +21,10 @@ class _SendersOp(Pump):
     """Offers each sender itself as an item."""
 
     __slots__ = ("_i", "_senders")
-    _i: Any
-    _senders: Any
+    _i: int
+    _senders: list[object]
 
-    def _pull(self) -> Any:
+    def _pull(self) -> object:
         i = self._i
         senders = self._senders
         if i >= len(senders):
@@ -32,14 +35,14 @@ class _SendersOp(Pump):
         return s
 
 
-class _SendersSequence(SequenceSender[Any]):
+class _SendersSequence(SequenceSender[object]):
     __slots__ = ("_senders",)
-    _senders: Any
+    _senders: tuple[object, ...]
 
-    def __init__(self, senders: tuple[Any, ...]) -> None:
+    def __init__(self, senders: tuple[object, ...]) -> None:
         self._senders = senders
 
-    def connect(self, rcvr: Any) -> _SendersOp:
+    def connect(self, rcvr: SeqRcvr) -> _SendersOp:
         op = _new(_SendersOp)
         op._init(rcvr)
         op._senders = list(self._senders)
@@ -47,11 +50,11 @@ class _SendersSequence(SequenceSender[Any]):
         return op
 
 
-def _identity(s: Any) -> Any:
+def _identity(s: object) -> object:
     return s
 
 
-def as_completed(*senders: Any) -> SequenceSender[Any]:
+def as_completed(*senders: object) -> SequenceSender[Any]:
     """A sequence of the results of ``senders``, in the order in which they complete.
 
     All the senders (coroutine objects included: each runs in its own trio task under trio)

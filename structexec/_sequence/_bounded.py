@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 import trio
 
@@ -48,7 +48,15 @@ from ._protocol import (
 )
 from ._trio_pool import TrioPool
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .._core._stop_token import inplace_stop_source
+    from ._protocol import OpState, SeqRcvr, StopToken
+
 __all__ = ["BoundedSequence"]
+
+T = TypeVar("T")
 
 _new = object.__new__
 #: A result that is dropped (its item completed after a stop): skipped by the ordered drain.
@@ -82,29 +90,30 @@ class _BoundedOp(ItemOwner):
         "_up_done",
         "_waiters",
     )
-    _active: Any
-    _delivered_n: Any
-    _delivering: Any
-    _env: Any
-    _lock: Any
-    _make: Any
-    _max: Any
-    _name: Any
-    _next_idx: Any
-    _next_out: Any
-    _no_more: Any
-    _op: Any
-    _ordered: Any
-    _peak: Any
-    _pool: Any
-    _rcvr: Any
-    _ready: Any
-    _rt: Any
-    _src: Any
-    _started: Any
-    _tok: Any
-    _up_done: Any
-    _waiters: Any
+    _active: int
+    _delivered_n: int
+    _delivering: bool
+    _env: object
+    _lock: threading.Lock
+    _make: Callable[[object], object]
+    _max: int
+    _name: str
+    _next_idx: int
+    _next_out: int
+    _no_more: bool
+    _op: OpState | None
+    _ordered: bool
+    _peak: int
+    _pool: TrioPool | None
+    _rcvr: SeqRcvr
+    _ready: dict[int, _Work]
+    _rt: StopToken
+    _src: inplace_stop_source
+    _started: bool
+    _tok: StopToken
+    _up_done: tuple[int, object] | None
+    _waiters: deque[_SlotNext]
+    set_next: ClassVar[Callable[[_BoundedOp, object], ItemNext[_BoundedOp]]]
 
     def start(self) -> None:
         if self._started:
@@ -113,7 +122,7 @@ class _BoundedOp(ItemOwner):
         pool = self._pool
         if pool is not None:
             pool.open(self._tok)
-        self._op.start()
+        self._op.start()  # type: ignore[union-attr]  # set by connect
 
     def snapshot_info(self) -> tuple[str, int | None, int, int, bool] | None:
         """``(name, max_concurrency, in flight, delivered, stop requested)`` while the stage
@@ -138,7 +147,7 @@ class _BoundedOp(ItemOwner):
 
     # -- upstream: items offered to the stage ---------------------------------------------
 
-    def _seq_end(self, kind: int, data: Any) -> None:
+    def _seq_end(self, kind: int, data: object) -> None:
         with self._lock:
             self._up_done = (kind, data)
             done = self._active == 0
@@ -151,7 +160,7 @@ class _BoundedOp(ItemOwner):
         if pool is not None:
             self._pool = None
             pool.close()
-        kind, data = self._up_done
+        kind, data = self._up_done  # type: ignore[misc]  # set before _finish runs
         self._up_done = (kind, None)  # an error's traceback refers to this operation
         rcvr = self._rcvr
         if kind == ERROR:
@@ -195,7 +204,7 @@ class _BoundedOp(ItemOwner):
         elif done:
             self._finish()
 
-    def _item_done(self, work: _Work, kind: int, data: Any) -> None:
+    def _item_done(self, work: _Work, kind: int, data: object) -> None:
         """An item completed: deliver its result (or drop it), in the right order."""
         if kind == STOPPED and self._tok.stop_requested():
             kind = _SKIP  # stopped by a stop request: dropped
@@ -243,7 +252,7 @@ class _BoundedOp(ItemOwner):
         self._release(True)
 
 
-class _SlotNext(ItemNext):
+class _SlotNext(ItemNext[_BoundedOp]):
     """The next sender given to the producer for one item: completes once the item has a
     slot and was started (one object: sender, operation state)."""
 
@@ -301,17 +310,17 @@ class _Work:
     """One item in flight: the receiver of the item, then of its delivery downstream."""
 
     __slots__ = ("_data", "_idx", "_inline", "_kind", "_owner", "_pending")
-    _data: Any
-    _idx: Any
-    _inline: Any
-    _kind: Any
-    _owner: Any
-    _pending: Any
+    _data: object  # the item's values (a tuple) or error, until delivered
+    _idx: int
+    _inline: bool
+    _kind: int
+    _owner: _BoundedOp
+    _pending: bool
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         return self._owner._env
 
-    def snapshot_info(self) -> tuple[Any, int] | None:
+    def snapshot_info(self) -> tuple[_BoundedOp, int] | None:
         """``(stage operation, item index)`` while the item runs (started, not yet
         completed), for ``operation_tree()`` (``_introspect``); ``None`` otherwise, and
         while another thread is still setting it up. Never raises, takes no lock."""
@@ -322,13 +331,13 @@ class _Work:
         except AttributeError:  # being set up by another thread
             return None
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         if self._kind < 0:
             self._owner._item_done(self, VALUE, vals)
         else:
             self._after_delivery(VALUE)
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         if self._kind < 0:
             self._owner._item_done(self, ERROR, err)
         else:
@@ -340,12 +349,12 @@ class _Work:
         else:
             self._after_delivery(STOPPED)
 
-    def _item_sender(self) -> Any:
+    def _item_sender(self) -> object:
         kind = self._kind
         data = self._data
         self._data = None
         if kind == VALUE:
-            return just_vals(data)
+            return just_vals(data)  # type: ignore[arg-type]  # a tuple for VALUE
         if kind == ERROR:
             return just_err(data)
         return just_stopped()
@@ -385,24 +394,26 @@ class _Work:
             op._drain()
 
 
-class BoundedSequence(SequenceSender[Any]):
+class BoundedSequence(SequenceSender[T]):
     """``upstream`` with each item turned into ``make(item)`` and run ``max`` at a time."""
 
     __slots__ = ("_make", "_max", "_name", "_ordered", "_up")
-    _make: Any
-    _max: Any
-    _name: Any
-    _ordered: Any
-    _up: Any
+    _make: Callable[[object], object]
+    _max: int | None
+    _name: str
+    _ordered: bool
+    _up: object
 
-    def __init__(self, up: Any, make: Any, n: int | None, ordered: bool, name: str) -> None:
+    def __init__(
+        self, up: object, make: Callable[[object], object], n: int | None, ordered: bool, name: str
+    ) -> None:
         self._up = up
         self._make = make
         self._max = n
         self._ordered = ordered
         self._name = name
 
-    def connect(self, rcvr: Any) -> _BoundedOp:
+    def connect(self, rcvr: SeqRcvr) -> _BoundedOp:
         op = _new(_BoundedOp)
         op._rcvr = rcvr
         op._rt, op._src, op._tok, op._env = chained_stop(rcvr)

@@ -13,8 +13,7 @@ as a stopped child stops ``when_all`` ([exec.when.all]).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from .._core._connect import connect_unchecked as connect
 from .._core._protocol import Sender
@@ -24,13 +23,18 @@ from ._protocol import (
     FailStops,
     ItemOwner,
     ItemRcvrNext,
-    SequenceSender,
     add_error_note,
     chained_stop,
     check_callable,
     item_set_next,
 )
 from ._protocol import check_sequence as _check_sequence
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .._core._stop_token import inplace_stop_source
+    from ._protocol import ItemNext, OpState, Rcvr, SequenceSender
 
 __all__ = ["ConsumerOp", "ignore_all_values", "reduce", "to_list"]
 
@@ -57,34 +61,37 @@ class ConsumerOp(ItemOwner, FailStops):
         "_started",
         "_stopped",
     )
-    _env: Any
-    _err: Any
-    _lock: Any
-    _op: Any
-    _rcvr: Any
-    _src: Any
-    _started: Any
-    _stopped: Any
+    _env: object
+    _err: object
+    _lock: threading.Lock
+    _op: OpState | None
+    _rcvr: Rcvr
+    _src: inplace_stop_source
+    _started: bool
+    _stopped: bool
     _name = "consumer"
+    set_next: ClassVar[Callable[[ConsumerOp, object], ItemNext[ConsumerOp]]]
+    #: ``_setup(*args)``: the consumer's own arguments (``reduce``: ``f, init``).
+    _setup: Callable[..., None]
 
-    def _init(self, seq: Any, rcvr: Any) -> None:
+    def _init(self, seq: object, rcvr: Rcvr) -> None:
         self._rcvr = rcvr
         _, self._src, _, self._env = chained_stop(rcvr)
-        self._err: Any = None
+        self._err = None
         self._stopped = False
         self._lock = threading.Lock()
         self._started = False
         self._op = connect(seq, self)
 
-    def _take(self, vals: tuple[Any, ...]) -> None:
+    def _take(self, vals: tuple[object, ...]) -> None:
         pass
 
-    def _result(self) -> tuple[Any, ...]:
+    def _result(self) -> tuple[object, ...]:
         return ()
 
     # -- completion of the sequence ---------------------------------------------------------
 
-    def _seq_end(self, kind: int, data: Any) -> None:
+    def _seq_end(self, kind: int, data: object) -> None:
         self._op = None
         rcvr = self._rcvr
         err = self._err
@@ -108,14 +115,14 @@ class ConsumerOp(ItemOwner, FailStops):
         rcvr.set_value(*res)
 
 
-class _ConsumeNext(ItemRcvrNext):
+class _ConsumeNext(ItemRcvrNext[ConsumerOp]):
     """The next sender of one item; connected once, it is its own operation state and the
     receiver of the item (one object per item)."""
 
     __slots__ = ()
     start = ItemRcvrNext._run_item
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         owner = self._owner
         try:
             owner._take(vals)
@@ -125,7 +132,7 @@ class _ConsumeNext(ItemRcvrNext):
             return
         self._rcvr.set_value()
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         self._owner._fail(ERROR, err)
         self._rcvr.set_stopped()
 
@@ -137,18 +144,20 @@ class _ConsumeNext(ItemRcvrNext):
 ConsumerOp.set_next = item_set_next(_ConsumeNext)
 
 
-class _ConsumerSender(Sender[Any]):
+class _ConsumerSender(Sender[T]):
     __slots__ = ("_args", "_op_cls", "_seq")
-    _args: Any
-    _op_cls: Any
-    _seq: Any
+    _args: tuple[object, ...]
+    _op_cls: type[ConsumerOp]
+    _seq: SequenceSender[object]
 
-    def __init__(self, op_cls: Any, seq: Any, args: tuple[Any, ...]) -> None:
+    def __init__(
+        self, op_cls: type[ConsumerOp], seq: SequenceSender[object], args: tuple[object, ...]
+    ) -> None:
         self._op_cls = op_cls
         self._seq = seq
         self._args = args
 
-    def connect(self, rcvr: Any) -> Any:
+    def connect(self, rcvr: Rcvr) -> ConsumerOp:
         op = _new(self._op_cls)
         op._setup(*self._args)
         op._init(self._seq, rcvr)
@@ -168,43 +177,43 @@ class _IgnoreOp(ConsumerOp):
 
 class _ToListOp(ConsumerOp):
     __slots__ = ("_list",)
-    _list: Any
+    _list: list[object]
     _name = "to_list"
 
     def _setup(self) -> None:
-        self._list: list[Any] = []
+        self._list = []
 
-    def _take(self, vals: tuple[Any, ...]) -> None:
+    def _take(self, vals: tuple[object, ...]) -> None:
         n = len(vals)
         self._list.append(vals[0] if n == 1 else (None if n == 0 else vals))
 
-    def _result(self) -> tuple[Any, ...]:
+    def _result(self) -> tuple[object, ...]:
         return (self._list,)
 
 
 class _ReduceOp(ConsumerOp):
     __slots__ = ("_acc", "_f", "_flock")
-    _acc: Any
-    _f: Any
-    _flock: Any
+    _acc: object
+    _f: Callable[[object, object], object]
+    _flock: threading.Lock
     _name = "reduce"
 
-    def _setup(self, f: Any, init: Any) -> None:
+    def _setup(self, f: Callable[[object, object], object], init: object) -> None:
         self._f = f
         self._acc = init
         self._flock = threading.Lock()
 
-    def _take(self, vals: tuple[Any, ...]) -> None:
+    def _take(self, vals: tuple[object, ...]) -> None:
         n = len(vals)
         v = vals[0] if n == 1 else (None if n == 0 else vals)
         with self._flock:  # items may complete on several threads at once
             self._acc = self._f(self._acc, v)
 
-    def _result(self) -> tuple[Any, ...]:
+    def _result(self) -> tuple[object, ...]:
         return (self._acc,)
 
 
-def ignore_all_values(seq: SequenceSender[Any]) -> Sender[None]:
+def ignore_all_values(seq: SequenceSender[object]) -> Sender[None]:
     """Run a sequence for its effects: start every item, drop the values; a plain sender
     completing ``set_value()`` (stdexec's ``exec::ignore_all_values``).
 

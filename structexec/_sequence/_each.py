@@ -3,14 +3,19 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import trio
 
 from ._into_channel import into_channel
-from ._protocol import SequenceSender, check_sequence
+from ._protocol import check_sequence
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+    from contextlib import AbstractAsyncContextManager
+    from types import TracebackType
+
+    from ._protocol import SequenceSender
 
 __all__ = ["each"]
 
@@ -21,10 +26,10 @@ class _Items(Generic[T]):
     """The async iterator of :class:`each`: receives from a 0-size memory channel."""
 
     __slots__ = ("_owner", "_recv")
-    _owner: Any
-    _recv: Any
+    _owner: each[T]
+    _recv: trio.MemoryReceiveChannel[T]
 
-    def __init__(self, owner: each[T], recv: Any) -> None:
+    def __init__(self, owner: each[T], recv: trio.MemoryReceiveChannel[T]) -> None:
         self._owner = owner
         self._recv = recv
 
@@ -63,19 +68,19 @@ class each(Generic[T]):
     """
 
     __slots__ = ("_cs", "_error", "_nm", "_seq")
-    _cs: Any
-    _error: Any
-    _nm: Any
-    _seq: Any
+    _cs: trio.CancelScope | None
+    _error: BaseException | None
+    _nm: AbstractAsyncContextManager[trio.Nursery] | None
+    _seq: SequenceSender[T]
 
     def __init__(self, seq: SequenceSender[T]) -> None:
         check_sequence("each()", "seq", seq)
         self._seq = seq
-        self._error: BaseException | None = None
-        self._nm: Any = None
-        self._cs: Any = None
+        self._error = None
+        self._nm = None
+        self._cs = None
 
-    async def _run(self, send: Any) -> None:
+    async def _run(self, send: trio.MemorySendChannel[T]) -> None:
         try:
             await into_channel(self._seq, send, close=False)
         except Exception as e:
@@ -86,9 +91,9 @@ class each(Generic[T]):
     async def __aenter__(self) -> AsyncIterator[T]:
         if self._nm is not None:
             raise RuntimeError("each(): this object was entered already; make a new one")
-        send, recv = trio.open_memory_channel[Any](0)
-        self._nm = trio.open_nursery()
-        nursery = await self._nm.__aenter__()
+        send, recv = trio.open_memory_channel[T](0)
+        self._nm = nm = trio.open_nursery()
+        nursery = await nm.__aenter__()
         self._cs = nursery.cancel_scope
         nursery.start_soon(self._run, send)
         return _Items(self, recv)
@@ -99,9 +104,9 @@ class each(Generic[T]):
         e: BaseException | None,
         tb: TracebackType | None,
     ) -> bool:
-        self._cs.cancel()
+        self._cs.cancel()  # type: ignore[union-attr]  # set by __aenter__
         try:
-            await self._nm.__aexit__(None, None, None)
+            await self._nm.__aexit__(None, None, None)  # type: ignore[union-attr]
         except BaseException as exc:
             if e is None:
                 raise

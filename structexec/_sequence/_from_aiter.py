@@ -8,8 +8,7 @@ the whole sequence, never one per item.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import trio
 
@@ -20,9 +19,16 @@ from .._core._queries import get_stop_token, query_or
 from .._core._stop_token import never_stop_token
 from ._protocol import SequenceSender, just_stopped, just_vals
 
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterable, Awaitable, Callable
+
+    from ._protocol import OpState, Rcvr, SeqRcvr
+
 __all__ = ["from_aiter", "from_channel"]
 
 T = TypeVar("T")
+#: The source of a :class:`_CoroSequence` (an async iterable, a receive channel).
+S = TypeVar("S")
 _NEVER = never_stop_token()
 
 
@@ -32,22 +38,25 @@ class _NextOutcome(Sender[int]):
     transforms it), whose operation drops its references when it completes."""
 
     __slots__ = ("_ns",)
+    _ns: object
 
-    def __init__(self, ns: Any) -> None:
+    def __init__(self, ns: object) -> None:
         self._ns = ns
 
-    def connect(self, rcvr: Any) -> _NextOutcomeOp:
+    def connect(self, rcvr: Rcvr) -> _NextOutcomeOp:
         return _NextOutcomeOp(self._ns, rcvr)
 
 
 class _NextOutcomeOp:
     __slots__ = ("_ns", "_rcvr")
+    _ns: object
+    _rcvr: Rcvr  # None once completed
 
-    def __init__(self, ns: Any, rcvr: Any) -> None:
+    def __init__(self, ns: object, rcvr: Rcvr) -> None:
         self._ns = ns
         self._rcvr = rcvr
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         return get_env(self._rcvr)
 
     def start(self) -> None:
@@ -55,22 +64,22 @@ class _NextOutcomeOp:
         self._ns = None
         connect(ns, self).start()
 
-    def _take(self) -> Any:
+    def _take(self) -> Rcvr:
         rcvr = self._rcvr
-        self._rcvr = None
+        self._rcvr = None  # type: ignore[assignment]  # completed: drop the reference
         return rcvr
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         self._take().set_value(1)
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         self._take().set_error(err)
 
     def set_stopped(self) -> None:
         self._take().set_value(0)
 
 
-async def _produce_aiter(src: Any, rcvr: Any) -> None:
+async def _produce_aiter(src: AsyncIterable[object], rcvr: SeqRcvr) -> None:
     tok = query_or(get_env(rcvr), get_stop_token, _NEVER)
     ait = src.__aiter__()
     finished = False
@@ -89,7 +98,7 @@ async def _produce_aiter(src: Any, rcvr: Any) -> None:
         await just_stopped()
 
 
-async def _produce_channel(ch: Any, rcvr: Any) -> None:
+async def _produce_channel(ch: trio.abc.ReceiveChannel[object], rcvr: SeqRcvr) -> None:
     tok = query_or(get_env(rcvr), get_stop_token, _NEVER)
     receive = ch.receive
     while True:
@@ -103,19 +112,20 @@ async def _produce_channel(ch: Any, rcvr: Any) -> None:
         await just_stopped()
 
 
-class _CoroSequence(SequenceSender[Any]):
+class _CoroSequence(SequenceSender[T], Generic[T, S]):
     __slots__ = ("_fn", "_name", "_src")
-    _fn: Any
-    _name: Any
-    _src: Any
+    _fn: Callable[[S, SeqRcvr], Awaitable[None]]
+    _name: str
+    _src: S
 
-    def __init__(self, fn: Any, src: Any, name: str) -> None:
+    def __init__(self, fn: Callable[[S, SeqRcvr], Awaitable[None]], src: S, name: str) -> None:
         self._fn = fn
         self._src = src
         self._name = name
 
-    def connect(self, rcvr: Any) -> Any:
-        return connect(self._fn(self._src, rcvr), rcvr)
+    def connect(self, rcvr: SeqRcvr) -> OpState:
+        op: OpState = connect(self._fn(self._src, rcvr), rcvr)
+        return op
 
     def __repr__(self) -> str:
         return f"{self._name}({self._src!r})"

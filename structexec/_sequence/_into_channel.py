@@ -13,14 +13,19 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from .._core._connect import connect_unchecked as connect
-from .._core._protocol import Sender
 from ._consume import ConsumerOp, _ConsumerSender
-from ._protocol import ERROR, STOPPED, ItemRcvrNext, SequenceSender, await_value, check_sequence
+from ._protocol import ERROR, STOPPED, ItemRcvrNext, await_value, check_sequence
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .._core._protocol import Sender
+    from ._protocol import SequenceSender
 
 __all__ = ["into_channel"]
 
@@ -29,7 +34,7 @@ _get_ident = threading.get_ident
 _WouldBlock = trio.WouldBlock
 
 
-async def _send(ch: Any, v: Any) -> None:
+async def _send(ch: trio.abc.SendChannel[object], v: object) -> None:
     await ch.send(v)
 
 
@@ -50,13 +55,13 @@ class _LoopRcvr:
     def __init__(self, op: _IntoChannelOp) -> None:
         self._op = op
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         return self._op._env
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         self._op._loop_done(None)
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         self._op._loop_done(err)
 
     def set_stopped(self) -> None:
@@ -68,46 +73,46 @@ _STOPPED = object()
 
 class _IntoChannelOp(ConsumerOp):
     __slots__ = ("_busy", "_ch", "_close", "_held", "_nowait", "_pending", "_thread", "_token")
-    _busy: Any
-    _ch: Any
-    _close: Any
-    _held: Any
-    _nowait: Any
-    _pending: Any
-    _thread: Any
-    _token: Any
+    _busy: bool
+    _ch: trio.abc.SendChannel[object]
+    _close: bool
+    _held: tuple[int, object] | None
+    _nowait: Callable[[object], object] | None
+    _pending: deque[tuple[object, _ChanNext]]
+    _thread: int | None
+    _token: trio.lowlevel.TrioToken | None
     _name = "into_channel"
 
-    def _setup(self, ch: Any, close: bool) -> None:
+    def _setup(self, ch: trio.abc.SendChannel[object], close: bool) -> None:
         self._ch = ch
         self._close = close
-        self._pending: deque[tuple[Any, Any]] = deque()
+        self._pending = deque()
         self._busy = False
-        self._held: Any = None
+        self._held = None
         self._nowait = getattr(ch, "send_nowait", None)
         if trio.lowlevel.in_trio_run():
             self._thread = _get_ident()
-            self._token: Any = trio.lowlevel.current_trio_token()
+            self._token = trio.lowlevel.current_trio_token()
         else:
             self._thread = None
             self._token = None
 
-    def set_next(self, item: Any) -> Any:
+    def set_next(self, item: object) -> _ChanNext:  # type: ignore[override]
         n = _new(_ChanNext)
         n._owner = self
         n._item = item
-        n._rcvr = None
+        n._rcvr = None  # type: ignore[assignment]  # not connected yet
         n._phase = 0
         return n
 
-    def _enqueue(self, v: Any, n: Any) -> None:
+    def _enqueue(self, v: object, n: _ChanNext) -> None:
         """On the trio thread: ``v`` waits for room in the channel (the send-loop task)."""
         self._pending.append((v, n))
         if not self._busy:
             self._busy = True
             connect(_send_loop(self), _LoopRcvr(self)).start()
 
-    def _loop_done(self, res: Any) -> None:
+    def _loop_done(self, res: object) -> None:
         pending = self._pending
         if res is not None:
             first = True
@@ -125,13 +130,13 @@ class _IntoChannelOp(ConsumerOp):
             self._held = None
             self._finish_now(*held)
 
-    def _seq_end(self, kind: int, data: Any) -> None:
+    def _seq_end(self, kind: int, data: object) -> None:
         if self._busy:  # the send-loop task is still running: complete when it ended
             self._held = (kind, data)
             return
         self._finish_now(kind, data)
 
-    def _finish_now(self, kind: int, data: Any) -> None:
+    def _finish_now(self, kind: int, data: object) -> None:
         if self._close:
             close = getattr(self._ch, "close", None)
             if close is not None:
@@ -142,18 +147,21 @@ class _IntoChannelOp(ConsumerOp):
         ConsumerOp._seq_end(self, kind, data)
 
 
-class _ChanNext(ItemRcvrNext):
+class _ChanNext(ItemRcvrNext[_IntoChannelOp]):
     __slots__ = ("_phase",)
-    _phase: Any
+    _phase: int
 
-    def _copy(self) -> Any:
-        n: Any = super()._copy()
+    def _copy(self) -> _ChanNext:
+        n = _new(_ChanNext)
+        n._owner = self._owner
+        n._item = self._item
+        n._rcvr = None  # type: ignore[assignment]  # not connected yet
         n._phase = 0
         return n
 
     start = ItemRcvrNext._run_item
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         if self._phase:
             self._rcvr.set_value()
             return
@@ -181,7 +189,7 @@ class _ChanNext(ItemRcvrNext):
         self._phase = 1
         connect(_send(owner._ch, v), self).start()
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         self._owner._fail(ERROR, err)
         self._rcvr.set_stopped()
 
@@ -191,7 +199,7 @@ class _ChanNext(ItemRcvrNext):
 
 
 def into_channel(
-    seq: SequenceSender[Any], send_channel: trio.abc.SendChannel[Any], close: bool = True
+    seq: SequenceSender[object], send_channel: trio.abc.SendChannel[Any], close: bool = True
 ) -> Sender[None]:
     """Send every item's value (as ``await`` of the item would give it) into a trio
     ``SendChannel``, in the order items complete; a plain sender completing ``set_value()``

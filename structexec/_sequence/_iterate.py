@@ -10,8 +10,7 @@ hand-off between the two, so a completion racing with the end of ``start`` is ne
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._core._connect import connect_unchecked as connect
 from .._core._env import get_env
@@ -19,6 +18,11 @@ from .._core._protocol import twice_started
 from .._core._queries import get_stop_token, query_or
 from .._core._stop_token import never_stop_token
 from ._protocol import ERROR, STOPPED, VALUE, SequenceSender, just_vals
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+
+    from ._protocol import Rcvr, SeqRcvr, StopToken
 
 __all__ = ["empty_sequence", "iterate"]
 
@@ -37,30 +41,30 @@ class Pump:
     """
 
     __slots__ = ("_env", "_inline", "_lock", "_rcvr", "_ready", "_started", "_tok")
-    _env: Any
-    _inline: Any
-    _lock: Any
-    _rcvr: Any
-    _ready: Any
-    _started: Any
-    _tok: Any
+    _env: object
+    _inline: bool
+    _lock: threading.Lock
+    _rcvr: SeqRcvr
+    _ready: tuple[int, object] | None
+    _started: bool
+    _tok: StopToken  # None until started
 
-    def _init(self, rcvr: Any) -> None:
+    def _init(self, rcvr: SeqRcvr) -> None:
         self._rcvr = rcvr
         self._env = get_env(rcvr)
-        self._tok: Any = None
+        self._tok = None  # type: ignore[assignment]
         self._lock = threading.Lock()
         self._inline = False
-        self._ready: Any = None
+        self._ready = None
         self._started = False
 
-    def _pull(self) -> Any:  # pragma: no cover - overridden
+    def _pull(self) -> object:  # pragma: no cover - overridden
         return _END
 
     def _close(self) -> None:
         pass
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         return self._env
 
     def start(self) -> None:
@@ -95,12 +99,12 @@ class Pump:
                 self._inline = False
             if r is None:
                 return  # the next sender completes later and resumes the loop
-            kind, data = r
+            kind, data = r  # type: ignore[unreachable]  # set by set_value during start
             if kind != VALUE:
                 self._next_ended(kind, data)
                 return
 
-    def _next_ended(self, kind: int, data: Any) -> None:
+    def _next_ended(self, kind: int, data: object) -> None:
         if kind == ERROR:
             self._end(ERROR, data, early=True)
         elif self._tok.stop_requested():
@@ -108,7 +112,7 @@ class Pump:
         else:  # the consumer wants no more items: the sequence ends normally
             self._end(VALUE, None, early=True)
 
-    def _end(self, kind: int, data: Any, *, early: bool) -> None:
+    def _end(self, kind: int, data: object, *, early: bool) -> None:
         if early:
             try:
                 self._close()
@@ -125,7 +129,7 @@ class Pump:
 
     # -- the receiver of the next senders --------------------------------------------------
 
-    def _done(self, kind: int, data: Any) -> None:
+    def _done(self, kind: int, data: object) -> None:
         with self._lock:
             if self._inline:
                 self._ready = (kind, data)
@@ -135,14 +139,14 @@ class Pump:
         else:
             self._next_ended(kind, data)
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         with self._lock:
             if self._inline:
                 self._ready = (VALUE, None)
                 return
         self._loop()
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         self._done(ERROR, err)
 
     def set_stopped(self) -> None:
@@ -151,10 +155,10 @@ class Pump:
 
 class _IterateOp(Pump):
     __slots__ = ("_it", "_src")
-    _it: Any
-    _src: Any
+    _it: Iterator[object] | None
+    _src: Iterable[object]
 
-    def _pull(self) -> Any:
+    def _pull(self) -> object:
         it = self._it
         if it is None:
             it = self._it = iter(self._src)
@@ -178,12 +182,12 @@ _JustSenderFast = type(just_vals(()))
 
 class _IterateSender(SequenceSender[T]):
     __slots__ = ("_src",)
-    _src: Any
+    _src: Iterable[T]
 
     def __init__(self, src: Iterable[T]) -> None:
         self._src = src
 
-    def connect(self, rcvr: Any) -> _IterateOp:
+    def connect(self, rcvr: SeqRcvr) -> _IterateOp:
         op = _new(_IterateOp)
         op._init(rcvr)
         op._src = self._src
@@ -229,10 +233,10 @@ class EmptyOp:
     (``empty_sequence()``, ``take(0)``)."""
 
     __slots__ = ("_rcvr", "_started")
-    _rcvr: Any
-    _started: Any
+    _rcvr: Rcvr
+    _started: bool
 
-    def __init__(self, rcvr: Any) -> None:
+    def __init__(self, rcvr: Rcvr) -> None:
         self._rcvr = rcvr
         self._started = False
 
@@ -246,7 +250,7 @@ class EmptyOp:
 class _EmptySequence(SequenceSender[Any]):
     __slots__ = ()
 
-    def connect(self, rcvr: Any) -> EmptyOp:
+    def connect(self, rcvr: Rcvr) -> EmptyOp:
         return EmptyOp(rcvr)
 
     def __repr__(self) -> str:

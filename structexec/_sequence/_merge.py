@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .._core._connect import connect_unchecked as connect
 from .._core._env import get_env
@@ -36,6 +36,12 @@ from ._protocol import (
     item_set_next,
     pipe_signature,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .._core._stop_token import inplace_stop_source
+    from ._protocol import ItemNext, OpState, SeqRcvr, StopToken
 
 __all__ = ["merge", "merge_each"]
 
@@ -61,24 +67,25 @@ class _MergeOp(ItemOwner, FailStops):
         "_up_done",
         "_waiters",
     )
-    _active: Any
-    _env: Any
-    _err: Any
-    _lock: Any
-    _max: Any
-    _no_more: Any
-    _op: Any
-    _rcvr: Any
-    _rt: Any
-    _src: Any
-    _started: Any
-    _stopped: Any
-    _tok: Any
-    _up_done: Any
-    _waiters: Any
+    _active: int
+    _env: object
+    _err: object
+    _lock: threading.Lock
+    _max: int
+    _no_more: bool
+    _op: OpState | None
+    _rcvr: SeqRcvr
+    _rt: StopToken
+    _src: inplace_stop_source
+    _started: bool
+    _stopped: bool
+    _tok: StopToken
+    _up_done: int | None
+    _waiters: deque[_OuterNext]
     _name = "merge"
+    set_next: ClassVar[Callable[[_MergeOp, object], ItemNext[_MergeOp]]]
 
-    def _seq_end(self, kind: int, data: Any) -> None:
+    def _seq_end(self, kind: int, data: object) -> None:
         if kind == ERROR:
             self._fail(ERROR, data)
         with self._lock:
@@ -125,7 +132,7 @@ class _MergeOp(ItemOwner, FailStops):
             rcvr.set_value()
 
 
-class _OuterNext(ItemRcvrNext):
+class _OuterNext(ItemRcvrNext[_MergeOp]):
     """The next sender of one outer item: waits for a slot, runs the item, starts the inner
     sequence that is its value, then asks for the next outer item."""
 
@@ -151,7 +158,7 @@ class _OuterNext(ItemRcvrNext):
 
     _go = ItemRcvrNext._run_item
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         op = self._owner
         if len(vals) != 1 or not is_sequence_sender(vals[0]):
             op._fail(
@@ -169,7 +176,7 @@ class _OuterNext(ItemRcvrNext):
         connect(vals[0], inner).start()
         self._rcvr.set_value()
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         op = self._owner
         op._fail(ERROR, err)
         op._release()
@@ -191,23 +198,23 @@ class _Inner:
     sender) and gives the outer slot back when it completes."""
 
     __slots__ = ("_owner",)
-    _owner: Any
+    _owner: _MergeOp
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         return self._owner._env
 
-    def set_next(self, item: Any) -> Any:
+    def set_next(self, item: object) -> _Watch:
         op = self._owner
         w = _new(_Watch)
         w._owner = op
         w._ns = op._rcvr.set_next(item)
-        w._rcvr = None
+        w._rcvr = None  # type: ignore[assignment]  # not connected yet
         return w
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         self._owner._release()
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         op = self._owner
         op._fail(ERROR, err)
         op._release()
@@ -224,17 +231,17 @@ class _Watch(OneShotNext):
     consumer wants no more items, so every producer of the merge is stopped."""
 
     __slots__ = ("_ns", "_owner")
-    _ns: Any
-    _owner: Any
+    _ns: object
+    _owner: _MergeOp
 
     def _copy(self) -> _Watch:
         n = _new(_Watch)
         n._owner = self._owner
         n._ns = self._ns
-        n._rcvr = None
+        n._rcvr = None  # type: ignore[assignment]  # not connected yet
         return n
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         return get_env(self._rcvr)
 
     def start(self) -> None:
@@ -242,10 +249,10 @@ class _Watch(OneShotNext):
         self._ns = None  # the next sender's operation refers to this one: no cycle
         connect(ns, self).start()
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         self._rcvr.set_value()
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         self._rcvr.set_error(err)
 
     def set_stopped(self) -> None:
@@ -258,14 +265,14 @@ class _Watch(OneShotNext):
 
 class _MergeSequence(SequenceSender[Any]):
     __slots__ = ("_max", "_up")
-    _max: Any
-    _up: Any
+    _max: int | None
+    _up: object
 
-    def __init__(self, up: Any, n: int | None) -> None:
+    def __init__(self, up: object, n: int | None) -> None:
         self._up = up
         self._max = n
 
-    def connect(self, rcvr: Any) -> _MergeOp:
+    def connect(self, rcvr: SeqRcvr) -> _MergeOp:
         op = _new(_MergeOp)
         op._rcvr = rcvr
         op._rt, op._src, op._tok, op._env = chained_stop(rcvr)
@@ -306,7 +313,7 @@ def merge(*seqs: SequenceSender[Any]) -> SequenceSender[Any]:
     return _MergeSequence(_IterateSender(seqs), None)
 
 
-def merge_each(*args: Any, max_concurrency: int | None = None) -> Any:
+def merge_each(*args: object, max_concurrency: int | None = None) -> Any:
     """``outer | merge_each(max_concurrency=None)``: flatten a sequence of sequences (stdexec's
     ``exec::merge_each``): each item of ``outer`` sends a sequence sender, and the items of
     up to ``max_concurrency`` of these inner sequences (all of them for ``None``) are forwarded

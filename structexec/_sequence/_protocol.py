@@ -19,8 +19,7 @@ consumer's token reaches the producer and every item in flight.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from .._algorithms._just import _JustErrorSender, _JustSender, _JustStoppedSender
 from .._algorithms._stop_when import StopTokenEnv, child_token
@@ -30,8 +29,15 @@ from .._core._protocol import twice_started
 from .._core._queries import get_stop_token, query_or
 from .._core._stop_token import inplace_stop_source, never_stop_token
 
+if TYPE_CHECKING:
+    import threading
+    from collections.abc import Callable
+
 __all__ = [
+    "OpState",
+    "Rcvr",
     "SeqClosure",
+    "SeqRcvr",
     "SequenceSender",
     "is_sequence_sender",
     "set_next",
@@ -42,6 +48,8 @@ In_contra = TypeVar("In_contra", contravariant=True)
 Out_co = TypeVar("Out_co", covariant=True)
 R = TypeVar("R")
 T = TypeVar("T")
+#: The type of the operation that owns an :class:`ItemNext`.
+OwnerT = TypeVar("OwnerT")
 
 _new = object.__new__
 
@@ -51,7 +59,37 @@ VALUE, ERROR, STOPPED = 0, 1, 2
 _NEVER = never_stop_token()
 
 
-def chained_stop(rcvr: Any) -> tuple[Any, Any, Any, Any]:
+class Rcvr(Protocol):
+    """What the sequence operations call on a receiver ([exec.recv]): the three completions.
+    (``get_env`` is optional on a receiver; it is read with ``get_env(rcvr)``.) For
+    annotations only: nothing checks it at run time."""
+
+    def set_value(self, *vals: object) -> None: ...
+    def set_error(self, err: object) -> None: ...
+    def set_stopped(self) -> None: ...
+
+
+class SeqRcvr(Rcvr, Protocol):
+    """A receiver of a sequence: a :class:`Rcvr` that also accepts items; ``set_next(item)``
+    returns the next sender (see :func:`set_next`)."""
+
+    def set_next(self, item: object) -> object: ...
+
+
+class OpState(Protocol):
+    """An operation state ([exec.opstate]): ``start()``."""
+
+    def start(self) -> None: ...
+
+
+class StopToken(Protocol):
+    """A stop token as the sequence operations read it ([stoptoken.concepts])."""
+
+    def stop_requested(self) -> bool: ...
+    def stop_possible(self) -> bool: ...
+
+
+def chained_stop(rcvr: object) -> tuple[StopToken, inplace_stop_source, StopToken, object]:
     """A stop source of an operation, chained to its receiver's stop token:
     ``(receiver's token, source, token, env)``; ``token`` is stopped by either, ``env`` is the
     receiver's environment with ``get_stop_token`` answered by ``token`` (forwarding queries,
@@ -63,7 +101,7 @@ def chained_stop(rcvr: Any) -> tuple[Any, Any, Any, Any]:
     return rt, src, tok, StopTokenEnv(tok, fwd_env(outer))
 
 
-def set_next(rcvr: Any, item: Any) -> Any:
+def set_next(rcvr: SeqRcvr, item: object) -> object:
     """Offer one item to a sequence receiver: ``rcvr.set_next(item)``; returns the next sender.
 
     ``item`` is a lazy sender (nothing runs until its consumer starts it). The returned *next
@@ -95,16 +133,16 @@ class SeqEnd:
 
     __slots__ = ()
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         self._seq_end(VALUE, None)
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         self._seq_end(ERROR, err)
 
     def set_stopped(self) -> None:
         self._seq_end(STOPPED, None)
 
-    def _seq_end(self, kind: int, data: Any) -> None:
+    def _seq_end(self, kind: int, data: object) -> None:
         raise NotImplementedError
 
 
@@ -115,41 +153,55 @@ class OneShotNext:
     ``_copy()`` (a sender may be connected more than once, [exec.connect])."""
 
     __slots__ = ("_rcvr",)
-    _rcvr: Any
+    _rcvr: Rcvr  # None until connected
     sender_concept = True
 
-    def connect(self, rcvr: Any) -> Any:
+    def connect(self, rcvr: Rcvr) -> OpState:
         if self._rcvr is not None:  # connected a second time: a fresh copy
             return self._copy().connect(rcvr)
-        self._rcvr = rcvr
+        self._rcvr = rcvr  # type: ignore[unreachable]  # _rcvr is None until connected
         return self
 
     def _copy(self) -> OneShotNext:
         raise NotImplementedError
 
+    if TYPE_CHECKING:
 
-class ItemNext(OneShotNext):
-    """A :class:`OneShotNext` for one item (``_item``) of an operation (``_owner``)."""
+        def start(self) -> None: ...  # every subclass has one
+
+
+class ItemNext(OneShotNext, Generic[OwnerT]):
+    """A :class:`OneShotNext` for one item (``_item``, a sender) of an operation
+    (``_owner``, of type ``OwnerT``)."""
 
     __slots__ = ("_item", "_owner")
-    _item: Any
-    _owner: Any
+    _item: object
+    _owner: OwnerT
 
-    def _copy(self) -> ItemNext:
+    def _copy(self) -> ItemNext[OwnerT]:
         n = _new(type(self))
         n._owner = self._owner
         n._item = self._item
-        n._rcvr = None
+        n._rcvr = None  # type: ignore[assignment]  # not connected yet
         return n
 
 
-class ItemRcvrNext(ItemNext):
+class EnvOwner(Protocol):
+    """An operation whose environment (``_env``) its items see."""
+
+    _env: object
+
+
+EO = TypeVar("EO", bound=EnvOwner)
+
+
+class ItemRcvrNext(ItemNext[EO]):
     """An :class:`ItemNext` that is also the receiver of its item: it forwards the owner's
     environment (``_owner._env``) to the item."""
 
     __slots__ = ()
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         return self._owner._env
 
     def _run_item(self) -> None:
@@ -160,15 +212,15 @@ class ItemRcvrNext(ItemNext):
         connect(item, self).start()
 
 
-def item_set_next(cls: type[ItemNext]) -> Callable[[Any, Any], Any]:
+def item_set_next(cls: type[ItemNext[OwnerT]]) -> Callable[[OwnerT, object], ItemNext[OwnerT]]:
     """The ``set_next`` method of an :class:`ItemOwner` whose items get a fresh ``cls`` each
     (``cls`` is a closure cell, not a class attribute looked up per item)."""
 
-    def set_next(self: Any, item: Any) -> Any:
+    def set_next(self: OwnerT, item: object) -> ItemNext[OwnerT]:
         n = _new(cls)
         n._owner = self
         n._item = item
-        n._rcvr = None
+        n._rcvr = None  # type: ignore[assignment]  # not connected yet
         return n
 
     return set_next
@@ -181,18 +233,17 @@ class ItemOwner(SeqEnd):
     upstream operation ``_op`` (once: a second start raises), ``get_env()`` is ``_env``."""
 
     __slots__ = ()
-    set_next: ClassVar[Callable[[Any, Any], Any]]
-    _env: Any
-    _op: Any
-    _started: Any
+    _env: object
+    _op: OpState | None
+    _started: bool
 
     def start(self) -> None:
         if self._started:
             raise twice_started(self)
-        self._started = True
-        self._op.start()
+        self._started = True  # type: ignore[misc]  # a slot of the subclass
+        self._op.start()  # type: ignore[union-attr]  # set by connect
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         return self._env
 
 
@@ -202,23 +253,23 @@ class FailStops:
     item completed stopped, then requests stop on the operation's own source ``_src``."""
 
     __slots__ = ()
-    _err: Any
-    _lock: Any
+    _err: object
+    _lock: threading.Lock
     _name: str
-    _src: Any
-    _stopped: Any
+    _src: inplace_stop_source
+    _stopped: bool
 
-    def _fail(self, kind: int, err: Any) -> None:
+    def _fail(self, kind: int, err: object) -> None:
         """An item failed (``ERROR``) or completed stopped: record it, stop everything."""
         with self._lock:
             if kind == ERROR:
                 first = self._err
                 if first is None:
-                    self._err = err
+                    self._err = err  # type: ignore[misc]  # a slot of the subclass
                 else:
                     add_error_note(first, err, self._name)
             else:
-                self._stopped = True
+                self._stopped = True  # type: ignore[misc]
         self._src.request_stop()
 
 
@@ -257,7 +308,7 @@ class SequenceSender(Generic[T_co]):
             f"{type(self).__name__} derives from sx.SequenceSender but has no connect()"
         )
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         return EMPTY_ENV
 
     if TYPE_CHECKING:
@@ -273,15 +324,14 @@ class SeqClosure(Generic[In_contra, Out_co]):
     """
 
     __slots__ = ("_fn",)
-    _fn: Any
+    _fn: Callable[[SequenceSender[In_contra]], SequenceSender[Out_co]]
 
-    def __init__(self, fn: Callable[[Any], Any]) -> None:
+    def __init__(self, fn: Callable[[SequenceSender[In_contra]], SequenceSender[Out_co]]) -> None:
         self._fn = fn
 
     def __call__(self, seq: SequenceSender[In_contra]) -> SequenceSender[Out_co]:
         check_sequence("a sequence adaptor closure", "its argument", seq)
-        r: SequenceSender[Out_co] = self._fn(seq)
-        return r
+        return self._fn(seq)
 
     def __ror__(self, seq: SequenceSender[In_contra]) -> SequenceSender[Out_co]:
         return self(seq)
@@ -291,13 +341,13 @@ class SeqClosure(Generic[In_contra, Out_co]):
             return NotImplemented
         first = self
 
-        def composed(s: Any) -> Any:
+        def composed(s: SequenceSender[In_contra]) -> SequenceSender[R]:
             return other(first(s))
 
         return SeqClosure(composed)
 
 
-def check_sequence(name: str, arg: str, x: Any) -> None:
+def check_sequence(name: str, arg: str, x: object) -> None:
     """``TypeError`` naming the argument unless ``x`` is a sequence sender."""
     if not is_sequence_sender(x):
         raise TypeError(
@@ -306,7 +356,7 @@ def check_sequence(name: str, arg: str, x: Any) -> None:
         )
 
 
-def check_max_concurrency(name: str, n: Any, *, allow_none: bool = False) -> None:
+def check_max_concurrency(name: str, n: object, *, allow_none: bool = False) -> None:
     """``TypeError``/``ValueError`` naming ``max_concurrency`` for a bad value."""
     if n is None and allow_none:
         return
@@ -320,29 +370,31 @@ def check_max_concurrency(name: str, n: Any, *, allow_none: bool = False) -> Non
         raise ValueError(f"{name}(): max_concurrency must be >= 1, got {n}")
 
 
-def check_callable(name: str, arg: str, f: Any) -> None:
+def check_callable(name: str, arg: str, f: object) -> Callable[..., object]:
+    """``TypeError`` naming the argument unless ``f`` is callable; returns ``f``."""
     if not callable(f):
         raise TypeError(f"{name}(): {arg} must be callable, got {type(f).__name__}")
+    return f
 
 
-def just_vals(vals: tuple[Any, ...]) -> Any:
+def just_vals(vals: tuple[object, ...]) -> _JustSender:
     """``just(*vals)`` without the argument checks (an item of a sequence)."""
     s = _new(_JustSender)
     s._vals = vals
     return s
 
 
-def just_err(err: Any) -> Any:
+def just_err(err: object) -> _JustErrorSender:
     s = _new(_JustErrorSender)
     s._err = err
     return s
 
 
-def just_stopped() -> Any:
+def just_stopped() -> _JustStoppedSender:
     return _new(_JustStoppedSender)
 
 
-def await_value(vals: tuple[Any, ...]) -> Any:
+def await_value(vals: tuple[object, ...]) -> object:
     """What ``await`` of a sender completing ``set_value(*vals)`` gives (None, the datum, or
     the tuple)."""
     n = len(vals)
@@ -353,7 +405,7 @@ def await_value(vals: tuple[Any, ...]) -> Any:
     return vals
 
 
-def add_error_note(err: Any, other: Any, where: str) -> None:
+def add_error_note(err: object, other: object, where: str) -> None:
     """Attach ``other`` (an error that lost to ``err``) as a note on ``err``."""
     if not isinstance(err, BaseException) or other is err:
         return
@@ -368,11 +420,11 @@ def add_error_note(err: Any, other: Any, where: str) -> None:
         notes.append(note)
 
 
-def pipe_signature(fn: Any, *names: str) -> None:
+def pipe_signature(fn: Callable[..., object], *names: str) -> None:
     """Give ``fn`` (an adaptor taking ``(seq, x)`` or ``(x)`` through ``*args``) the runtime
     signature of its pipe form, ``fn(x, /, *, keywords)`` (``inspect.signature``, ``help()``):
     the positional parameters ``names`` and the keyword-only ones of ``fn`` itself."""
     sig = inspect.signature(fn)
     kw = [p for p in sig.parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY]
     pos = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names]
-    fn.__signature__ = sig.replace(parameters=[*pos, *kw])
+    fn.__signature__ = sig.replace(parameters=[*pos, *kw])  # type: ignore[attr-defined]

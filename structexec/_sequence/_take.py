@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._core._adaptor_util import check_sender
 from .._core._connect import connect_unchecked as connect
@@ -25,6 +25,10 @@ from ._protocol import (
 )
 from ._transform_each import _MapRcvr
 
+if TYPE_CHECKING:
+    from .._core._stop_token import inplace_stop_source
+    from ._protocol import OpState, Rcvr, SeqRcvr, StopToken
+
 __all__ = ["take", "take_until"]
 
 T = TypeVar("T")
@@ -36,15 +40,15 @@ class _ThenNoMore:
     then ``set_stopped()`` (no more items) instead of ``set_value()``."""
 
     __slots__ = ("_ns", "_rcvr")
-    _ns: Any
-    _rcvr: Any
+    _ns: object
+    _rcvr: Rcvr  # None until connected
     sender_concept = True
 
-    def __init__(self, ns: Any) -> None:
+    def __init__(self, ns: object) -> None:
         self._ns = ns
-        self._rcvr: Any = None
+        self._rcvr = None  # type: ignore[assignment]
 
-    def connect(self, rcvr: Any) -> Any:
+    def connect(self, rcvr: Rcvr) -> _ThenNoMore:
         op = _ThenNoMore(self._ns)
         op._rcvr = rcvr
         return op
@@ -54,25 +58,27 @@ class _ThenNoMore:
         self._ns = None  # the next sender's operation refers to this one: no cycle
         connect(ns, self).start()
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         return get_env(self._rcvr)
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         self._rcvr.set_stopped()
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         self._rcvr.set_error(err)
 
     def set_stopped(self) -> None:
         self._rcvr.set_stopped()
 
 
-class _TakeRcvr(_MapRcvr):
-    __slots__ = ("_count", "_lock")
-    _count: Any
-    _lock: Any
+class _TakeRcvr(_MapRcvr[int]):
+    """``_f`` is ``n``."""
 
-    def set_next(self, item: Any) -> Any:
+    __slots__ = ("_count", "_lock")
+    _count: int
+    _lock: threading.Lock
+
+    def set_next(self, item: object) -> object:
         with self._lock:
             self._count += 1
             k = self._count
@@ -83,28 +89,29 @@ class _TakeRcvr(_MapRcvr):
         return _ThenNoMore(ns) if k == n else ns
 
 
-class _TakeSequence(SequenceSender[Any]):
+class _TakeSequence(SequenceSender[T]):
     __slots__ = ("_n", "_up")
-    _n: Any
-    _up: Any
+    _n: int
+    _up: object
 
-    def __init__(self, up: Any, n: int) -> None:
+    def __init__(self, up: object, n: int) -> None:
         self._up = up
         self._n = n
 
-    def connect(self, rcvr: Any) -> Any:
+    def connect(self, rcvr: SeqRcvr) -> OpState:
         if self._n == 0:
             return EmptyOp(rcvr)  # the upstream is never connected: nothing runs
         r = _TakeRcvr(rcvr, self._n)
         r._count = 0
         r._lock = threading.Lock()
-        return connect(self._up, r)
+        op: OpState = connect(self._up, r)
+        return op
 
     def __repr__(self) -> str:
         return f"take({self._up!r}, {self._n})"
 
 
-def take(*args: Any) -> Any:
+def take(*args: object) -> Any:
     """``seq | take(n)``: the first ``n`` items of ``seq``, then the end.
 
     After the ``n``-th item was delivered, its next sender completes ``set_stopped()`` so the
@@ -148,47 +155,47 @@ class _TakeUntilOp(SeqEnd):
         "_up_kind",
         "_up_op",
     )
-    _env: Any
-    _err: Any
-    _fired: Any
-    _left: Any
-    _lock: Any
-    _rcvr: Any
-    _rt: Any
-    _src: Any
-    _started: Any
-    _trig_op: Any
-    _up_kind: Any
-    _up_op: Any
+    _env: object
+    _err: object
+    _fired: bool
+    _left: int
+    _lock: threading.Lock
+    _rcvr: SeqRcvr
+    _rt: StopToken
+    _src: inplace_stop_source
+    _started: bool
+    _trig_op: OpState | None
+    _up_kind: int
+    _up_op: OpState | None
 
     def start(self) -> None:
         if self._started:
             raise twice_started(self)
         self._started = True
-        self._trig_op.start()
-        self._up_op.start()
+        self._trig_op.start()  # type: ignore[union-attr]  # set by connect
+        self._up_op.start()  # type: ignore[union-attr]
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         return self._env
 
-    def set_next(self, item: Any) -> Any:
+    def set_next(self, item: object) -> object:
         return self._rcvr.set_next(item)
 
-    def _seq_end(self, kind: int, data: Any) -> None:
+    def _seq_end(self, kind: int, data: object) -> None:
         self._up_kind = kind
         if kind == ERROR:
             self._record(data)
         self._src.request_stop()  # stop the trigger
         self._one_done()
 
-    def _record(self, err: Any) -> None:
+    def _record(self, err: object) -> None:
         with self._lock:
             if self._err is None:
                 self._err = err
                 return
         add_error_note(self._err, err, "take_until")
 
-    def _trigger_done(self, kind: int, data: Any) -> None:
+    def _trigger_done(self, kind: int, data: object) -> None:
         if kind == VALUE:
             self._fired = True
         elif kind == ERROR:
@@ -216,28 +223,28 @@ class _TakeUntilOp(SeqEnd):
 
 class _TriggerRcvr(SeqEnd):
     __slots__ = ("_op",)
-    _op: Any
+    _op: _TakeUntilOp
 
     def __init__(self, op: _TakeUntilOp) -> None:
         self._op = op
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         return self._op._env
 
-    def _seq_end(self, kind: int, data: Any) -> None:
+    def _seq_end(self, kind: int, data: object) -> None:
         self._op._trigger_done(kind, data)
 
 
-class _TakeUntilSequence(SequenceSender[Any]):
+class _TakeUntilSequence(SequenceSender[T]):
     __slots__ = ("_trigger", "_up")
-    _trigger: Any
-    _up: Any
+    _trigger: object
+    _up: object
 
-    def __init__(self, up: Any, trigger: Any) -> None:
+    def __init__(self, up: object, trigger: object) -> None:
         self._up = up
         self._trigger = trigger
 
-    def connect(self, rcvr: Any) -> _TakeUntilOp:
+    def connect(self, rcvr: SeqRcvr) -> _TakeUntilOp:
         op = _new(_TakeUntilOp)
         op._rcvr = rcvr
         op._rt, op._src, _, op._env = chained_stop(rcvr)
@@ -255,7 +262,7 @@ class _TakeUntilSequence(SequenceSender[Any]):
         return f"take_until({self._up!r}, {self._trigger!r})"
 
 
-def take_until(*args: Any) -> Any:
+def take_until(*args: object) -> Any:
     """``seq | take_until(trigger)``: the items of ``seq`` until the sender ``trigger``
     completes with a value; then the producer is stopped (a pending ``receive`` on a channel
     is cancelled, a generator closed) and the sequence completes ``set_value()``.

@@ -10,15 +10,14 @@ at a time. With ``max_concurrency > 1`` the rewritten items run in the bounded s
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from .._algorithms._let import _LetValueSender
 from .._algorithms._then import _ThenSender
 from .._core._adaptor_util import async_fn_error, is_async_fn
 from .._core._connect import connect_unchecked as connect
 from .._core._env import get_env
-from .._core._protocol import Closure, MapClosure, Sender
+from .._core._protocol import Sender
 from ._bounded import BoundedSequence
 from ._protocol import (
     SeqClosure,
@@ -29,53 +28,62 @@ from ._protocol import (
     pipe_signature,
 )
 
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from .._core._protocol import Closure, MapClosure
+    from ._protocol import OpState, SeqRcvr
+
 __all__ = ["let_each", "then_each", "transform_each"]
 
 A = TypeVar("A", bound=Any)
 R = TypeVar("R")
+F = TypeVar("F")
 _new = object.__new__
 
 
-class _MapRcvr:
-    """The receiver between a sequence and its consumer that rewrites every item."""
+class _MapRcvr(Generic[F]):
+    """The receiver between a sequence and its consumer that rewrites every item with
+    ``_f`` (a function of the item; ``take`` keeps its count there instead)."""
 
     __slots__ = ("_f", "_rcvr")
-    _f: Any
-    _rcvr: Any
+    _f: F
+    _rcvr: SeqRcvr
 
-    def __init__(self, rcvr: Any, f: Any) -> None:
+    def __init__(self, rcvr: SeqRcvr, f: F) -> None:
         self._rcvr = rcvr
         self._f = f
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         return get_env(self._rcvr)
 
-    def set_next(self, item: Any) -> Any:
-        return self._rcvr.set_next(self._f(item))
+    def set_next(self, item: object) -> object:
+        return self._rcvr.set_next(self._f(item))  # type: ignore[operator]  # F is callable here
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         self._rcvr.set_value(*vals)
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         self._rcvr.set_error(err)
 
     def set_stopped(self) -> None:
         self._rcvr.set_stopped()
 
 
-class _MapSequence(SequenceSender[Any]):
+class _MapSequence(SequenceSender[R]):
     __slots__ = ("_f", "_name", "_up")
-    _f: Any
-    _name: Any
-    _up: Any
+    _f: Callable[[object], object]
+    _name: str
+    _up: object
 
-    def __init__(self, up: Any, f: Any, name: str) -> None:
+    def __init__(self, up: object, f: Callable[[object], object], name: str) -> None:
         self._up = up
         self._f = f
         self._name = name
 
-    def connect(self, rcvr: Any) -> Any:
-        return connect(self._up, _MapRcvr(rcvr, self._f))
+    def connect(self, rcvr: SeqRcvr) -> OpState:
+        op: OpState = connect(self._up, _MapRcvr(rcvr, self._f))
+        return op
 
     def __repr__(self) -> str:
         return f"{self._name}({self._up!r})"
@@ -85,12 +93,12 @@ class _ThenItem:
     """``item | then(f)`` as a function of the item (a small object: no closure per stage)."""
 
     __slots__ = ("_fn",)
-    _fn: Any
+    _fn: Callable[..., object]
 
-    def __init__(self, fn: Any) -> None:
+    def __init__(self, fn: Callable[..., object]) -> None:
         self._fn = fn
 
-    def __call__(self, item: Any) -> Any:
+    def __call__(self, item: object) -> _ThenSender:
         s = _new(_ThenSender)
         s._child = item
         s._fn = self._fn
@@ -100,24 +108,30 @@ class _ThenItem:
 
 class _LetItem:
     __slots__ = ("_fn",)
-    _fn: Any
+    _fn: Callable[..., object]
 
-    def __init__(self, fn: Any) -> None:
+    def __init__(self, fn: Callable[..., object]) -> None:
         self._fn = fn
 
-    def __call__(self, item: Any) -> Any:
+    def __call__(self, item: object) -> _LetValueSender:
         s = _new(_LetValueSender)
         s._child = item
         s._fn = self._fn
         return s
 
 
-def _build(name: str, args: tuple[Any, ...], mk: Any, max_concurrency: int, ordered: bool) -> Any:
+def _build(
+    name: str,
+    args: tuple[object, ...],
+    mk: Callable[[object], object],
+    max_concurrency: int,
+    ordered: bool,
+) -> object:
     check_max_concurrency(name, max_concurrency)
     if type(ordered) is not bool:
         raise TypeError(f"{name}(): ordered must be a bool, got {type(ordered).__name__}")
 
-    def apply(seq: Any) -> Any:
+    def apply(seq: object) -> SequenceSender[object]:
         if max_concurrency == 1:
             return _MapSequence(seq, mk, name)
         return BoundedSequence(seq, mk, max_concurrency, ordered, name)
@@ -133,7 +147,7 @@ def _build(name: str, args: tuple[Any, ...], mk: Any, max_concurrency: int, orde
     return SeqClosure(apply)
 
 
-def _split(name: str, arg: str, args: tuple[Any, ...]) -> Any:
+def _split(name: str, arg: str, args: tuple[object, ...]) -> object:
     if len(args) == 1:
         return args[0]
     if len(args) == 2:
@@ -145,7 +159,7 @@ def _split(name: str, arg: str, args: tuple[Any, ...]) -> Any:
 def then_each(f: Callable[[A], R], /) -> SeqClosure[A, R]: ...
 @overload
 def then_each(seq: SequenceSender[A], f: Callable[[A], R], /) -> SequenceSender[R]: ...
-def then_each(*args: Any) -> Any:
+def then_each(*args: object) -> object:
     """``seq | then_each(f)``: every item ``i`` becomes ``i | then(f)`` ([exec.then]).
 
     ``f`` receives the item's datums and its result is the new item's value (``None`` for no
@@ -161,8 +175,7 @@ def then_each(*args: Any) -> Any:
     >>> sx.sync_wait(sx.to_list(sx.iterate([1, 2]) | sx.then_each(lambda x: x * 10)))
     ([10, 20],)
     """
-    f = _split("then_each", "f", args)
-    check_callable("then_each", "f", f)
+    f = check_callable("then_each", "f", _split("then_each", "f", args))
     if is_async_fn(f):
         raise async_fn_error("then_each", f)
     return _build("then_each", args, _ThenItem(f), 1, False)
@@ -181,7 +194,7 @@ def let_each(
     max_concurrency: int = 1,
     ordered: bool = False,
 ) -> SequenceSender[R]: ...
-def let_each(*args: Any, max_concurrency: int = 1, ordered: bool = False) -> Any:
+def let_each(*args: object, max_concurrency: int = 1, ordered: bool = False) -> object:
     """``seq | let_each(f, max_concurrency=1, ordered=False)``: every item ``i`` becomes
     ``i | let_value(f)`` ([exec.let]): ``f`` returns a sender, or is an ``async def``
     function whose coroutine runs (in its own trio task under trio) as the next step.
@@ -206,8 +219,7 @@ def let_each(*args: Any, max_concurrency: int = 1, ordered: bool = False) -> Any
     >>> sx.sync_wait(sx.to_list(sx.iterate([1, 2]) | sx.let_each(lambda x: sx.just(x + 1))))
     ([2, 3],)
     """
-    f = _split("let_each", "f", args)
-    check_callable("let_each", "f", f)
+    f = check_callable("let_each", "f", _split("let_each", "f", args))
     return _build("let_each", args, _LetItem(f), max_concurrency, ordered)
 
 
@@ -228,7 +240,7 @@ def transform_each(
     max_concurrency: int = 1,
     ordered: bool = False,
 ) -> SequenceSender[Any]: ...
-def transform_each(*args: Any, max_concurrency: int = 1, ordered: bool = False) -> Any:
+def transform_each(*args: object, max_concurrency: int = 1, ordered: bool = False) -> object:
     """``seq | transform_each(closure, max_concurrency=1, ordered=False)``: every item ``i``
     becomes ``i | closure``, for a sender adaptor closure such as
     ``sx.continues_on(par) | sx.then(g)`` ([exec.adapt.obj]; stdexec's

@@ -29,7 +29,7 @@ import signal
 import threading
 import types
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING
 
 import trio
 import trio.lowlevel as tl
@@ -41,6 +41,16 @@ from .._core._stop_token import stop_callback_for
 from .._core._values import values
 from .._schedulers._run_loop import sink_of
 from ._protocol import ERROR, STOPPED, VALUE
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from .._core._stop_token import StopCallback
+    from ._bounded import _BoundedOp, _Work
+    from ._protocol import StopToken
+
+    #: An idle worker: its task and the box it finds its next ``(work, item)`` in.
+    _Entry = tuple[tl.Task, list[tuple[_Work, object]]]
 
 __all__ = ["TrioPool"]
 
@@ -61,21 +71,21 @@ class TrioPool:
         "_pending", "_thread", "_token",
     )
 
-    def __init__(self, op: Any, fn: Any) -> None:
+    def __init__(self, op: _BoundedOp, fn: Callable[..., Awaitable[object]] | None) -> None:
         self._op = op
         self._fn = fn
-        self._idle: list[Any] = []
+        self._idle: list[_Entry] = []
         self._cs = trio.CancelScope()  # of the host task: a stop cancels every worker
-        self._nursery: Any = None  # the host task's, once it runs
-        self._host_task: Any = None  # the host task while it waits for the close
+        self._nursery: trio.Nursery | None = None  # the host task's, once it runs
+        self._host_task: tl.Task | None = None  # the host task while it waits for the close
         self._ended = False  # the host task ended (a stop, or the run ending)
-        self._pending: list[tuple[Any, Any]] | None = None  # submitted before that
+        self._pending: list[tuple[_Work, object]] | None = None  # submitted before that
         self._closed = False
         self._thread = _get_ident()
         self._token = tl.current_trio_token()
-        self._cb: Any = None
+        self._cb: StopCallback | None = None
 
-    def open(self, tok: Any) -> None:
+    def open(self, tok: StopToken) -> None:
         if tok.stop_possible():
             self._cb = stop_callback_for(tok, self._on_stop)
 
@@ -91,13 +101,13 @@ class TrioPool:
     def _cancel_all(self) -> None:
         self._cs.cancel()
 
-    def submit(self, w: Any, item: Any) -> None:
+    def submit(self, w: _Work, item: object) -> None:
         if _get_ident() == self._thread:
             self._submit(w, item)
         else:
             self._token.run_sync_soon(self._submit, w, item)
 
-    def _submit(self, w: Any, item: Any) -> None:
+    def _submit(self, w: _Work, item: object) -> None:
         idle = self._idle
         if idle:
             task, box = idle.pop()
@@ -139,7 +149,7 @@ class TrioPool:
             self._nursery = None
             self._ended = True
 
-    def _abort_host(self, raise_cancel: Any) -> Any:
+    def _abort_host(self, raise_cancel: object) -> tl.Abort:
         self._host_task = None
         return tl.Abort.SUCCEEDED
 
@@ -164,7 +174,7 @@ class TrioPool:
             self._host_task = None
             tl.reschedule(host)
 
-    def _base_exception(self, w: Any, exc: BaseException) -> None:
+    def _base_exception(self, w: _Work, exc: BaseException) -> None:
         op = self._op
         sink = sink_of(op._env)
         taken = False
@@ -182,7 +192,7 @@ class TrioPool:
             return
         raise exc
 
-    def _unidle(self, entry: Any, raise_cancel: Any) -> Any:
+    def _unidle(self, entry: _Entry, raise_cancel: object) -> tl.Abort:
         """Abort the idle wait of the worker of ``entry`` (its host's scope was cancelled).
         Called by trio from whoever cancels (any task, or no task at all): the worker is
         found by its entry, never by ``current_task()``."""
@@ -193,7 +203,7 @@ class TrioPool:
                 return tl.Abort.SUCCEEDED
         return tl.Abort.FAILED  # pragma: no cover - rescheduled meanwhile
 
-    async def _worker(self, w: Any, item: Any) -> None:
+    async def _worker(self, w: _Work, item: object) -> None:
         # In the host's cancel scope: a stop request cancels it, and every item that runs
         # afterwards in a worker is cancelled at its first checkpoint; the stage is ending
         # anyway, since a stop request on its token is never withdrawn.
@@ -215,7 +225,7 @@ class TrioPool:
                     r = await fn(*vals)
             except (trio.Cancelled, Stopped):
                 kind: int = STOPPED
-                data: Any = None
+                data: object = None
             except Exception as e:
                 kind, data = ERROR, e
             except BaseException as exc:
@@ -230,10 +240,10 @@ class TrioPool:
                 data = () if r is None else (tuple(r) if type(r) is values else (r,))
             item = None
             op._item_done(w, kind, data)
-            w = data = None
+            w = data = None  # type: ignore[assignment]  # no reference kept while idle
             if self._closed:
                 return
-            box: list[tuple[Any, Any]] = []
+            box: list[tuple[_Work, object]] = []
             entry = (task, box)
             self._idle.append(entry)
             await tl.wait_task_rescheduled(partial(self._unidle, entry))

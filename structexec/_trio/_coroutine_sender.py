@@ -52,7 +52,7 @@ import sys
 import threading
 import types
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Final
 
 import trio
 import trio.lowlevel as tl
@@ -83,17 +83,26 @@ from ._trio_bridge import (
     trio_host_nursery,
 )
 
+if TYPE_CHECKING:
+    import weakref as _weakref
+    from collections.abc import Awaitable
+
+    from .._core._contracts import Env, Rcvr
+    from .._core._coroutine_driver import Steppable
+    from .._core._stop_token import StopCallback
+    from ._trio_bridge import HostNursery
+
 __all__: list[str] = []
 
 _get_ident = threading.get_ident
 _runs_get = runs_by_thread.get
-_NOTHING: Any = object()
+_NOTHING: Final = object()
 _CoroutineType = types.CoroutineType
 _getcoroutinestate = inspect.getcoroutinestate
 _CORO_CREATED = inspect.CORO_CREATED
 
 
-def name_of(aw: Any) -> str:
+def name_of(aw: object) -> str:
     q = getattr(aw, "__qualname__", None)
     return q if isinstance(q, str) else type(aw).__qualname__
 
@@ -108,15 +117,20 @@ class TrioHostedOp:
     __slots__ = ("_aw", "_cb", "_env", "_nursery", "_rcvr", "_run", "_scope", "_started")
 
     def __init__(
-        self, aw: Any, rcvr: Any, run: RunState, env: Any = None, nursery: Any = None
+        self,
+        aw: Awaitable[object],
+        rcvr: Rcvr,
+        run: RunState,
+        env: Env | None = None,
+        nursery: HostNursery | None = None,
     ) -> None:
-        self._aw = aw
-        self._rcvr = rcvr
+        self._aw: Awaitable[object] | None = aw
+        self._rcvr: Rcvr | None = rcvr
         self._run = run
         self._env = env
         self._nursery = nursery
-        self._scope: Any = None
-        self._cb: Any = None
+        self._scope: trio.CancelScope | None = None
+        self._cb: StopCallback | None = None
         self._started = False
 
     def start(self) -> None:
@@ -135,7 +149,7 @@ class TrioHostedOp:
             self._aw = self._rcvr = None
             _close(aw)
 
-    def _host(self, rcvr_env: Any) -> None:
+    def _host(self, rcvr_env: Env) -> None:
         # On the trio thread of self._run.
         self._scope = trio.CancelScope(shield=True)
         if self._env is None:
@@ -156,7 +170,8 @@ class TrioHostedOp:
         tl.spawn_system_task(self._main, name=name, context=contextvars.copy_context())
 
     def _on_stop(self) -> None:
-        call_in_run(self._run, self._scope.cancel)  # False: the run has ended, nothing to cancel
+        # False: the run has ended, nothing to cancel. _scope is set by _host.
+        call_in_run(self._run, self._scope.cancel)  # type: ignore[union-attr]
 
     async def _main(self) -> None:
         hosted_env.set(self._env)
@@ -165,12 +180,12 @@ class TrioHostedOp:
         try:
             aw = self._aw
             self._aw = None
-            result: Any = _NOTHING
+            result: object = _NOTHING
             kind = 0
-            err: Any = None
+            err: object = None
             try:
-                with self._scope:
-                    result = await aw
+                with self._scope:  # type: ignore[union-attr]  # set by _host
+                    result = await aw  # type: ignore[misc]  # set until now
             except Stopped:
                 kind = 2
             except Exception as e:
@@ -244,7 +259,7 @@ class TrioHostedOp:
         if self._rcvr is not None:
             self._finish(2, None)
 
-    def _finish(self, kind: int, data: Any) -> None:
+    def _finish(self, kind: int, data: object) -> None:
         if self._rcvr is None:
             return  # completed already, when its task detached (detached())
         cb = self._cb
@@ -284,7 +299,7 @@ class TrioHostedOp:
                 raise
 
 
-def _release_main(f: dict[str, Any]) -> None:
+def _release_main(f: dict[str, TrioHostedOp]) -> None:
     """The system task running ``TrioHostedOp._main`` detached its coroutine (``_detach``):
     the operation completes stopped (:meth:`TrioHostedOp.detached`)."""
     f["self"].detached()
@@ -301,7 +316,13 @@ def _ki_ok() -> bool:
         return False
 
 
-def host_coroutine(coro: Any, rcvr: Any, *, env: Any = None, nursery: Any = None) -> TrioHostedOp:
+def host_coroutine(
+    coro: Awaitable[object],
+    rcvr: Rcvr,
+    *,
+    env: Env | None = None,
+    nursery: HostNursery | None = None,
+) -> TrioHostedOp:
     """Run ``coro`` in a trio task of the current run and complete ``rcvr`` with its outcome.
 
     Call on the trio thread. Returns the started operation (keep it until ``rcvr`` completes).
@@ -317,14 +338,14 @@ class _AwaitableOp(TrioHostedOp):
 
     __slots__ = ("__weakref__", "_driver")
 
-    def __init__(self, aw: Any, rcvr: Any) -> None:
+    def __init__(self, aw: Awaitable[object], rcvr: object) -> None:
         self._aw = aw
-        self._rcvr = rcvr
+        self._rcvr = rcvr  # type: ignore[assignment]  # what connect() was given
         self._env = None
         self._scope = None
         self._cb = None
         self._started = False
-        self._driver: Any = None
+        self._driver: CoroutineDriver | None = None
 
     def start(self) -> None:
         if self._started:
@@ -353,8 +374,8 @@ class _AwaitableOp(TrioHostedOp):
             return
         aw = self._aw
         self._aw = self._rcvr = None  # the driver holds them from now on
-        coro = aw if inspect.iscoroutine(aw) else _await_iter(aw)
-        drv = self._driver = CoroutineDriver(coro, rcvr)
+        coro = aw if inspect.iscoroutine(aw) else _await_iter(aw)  # type: ignore[arg-type]
+        drv = self._driver = CoroutineDriver(coro, rcvr)  # type: ignore[arg-type]
         drv.start()
 
     def __del__(self) -> None:
@@ -365,7 +386,7 @@ class _AwaitableOp(TrioHostedOp):
             _close(aw)
 
 
-def _close(aw: Any) -> None:
+def _close(aw: object) -> None:
     close = getattr(aw, "close", None)
     if close is not None:
         try:
@@ -374,7 +395,7 @@ def _close(aw: Any) -> None:
             pass
 
 
-def _await_iter(aw: Any) -> Any:
+def _await_iter(aw: Awaitable[object]) -> Steppable:
     it = aw.__await__()
     if not (hasattr(it, "send") and hasattr(it, "throw")):
         raise TypeError(
@@ -385,15 +406,15 @@ def _await_iter(aw: Any) -> Any:
 
 
 #: id(coroutine) -> weak reference to the live operation it is connected to (see below).
-_connected: dict[int, Any] = {}
+_connected: dict[int, _weakref.ref[_AwaitableOp]] = {}
 
 
-def _forget(key: int, ref: Any) -> None:
+def _forget(key: int, ref: object) -> None:
     if _connected.get(key) is ref:
         del _connected[key]
 
 
-def connect_awaitable(aw: Any, rcvr: Any) -> _AwaitableOp:
+def connect_awaitable(aw: Awaitable[object], rcvr: object) -> _AwaitableOp:
     """``connect`` for a coroutine or other awaitable ([exec.connect],
     docs/trio.md "Coroutines are senders; a stop request cancels them").
 

@@ -41,9 +41,13 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable
 from types import CodeType, CoroutineType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
+
+if TYPE_CHECKING:
+    from ._trio_bridge import RunState
+
 
 __all__: list[str] = []
 
@@ -75,13 +79,13 @@ class _DetachWatch(trio.abc.Instrument):
                 pass
 
 
-def _owner(f: dict[str, Any]) -> Any:
+def _owner(f: dict[str, object]) -> object:
     return f.get("scope", f.get("self"))
 
 
-def _live_coroutines() -> set[Any]:
+def _live_coroutines() -> set[object]:
     """The coroutines of every task of the current run (trio's public task tree)."""
-    live: set[Any] = set()
+    live: set[object] = set()
     todo = [trio.lowlevel.current_root_task()]
     while todo:
         task = todo.pop()
@@ -93,7 +97,7 @@ def _live_coroutines() -> set[Any]:
     return live
 
 
-def begin_wait(scope: Any) -> Any:
+def begin_wait(scope: Any) -> RunState:
     """The ``async with`` exit of ``scope`` is about to wait (its trio thread): release the
     wrappers that detached already, and watch for more while it waits. Returns what
     :func:`end_wait` takes."""
@@ -111,18 +115,18 @@ def begin_wait(scope: Any) -> Any:
                 f = o.cr_frame.f_locals
                 if _owner(f) is scope:
                     RELEASE[o.cr_code](f)
-    run = scope._run
+    run: RunState = scope._run
     if scope._wrappers and not run.watched:
         watch_run(run)
     return run
 
 
-def end_wait(run: Any) -> None:
+def end_wait(run: RunState) -> None:
     """The exit that :func:`begin_wait` returned ``run`` for has finished waiting (the
     instrument stays: adding and removing one costs more than it saves)."""
 
 
-def watch_run(run: Any) -> None:
+def watch_run(run: RunState) -> None:
     """Watch every task exit of ``run`` from now on (its trio thread; once per run, so
     callers test ``run.watched`` first): a coroutine hosted in a cancel scope of the library
     (``spawn``/``spawn_future`` of a coroutine, a coroutine sender) that detaches ends its
@@ -132,7 +136,7 @@ def watch_run(run: Any) -> None:
         trio.lowlevel.add_instrument(_DetachWatch())
 
 
-def undetach(key: Any) -> bool:
+def undetach(key: object) -> bool:
     """Called by a wrapper whose coroutine finished or was closed: ``True`` if its task had
     detached (the scope has already let it go), and forget it."""
     k = id(key)

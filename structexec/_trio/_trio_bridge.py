@@ -41,7 +41,7 @@ import contextvars
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 import trio.lowlevel as tl
@@ -54,7 +54,26 @@ from .._core._stop_token import stop_callback_for
 from ._trio_compat import fast_in_trio_run
 
 if TYPE_CHECKING:
-    from .._core._contracts import TrioSchedulerMark
+    from typing import Protocol
+
+    from .._algorithms._timed import TimerOp
+    from .._core._contracts import Env, TrioSchedulerMark
+    from .._core._stop_token import StopCallback, StopToken
+    from ._trio_scheduler import _TrioScheduler
+
+    class ReadyOp(Protocol):
+        """An operation queued on the trio scheduler: run by ``_execute()`` on the trio thread.
+        The trio scheduler's operations (``_trio_scheduler``) also have ``_raised(exc)``, which
+        hands on a ``BaseException`` their completion raised."""
+
+        def _execute(self) -> None: ...
+
+    class HostNursery(Protocol):
+        """What hosts a trio task: a ``trio.Nursery``, or a counting scope's host (which may
+        also have ``interrupt(rcvr, exc)``)."""
+
+        @property
+        def start_soon(self) -> Callable[..., object]: ...
 
 __all__: list[str] = []
 
@@ -74,7 +93,7 @@ except AttributeError:  # pragma: no cover - trio < 0.26
 
 
 #: Environment of the senders awaited inside a trio-hosted coroutine ([exec.connect]).
-hosted_env: contextvars.ContextVar[Any] = contextvars.ContextVar(
+hosted_env: contextvars.ContextVar[Env | None] = contextvars.ContextVar(
     "structexec_hosted_env", default=None
 )
 
@@ -121,14 +140,14 @@ class RunState:
     def __init__(self) -> None:
         self.token: trio.lowlevel.TrioToken = tl.current_trio_token()
         self.thread: int = _get_ident()
-        self.queue: deque[Any] = deque()
-        self.drainer: Any = None
+        self.queue: deque[ReadyOp] = deque()
+        self.drainer: tl.Task | None = None
         self.finished = False
         self.clock: trio.abc.Clock = tl.current_clock()
         self.timers = TimerQueue()
-        self.timer_task: Any = None
+        self.timer_task: tl.Task | None = None
         self.timer_cs: trio.CancelScope | None = None
-        self.sched = scheduler_class(self)
+        self.sched: _TrioScheduler = scheduler_class(self)  # type: ignore[misc]  # set at import
         #: The detach watch (``_detach.watch_run``) is installed in this run.
         self.watched = False
 
@@ -144,7 +163,7 @@ class RunState:
         t: float = self.clock.current_time()
         return t
 
-    def _timer_ready(self, op: Any) -> None:
+    def _timer_ready(self, op: TimerOp) -> None:
         self.schedule(op)  # the deadline has passed: the FIFO queue, like schedule()
 
     def _timer_wake(self, empty: bool) -> None:
@@ -219,7 +238,7 @@ class RunState:
 
     # -- the trio scheduler's queue ---------------------------------------------------------
 
-    def push(self, op: Any) -> None:
+    def push(self, op: ReadyOp) -> None:
         """Queue a ready operation; trio thread only."""
         self.queue.append(op)
         if self.drainer is None:
@@ -235,7 +254,7 @@ class RunState:
                     if not hand_to_run(self, _execute, op):
                         _execute(op)
 
-    def schedule(self, op: Any) -> None:
+    def schedule(self, op: ReadyOp) -> None:
         """Queue a ready operation from any thread: :meth:`push` on the live run's trio thread,
         else :meth:`push_threadsafe` (docs/trio.md "The trio scheduler")."""
         if _get_ident() == self.thread and not self.finished:
@@ -243,7 +262,7 @@ class RunState:
         else:
             self.push_threadsafe(op)
 
-    def push_threadsafe(self, op: Any, *, direct: bool = False) -> None:
+    def push_threadsafe(self, op: ReadyOp, *, direct: bool = False) -> None:
         """Queue a ready operation from any thread (docs/trio.md "The trio scheduler")."""
         if not hand_to_run(self, _execute if direct else self.push, op):
             self.finished = True
@@ -279,10 +298,10 @@ LINGER = 2
 
 
 #: The trio scheduler class (set by ``_trio_scheduler`` when it is imported).
-scheduler_class: Any = None
+scheduler_class: Callable[[RunState], _TrioScheduler] | None = None
 
 
-def _execute(op: Any) -> None:
+def _execute(op: ReadyOp) -> None:
     try:
         op._execute()
     except Exception as exc:
@@ -295,10 +314,10 @@ def _execute(op: Any) -> None:
     except BaseException as exc:
         # KeyboardInterrupt, SystemExit... from user code run by the completion: the drainer
         # survives and hands it on (``op._raised``, see _trio_scheduler).
-        op._raised(exc)
+        op._raised(exc)  # type: ignore[attr-defined]  # the trio scheduler's ops have it
 
 
-def _end_timer(op: Any) -> None:
+def _end_timer(op: TimerOp) -> None:
     try:
         op._owner_ended()
     except Exception as exc:
@@ -308,7 +327,7 @@ def _end_timer(op: Any) -> None:
             exc,
         )
     except BaseException as exc:
-        op._raised(exc)  # nobody took it (see _execute)
+        op._raised(exc)  # type: ignore[attr-defined]  # nobody took it (see _execute)
 
 
 class _RunEnd(trio.abc.Instrument):
@@ -350,7 +369,7 @@ def current_run() -> RunState:
     return st
 
 
-def hand_to_run(run: RunState, fn: Callable[..., object], *args: Any) -> bool:
+def hand_to_run(run: RunState, fn: Callable[..., object], *args: object) -> bool:
     """Queue ``fn(*args)`` to the trio thread of ``run`` (``TrioToken.run_sync_soon``; callable
     from any thread). ``False``, and ``fn`` is never called, when the run has finished
     (``trio.RunFinishedError``; ``OSError`` when the run crashed: trio closed its wake-up
@@ -363,7 +382,7 @@ def hand_to_run(run: RunState, fn: Callable[..., object], *args: Any) -> bool:
     return True
 
 
-def call_in_run(run: RunState, fn: Callable[..., object], *args: Any) -> bool:
+def call_in_run(run: RunState, fn: Callable[..., object], *args: object) -> bool:
     """``fn(*args)`` now when called on the trio thread of ``run`` while it is live, else
     queued to that thread (:func:`hand_to_run`). ``False``, and ``fn`` is never called, when the
     run has finished; what ``fn`` raises when called now propagates."""
@@ -411,11 +430,11 @@ class _HostEnv(TryEnv):
     __slots__ = ("_nursery", "_run")
     _unsupported = "host_env does not support {q!r}"
 
-    def __init__(self, nursery: Any, run: RunState) -> None:
+    def __init__(self, nursery: HostNursery | None, run: RunState) -> None:
         self._nursery = nursery
         self._run = run
 
-    def _sx_try(self, q: Any, default: Any) -> Any:
+    def _sx_try(self, q: object, default: object) -> object:
         if q is trio_host_nursery:
             return self._nursery
         if q is trio_run:
@@ -426,7 +445,7 @@ class _HostEnv(TryEnv):
         return f"host_env({self._nursery!r})"
 
 
-def host_env(nursery: Any) -> Any:
+def host_env(nursery: HostNursery | None) -> Env:
     """An environment answering ``trio_host_nursery`` with ``nursery`` (call on the trio thread).
 
     ``nursery`` may be ``None`` (then only the run is recorded: coroutine senders started from
@@ -435,7 +454,7 @@ def host_env(nursery: Any) -> Any:
     return _HostEnv(nursery, current_run())
 
 
-def run_of_env(e: Any) -> RunState | None:
+def run_of_env(e: object) -> RunState | None:
     """The live trio run an environment points at (``host_env`` or a trio ``get_scheduler``)."""
     st = query_or(e, trio_run, None)
     if st is None:
@@ -455,7 +474,7 @@ def run_of_env(e: Any) -> RunState | None:
 class _ScopeCanceller:
     __slots__ = ("_run", "_scope")
 
-    def __init__(self, scope: Any, run: RunState) -> None:
+    def __init__(self, scope: trio.CancelScope, run: RunState) -> None:
         self._scope = scope
         self._run = run
 
@@ -463,7 +482,9 @@ class _ScopeCanceller:
         call_in_run(self._run, self._scope.cancel)  # False: the run has ended, nothing to cancel
 
 
-def cancel_scope_on_stop(token: Any, scope: Any, run: RunState | None = None) -> Any:
+def cancel_scope_on_stop(
+    token: StopToken, scope: trio.CancelScope, run: RunState | None = None
+) -> StopCallback:
     """Cancel ``scope`` when ``token`` is stopped, from any thread
     (docs/trio.md "Coroutines are senders; a stop request cancels them").
 

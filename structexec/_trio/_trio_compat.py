@@ -48,9 +48,12 @@ import math
 import re
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import trio
+
+if TYPE_CHECKING:
+    from trio._core._run import CancelStatus
 
 __all__: list[str] = []
 
@@ -72,7 +75,7 @@ _NEG_INF = -math.inf
 _current_effective_deadline = trio.current_effective_deadline
 
 
-def _slot_names(cls: Any) -> set[str]:
+def _slot_names(cls: type) -> set[str]:
     """The attribute names an instance of ``cls`` has: attrs fields, slots, descriptors."""
     names: set[str] = set()
     for k in getattr(cls, "__mro__", (cls,)):
@@ -90,9 +93,9 @@ def _detect_private_state() -> bool:
     try:
         from trio._core import _run
 
-        task_cls: Any = trio.lowlevel.Task
-        status_cls: Any = _run.CancelStatus
-        scope_cls: Any = trio.CancelScope
+        task_cls: type = trio.lowlevel.Task
+        status_cls: type = _run.CancelStatus
+        scope_cls: type = trio.CancelScope
     except (ImportError, AttributeError):  # pragma: no cover - a trio laid out differently
         return False
     return (
@@ -125,7 +128,7 @@ def _detect_fast_in_trio_run() -> Callable[[], bool] | None:
         from trio._core._run import GLOBAL_RUN_CONTEXT
     except ImportError:  # pragma: no cover - a trio laid out differently
         return None
-    ctx: Any = GLOBAL_RUN_CONTEXT
+    ctx: object = GLOBAL_RUN_CONTEXT
     # in_trio_run() is hasattr(ctx, "runner"): the same as a key of the per-thread __dict__
     # when ctx is a threading.local whose class does not define "runner" itself.
     if not isinstance(ctx, threading.local) or hasattr(type(ctx), "runner"):
@@ -150,7 +153,7 @@ _collapse = _detect_collapse()
 HAS_COLLAPSE = _collapse is not None
 
 
-def cancel_status(task: Any) -> Any:
+def cancel_status(task: trio.lowlevel.Task) -> CancelStatus | None:
     """``task``'s innermost ``CancelStatus`` (opaque; pass it to the functions below), or
     ``None`` when the private state is not used."""
     if PRIVATE_STATE:
@@ -158,7 +161,7 @@ def cancel_status(task: Any) -> Any:
     return None
 
 
-def effectively_cancelled(status: Any) -> bool | None:
+def effectively_cancelled(status: CancelStatus | None) -> bool | None:
     """Whether the cancel status from :func:`cancel_status` is cancelled now; ``None`` when
     unknown (no private state): the caller then asks the public API."""
     if status is None:
@@ -166,7 +169,7 @@ def effectively_cancelled(status: Any) -> bool | None:
     return status.effectively_cancelled is True
 
 
-def deadline_is_finite(status: Any) -> bool:
+def deadline_is_finite(status: CancelStatus | None) -> bool:
     """Is ``trio.current_effective_deadline()`` finite (neither ``inf`` nor ``-inf``) for the
     current task, whose :func:`cancel_status` is ``status``?
 
@@ -178,7 +181,7 @@ def deadline_is_finite(status: Any) -> bool:
         try:
             if status.effectively_cancelled:
                 return False
-            s = status
+            s: CancelStatus | None = status
             while s is not None:
                 scope = s._scope
                 if scope._deadline != _INF:
@@ -193,7 +196,7 @@ def deadline_is_finite(status: Any) -> bool:
     return d != _INF and d != _NEG_INF
 
 
-def shielded_in_task(task: Any, skip_outermost: bool = False) -> bool | None:
+def shielded_in_task(task: trio.lowlevel.Task, skip_outermost: bool = False) -> bool | None:
     """Does ``task`` sit in a shielded cancel scope entered in the task itself (between it and
     the nursery that hosts it)? ``skip_outermost``: the task's outermost scope (a library
     wrapper's, which a stop cancels) does not count. ``None`` when unknown (no private state).
@@ -201,8 +204,9 @@ def shielded_in_task(task: Any, skip_outermost: bool = False) -> bool | None:
     if not PRIVATE_STATE:
         return None
     try:
-        s = task._cancel_status
-        top = task.parent_nursery._cancel_status
+        s: CancelStatus | None = task._cancel_status
+        # (a finished task has no parent nursery: the AttributeError below)
+        top = task.parent_nursery._cancel_status  # type: ignore[union-attr]
         while s is not None and s is not top:
             if s._scope._shield and not (skip_outermost and s._parent is top):
                 return True

@@ -22,7 +22,7 @@ woken trio tasks resume is trio's (randomised) order anyway.
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from .._algorithms._timed import TimerOp, TimerSender, check_deadline, check_seconds
 from .._core._env import TryEnv, get_env
@@ -32,6 +32,9 @@ from .._core._schedule_sender import ScheduleAttrs, ScheduleOp, ScheduleSender
 from .._schedulers._run_loop import deliver_raised, sink_of
 from . import _trio_bridge
 from ._trio_bridge import RunState, current_run
+
+if TYPE_CHECKING:
+    from .._core._contracts import Rcvr
 
 __all__ = ["trio_scheduler"]
 
@@ -83,7 +86,7 @@ class _TrioScheduleSender(ScheduleSender):
     __slots__ = ()
     _attrs_type = _TrioScheduleAttrs
 
-    def connect(self, rcvr: Any) -> _TrioScheduleOp:
+    def connect(self, rcvr: Rcvr) -> _TrioScheduleOp:
         return _TrioScheduleOp(self._sch._run.schedule, rcvr)
 
     def __repr__(self) -> str:
@@ -126,7 +129,7 @@ class _TrioScheduler(TryEnv):
         schedulers")."""
         return _TrioTimerSender(self, False, check_deadline(deadline))
 
-    def _sx_try(self, q: Any, default: Any) -> Any:
+    def _sx_try(self, q: object, default: object) -> object:
         if q is get_forward_progress_guarantee:
             return forward_progress_guarantee.weakly_parallel
         return default

@@ -1,13 +1,14 @@
-"""Running a generated tree: worlds, stop schedules, interleavings, and the checks.
+"""Running a generated tree: worlds, stop schedules, interleavings.
 
 :func:`run_tree` (no trio) and :func:`run_tree_trio` (inside ``trio.run``) build a
 :class:`Tree` in a fresh world, start it on a :class:`RecordingReceiver`, make the stop
 requests of a :class:`StopSchedule`, run the ``ManualScheduler`` items in the order an
-:class:`Interleaving` picks, then close and join every scope. :meth:`RunResult.check` then asserts
-the properties of [exec.async.ops] (exactly one completion, never before start, stop callbacks gone
-at completion), that the outcome is one the model allows, that spawned work completed with a
-modelled outcome, that every scope joined and released exactly the associations it granted
-([exec.counting.scopes], [exec.associate], [exec.stop.when], [exec.spawn], [exec.spawn.future],
+:class:`Interleaving` picks, then close and join every scope. :meth:`RunResult.check` (in
+``_checks``: a list of named properties) then asserts the properties of [exec.async.ops]
+(exactly one completion, never before start, stop callbacks gone at completion), that the outcome
+is one the model allows, that spawned work completed with a modelled outcome, that every scope
+joined and released exactly the associations it granted ([exec.counting.scopes],
+[exec.associate], [exec.stop.when], [exec.spawn], [exec.spawn.future],
 docs/scopes.md "The nursery face: `async with`",
 docs/scopes.md "Senders in a scope: `spawn`, `spawn_future`, `associate`"), and that no contract
 violation reached the terminate handler.
@@ -16,43 +17,34 @@ violation reached the terminate handler.
 from __future__ import annotations
 
 import gc
-import sys
-import threading
 import time
 import warnings
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from .._core._env import get_env, prop
 from .._core._errors import set_terminate_handler
 from .._core._queries import QueryError, get_completion_scheduler, get_scheduler
-from .._core._stop_token import inplace_stop_source
 from .._core._tags import set_value_t
-from .._scopes._counting_scope import counting_scope, simple_counting_scope
 from .._trio._trio_scheduler import trio_scheduler
+from ._checks import RunResult
 from ._leaks import TerminateRecorder
-from ._manual import ManualScheduler
 from ._receiver import RecordingReceiver
-from ._thread_sched import ThreadScheduler
 from ._tree import (
     ALREADY,
     MAYBE,
     NEVER,
-    STOPPED,
-    FutureRecord,
     Hop,
     Let,
     Node,
-    Outcome,
     Outcomes,
     Plan,
     Spawn,
     SpawnFuture,
     StartsOn,
-    World,
     mark_late,
 )
+from ._world import CountingToken, _request, _World
 
 __all__ = [
     "CountingToken",
@@ -208,383 +200,6 @@ class Interleaving:
         return f"Interleaving({list(self.choices)!r})"
 
 
-# --------------------------------------------------------------------------- tokens
-
-
-class _Counts:
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.granted = 0
-        self.refused = 0
-        self.released = 0
-        self.underflow = 0
-
-
-class CountingToken:
-    """A scope token wrapper that counts associations ([exec.scope.concepts]).
-
-    ``try_associate()``, ``disassociate()`` and ``wrap()`` forward to the wrapped token;
-    :attr:`granted`, :attr:`refused` and :attr:`released` count them (shared by copies).
-    A ``disassociate()`` without a matching granted association is counted in
-    :attr:`underflow`.
-    """
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.counts = _Counts()
-
-    def try_associate(self) -> bool:
-        ok = bool(self.inner.try_associate())
-        c = self.counts
-        with c.lock:
-            if ok:
-                c.granted += 1
-            else:
-                c.refused += 1
-        return ok
-
-    def disassociate(self) -> None:
-        c = self.counts
-        with c.lock:
-            c.released += 1
-            if c.released > c.granted:
-                c.underflow += 1
-        self.inner.disassociate()
-
-    def wrap(self, sndr: Any) -> Any:
-        return self.inner.wrap(sndr)
-
-    def __getattr__(self, name: str) -> Any:
-        # Optional token methods (``record_error``, ...) go to the wrapped token.
-        if name.startswith("__") or name in ("inner", "counts"):
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
-    @property
-    def granted(self) -> int:
-        return self.counts.granted
-
-    @property
-    def refused(self) -> int:
-        return self.counts.refused
-
-    @property
-    def released(self) -> int:
-        return self.counts.released
-
-    @property
-    def underflow(self) -> int:
-        return self.counts.underflow
-
-    def __repr__(self) -> str:
-        c = self.counts
-        return f"<CountingToken granted={c.granted} released={c.released} refused={c.refused}>"
-
-
-# --------------------------------------------------------------------------- worlds
-
-
-class _World(World):
-    def __init__(self, tree: Tree, trio_scheduler: Any = None) -> None:
-        self.tree = tree
-        self.schedulers = [ManualScheduler(f"sch[{i}]") for i in range(max(1, tree.schedulers))]
-        self.main = ManualScheduler("main")
-        self.points = [inplace_stop_source() for _ in range(tree.points)]
-        self.scopes: list[Any] = []
-        self.tokens = []
-        for kind in tree.scopes:
-            scope = counting_scope() if kind == "counting" else simple_counting_scope()
-            self.scopes.append(scope)
-            tok = scope.get_token()
-            self.tokens.append(CountingToken(tok) if tree.counted_tokens else tok)
-        self.thread_scheduler = ThreadScheduler() if tree.threads else None
-        self.trio_scheduler = trio_scheduler
-        self.spawn_log = []
-        self.spawned = []
-        self.futures = []
-        self.spawn_env = prop(get_scheduler, self.main)
-        self.in_flight = 0
-        self.tree_has_parallel_hop = tree.parallel
-        self.lock = threading.Lock()
-
-    def all_schedulers(self) -> list[ManualScheduler]:
-        return [*self.schedulers, self.main]
-
-    def pending(self) -> int:
-        return sum(s.pending for s in self.all_schedulers())
-
-    def run_chosen(self, interleaving: Interleaving) -> bool:
-        for _ in range(100):
-            counts = [s.pending for s in self.all_schedulers()]
-            total = sum(counts)
-            if not total:
-                return False
-            i = interleaving.choose(total)
-            for s, n in zip(self.all_schedulers(), counts):
-                if i < n:
-                    try:
-                        s.run_one(i)
-                    except IndexError:  # raced with another thread; try again
-                        break
-                    return True
-                i -= n
-        return False
-
-    def stop_source_of(self, target: tuple[str, int], rec: RecordingReceiver) -> Any:
-        kind, i = target
-        if kind == "root":
-            return rec.stop_source
-        if kind == "point":
-            return self.points[i]
-        return self.scopes[i]
-
-    def close(self) -> None:
-        if self.thread_scheduler is not None:
-            self.thread_scheduler.close()
-
-
-def _request(w: _World, ev: StopEvent, rec: RecordingReceiver) -> None:
-    src = w.stop_source_of(ev.target, rec)
-    if not ev.from_thread:
-        src.request_stop()
-        return
-    t = threading.Thread(target=src.request_stop, name="structexec-test-stop")
-    t.start()
-    t.join(10)
-    if t.is_alive():
-        raise AssertionError(f"request_stop() on {ev.target} from another thread hung (deadlock)")
-
-
-# --------------------------------------------------------------------------- results
-
-
-@dataclass
-class RunResult:
-    """Everything a run observed; :meth:`check` asserts the properties."""
-
-    tree: Tree
-    stops: StopSchedule
-    model: Outcomes
-    plan: Plan
-    rec: RecordingReceiver
-    joins: list[RecordingReceiver] = field(default_factory=list)
-    spawn_log: list[tuple[Node, Outcome]] = field(default_factory=list)
-    spawned: list[Node] = field(default_factory=list)
-    futures: list[FutureRecord] = field(default_factory=list)
-    tokens: list[Any] = field(default_factory=list)
-    scopes: list[Any] = field(default_factory=list)
-    sources: list[Any] = field(default_factory=list)
-    terminate_calls: list[tuple[str, BaseException | None]] = field(default_factory=list)
-    declared_value_scheduler: Any = None
-    hung: str | None = None
-    raised: Exception | None = None
-    gc_needed: list[str] = field(default_factory=list)
-    unclosed_coroutines: list[str] = field(default_factory=list)
-    allow_gc: bool = False
-
-    @property
-    def outcome(self) -> Outcome:
-        return self.rec.outcome
-
-    def check(self) -> None:
-        """Assert every property; the message names the tree, the schedule and the model."""
-        try:
-            self._check()
-        except AssertionError as e:
-            raise AssertionError(
-                f"{e}\n  tree:  {self.tree.code()}\n  stops: {self.stops!r}\n"
-                f"  model: {sorted(self.model, key=repr)!r}\n  events: {self.rec.events!r}"
-            ) from e.__cause__
-
-    def _check(self) -> None:
-        rec = self.rec
-        rec.check()  # a violation the receiver saw (and raised) comes first
-        if self.raised is not None:
-            e = self.raised
-            where = ""
-            tb = e.__traceback__
-            while tb is not None and tb.tb_next is not None:
-                tb = tb.tb_next
-            if tb is not None:
-                where = f" at {tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
-            if isinstance(e, RuntimeError) and _COMPLETED_TWICE in str(e):
-                # The library's operation is not at fault: it detected that whatever is
-                # below it in the tree completed it a second time (and raised, as it must).
-                raise AssertionError(
-                    f"second completion: {e}{where}. Something below that operation in the "
-                    "tree completed it twice (an operation completes exactly once, "
-                    "[exec.async.ops]); look for a completion made from a stop callback, or "
-                    "both by an adaptor and by its child"
-                ) from e
-            raise AssertionError(
-                f"the run raised {type(e).__name__}: {e}{where}; start() and completion "
-                "functions must not raise ([exec.opstate.start], [exec.set.value])"
-            ) from e
-        if self.terminate_calls:
-            reason, exc = self.terminate_calls[0]
-            raise AssertionError(f"terminate handler called: {reason} ({exc!r})")
-        if self.hung:
-            raise AssertionError(self.hung)
-        if self.unclosed_coroutines and not self.allow_gc:
-            raise AssertionError(
-                f"{self.unclosed_coroutines[0]}: a coroutine connected as a sender but never "
-                "started was left to the garbage collector instead of being closed "
-                "(an adaptor that drops a child operation unstarted must close() it: "
-                "docs/senders.md, 'Writing your own sender')"
-            )
-        if self.gc_needed and not self.allow_gc:
-            raise AssertionError(
-                f"{self.gc_needed[0]} completed only after gc.collect(): an association was "
-                "released by the garbage collector, not at a defined moment (an adaptor "
-                "that drops a child operation unstarted must close() it: docs/senders.md, "
-                "'Writing your own sender')"
-            )
-        rec.check()
-        if rec.completions != 1:
-            raise AssertionError(f"completed {rec.completions} times ([exec.async.ops])")
-        if rec.live_callbacks_at_completion:
-            raise AssertionError(
-                "stop callbacks still registered at completion ([exec.recv.concepts])"
-            )
-        if rec.outcome not in self.model:
-            raise AssertionError(f"outcome {rec.outcome!r} is not one the model allows")
-        sch = self.declared_value_scheduler
-        if (
-            sch is not None
-            and rec.kind == "value"
-            and isinstance(sch, ManualScheduler)
-            and rec.scheduler is not sch
-        ):
-            raise AssertionError(
-                f"the sender declares get_completion_scheduler[set_value_t] == {sch!r} but "
-                f"completed on {rec.scheduler!r} ([exec.get.compl.sched])"
-            )
-        # Spawned work: each spawn completed once, with a modelled outcome.
-        logged: dict[int, int] = {}
-        for node, o in self.spawn_log:
-            assert isinstance(node, Spawn)
-            logged[id(node)] = logged.get(id(node), 0) + 1
-            allowed = node.work_outcomes(self.plan)
-            if o not in allowed:
-                raise AssertionError(
-                    f"spawned work {node.work.code()} completed with {o!r}, model allows "
-                    f"{sorted(allowed, key=repr)!r}"
-                )
-        spawned: dict[int, int] = {}
-        for node in self.spawned:
-            spawned[id(node)] = spawned.get(id(node), 0) + 1
-        if logged != spawned:
-            raise AssertionError(
-                f"{len(self.spawned)} spawn() calls but {len(self.spawn_log)} completions of "
-                "spawned work: work was lost or completed twice"
-            )
-        # spawn_future: the work completed with a modelled outcome; the consumer received it
-        # unless it was stopped (docs/scopes.md "Futures outlive their work").
-        for f in self.futures:
-            if f.work is None and f.node.late and f.consumer in (None, STOPPED):
-                continue  # refused by a joined scope: the work never ran ([exec.spawn.future])
-            if f.work is None:
-                raise AssertionError(
-                    f"the work of {f.node.code()} never completed, but its scope was joined"
-                )
-            # The work may be abandoned (a stop request) whenever its consumer is stopped.
-            allowed = f.node.child.outcomes(MAYBE, self.plan)
-            if f.work not in allowed:
-                raise AssertionError(
-                    f"the work of {f.node.code()} completed with {f.work!r}, model allows "
-                    f"{sorted(allowed, key=repr)!r}"
-                )
-            if f.consumer is not None and f.consumer not in (f.work, STOPPED):
-                raise AssertionError(
-                    f"the consumer of {f.node.code()} received {f.consumer!r} but the work "
-                    f"completed with {f.work!r} ([exec.spawn.future])"
-                )
-        # Scopes joined, reported exactly the errors nobody else received
-        # (docs/scopes.md "What happens when things fail"), and released every association they
-        # granted (released at a defined moment, docs/senders.md).
-        for i, j in enumerate(self.joins):
-            j.check()
-            if j.completions != 1:
-                raise AssertionError(f"join of scope {i} completed {j.completions} times")
-            expected = [
-                o[1]
-                for n, o in self.spawn_log
-                if isinstance(n, Spawn) and not n.catch and o[0] == "error" and n.scope == i
-            ]
-            expected += [
-                f.work[1]
-                for f in self.futures
-                if f.node.scope == i
-                and f.work is not None
-                and f.work[0] == "error"
-                and f.consumer != f.work
-            ]
-            # An error of a finished future that its consumer received only after the join
-            # delivered is reported by the join as well ([exec.spawn.future]: the association
-            # ends with the work, and the join reports what nobody had consumed by then).
-            maybe = [
-                f.work[1]
-                for f in self.futures
-                if f.node.scope == i
-                and f.work is not None
-                and f.work[0] == "error"
-                and f.consumer == f.work
-            ]
-            if j.kind == "error" and maybe:
-                got = _leaf_exceptions(j.error)
-                for e in maybe:
-                    if sum(g is e for g in got) > sum(x is e for x in expected):
-                        expected.append(e)
-            if expected:
-                if j.kind != "error":
-                    raise AssertionError(
-                        f"join of scope {i} completed {j.outcome!r}; spawned work failed with "
-                        f"{expected!r} and nobody received those errors (a scope reports "
-                        "them, like a nursery: docs/scopes.md)"
-                    )
-                got = _leaf_exceptions(j.error)
-                if sorted(map(id, got)) != sorted(map(id, expected)):
-                    raise AssertionError(
-                        f"join of scope {i} reported {got!r}, expected exactly "
-                        f"{expected!r} (docs/scopes.md)"
-                    )
-            elif j.outcome != ("value", ()):
-                raise AssertionError(f"join of scope {i} completed {j.outcome!r}, not value()")
-        for i, scope in enumerate(self.scopes):
-            if scope.count != 0:
-                raise AssertionError(f"scope {i} still counts {scope.count} associations")
-        for i, tok in enumerate(self.tokens):
-            if isinstance(tok, CountingToken) and (tok.underflow or tok.granted != tok.released):
-                raise AssertionError(
-                    f"scope {i} granted {tok.granted} associations but {tok.released} were "
-                    "released ([exec.scope.concepts], [exec.counting.scopes])"
-                )
-        for name, src in self.sources:
-            live = len(src._callbacks)
-            if live:
-                raise AssertionError(
-                    f"{live} stop callback(s) still registered on {name} after every operation "
-                    "completed ([exec.recv.concepts])"
-                )
-
-
-#: What the library's operations say when they are completed a second time.
-_COMPLETED_TWICE = "called after the operation had already completed"
-
-
-def _leaf_exceptions(e: Any) -> list[Any]:
-    if isinstance(e, BaseExceptionGroup):
-        out: list[Any] = []
-        for x in e.exceptions:
-            out.extend(_leaf_exceptions(x))
-        return out
-    return [e]
-
-
-if sys.version_info < (3, 11):
-    from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found, unused-ignore]
-
-
 # --------------------------------------------------------------------------- driving
 
 
@@ -596,7 +211,7 @@ class _Run:
         tree: Tree,
         stops: StopSchedule | None,
         interleaving: Interleaving | None,
-        trio_scheduler: Any = None,
+        trio_scheduler: object = None,
     ) -> None:
         self.tree = tree
         self.stops = stops if stops is not None else StopSchedule()
@@ -614,7 +229,7 @@ class _Run:
         self.todo = sorted(self.stops.events, key=lambda e: e.at)
         self.step = 0
         self.terminate = TerminateRecorder()
-        self.previous_handler: Any = None
+        self.previous_handler: Callable[[str, BaseException | None], object] | None = None
         self.gc_was_enabled = True
         self.handler_set = False
 
@@ -729,14 +344,14 @@ def _attrs_reliable(n: Node) -> bool:
         n = kids[0]
 
 
-def _query(attrs: Any, q: Any) -> Any:
+def _query(attrs: object, q: Callable[[object], object]) -> object:
     try:
         return q(attrs)
     except (QueryError, TypeError):
         return None
 
 
-def _stalled(run: _Run, what: str, done: Any) -> bool:
+def _stalled(run: _Run, what: str, done: Callable[[], bool]) -> bool:
     """Nothing is queued or running and ``what`` has not completed: is it lost?
 
     The caller has just seen no queued item, no busy worker thread and no parallel hop in
@@ -773,7 +388,7 @@ def _stalled(run: _Run, what: str, done: Any) -> bool:
     return True
 
 
-def _drive_sync(run: _Run, done: Any, what: str, timeout: float) -> None:
+def _drive_sync(run: _Run, done: Callable[[], bool], what: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not done():
         if run.run_one():
@@ -873,11 +488,11 @@ async def run_tree_trio(
     return result
 
 
-def _trio_scheduler() -> Any:
+def _trio_scheduler() -> object:
     return trio_scheduler()
 
 
-async def _drive_trio(run: _Run, done: Any, what: str, timeout: float) -> None:
+async def _drive_trio(run: _Run, done: Callable[[], bool], what: str, timeout: float) -> None:
     import trio
 
     deadline = time.monotonic() + timeout

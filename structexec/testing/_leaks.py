@@ -13,10 +13,13 @@ import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .._core._errors import set_terminate_handler
 from .._scopes._counting_scope import counting_scope, simple_counting_scope
+
+if TYPE_CHECKING:
+    import trio
 
 __all__ = [
     "LeakReport",
@@ -78,11 +81,11 @@ class LeakReport:
     terminate_calls: list[tuple[str, BaseException | None]] = field(default_factory=list)
 
 
-def living_tasks() -> set[Any]:
+def living_tasks() -> set[trio.lowlevel.Task]:
     """Every task of the current trio run, found by walking the task tree from the root."""
     import trio
 
-    out: set[Any] = set()
+    out: set[trio.lowlevel.Task] = set()
     stack = [trio.lowlevel.current_root_task()]
     while stack:
         t = stack.pop()
@@ -97,13 +100,13 @@ def living_tasks() -> set[Any]:
 _GOOD_SCOPE_STATES = ("unused", "unused-and-closed", "joined")
 
 
-def live_scopes() -> list[Any]:
+def live_scopes() -> list[counting_scope | simple_counting_scope]:
     """Every ``counting_scope`` and ``simple_counting_scope`` object that is still alive."""
     kinds = (counting_scope, simple_counting_scope)
     return [o for o in gc.get_objects() if isinstance(o, kinds)]
 
 
-def unjoined_scopes(before: set[int]) -> list[Any]:
+def unjoined_scopes(before: set[int]) -> list[counting_scope | simple_counting_scope]:
     """Scopes alive now, not in ``before`` (ids), in a state other than unused or joined."""
     return [
         s
@@ -121,7 +124,7 @@ def collect_scope_warnings() -> list[str]:
     return [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
 
 
-def _stats() -> Any:
+def _stats() -> trio.lowlevel.RunStatistics:
     import trio
 
     return trio.lowlevel.current_statistics()

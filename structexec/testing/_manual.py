@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._algorithms._timed import TimerQueue, TimerSender, check_deadline, check_seconds
 from .._core._completion_signatures import completion_signatures
@@ -26,11 +26,17 @@ from .._core._stop_token import stop_callback_for
 from .._core._tags import set_error_t
 from .._schedulers._run_loop import stopped_from_stop_callback
 
+if TYPE_CHECKING:
+    from .._algorithms._timed import TimerOp
+    from .._core._stop_token import StopCallback
+    from ._protocols import ReceiverLike
+    from ._thread_sched import ThreadScheduler
+
 __all__ = ["ManualScheduler"]
 
 
 class _Current(threading.local):
-    sch: Any = None  # a ManualScheduler or ThreadScheduler
+    sch: ManualScheduler | ThreadScheduler | None = None
 
 
 _current = _Current()
@@ -45,11 +51,11 @@ class _ManualOp(ScheduleOp):
 
     __slots__ = ("_cb", "_sch", "_state")
 
-    def __init__(self, sch: ManualScheduler, rcvr: Any) -> None:
+    def __init__(self, sch: ManualScheduler, rcvr: ReceiverLike) -> None:
         super().__init__(sch._enqueue, rcvr)
         self._sch = sch
         self._state = _IDLE
-        self._cb: Any = None
+        self._cb: StopCallback | None = None
 
     def _on_stop(self) -> None:
         # Runs on the thread that requested stop (or inside start if it already had).
@@ -88,7 +94,7 @@ class _ManualOp(ScheduleOp):
 class _ManualAttrs(ScheduleAttrs):
     __slots__ = ()
 
-    def _sx_try(self, q: Any, default: Any) -> Any:
+    def _sx_try(self, q: object, default: object) -> object:
         if q is _ERROR_Q and not self._sch.infallible:
             return self._sch  # a fallible scheduler also completes set_error on its agent
         return ScheduleAttrs._sx_try(self, q, default)
@@ -98,14 +104,14 @@ class _ManualSender(ScheduleSender):
     __slots__ = ()
     _attrs_type = _ManualAttrs
 
-    def connect(self, rcvr: Any) -> _ManualOp:
+    def connect(self, rcvr: ReceiverLike) -> _ManualOp:
         sch = self._sch
         e = get_env(rcvr)
         with sch._lock:
             sch.envs.append(e)
         return _ManualOp(sch, rcvr)
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures:
         sigs = ScheduleSender.get_completion_signatures(self, env)
         if self._sch.infallible:
             return sigs
@@ -122,7 +128,7 @@ class _ManualTimerSender(TimerSender):
         sch: ManualScheduler = self._sch
         return sch
 
-    def connect(self, rcvr: Any) -> Any:
+    def connect(self, rcvr: ReceiverLike) -> TimerOp:
         sch = self._sch
         e = get_env(rcvr)
         with sch._lock:
@@ -260,7 +266,7 @@ class ManualScheduler:
         pass
 
     @staticmethod
-    def current() -> Any:
+    def current() -> ManualScheduler | ThreadScheduler | None:
         """The testing scheduler whose item is completing on this thread, or ``None``.
 
         A ``ManualScheduler`` while ``run_one``/``drain`` completes one of its items, a
@@ -273,7 +279,7 @@ class ManualScheduler:
         ([exec.schedule])."""
         return _ManualSender(self)
 
-    def query(self, q: Any, *args: Any) -> Any:
+    def query(self, q: object, *args: object) -> object:
         """Scheduler queries: ``get_forward_progress_guarantee`` is ``weakly_parallel``."""
         if q is get_forward_progress_guarantee:
             return forward_progress_guarantee.weakly_parallel

@@ -13,9 +13,9 @@ stage with ``max_concurrency > 1`` and ``ordered=False`` may deliver in another 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -31,6 +31,9 @@ from .._sequence._filter_each import filter_each
 from .._sequence._iterate import iterate
 from .._sequence._take import take
 from .._sequence._transform_each import let_each, then_each
+
+if TYPE_CHECKING:
+    from .._core._protocol import Sender
 
 __all__ = ["Outcome", "Pipeline", "Stage", "StageFailure", "run_pipeline", "run_pipeline_trio"]
 
@@ -106,18 +109,40 @@ class Pipeline:
     def _loose(self) -> bool:
         return any(s.kind == "let_each" and s.arg > 1 and not s.ordered for s in self.stages)
 
+    def _races(self) -> bool:
+        # A stage with max_concurrency > 1 pulls ahead of its deliveries under trio (ordered
+        # or not), so a failure or a stop may be reached before the items in front of it.
+        ahead = any(s.kind == "let_each" and s.arg > 1 for s in self.stages)
+        return ahead and (
+            self.stop_at is not None
+            or self.source_fails_at is not None
+            or any(s.fail for s in self.stages)
+        )
+
+    def _through_stages(self, x: int, taken: list[int]) -> tuple[int, bool, bool, bool]:
+        """Source item ``x`` through the stages: ``(datum, passed, ended, failed)``; ``ended``
+        when a ``take`` reached its count, ``failed`` when a ``let_each`` failed on ``datum``."""
+        v = x
+        end_after = False
+        for k, s in enumerate(self.stages):
+            if s.kind == "then_each":
+                v += s.arg
+            elif s.kind == "filter_each":
+                if v % s.arg:
+                    return v, False, end_after, False
+            elif s.kind == "let_each":
+                if v in s.fail:
+                    return v, False, end_after, True
+            elif s.kind == "take":
+                taken[k] += 1
+                end_after = end_after or taken[k] == s.arg
+        return v, True, end_after, False
+
     def model(self, *, trio: bool = False) -> Outcome:
         """The outcome a run must have (``trio=True``: the looser rule of a trio run, where a
         concurrent stage may complete items in another order)."""
         loose = trio and self._loose()
-        # A stage with max_concurrency > 1 pulls ahead of its deliveries under trio (ordered
-        # or not), so a failure or a stop may be reached before the items in front of it.
-        ahead = trio and any(s.kind == "let_each" and s.arg > 1 for s in self.stages)
-        if ahead and (
-            self.stop_at is not None
-            or self.source_fails_at is not None
-            or any(s.fail for s in self.stages)
-        ):
+        if trio and self._races():
             return Outcome("value", unordered=True, any_subset=True, racy=True)
         has_take = any(s.kind == "take" for s in self.stages)
         if any(s.kind == "take" and s.arg == 0 for s in self.stages):
@@ -127,23 +152,9 @@ class Pipeline:
         taken = [0] * len(self.stages)
         got: list[int] = []
         for x in src:
-            v = x
-            passed = True
-            end_after = False
-            for k, s in enumerate(self.stages):
-                if s.kind == "then_each":
-                    v += s.arg
-                elif s.kind == "filter_each":
-                    if v % s.arg:
-                        passed = False
-                        break
-                elif s.kind == "let_each":
-                    if v in s.fail:
-                        return Outcome("error", error=v, unordered=loose)
-                elif s.kind == "take":
-                    taken[k] += 1
-                    if taken[k] == s.arg:
-                        end_after = True
+            v, passed, end_after, failed = self._through_stages(x, taken)
+            if failed:
+                return Outcome("error", error=v, unordered=loose)
             if passed:
                 got.append(v)
                 if self.stop_at is not None and len(got) >= self.stop_at:
@@ -172,7 +183,7 @@ class Pipeline:
         finally:
             self.closed.append("source")
 
-    def build(self, *, trio: bool = False) -> tuple[Any, Any]:
+    def build(self, *, trio: bool = False) -> tuple[Sender[list[int]], inplace_stop_source]:
         """``(consumer_sender, stop_source)``: the pipeline collected by ``reduce`` into a
         list, with the stop source whose token the consumer sees."""
         seq: Any = iterate(self._gen())
@@ -228,7 +239,7 @@ class _Check:
     def __init__(self, fail: frozenset[int]) -> None:
         self.fail = fail
 
-    def __call__(self, v: int) -> Any:
+    def __call__(self, v: int) -> Sender[int]:
         if v in self.fail:
             return just_error(StageFailure(v))
         return just(v)
@@ -247,7 +258,7 @@ class _AsyncCheck:
         return v
 
 
-def _outcome(run: Any) -> Outcome:
+def _outcome(run: Callable[[], tuple[list[int]] | list[int] | None]) -> Outcome:
     try:
         r = run()
     except StageFailure as e:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Generator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._core._connect import connect as _connect
 from .._core._env import env as _env
@@ -15,6 +15,12 @@ from .._core._env import prop
 from .._core._queries import get_stop_token
 from .._core._stop_token import inplace_stop_source
 from ._manual import ManualScheduler
+
+if TYPE_CHECKING:
+    import trio
+
+    from .._core._contracts import Env
+    from ._thread_sched import ThreadScheduler
 
 __all__ = ["RecordingReceiver"]
 
@@ -56,7 +62,7 @@ class RecordingReceiver:
     Thread-safe: completions may arrive on any thread.
     """
 
-    def __init__(self, env: Any = None, *, extra_env: Any = None) -> None:
+    def __init__(self, env: object = None, *, extra_env: Env | None = None) -> None:
         self.stop_source = inplace_stop_source()
         token_env = prop(get_stop_token, self.stop_source.get_token())
         if env is not None:
@@ -68,12 +74,12 @@ class RecordingReceiver:
         self.events: list[tuple[str, tuple[Any, ...]]] = []
         self.violations: list[AssertionError] = []
         self.thread: int | None = None
-        self.scheduler: Any = None
+        self.scheduler: ManualScheduler | ThreadScheduler | None = None
         self.live_callbacks_at_completion: int | None = None
         self.started = False
         self.op: Any = None
         self._cond = threading.Condition(threading.Lock())
-        self._trio_waiters: list[Any] = []
+        self._trio_waiters: list[tuple[trio.lowlevel.TrioToken, trio.Event]] = []
 
     # ------------------------------------------------------------------ receiver protocol
 
@@ -81,11 +87,11 @@ class RecordingReceiver:
         """The environment given at construction, or one with this receiver's stop token."""
         return self._env
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         """Record ``("value", vals)``; raise ``AssertionError`` on a contract violation."""
         self._complete("value", vals)
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         """Record ``("error", (err,))``; raise ``AssertionError`` on a contract violation."""
         self._complete("error", (err,))
 
@@ -93,7 +99,7 @@ class RecordingReceiver:
         """Record ``("stopped", ())``; raise ``AssertionError`` on a contract violation."""
         self._complete("stopped", ())
 
-    def _complete(self, kind: str, args: tuple[Any, ...]) -> None:
+    def _complete(self, kind: str, args: tuple[object, ...]) -> None:
         ident = threading.get_ident()
         current = ManualScheduler.current()
         live = len(self.stop_source._callbacks)
@@ -138,7 +144,7 @@ class RecordingReceiver:
 
     # ------------------------------------------------------------------ driving
 
-    def connect(self, sndr: Any) -> Any:
+    def connect(self, sndr: object) -> Any:
         """``sx.connect(sndr, self)``; keeps the operation in :attr:`op` and returns it."""
         self.op = _connect(sndr, self)
         return self.op
@@ -153,7 +159,7 @@ class RecordingReceiver:
         op.start()
         return op
 
-    def run(self, sndr: Any) -> Any:
+    def run(self, sndr: object) -> Any:
         """Connect ``sndr`` to this receiver, mark it started and start it; return the op.
 
         Completions during ``connect`` count as "before start" violations ([exec.async.ops]).
@@ -253,7 +259,7 @@ class RecordingReceiver:
         self.check()
         return self
 
-    def __await__(self) -> Generator[Any, None, RecordingReceiver]:
+    def __await__(self) -> Generator[object, None, RecordingReceiver]:
         return self.wait_trio().__await__()
 
     def __repr__(self) -> str:

@@ -5,13 +5,16 @@ from __future__ import annotations
 import threading
 from collections import deque
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .._core._errors import terminate
 from .._core._protocol import Sender
 from .._core._queries import QueryError, forward_progress_guarantee, get_forward_progress_guarantee
 from .._core._schedule_sender import ScheduleOp, ScheduleSender
 from ._manual import _current
+
+if TYPE_CHECKING:
+    from ._protocols import ReceiverLike
 
 __all__ = ["ThreadScheduler"]
 
@@ -23,7 +26,7 @@ class _ThreadOp(ScheduleOp):
 class _ThreadSender(ScheduleSender):
     __slots__ = ()
 
-    def connect(self, rcvr: Any) -> _ThreadOp:
+    def connect(self, rcvr: ReceiverLike) -> _ThreadOp:
         return _ThreadOp(self._sch._push, rcvr)
 
 
@@ -52,7 +55,7 @@ class ThreadScheduler:
         """A sender that completes on the worker thread."""
         return _ThreadSender(self)
 
-    def query(self, q: Any, *args: Any) -> Any:
+    def query(self, q: object, *args: object) -> object:
         """``get_forward_progress_guarantee`` is ``concurrent`` (a real thread)."""
         if q is get_forward_progress_guarantee:
             return forward_progress_guarantee.concurrent

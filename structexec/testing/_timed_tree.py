@@ -39,7 +39,7 @@ import itertools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 import structexec as sx
 
@@ -61,6 +61,13 @@ from ._tree import (
     apply_fn,
 )
 
+if TYPE_CHECKING:
+    from .._core._completion_signatures import completion_signatures
+    from .._core._contracts import Env
+    from .._core._protocol import Sender
+    from ._protocols import ReceiverLike
+
+
 __all__ = [
     "TIMEOUT",
     "StopWhen",
@@ -79,7 +86,7 @@ __all__ = [
 TIMEOUT = "TimeoutError"
 
 
-def _not_set_based(node: Node) -> Any:
+def _not_set_based(node: Node) -> NoReturn:
     raise TypeError(
         f"{node.kind} is a timed node: its outcome depends on virtual time, so it is "
         "modelled by simulate() (run it with run_timed_tree), not by Node.outcomes"
@@ -94,11 +101,11 @@ class Timer(Node):
     seconds: int
     kind: ClassVar[str] = "schedule_after"
 
-    def build(self, w: World) -> Any:
+    def build(self, w: World) -> Sender[object]:
         return sx.schedule_after(w.schedulers[0], self.seconds)
 
     def outcomes(self, mode: int, plan: Plan) -> Outcomes:
-        return _not_set_based(self)  # type: ignore[no-any-return]
+        _not_set_based(self)
 
     def code(self) -> str:
         return f"sx.schedule_after(sch[0], {self.seconds})"
@@ -111,11 +118,11 @@ class WhenAny(Node):
     children: tuple[Node, ...]
     kind: ClassVar[str] = "when_any"
 
-    def build(self, w: World) -> Any:
+    def build(self, w: World) -> Sender[object]:
         return sx.when_any(*(c.build(w) for c in self.children))
 
     def outcomes(self, mode: int, plan: Plan) -> Outcomes:
-        return _not_set_based(self)  # type: ignore[no-any-return]
+        _not_set_based(self)
 
     def kids(self) -> tuple[Node, ...]:
         return self.children
@@ -133,11 +140,11 @@ class StopWhen(Node):
     trigger: Node
     kind: ClassVar[str] = "stop_when"
 
-    def build(self, w: World) -> Any:
+    def build(self, w: World) -> Sender[object]:
         return sx.stop_when(self.child.build(w), self.trigger.build(w))
 
     def outcomes(self, mode: int, plan: Plan) -> Outcomes:
-        return _not_set_based(self)  # type: ignore[no-any-return]
+        _not_set_based(self)
 
     def kids(self) -> tuple[Node, ...]:
         return (self.child, self.trigger)
@@ -157,12 +164,12 @@ class Timeout(Node):
     stop: bool = False
     kind: ClassVar[str] = "timeout"
 
-    def build(self, w: World) -> Any:
+    def build(self, w: World) -> Sender[object]:
         f = sx.stop_after if self.stop else sx.timeout
         return f(self.child.build(w), self.seconds)
 
     def outcomes(self, mode: int, plan: Plan) -> Outcomes:
-        return _not_set_based(self)  # type: ignore[no-any-return]
+        _not_set_based(self)
 
     def kids(self) -> tuple[Node, ...]:
         return (self.child,)
@@ -541,27 +548,35 @@ def run_timed_tree(tree: TimedTree | Node, stop_at: int | None = None) -> TimedR
     return TimedResult(tree, outcome, time, rec, sch.pending_timers, expected)
 
 
-class _Clocked(sx.Sender[Any]):
+class _Clocked(sx.Sender[object]):
     """Forwards to ``sndr``; records the completion and ``sch.now()`` at that moment."""
 
     __slots__ = ("_s", "_sch", "_seen")
 
-    def __init__(self, sndr: Any, sch: ManualScheduler, seen: list[Any]) -> None:
+    def __init__(
+        self, sndr: Sender[object], sch: ManualScheduler, seen: list[tuple[Outcome, float]]
+    ) -> None:
         self._s = sndr
         self._sch = sch
         self._seen = seen
 
-    def connect(self, rcvr: Any) -> Any:
+    def connect(self, rcvr: ReceiverLike) -> _ClockedOp:
         return _ClockedOp(self._s, rcvr, self._sch, self._seen)
 
-    def get_completion_signatures(self, env: Any = None) -> Any:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         return sx.get_completion_signatures(self._s, env)
 
 
 class _ClockedOp:
     __slots__ = ("_op", "_rcvr", "_sch", "_seen")
 
-    def __init__(self, sndr: Any, rcvr: Any, sch: ManualScheduler, seen: list[Any]) -> None:
+    def __init__(
+        self,
+        sndr: Sender[object],
+        rcvr: ReceiverLike,
+        sch: ManualScheduler,
+        seen: list[tuple[Outcome, float]],
+    ) -> None:
         self._rcvr = rcvr
         self._sch = sch
         self._seen = seen
@@ -570,14 +585,14 @@ class _ClockedOp:
     def start(self) -> None:
         self._op.start()
 
-    def get_env(self) -> Any:
+    def get_env(self) -> Env:
         return sx.get_env(self._rcvr)
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         self._seen.append((("value", vals), self._sch.now()))
         self._rcvr.set_value(*vals)
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         self._seen.append((("error", err), self._sch.now()))
         self._rcvr.set_error(err)
 

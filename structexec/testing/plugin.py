@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -53,6 +53,11 @@ from ._leaks import (
 from ._manual import ManualScheduler
 from ._receiver import RecordingReceiver
 from ._thread_sched import ThreadScheduler
+
+if TYPE_CHECKING:
+    import trio
+
+    from .._core._contracts import Env
 
 __all__ = [
     "sx_make_receiver",
@@ -78,7 +83,7 @@ def sx_make_receiver() -> Iterator[Callable[..., RecordingReceiver]]:
     """A factory of :class:`RecordingReceiver`; each is checked for violations at teardown."""
     made: list[RecordingReceiver] = []
 
-    def make(env: Any = None, *, extra_env: Any = None) -> RecordingReceiver:
+    def make(env: object = None, *, extra_env: Env | None = None) -> RecordingReceiver:
         rec = RecordingReceiver(env, extra_env=extra_env)
         made.append(rec)
         return rec
@@ -143,7 +148,7 @@ async def sx_no_trio_leaks() -> AsyncIterator[LeakReport]:
     previous = set_terminate_handler(rec)
     report.terminate_calls = rec.calls
 
-    def leaked() -> list[Any]:
+    def leaked() -> list[trio.lowlevel.Task]:
         # pytest-trio runs the test and each async fixture in tasks of their own.
         return [
             t for t in living_tasks() - before if not t.name.startswith(("<fixture ", "<test "))

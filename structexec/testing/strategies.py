@@ -27,7 +27,8 @@ together or alone:
 
 :func:`run_tree` (or :func:`run_tree_trio` in a trio run) runs a tree under a stop schedule and
 an interleaving and returns a :class:`RunResult` whose ``check()`` asserts the completion
-contract, the modelled outcome and the scope invariants. A worked example is in
+contract, the modelled outcome and the scope invariants: the named :class:`Property` checks of
+:data:`PROPERTIES`, a failure naming the property it broke. A worked example is in
 ``docs/testing.md``::
 
     from hypothesis import given
@@ -61,6 +62,7 @@ except ModuleNotFoundError as exc:  # pragma: no cover - tested in a subprocess
 import structexec as sx
 
 from .._core import _hooks
+from ._checks import PROPERTIES, Property
 from ._driver import (
     CountingToken,
     Interleaving,
@@ -166,6 +168,8 @@ __all__ = [
     "Node",
     "Plan",
     "RunResult",
+    "PROPERTIES",
+    "Property",
     "StopEvent",
     "StopSchedule",
     "Tree",

@@ -1,0 +1,294 @@
+"""Sender trees as data: outcomes, stop modes, plans, the world and the :class:`Node` base.
+
+A :class:`Node` describes one sender (``Just``, ``Then``, ``WhenAll``, ``Hop``, ...). It can *build*
+the real structexec sender in a :class:`World` (the schedulers, stop sources and scopes of one run)
+and *model* it: :meth:`Node.outcomes` interprets the tree in plain Python and returns the set of
+acceptable outcomes, each ``("value", datums)``, ``("error", err)`` or ``("stopped",)``. The model
+knows nothing about operation states, receivers or stop callbacks; it encodes only the rules of the
+spec ([exec.then], [exec.let], [exec.when.all], [exec.schedule.from], ...; [exec.factories],
+[exec.write.env], [exec.unstoppable], [exec.starts.on], [exec.continues.on], [exec.on], [exec.then],
+[exec.let], [exec.bulk], [exec.when.all], [exec.into.variant], [exec.stopped.opt],
+[exec.stopped.err], [exec.counting.scopes], [exec.associate], [exec.stop.when], [exec.spawn],
+[exec.spawn.future]).
+
+Stop requests make outcomes depend on timing. The model takes a *stop mode* for each stop
+token a subtree can see: ``NEVER`` (no stop request will ever be made), ``ALREADY`` (stop was
+requested before the operation started) or ``MAYBE`` (a stop request may arrive at any
+moment). Under ``MAYBE`` every point where the spec lets an algorithm observe a stop request
+may or may not observe it, so the result is a set. Interleavings make ``when_all`` ambiguous
+in the same way (which failing child completes first); the model enumerates the
+possibilities and is exact where the order is fixed by the spec (children that complete
+inline are started, and complete, in argument order: [exec.when.all]).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from .._core._values import values
+from ._protocols import ReceiverLike as ReceiverLike
+
+if TYPE_CHECKING:
+    import threading
+
+    from .._core._env import prop
+    from .._core._protocol import Sender
+    from .._core._stop_token import inplace_stop_source
+    from ._manual import ManualScheduler
+    from ._thread_sched import ThreadScheduler
+    from ._tree_scopes import FutureRecord
+
+Outcome = tuple[Any, ...]
+Outcomes = frozenset[Outcome]
+
+#: Stop modes, ordered: combining two sources of stop requests takes the maximum.
+NEVER, MAYBE, ALREADY = 0, 1, 2
+#: Timing classes: completes inside ``start`` / never inside ``start`` / either.
+INLINE, ASYNC, UNKNOWN = "inline", "async", "unknown"
+
+STOPPED: Outcome = ("stopped",)
+
+
+def value(*args: object) -> Outcome:
+    """The outcome ``("value", args)``."""
+    return ("value", args)
+
+
+def error(e: object) -> Outcome:
+    """The outcome ``("error", e)``."""
+    return ("error", e)
+
+
+class TreeError(Exception):
+    """An error datum of a generated tree. Compared by identity, so a wrapped or replaced
+    error never matches the model."""
+
+    def __init__(self, label: str) -> None:
+        super().__init__(label)
+        self.label = label
+
+    def __repr__(self) -> str:
+        return f"TreeError({self.label!r})"
+
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+
+def _mix(k: int, data: object) -> int:
+    # Deterministic across runs: hash() of ints, None and tuples of them is not randomised.
+    return hash((k, data)) % 100_003
+
+
+def apply_fn(f: Callable[..., object], args: tuple[object, ...]) -> Outcome:
+    """The outcome of a ``then``/``upon_*`` stage calling ``f(*args)``
+    (docs/trio.md "Awaiting a sender").
+
+    ``None`` is no datum, ``sx.values(...)`` several, anything else one datum; an
+    ``Exception`` becomes the error (TRY-EVAL, [exec.snd.expos], [exec.then]).
+    """
+    try:
+        r = f(*args)
+    except Exception as e:
+        return ("error", e)
+    if r is None:
+        return ("value", ())
+    if type(r) is values:
+        return ("value", tuple(r))
+    return ("value", (r,))
+
+
+# --------------------------------------------------------------------------- functions
+
+
+@dataclass(frozen=True, eq=False)
+class Fn:
+    """A deterministic function for ``then``/``upon_*`` stages, printable as code.
+
+    Kinds: ``mix`` (one datum that depends on ``k`` and every argument), ``pack`` (several
+    datums: the first two arguments and ``k``, via ``sx.values``), ``none`` (returns ``None``:
+    no datum), ``tuple`` (the arguments as one tuple datum), ``raise`` (raises ``err``).
+    """
+
+    kind: str
+    k: int = 0
+    err: TreeError | None = None
+
+    def __call__(self, *args: object) -> object:
+        kind = self.kind
+        if kind == "mix":
+            return _mix(self.k, _plain(args))
+        if kind == "pack":
+            return values(*args[:2], self.k)
+        if kind == "none":
+            return None
+        if kind == "tuple":
+            return tuple(args)
+        assert self.err is not None
+        raise self.err
+
+    def __repr__(self) -> str:
+        if self.kind == "raise":
+            return f"Fn.raise_({self.err!r})"
+        if self.kind in ("mix", "pack"):
+            return f"Fn.{self.kind}({self.k})"
+        return f"Fn.{self.kind}()"
+
+    @staticmethod
+    def mix(k: int) -> Fn:
+        return Fn("mix", k)
+
+    @staticmethod
+    def pack(k: int) -> Fn:
+        return Fn("pack", k)
+
+    @staticmethod
+    def none() -> Fn:
+        return Fn("none")
+
+    @staticmethod
+    def tuple() -> Fn:
+        return Fn("tuple")
+
+    @staticmethod
+    def raise_(err: TreeError) -> Fn:
+        return Fn("raise", err=err)
+
+
+def _plain(x: object) -> object:
+    # Errors passed to upon_error functions become their labels so _mix stays deterministic.
+    if isinstance(x, TreeError):
+        return x.label
+    if isinstance(x, tuple):
+        return tuple(_plain(v) for v in x)
+    if isinstance(x, BaseException):
+        return type(x).__name__
+    return x
+
+
+# --------------------------------------------------------------------------- plans and worlds
+
+
+@dataclass
+class Plan:
+    """Which stop tokens may see a stop request, and how (``NEVER``/``MAYBE``/``ALREADY``).
+
+    ``root`` is the mode of the root receiver's token; ``points[i]`` that of stop point
+    ``i``; ``scopes[i]`` that of counting scope ``i``'s own stop source.
+    """
+
+    root: int = NEVER
+    points: dict[int, int] = field(default_factory=dict)
+    scopes: dict[int, int] = field(default_factory=dict)
+
+    def point(self, i: int) -> int:
+        return self.points.get(i, NEVER)
+
+    def scope(self, i: int) -> int:
+        return self.scopes.get(i, NEVER)
+
+
+class World:
+    """The resources one run of a tree uses; created by the driver (see ``strategies``).
+
+    Attributes used by :meth:`Node.build`: ``schedulers`` (``ManualScheduler`` list),
+    ``points`` (``inplace_stop_source`` list), ``tokens`` (scope tokens), ``thread_scheduler``,
+    ``trio_scheduler``, ``spawn_log`` (``(node, outcome)`` of spawned work), ``spawned``
+    (spawns whose work started), ``futures`` (a :class:`FutureRecord` per ``spawn_future``),
+    ``spawn_env`` (the environment given to ``spawn``/``spawn_future``: a ``get_scheduler``,
+    which a ``task`` needs), ``lock``.
+    """
+
+    schedulers: list[ManualScheduler]
+    points: list[inplace_stop_source]
+    tokens: list[object]
+    thread_scheduler: ThreadScheduler | None
+    trio_scheduler: object
+    spawn_log: list[tuple[Node, Outcome]]
+    spawned: list[Node]
+    futures: list[FutureRecord]
+    spawn_env: prop[object]
+    in_flight: int
+    tree_has_parallel_hop: bool
+    lock: threading.Lock
+
+
+def _fails(outs: Iterable[Outcome]) -> bool:
+    return any(o[0] != "value" for o in outs)
+
+
+def _arities(outs: Iterable[Outcome]) -> set[int]:
+    return {len(o[1]) for o in outs if o[0] == "value"}
+
+
+# --------------------------------------------------------------------------- nodes
+
+
+class Node:
+    """Base of tree nodes: ``build(world)``, ``outcomes(mode, plan)``, ``timing(mode, plan)``."""
+
+    kind: ClassVar[str] = "?"
+    #: Set by :func:`mark_late`: this node may be built after the root operation completed
+    #: (inside detached work), when its scope may already be joined.
+    late: bool = False
+    #: Set by :func:`mark_late`: this node may be started while the tree is being built
+    #: (inside the work of an eager ``spawn_future``), i.e. before the stop requests a
+    #: schedule makes "at step 0".
+    early: bool = False
+
+    def build(self, w: World) -> Sender[object]:
+        raise NotImplementedError
+
+    def outcomes(self, mode: int, plan: Plan) -> Outcomes:
+        raise NotImplementedError
+
+    def timing(self, mode: int, plan: Plan) -> str:
+        """``INLINE`` if it always completes inside ``start``, ``ASYNC`` if never, else
+        ``UNKNOWN`` (given the stop mode)."""
+        return UNKNOWN
+
+    def kids(self) -> tuple[Node, ...]:
+        return ()
+
+    def walk(self) -> Iterator[Node]:
+        """This node and all nodes below it, pre-order."""
+        yield self
+        for k in self.kids():
+            yield from k.walk()
+
+    def size(self) -> int:
+        return sum(1 for _ in self.walk())
+
+    def __repr__(self) -> str:
+        return self.code()
+
+    def code(self) -> str:
+        raise NotImplementedError
+
+
+def _hop_outcomes(inner: Outcomes, mode: int) -> Outcomes:
+    # schedule_from: the scheduling op sees the outer token; if it completes stopped, the
+    # stored result is discarded ([exec.schedule.from]).
+    if mode == ALREADY:
+        return frozenset({STOPPED})
+    if mode == MAYBE:
+        return inner | {STOPPED}
+    return inner
+
+
+def _coro_outcomes(inner: Outcomes, mode: int) -> Outcomes:
+    # A coroutine returns what `await` gave: None for no datum, the datum, or a tuple; its sender
+    # sends None as no datum (docs/trio.md "Awaiting a sender",
+    # docs/task.md 'How "stopped" unwinds a task'). Stopped unwinds the coroutine.
+    out: set[Outcome] = set()
+    for o in inner:
+        if o[0] == "value":
+            args = o[1]
+            r = None if not args else args[0] if len(args) == 1 else args
+            out.add(("value", ()) if r is None else ("value", (r,)))
+        else:
+            out.add(o)
+    if mode:
+        out.add(STOPPED)
+    return frozenset(out)
