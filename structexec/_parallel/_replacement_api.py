@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from .._core._queries import _MISSING, get_stop_token
 from .._core._stop_token import inplace_stop_token
@@ -86,7 +86,7 @@ class system_context_replaceability:
     A backend is installed with ``sx.set_parallel_scheduler_backend(lambda: backend)``.
     """
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+    def __new__(cls, *args: object, **kwargs: object) -> NoReturn:
         raise TypeError("system_context_replaceability is a namespace; it has no instances")
 
     class receiver_proxy:
@@ -310,11 +310,11 @@ class BackendHooks(Protocol):
 # --------------------------------------------------------------------------- replacement
 
 _lock = threading.RLock()
-_factory: Callable[[], Any] | None = None
-_backend: Any = None
+_factory: Callable[[], object] | None = None
+_backend: object = None
 
 
-def _no_default_backend() -> Any:
+def _no_default_backend() -> NoReturn:
     raise RuntimeError(
         "no default parallel scheduler backend is installed: import structexec (the package), "
         "not only its private modules"
@@ -325,10 +325,10 @@ def _no_default_backend() -> Any:
 #: ([exec.sysctxrepl.query]). This module does not know the backends that implement its interface;
 #: The package facade (structexec/__init__.py) installs the factory of the process-wide
 #: thread pool here with :func:`install_default_backend_factory`.
-_default_factory: Callable[[], Any] = _no_default_backend
+_default_factory: Callable[[], object] = _no_default_backend
 
 
-def install_default_backend_factory(factory: Callable[[], Any]) -> None:
+def install_default_backend_factory(factory: Callable[[], object]) -> None:
     """Make ``factory`` the default backend factory ([exec.sysctxrepl.query]).
 
     It is called by the next :func:`query_parallel_scheduler_backend` when no factory was installed
