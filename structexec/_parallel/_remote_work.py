@@ -9,7 +9,7 @@ back. This module holds that callable and the rule for which values a chunk copi
 from __future__ import annotations
 
 import array
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._algorithms._then import run_stages
@@ -84,7 +84,7 @@ class RemoteBulkWork:
 
     def __call__(
         self, b: int, e: int, should_stop: Callable[[], bool] | None = None
-    ) -> tuple[bool, tuple[object, ...]]:
+    ) -> tuple[bool, tuple[Sequence[object], ...]]:
         if not self.parallel:
             b, e = 0, self.shape
         f = self.f
