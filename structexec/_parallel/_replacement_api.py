@@ -36,13 +36,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from .._core._queries import _MISSING, get_stop_token
 from .._core._stop_token import inplace_stop_token
 from ._remote_work import RemoteBulkWork
 
 if TYPE_CHECKING:
+    from typing import Protocol
+
     from ._remote_call import RemoteThenOp
     from ._remote_work import RemoteCallWork
 
@@ -275,36 +277,38 @@ class _RunAllProxy(receiver_proxy):
         return self._r.try_query(*args)
 
 
-class RemoteCallHandle(Protocol):
-    """A remote call in flight, as a remote backend's ``_sx_submit_call`` returns it (for
-    annotations): ``cancel()`` on a stop request, ``where()`` for ``sx.operation_tree()``."""
+if TYPE_CHECKING:  # annotations only: no class built at import
 
-    def cancel(self) -> None:
-        """Cancel the call if it has not started (the backend then reports it stopped)."""
+    class RemoteCallHandle(Protocol):
+        """A remote call in flight, as a remote backend's ``_sx_submit_call`` returns it (for
+        annotations): ``cancel()`` on a stop request, ``where()`` for ``sx.operation_tree()``."""
 
-    def where(self) -> str:
-        """Where the call is, in words."""
+        def cancel(self) -> None:
+            """Cancel the call if it has not started (the backend then reports it stopped)."""
+
+        def where(self) -> str:
+            """Where the call is, in words."""
 
 
-class BackendHooks(Protocol):
-    """A backend as the parallel scheduler's operations see it (for annotations): the three
-    calls of [exec.sysctxrepl.psb], and the optional hooks ``_sx_submit_anywhere``
-    (contracts.SubmitAnywhere) and ``_sx_submit_call`` (contracts.SubmitCall), which the
-    operations use only on backends that have them (checked at ``connect``)."""
+    class BackendHooks(Protocol):
+        """A backend as the parallel scheduler's operations see it (for annotations): the three
+        calls of [exec.sysctxrepl.psb], and the optional hooks ``_sx_submit_anywhere``
+        (contracts.SubmitAnywhere) and ``_sx_submit_call`` (contracts.SubmitCall), which the
+        operations use only on backends that have them (checked at ``connect``)."""
 
-    def schedule(self, r: receiver_proxy, s: memoryview) -> None: ...
+        def schedule(self, r: receiver_proxy, s: memoryview) -> None: ...
 
-    def schedule_bulk_chunked(self, n: int, r: bulk_item_receiver_proxy, s: memoryview) -> None:
-        ...
+        def schedule_bulk_chunked(self, n: int, r: bulk_item_receiver_proxy, s: memoryview) -> None:
+            ...
 
-    def schedule_bulk_unchunked(
-        self, n: int, r: bulk_item_receiver_proxy, s: memoryview
-    ) -> None: ...
+        def schedule_bulk_unchunked(
+            self, n: int, r: bulk_item_receiver_proxy, s: memoryview
+        ) -> None: ...
 
-    @property
-    def _sx_submit_anywhere(self) -> bool: ...
+        @property
+        def _sx_submit_anywhere(self) -> bool: ...
 
-    def _sx_submit_call(self, work: RemoteCallWork, op: RemoteThenOp) -> RemoteCallHandle: ...
+        def _sx_submit_call(self, work: RemoteCallWork, op: RemoteThenOp) -> RemoteCallHandle: ...
 
 
 # --------------------------------------------------------------------------- replacement
