@@ -41,7 +41,19 @@ def _imported() -> dict[str, list[str]]:
     stdlib = set(sys.stdlib_module_names)
     for path in sorted((ROOT / "structexec").rglob("*.py")):
         rel = path.relative_to(ROOT).as_posix()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        # ``if TYPE_CHECKING:`` blocks never run: type checkers bring their own
+        # ``typing_extensions`` stubs, so an import there is not a run-time dependency.
+        checking_only = {
+            id(n)
+            for block in ast.walk(tree)
+            if isinstance(block, ast.If) and ast.unparse(block.test).endswith("TYPE_CHECKING")
+            for stmt in block.body
+            for n in ast.walk(stmt)
+        }
+        for node in ast.walk(tree):
+            if id(node) in checking_only:
+                continue
             mods: list[str] = []
             if isinstance(node, ast.Import):
                 mods = [a.name for a in node.names]

@@ -22,7 +22,7 @@ import pytest
 import trio
 
 import structexec as sx
-from structexec._scopes import _introspect, _spawn
+from structexec._scopes import _introspect, _introspect_records, _spawn
 from structexec._scopes._associate import _AssociateOp
 from structexec._scopes._spawn_coro import _CoroFutureState
 from structexec._scopes._spawn_future import _FutureOp, _FutureSender, _FutureState
@@ -155,7 +155,7 @@ def test_the_fast_operation_info_is_an_operation_info() -> None:
         stop_requested=True,
         scopes=(),
     )
-    fast = _introspect._op_info(*fields.values())
+    fast = _introspect_records.op_info(*fields.values())
     slow = sx.OperationInfo(**fields)
     assert type(fast) is sx.OperationInfo
     assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)

@@ -22,7 +22,7 @@ complete where it started (``just``, ``just_error``, ``just_stopped``, ``read_en
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .._core._adaptor_util import UnarySender
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
@@ -34,6 +34,9 @@ from .._core._queries import _MISSING, get_completion_scheduler, get_scheduler, 
 from .._core._tags import set_error_t, set_stopped_t, set_value_t
 from ._continues_on import schedule_from
 from ._write_env import write_env
+
+if TYPE_CHECKING:
+    from .._core._contracts import Env, OperationState, Receiver
 
 __all__ = ["affine_on"]
 
@@ -48,7 +51,7 @@ def completes_inline(sndr: object) -> bool:
     return getattr(sndr, "_sx_completes_inline", False) is True
 
 
-def completes_on(child: Any, sch: Any, ev: Any) -> bool:
+def completes_on(child: object, sch: object, ev: object) -> bool:
     """Whether every completion ``child`` can make is known to happen on ``sch``.
 
     For each channel, either the child's attributes name ``sch`` as its completion scheduler,
@@ -56,11 +59,13 @@ def completes_on(child: Any, sch: Any, ev: Any) -> bool:
     Unknown means no.
     """
     attrs = get_env(child)
-    sigs: Any = _MISSING
+    sigs: completion_signatures | None = None
+    looked = False  # sigs computed (when first needed)
     for tag, q in zip(_TAGS, _CS_QUERIES):
         cs = query_or(attrs, q, _MISSING)
         if cs is _MISSING:
-            if sigs is _MISSING:
+            if not looked:
+                looked = True
                 try:
                     sigs = get_completion_signatures(child, ev)
                 except Exception:
@@ -88,10 +93,10 @@ class _AffineAttrs(TryEnv):
     __slots__ = ("_child",)
     _unsupported = "affine_on's attributes do not support {q!r}"
 
-    def __init__(self, child: Any) -> None:
+    def __init__(self, child: object) -> None:
         self._child = child
 
-    def _sx_try(self, q: Any, default: Any) -> Any:
+    def _sx_try(self, q: object, default: object) -> object:
         if type(q) is type(_CS_QUERIES[0]):
             return default
         return query_or(fwd_env(get_env(self._child)), q, default)
@@ -100,11 +105,11 @@ class _AffineAttrs(TryEnv):
 class _AffineOnSender(UnarySender):
     __slots__ = ("_sch",)
 
-    def __init__(self, child: Any, sch: Any) -> None:
+    def __init__(self, child: object, sch: object) -> None:
         self._child = child
         self._sch = sch  # None: P3941R1's one-argument form
 
-    def connect(self, rcvr: Any) -> Any:
+    def connect(self, rcvr: Receiver) -> OperationState:
         ev = get_env(rcvr)
         sch = self._sch
         if sch is None:
@@ -118,29 +123,33 @@ class _AffineOnSender(UnarySender):
                 )
         check_infallible(sch, "affine_on")
         child = self._child
+        target: object
         if type(child) is _AffineOnSender and child._sch is None:
-            return connect(child, rcvr)  # it already completes on this receiver's scheduler
-        custom = getattr(getattr(child, "tag", None), "affine_on", None)
-        if custom is not None and callable(custom):
-            return connect(custom(child, ev), rcvr)
-        if (
+            target = child  # it already completes on this receiver's scheduler
+        elif callable(custom := getattr(getattr(child, "tag", None), "affine_on", None)):
+            target = custom(child, ev)
+        elif (
             completes_inline(child)
             # a sender that completes on the scheduler of the receiver it is connected to
             # (a task that does not run on inline_scheduler, whose scheduler is the receiver's)
             or getattr(child, "_sx_affine", False) is True
             or completes_on(child, sch, ev)
         ):
-            return connect(child, rcvr)
-        lowered = write_env(schedule_from(sch, write_env(child, ev)), join_env(UNSTOPPABLE_ENV, ev))
-        return connect(lowered, rcvr)
+            target = child
+        else:
+            target = write_env(
+                schedule_from(sch, write_env(child, ev)), join_env(UNSTOPPABLE_ENV, ev)
+            )
+        op: OperationState = connect(target, rcvr)
+        return op
 
-    def get_env(self) -> Any:
+    def get_env(self) -> Env:
         if self._sch is not None:
             # The draft's two-argument form: JOIN-ENV(SCHED-ATTRS(sch), FWD-ENV(child attrs)).
-            return join_env(sched_attrs(self._sch), fwd_env(get_env(self._child)))
+            return join_env(sched_attrs(self._sch), fwd_env(get_env(self._child)))  # type: ignore[arg-type]
         return _AffineAttrs(self._child)
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         """The child's: the hop back is infallible and unstoppable, so it adds nothing."""
         return get_completion_signatures(self._child, env)
 
@@ -149,7 +158,7 @@ class _AffineOnSender(UnarySender):
         return completes_inline(self._child)
 
     @property
-    def data(self) -> Any:
+    def data(self) -> object:
         return self._sch
 
     def __repr__(self) -> str:
@@ -205,16 +214,16 @@ class affine_on_t(Algorithm, Closure[Any]):
     def __init__(self) -> None:
         Closure.__init__(self, self._apply)
 
-    def _apply(self, sndr: Any) -> Sender[Any]:
+    def _apply(self, sndr: object) -> Sender[object]:
         return _AffineOnSender(sndr, None)
 
     @overload
     def __call__(self, sndr: Sender[T], /) -> Sender[T]: ...
     @overload
-    def __call__(self, sndr: Sender[T], sch: Any, /) -> Sender[T]: ...
+    def __call__(self, sndr: Sender[T], sch: object, /) -> Sender[T]: ...
     @overload
     def __call__(self, /) -> affine_on_t: ...
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: object) -> object:
         if not args:
             return self
         if len(args) == 1:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
-from typing import Any, NoReturn, TypeVar, overload
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, overload
 
 from .._core._adaptor_util import ChildOp, UnarySender, check_sender, early_child, is_async_fn
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
@@ -34,6 +34,9 @@ from .._core._connect import connect_unchecked as connect
 from .._core._env import fwd_env
 from .._core._protocol import Algorithm, Closure, Sender, WidenClosure, completed_twice
 from .._core._tags import set_error_t, set_value_t
+
+if TYPE_CHECKING:
+    from .._core._contracts import OperationState, Receiver
 
 __all__ = [
     "bulk",
@@ -104,7 +107,7 @@ class _BulkOp(ChildOp):
 
     __slots__ = ("_chunked", "_f", "_shape")
 
-    def __init__(self, rcvr: Any, shape: int, f: Any, chunked: bool) -> None:
+    def __init__(self, rcvr: Receiver, shape: int, f: Callable[..., object], chunked: bool) -> None:
         self._rcvr = rcvr
         self._shape = shape
         self._f = f
@@ -112,7 +115,7 @@ class _BulkOp(ChildOp):
         self._state = 0
         self._op = None
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         if self._state == 2:
             raise completed_twice(self, "set_value")
         self._state = 2
@@ -131,7 +134,7 @@ class _BulkOp(ChildOp):
         self._rcvr.set_value(*vals)
 
 
-def _loop(f: Callable[..., Any], b: int, e: int, vs: tuple[Any, ...]) -> None:
+def _loop(f: Callable[..., object], b: int, e: int, vs: tuple[object, ...]) -> None:
     """``for i in range(b, e): f(i, *vs)``, without the ``*vs`` cost for 0-2 datums."""
     n = len(vs)
     if n == 1:
@@ -161,13 +164,13 @@ class chunk_loop:
 
     __slots__ = ("f",)
 
-    def __init__(self, f: Callable[..., Any]) -> None:
+    def __init__(self, f: Callable[..., object]) -> None:
         self.f = f
 
-    def __call__(self, b: int, e: int, *vs: Any) -> None:
+    def __call__(self, b: int, e: int, *vs: object) -> None:
         _loop(self.f, b, e, vs)
 
-    def __reduce__(self) -> tuple[type[chunk_loop], tuple[Callable[..., Any]]]:
+    def __reduce__(self) -> tuple[type[chunk_loop], tuple[Callable[..., object]]]:
         return (chunk_loop, (self.f,))
 
     def __repr__(self) -> str:
@@ -181,13 +184,15 @@ class _BulkBase(UnarySender):
     __slots__ = ("_f", "_policy", "_shape")
     _algo = "bulk"
 
-    def __init__(self, child: Any, policy: execution_policy, shape: int, f: Any) -> None:
+    def __init__(
+        self, child: object, policy: execution_policy, shape: int, f: Callable[..., object]
+    ) -> None:
         self._child = child
         self._policy = policy
         self._shape = shape
         self._f = f
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         """The child's signatures, plus ``set_error_t(Exception)`` when it can send values."""
         cs = get_completion_signatures(self._child, None if env is None else fwd_env(env))
         if cs is None:
@@ -207,17 +212,17 @@ class _BulkBase(UnarySender):
         return self._shape
 
     @property
-    def f(self) -> Any:
+    def f(self) -> Callable[..., object]:
         """The function applied to the index space."""
         return self._f
 
     @property
-    def child(self) -> Any:
+    def child(self) -> object:
         """The sender whose values the iterations receive."""
         return self._child
 
     @property
-    def data(self) -> tuple[execution_policy, int, Any]:
+    def data(self) -> tuple[execution_policy, int, Callable[..., object]]:
         return (self._policy, self._shape, self._f)
 
     def __repr__(self) -> str:
@@ -229,7 +234,7 @@ class _BulkChunkedSender(_BulkBase):
     __slots__ = ()
     _algo = "bulk_chunked"
 
-    def connect(self, rcvr: Any) -> _BulkOp:
+    def connect(self, rcvr: Receiver) -> _BulkOp:
         op = _BulkOp(rcvr, self._shape, self._f, True)
         op._op = connect(self._child, op)
         return op
@@ -239,7 +244,7 @@ class _BulkUnchunkedSender(_BulkBase):
     __slots__ = ()
     _algo = "bulk_unchunked"
 
-    def connect(self, rcvr: Any) -> _BulkOp:
+    def connect(self, rcvr: Receiver) -> _BulkOp:
         op = _BulkOp(rcvr, self._shape, self._f, False)
         op._op = connect(self._child, op)
         return op
@@ -249,7 +254,9 @@ class _BulkSender(_BulkBase):
     __slots__ = ("_lowered",)
     _algo = "bulk"
 
-    def __init__(self, child: Any, policy: execution_policy, shape: int, f: Any) -> None:
+    def __init__(
+        self, child: object, policy: execution_policy, shape: int, f: Callable[..., object]
+    ) -> None:
         super().__init__(child, policy, shape, f)
         self._lowered: _BulkChunkedSender | None = None
 
@@ -262,17 +269,18 @@ class _BulkSender(_BulkBase):
             )
         return low
 
-    def connect(self, rcvr: Any) -> Any:
+    def connect(self, rcvr: Receiver) -> OperationState:
         # The same lowering as bulk_t.transform_sender, so that the behaviour does not depend
         # on whether custom domains are active. connect() transforms the lowered sender with
         # its late domain when they are.
-        return connect(self.lower(), rcvr)
+        op: OperationState = connect(self.lower(), rcvr)
+        return op
 
 
 # --------------------------------------------------------------------------- algorithms
 
 
-def _check(name: str, policy: Any, shape: Any, f: Any) -> int:
+def _check(name: str, policy: object, shape: Any, f: object) -> int:
     if not isinstance(policy, execution_policy):
         raise TypeError(
             f"{name}(): policy must be an execution policy (sx.seq, sx.par, sx.par_unseq or "
@@ -302,13 +310,13 @@ class _BulkAlgorithm(Algorithm):
 
     @overload
     def __call__(
-        self, policy: execution_policy, shape: int, f: Callable[..., Any], /
+        self, policy: execution_policy, shape: int, f: Callable[..., object], /
     ) -> WidenClosure[NoReturn]: ...
     @overload
     def __call__(
-        self, sndr: Sender[T], policy: execution_policy, shape: int, f: Callable[..., Any], /
+        self, sndr: Sender[T], policy: execution_policy, shape: int, f: Callable[..., object], /
     ) -> Sender[T]: ...
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: object) -> object:
         return self._build(args)
 
     def _build(self, args: tuple[Any, ...]) -> Any:
@@ -375,7 +383,7 @@ class bulk_t(_BulkAlgorithm):
     _name = "bulk"
     _cls = _BulkSender
 
-    def transform_sender(self, sndr: Any, env: Any = None) -> Any:
+    def transform_sender(self, sndr: object, env: object = None) -> object:
         """``bulk`` → ``bulk_chunked`` with a looping chunk function ([exec.bulk],
         [exec.snd.transform])."""
         if env is None or not isinstance(sndr, _BulkSender):

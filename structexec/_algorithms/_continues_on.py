@@ -13,7 +13,7 @@ scheduling operation sees the receiver's stop token ([exec.schedule.from]).
 
 from __future__ import annotations
 
-from typing import Any, NoReturn, TypeVar, overload
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, overload
 
 from .._core._adaptor_util import (
     BinaryAdaptor,
@@ -33,6 +33,9 @@ from .._core._env import fwd_env, get_env, join_env, sched_attrs
 from .._core._protocol import Algorithm, Sender, WidenClosure, completed_twice
 from .._core._trampoline import trampoline_start
 
+if TYPE_CHECKING:
+    from .._core._contracts import Env, OperationState, Receiver
+
 __all__ = ["continues_on", "schedule_from"]
 
 T = TypeVar("T")
@@ -47,10 +50,10 @@ class _SchedReceiver:
     def __init__(self, op: _ScheduleFromOp) -> None:
         self._op = op
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         return fwd_env(get_env(self._op._rcvr))
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         # Replay the stored completion on the scheduler's agent ([exec.schedule.from]).
         op = self._op
         kind = op._kind
@@ -63,7 +66,7 @@ class _SchedReceiver:
         else:
             op._rcvr.set_stopped()
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         # The scheduling failure wins; the stored result is discarded ([exec.schedule.from]).
         op = self._op
         op._data = op._sched_op = None
@@ -80,13 +83,13 @@ class _ScheduleFromOp(ChildOp):
 
     __slots__ = ("_data", "_kind", "_sched_op")
 
-    def __init__(self, rcvr: Any) -> None:
+    def __init__(self, rcvr: Receiver) -> None:
         self._rcvr = rcvr
         self._state = 0
         self._kind = _VALUE
-        self._data: Any = None
+        self._data: Any = None  # the values tuple or the error datum, delivered on sch
         self._op = None
-        self._sched_op: Any = None
+        self._sched_op: OperationState | None = None
 
     def close(self) -> None:
         """Never started: close the child's and the scheduling operation
@@ -96,18 +99,18 @@ class _ScheduleFromOp(ChildOp):
             sched_op, self._sched_op = self._sched_op, None
             close_op(sched_op)
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         if self._state == 2:
             raise completed_twice(self, "set_value")
         self._state = 2
         self._op = None
         self._data = vals
         try:
-            trampoline_start(self._sched_op)
+            trampoline_start(self._sched_op)  # type: ignore[arg-type]
         except Exception as exc:
             self._start_failed(exc)
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         if self._state == 2:
             raise completed_twice(self, "set_error")
         self._state = 2
@@ -115,7 +118,7 @@ class _ScheduleFromOp(ChildOp):
         self._kind = _ERROR
         self._data = err
         try:
-            trampoline_start(self._sched_op)
+            trampoline_start(self._sched_op)  # type: ignore[arg-type]
         except Exception as exc:
             self._start_failed(exc)
 
@@ -126,7 +129,7 @@ class _ScheduleFromOp(ChildOp):
         self._op = None
         self._kind = _STOPPED
         try:
-            trampoline_start(self._sched_op)
+            trampoline_start(self._sched_op)  # type: ignore[arg-type]
         except Exception as exc:
             self._start_failed(exc)
 
@@ -146,26 +149,26 @@ class _ScheduleFromOp(ChildOp):
 class _ScheduleFromBase(SchedulerAdaptorSender):
     __slots__ = ()
 
-    def __init__(self, sch: Any, child: Any) -> None:
-        self._sch = sch
+    def __init__(self, sch: object, child: object) -> None:
+        self._sch = sch  # type: ignore[assignment]
         self._child = child
 
-    def connect(self, rcvr: Any) -> _ScheduleFromOp:
+    def connect(self, rcvr: Receiver) -> _ScheduleFromOp:
         op = _ScheduleFromOp(rcvr)
         # The scheduling operation is part of the state, created at connect ([exec.schedule.from]).
         op._sched_op = connect(self._sch.schedule(), _SchedReceiver(op))
         op._op = connect(self._child, op)
         return op
 
-    def get_env(self) -> Any:
+    def get_env(self) -> Env:
         """``JOIN-ENV(SCHED-ATTRS(sch), FWD-ENV(get_env(child)))`` ([exec.continues.on])."""
         return join_env(sched_attrs(self._sch), fwd_env(get_env(self._child)))
 
-    def _sx_late_domain(self) -> Any:
+    def _sx_late_domain(self) -> object:
         """The destination scheduler's domain ([exec.snd.expos])."""
         return sched_domain(self._sch)
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         """The child's signatures plus the scheduling sender's error and stopped ones."""
         fenv = None if env is None else fwd_env(env)
         return with_schedule_failures(get_completion_signatures(self._child, fenv), self._sch, fenv)
@@ -211,7 +214,7 @@ class schedule_from_t(Algorithm):
 
     __slots__ = ()
 
-    def __call__(self, sch: Any, sndr: Sender[T]) -> Sender[T]:
+    def __call__(self, sch: object, sndr: Sender[T]) -> Sender[T]:
         check_scheduler("schedule_from", "sch", sch)
         check_sender("schedule_from", "sndr", sndr)
         r: Sender[T] = early(sched_domain(sch), _ScheduleFromSender(sch, sndr))
@@ -251,20 +254,20 @@ class continues_on_t(BinaryAdaptor):
     _arg = "sch"
 
     @overload
-    def __call__(self, sch: Any, /) -> WidenClosure[NoReturn]: ...
+    def __call__(self, sch: object, /) -> WidenClosure[NoReturn]: ...
     @overload
-    def __call__(self, sndr: Sender[T], sch: Any, /) -> Sender[T]: ...
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, sndr: Sender[T], sch: object, /) -> Sender[T]: ...
+    def __call__(self, *args: object) -> object:
         return self._build(args)
 
-    def _check_arg(self, sch: Any) -> None:
+    def _check_arg(self, sch: object) -> None:
         check_scheduler("continues_on", "sch", sch)
 
-    def _make(self, sndr: Any, sch: Any) -> Any:
+    def _make(self, sndr: object, sch: object) -> Sender[object]:
         check_scheduler("continues_on", "sch", sch)
         return early_child(sndr, _ContinuesOnSender(sch, sndr))
 
-    def transform_sender(self, sndr: Any, env: Any = None) -> Any:
+    def transform_sender(self, sndr: object, env: object = None) -> object:
         """The late lowering ``continues_on(sndr, sch)`` → ``schedule_from(sch, sndr)``
         ([exec.snd.transform])."""
         if env is None or not isinstance(sndr, _ContinuesOnSender):

@@ -6,7 +6,7 @@ tuple of the child's datums (docs/trio.md "Awaiting a sender").
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .._core._adaptor_util import InlineAsChild, UnaryAdaptor, UnarySender, early_child
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
@@ -15,36 +15,40 @@ from .._core._env import fwd_env, get_env
 from .._core._protocol import Sender
 from .._core._tags import set_value_t
 
+if TYPE_CHECKING:
+    from .._core._contracts import OperationState, Receiver
+
 __all__ = ["into_variant"]
 
 
 class _IntoVariantReceiver:
     __slots__ = ("_env", "_set_value", "set_error", "set_stopped")
 
-    def __init__(self, rcvr: Any) -> None:
+    def __init__(self, rcvr: Receiver) -> None:
         self._set_value = rcvr.set_value
         self.set_error = rcvr.set_error
         self.set_stopped = rcvr.set_stopped
         self._env = fwd_env(get_env(rcvr))
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         return self._env
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         self._set_value(vals)
 
 
 class _IntoVariantSender(InlineAsChild, UnarySender):
     __slots__ = ()
 
-    def __init__(self, child: Any) -> None:
+    def __init__(self, child: object) -> None:
         self._child = child
 
-    def connect(self, rcvr: Any) -> Any:
+    def connect(self, rcvr: Receiver) -> OperationState:
         # Nothing to do at start: the child's operation state is the result.
-        return connect(self._child, _IntoVariantReceiver(rcvr))
+        op: OperationState = connect(self._child, _IntoVariantReceiver(rcvr))
+        return op
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         """``set_value_t(tuple)`` plus the child's error and stopped signatures
         ([exec.into.variant])."""
         cs = get_completion_signatures(self._child, None if env is None else fwd_env(env))
@@ -84,8 +88,8 @@ class into_variant_t(UnaryAdaptor):
     __slots__ = ()
     _name = "into_variant"
 
-    def _apply(self, sndr: Any) -> Sender[Any]:
-        r: Sender[Any] = early_child(sndr, _IntoVariantSender(sndr))
+    def _apply(self, sndr: object) -> Sender[object]:
+        r: Sender[object] = early_child(sndr, _IntoVariantSender(sndr))
         return r
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, NoReturn, TypeVar, overload
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, overload
 
 from .._core._completion_signatures import completion_signatures
 from .._core._protocol import Algorithm, Sender, twice_started
 from .._core._tags import set_error_t, set_stopped_t, set_value_t
+
+if TYPE_CHECKING:
+    from .._core._contracts import Receiver
 
 __all__ = ["just", "just_error", "just_stopped"]
 
@@ -19,7 +22,7 @@ _new = object.__new__
 class _JustOp:
     __slots__ = ("_rcvr", "_started", "_vals")
 
-    def __init__(self, rcvr: Any, vals: tuple[Any, ...]) -> None:
+    def __init__(self, rcvr: Receiver, vals: tuple[object, ...]) -> None:
         self._rcvr = rcvr
         self._vals = vals
         self._started = False
@@ -31,14 +34,14 @@ class _JustOp:
         self._rcvr.set_value(*self._vals)
 
 
-class _JustSender(Sender[Any]):
+class _JustSender(Sender[object]):
     __slots__ = ("_vals",)
     _sx_completes_inline = True
 
-    def __init__(self, vals: tuple[Any, ...]) -> None:
+    def __init__(self, vals: tuple[object, ...]) -> None:
         self._vals = vals
 
-    def connect(self, rcvr: Any) -> _JustOp:
+    def connect(self, rcvr: Receiver) -> _JustOp:
         # _JustOp(rcvr, self._vals) without the __init__ frame (the await hot path)
         op = _new(_JustOp)
         op._rcvr = rcvr
@@ -46,11 +49,11 @@ class _JustSender(Sender[Any]):
         op._started = False
         return op
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures:
         return completion_signatures(set_value_t(*(type(v) for v in self._vals)))
 
     @property
-    def data(self) -> Any:
+    def data(self) -> object:
         return self._vals
 
     def __repr__(self) -> str:
@@ -92,8 +95,8 @@ class just_t(Algorithm):
     @overload
     def __call__(self, v: T, u: U, w: V, /) -> Sender[tuple[T, U, V]]: ...
     @overload
-    def __call__(self, *vals: Any) -> Sender[tuple[Any, ...]]: ...
-    def __call__(self, *vals: Any) -> Sender[Any]:
+    def __call__(self, *vals: object) -> Sender[tuple[Any, ...]]: ...
+    def __call__(self, *vals: object) -> Sender[object]:
         # A sender is an immutable, reusable value ([exec.snd.concepts]): every ``just()`` can
         # be the same one.
         if vals:
@@ -106,7 +109,7 @@ class just_t(Algorithm):
 class _JustErrorOp:
     __slots__ = ("_err", "_rcvr", "_started")
 
-    def __init__(self, rcvr: Any, err: Any) -> None:
+    def __init__(self, rcvr: Receiver, err: object) -> None:
         self._rcvr = rcvr
         self._err = err
         self._started = False
@@ -122,17 +125,17 @@ class _JustErrorSender(Sender[NoReturn]):
     __slots__ = ("_err",)
     _sx_completes_inline = True
 
-    def __init__(self, err: Any) -> None:
+    def __init__(self, err: object) -> None:
         self._err = err
 
-    def connect(self, rcvr: Any) -> _JustErrorOp:
+    def connect(self, rcvr: Receiver) -> _JustErrorOp:
         return _JustErrorOp(rcvr, self._err)
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures:
         return completion_signatures(set_error_t(type(self._err)))
 
     @property
-    def data(self) -> Any:
+    def data(self) -> object:
         return self._err
 
     def __repr__(self) -> str:
@@ -163,7 +166,7 @@ class just_error_t(Algorithm):
 
     __slots__ = ()
 
-    def __call__(self, *args: Any) -> Sender[NoReturn]:
+    def __call__(self, *args: object) -> Sender[NoReturn]:
         if len(args) != 1:
             raise TypeError(f"just_error() takes exactly one error datum, got {len(args)}")
         if args[0] is None:
@@ -177,7 +180,7 @@ class just_error_t(Algorithm):
 class _JustStoppedOp:
     __slots__ = ("_rcvr", "_started")
 
-    def __init__(self, rcvr: Any) -> None:
+    def __init__(self, rcvr: Receiver) -> None:
         self._rcvr = rcvr
         self._started = False
 
@@ -192,10 +195,10 @@ class _JustStoppedSender(Sender[NoReturn]):
     __slots__ = ()
     _sx_completes_inline = True
 
-    def connect(self, rcvr: Any) -> _JustStoppedOp:
+    def connect(self, rcvr: Receiver) -> _JustStoppedOp:
         return _JustStoppedOp(rcvr)
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures:
         return completion_signatures(set_stopped_t())
 
     def __repr__(self) -> str:
@@ -220,7 +223,7 @@ class just_stopped_t(Algorithm):
 
     __slots__ = ()
 
-    def __call__(self, *args: Any) -> Sender[NoReturn]:
+    def __call__(self, *args: object) -> Sender[NoReturn]:
         if args:
             raise TypeError(f"just_stopped() takes no arguments, got {len(args)}")
         return _JustStoppedSender()

@@ -11,7 +11,7 @@ chain of 100,000 forwarding receivers (P3552R1 4.10).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .._core._adaptor_util import ChildOp, FnAdaptor, UnarySender
 from .._core._connect import connect_unchecked as connect
@@ -27,6 +27,9 @@ from .._core._protocol import (
 from .._core._queries import _MISSING, get_completion_scheduler, get_domain, query_or
 from .._core._tags import set_error_t, set_stopped_t, set_value_t
 from .._core._trampoline import trampoline_start
+
+if TYPE_CHECKING:
+    from .._core._contracts import OperationState, Receiver
 
 __all__ = ["let_error", "let_stopped", "let_value"]
 
@@ -52,23 +55,23 @@ class _LetReceiver2:
 
     __slots__ = ("_holder", "_letenv", "_rcvr")
 
-    def __init__(self, rcvr: Any, letenv: Any, holder: Any = None) -> None:
+    def __init__(self, rcvr: Receiver, letenv: object, holder: _LetOp | None = None) -> None:
         self._rcvr = rcvr
         self._letenv = letenv
         self._holder = holder
 
-    def get_env(self) -> Any:
-        return join_env(self._letenv, fwd_env(get_env(self._rcvr)))
+    def get_env(self) -> object:
+        return join_env(self._letenv, fwd_env(get_env(self._rcvr)))  # type: ignore[arg-type]
 
     # Each completion first forgets the holder: holder -> its _op2 -> ... -> this receiver ->
     # holder is a reference cycle, which must not outlive the work (reference counting, not
     # the cycle collector, frees a finished let).
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         self._holder = None
         self._rcvr.set_value(*vals)
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         self._holder = None
         self._rcvr.set_error(err)
 
@@ -77,7 +80,7 @@ class _LetReceiver2:
         self._rcvr.set_stopped()
 
 
-def _shadows(new: Any, old: Any) -> bool:
+def _shadows(new: object, old: object) -> bool:
     """Does the let-env ``new`` answer every query that the let-env ``old`` answers?"""
     if type(new) is sched_env:
         # SCHED-ENV answers get_scheduler always and get_domain if its scheduler has one.
@@ -87,7 +90,7 @@ def _shadows(new: Any, old: Any) -> bool:
     return type(old) is prop and type(new) is prop  # both prop(get_domain, d)
 
 
-def _receiver2(rcvr: Any, letenv: Any) -> Any:
+def _receiver2(rcvr: Receiver, letenv: object) -> _LetReceiver2:
     """Make ``receiver2`` for the outer receiver ``rcvr`` and let-env ``letenv`` ([exec.let]).
 
     A loop of nested lets would otherwise build one forwarding receiver (and one layer of
@@ -116,16 +119,16 @@ class _LetOp(ChildOp):
     __slots__ = ("_args", "_child", "_fn", "_op2")
     _kind = _VALUE
 
-    def __init__(self, rcvr: Any, child: Any, fn: Any) -> None:
+    def __init__(self, rcvr: Receiver, child: object, fn: Callable[..., object]) -> None:
         self._rcvr = rcvr
         self._child = child
         self._fn = fn
         self._state = 0
         self._op = None
-        self._op2: Any = None
-        self._args: Any = None
+        self._op2: OperationState | None = None
+        self._args: object = None  # the datums given to fn, kept alive ([exec.let])
 
-    def _letenv(self) -> Any:
+    def _letenv(self) -> object:
         attrs = get_env(self._child)
         if attrs is EMPTY_ENV:
             return EMPTY_ENV
@@ -139,7 +142,7 @@ class _LetOp(ChildOp):
             return prop(get_domain, dom)
         return EMPTY_ENV
 
-    def _matched(self, args: tuple[Any, ...]) -> None:
+    def _matched(self, args: tuple[object, ...]) -> None:
         self._args = args  # kept alive until the second operation completes ([exec.let])
         rcvr = self._rcvr
         try:
@@ -182,7 +185,7 @@ class _LetValueOp(_LetOp):
     __slots__ = ()
     _kind = _VALUE
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         if self._state == 2:
             raise completed_twice(self, "set_value")
         self._state = 2
@@ -194,7 +197,7 @@ class _LetErrorOp(_LetOp):
     __slots__ = ()
     _kind = _ERROR
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         if self._state == 2:
             raise completed_twice(self, "set_error")
         self._state = 2
@@ -218,18 +221,18 @@ class _LetSender(UnarySender):
     __slots__ = ("_fn",)
     _op_cls: type[_LetOp]
 
-    def __init__(self, child: Any, fn: Any) -> None:
+    def __init__(self, child: object, fn: Callable[..., object]) -> None:
         self._child = child
         self._fn = fn
 
-    def connect(self, rcvr: Any) -> _LetOp:
+    def connect(self, rcvr: Receiver) -> _LetOp:
         child = self._child
         op = self._op_cls(rcvr, child, self._fn)
         op._op = connect(child, op)
         return op
 
     @property
-    def data(self) -> Any:
+    def data(self) -> object:
         return self._fn
 
     def __repr__(self) -> str:
@@ -334,7 +337,7 @@ class let_value_t(_LetAlgorithm):
         f: Callable[[A, B, C, D, E, F], Awaitable[R]],
         /,
     ) -> Sender[R]: ...
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: object) -> object:
         return self._build(args)
 
 
@@ -367,7 +370,7 @@ class let_error_t(_LetAlgorithm):
     def __call__(
         self, sndr: Awaitable[T], f: Callable[[Any], Awaitable[R]], /
     ) -> Sender[T | R]: ...
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: object) -> object:
         return self._build(args)
 
 
@@ -399,7 +402,7 @@ class let_stopped_t(_LetAlgorithm):
     def __call__(self, f: Callable[[], Awaitable[R]], /) -> WidenClosure[R]: ...
     @overload
     def __call__(self, sndr: Awaitable[T], f: Callable[[], Awaitable[R]], /) -> Sender[T | R]: ...
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: object) -> object:
         return self._build(args)
 
 

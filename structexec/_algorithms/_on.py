@@ -17,7 +17,7 @@ domain is in use, so the behaviour is the same either way.
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .._core._adaptor_util import (
     SchedulerAdaptorSender,
@@ -41,6 +41,9 @@ from ._continues_on import continues_on
 from ._starts_on import starts_on
 from ._write_env import write_env
 
+if TYPE_CHECKING:
+    from .._core._contracts import OperationState, Receiver
+
 __all__ = ["on"]
 
 T = TypeVar("T")
@@ -61,15 +64,16 @@ def _no_scheduler(form: str) -> TypeError:
 class _OnSender(SchedulerAdaptorSender):
     __slots__ = ("_closure",)
 
-    def __init__(self, sch: Any, child: Any, closure: Any) -> None:
-        self._sch = sch
+    def __init__(self, sch: object, child: object, closure: Closure[object] | None) -> None:
+        self._sch = sch  # type: ignore[assignment]
         self._child = child
         self._closure = closure  # None for on(sch, sndr)
 
-    def connect(self, rcvr: Any) -> Any:
-        return connect(_lower(self, get_env(rcvr)), rcvr)
+    def connect(self, rcvr: Receiver) -> OperationState:
+        op: OperationState = connect(_lower(self, get_env(rcvr)), rcvr)
+        return op
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         """The signatures of the lowered sender; ``on(sch, sndr)`` is dependent
         ([exec.getcomplsigs])."""
         if env is None:
@@ -84,12 +88,12 @@ class _OnSender(SchedulerAdaptorSender):
         return get_completion_signatures(_lower(self, env), env)
 
     @property
-    def closure(self) -> Any:
+    def closure(self) -> Closure[object] | None:
         """The closure of ``on(sndr, sch, closure)``, ``None`` for ``on(sch, sndr)``."""
         return self._closure
 
     @property
-    def data(self) -> Any:
+    def data(self) -> object:  # type: ignore[override]
         return self._sch if self._closure is None else (self._sch, self._closure)
 
     def __repr__(self) -> str:
@@ -98,7 +102,7 @@ class _OnSender(SchedulerAdaptorSender):
         return f"on({self._child!r}, {self._sch!r}, {self._closure!r})"
 
 
-def _lower(sndr: _OnSender, env: Any) -> Any:
+def _lower(sndr: _OnSender, env: object) -> object:
     sch = sndr._sch
     child = sndr._child
     closure = sndr._closure
@@ -158,23 +162,23 @@ class on_t(Algorithm):
     __slots__ = ()
 
     @overload
-    def __call__(self, sch: Any, sndr: Sender[T], /) -> Sender[T]: ...
+    def __call__(self, sch: object, sndr: Sender[T], /) -> Sender[T]: ...
     @overload
-    def __call__(self, sch: Any, closure: MapClosure[A, R], /) -> MapClosure[A, R]: ...
+    def __call__(self, sch: object, closure: MapClosure[A, R], /) -> MapClosure[A, R]: ...
     @overload
-    def __call__(self, sch: Any, closure: WidenClosure[R], /) -> WidenClosure[R]: ...
+    def __call__(self, sch: object, closure: WidenClosure[R], /) -> WidenClosure[R]: ...
     @overload
-    def __call__(self, sch: Any, closure: Closure[Any], /) -> Closure[Any]: ...
+    def __call__(self, sch: object, closure: Closure[Any], /) -> Closure[Any]: ...
     @overload
     def __call__(
-        self, sndr: Awaitable[A], sch: Any, closure: MapClosure[A, R], /
+        self, sndr: Awaitable[A], sch: object, closure: MapClosure[A, R], /
     ) -> Sender[R]: ...
     @overload
     def __call__(
-        self, sndr: Awaitable[T], sch: Any, closure: WidenClosure[R], /
+        self, sndr: Awaitable[T], sch: object, closure: WidenClosure[R], /
     ) -> Sender[T | R]: ...
     @overload
-    def __call__(self, sndr: Sender[Any], sch: Any, closure: Closure[Any], /) -> Sender[Any]: ...
+    def __call__(self, sndr: Sender[Any], sch: object, closure: Closure[Any], /) -> Sender[Any]: ...
     def __call__(self, *args: Any) -> Any:
         if len(args) == 3:
             sndr, sch, closure = args
@@ -208,13 +212,13 @@ class on_t(Algorithm):
             )
         return early(sched_domain(sch), _OnSender(sch, x, None))
 
-    def transform_sender(self, sndr: Any, env: Any = None) -> Any:
+    def transform_sender(self, sndr: object, env: object = None) -> object:
         """The late lowering of either form ([exec.snd.transform]); needs ``env``."""
         if env is None or not isinstance(sndr, _OnSender):
             return sndr
         return _lower(sndr, env)
 
-    def transform_env(self, sndr: Any, env: Any) -> Any:
+    def transform_env(self, sndr: object, env: object) -> object:
         """``on.transform_env``: ``JOIN-ENV(SCHED-ENV(sch), FWD-ENV(env))`` for ``on(sch, s)``,
         ``env`` unchanged for the closure form."""
         if isinstance(sndr, _OnSender) and sndr._closure is None:

@@ -3,7 +3,7 @@ environment."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._core._completion_signatures import completion_signatures, dependent_sender_error
 from .._core._env import get_env
@@ -11,13 +11,18 @@ from .._core._protocol import Algorithm, Sender, twice_started
 from .._core._queries import QueryError
 from .._core._tags import set_error_t, set_value_t
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .._core._contracts import Receiver
+
 __all__ = ["read_env"]
 
 
 class _ReadEnvOp:
     __slots__ = ("_q", "_rcvr", "_started")
 
-    def __init__(self, rcvr: Any, q: Any) -> None:
+    def __init__(self, rcvr: Receiver, q: Callable[[object], object]) -> None:
         self._rcvr = rcvr
         self._q = q
         self._started = False
@@ -34,14 +39,14 @@ class _ReadEnvOp:
         self._rcvr.set_value(v)
 
 
-class _ReadEnvSender(Sender[Any]):
+class _ReadEnvSender(Sender[object]):
     __slots__ = ("_q",)
     _sx_completes_inline = True
 
-    def __init__(self, q: Any) -> None:
+    def __init__(self, q: Callable[[object], object]) -> None:
         self._q = q
 
-    def connect(self, rcvr: Any) -> _ReadEnvOp:
+    def connect(self, rcvr: Receiver) -> _ReadEnvOp:
         try:
             self._q(get_env(rcvr))
         except QueryError as e:
@@ -53,7 +58,7 @@ class _ReadEnvSender(Sender[Any]):
             pass  # supported but failing: start() completes with set_error (TRY-SET-VALUE)
         return _ReadEnvOp(rcvr, self._q)
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures:
         if env is None:
             raise dependent_sender_error(
                 "read_env() is a dependent sender: its signatures need an environment "
@@ -66,7 +71,7 @@ class _ReadEnvSender(Sender[Any]):
         return completion_signatures(set_value_t(type(v)), set_error_t(Exception))
 
     @property
-    def data(self) -> Any:
+    def data(self) -> object:
         return self._q
 
     def __repr__(self) -> str:
@@ -97,7 +102,7 @@ class read_env_t(Algorithm):
 
     __slots__ = ()
 
-    def __call__(self, q: Any) -> Sender[Any]:
+    def __call__(self, q: object) -> Sender[Any]:
         if not callable(q):
             raise TypeError(f"read_env() needs a query object, got {type(q).__name__}")
         return _ReadEnvSender(q)

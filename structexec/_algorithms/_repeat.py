@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import CoroutineType as _CoroutineType
-from typing import Any, overload
+from typing import TYPE_CHECKING, overload
 
 from .._core._adaptor_util import (
     BinaryAdaptor,
@@ -42,6 +42,10 @@ from .._core._protocol import Closure, Sender, completed_twice, is_sender, twice
 from .._core._queries import get_stop_token, query_or
 from .._core._stop_token import never_stop_token
 from .._core._tags import set_error_t, set_stopped_t, set_value_t
+
+if TYPE_CHECKING:
+    from .._core._adaptor_util import BoundClosure
+    from .._core._contracts import OperationState, Receiver
 
 __all__ = ["repeat_effect_until", "repeat_n"]
 
@@ -62,14 +66,14 @@ class LoopOp:
 
     __slots__ = ("_env", "_gate", "_next", "_op", "_rcvr", "_state", "_token")
 
-    def __init__(self, rcvr: Any, first: Any) -> None:
+    def __init__(self, rcvr: Receiver, first: object) -> None:
         self._rcvr = rcvr
         self._env = env = fwd_env(get_env(rcvr))
         self._token = query_or(env, get_stop_token, _NEVER)
         self._state = _CONNECTED
         self._gate: list[int] | None = None
-        self._next: Any = None
-        self._op: Any = None if first is None else connect(first, self)
+        self._next: object = None  # the sender of the next iteration
+        self._op: OperationState | None = None if first is None else connect(first, self)
 
     # -- operation state
 
@@ -99,7 +103,7 @@ class LoopOp:
             gate = self._gate = [_SECOND, _FIRST]
             self._state = _RUNNING
             op = self._op
-            op.start()
+            op.start()  # type: ignore[union-attr]  # (set by connect or _connect_next)
             # The completion dropped _op: this was the last reference to an iteration that
             # completed inline, and it is freed before the next one is connected.
             op = None
@@ -136,7 +140,7 @@ class LoopOp:
         self._state = _DONE
         self._rcvr.set_value()
 
-    def _finish_error(self, err: Any) -> None:
+    def _finish_error(self, err: object) -> None:
         self._state = _DONE
         self._rcvr.set_error(err)
 
@@ -146,7 +150,7 @@ class LoopOp:
 
     # -- the receiver of each iteration
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         return self._env
 
     def _completed(self, how: str) -> None:
@@ -155,7 +159,7 @@ class LoopOp:
         self._state = _BETWEEN
         self._op = None
 
-    def set_value(self, *vals: Any) -> None:  # pragma: no cover - every loop overrides it
+    def set_value(self, *vals: object) -> None:  # pragma: no cover - every loop overrides it
         """What a value of one iteration means is the loop's own decision (repeat_effect_until,
         repeat_n, retry each define it)."""
         raise NotImplementedError(
@@ -163,7 +167,7 @@ class LoopOp:
             "an iteration's value ends the loop"
         )
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         self._completed("set_error")
         self._finish_error(err)
 
@@ -175,11 +179,11 @@ class LoopOp:
 # --------------------------------------------------------------------------- repeat_effect_until
 
 
-def _async_predicate(pred: Any, coro: Any = None) -> TypeError:
+def _async_predicate(pred: object, coro: object = None) -> TypeError:
     """``repeat_effect_until`` with an ``async def`` predicate: its coroutine object would
     count as true (one run, a coroutine never awaited). Rejected; a coroutine returned at run
     time (a callable object with an ``async def __call__``) is closed and this is the error."""
-    if coro is not None:
+    if isinstance(coro, _CoroutineType):
         coro.close()
     name = getattr(pred, "__qualname__", None) or type(pred).__name__
     return TypeError(
@@ -194,12 +198,12 @@ def _async_predicate(pred: Any, coro: Any = None) -> TypeError:
 class _UntilOp(LoopOp):
     __slots__ = ("_child", "_pred")
 
-    def __init__(self, rcvr: Any, child: Any, pred: Callable[[], object]) -> None:
+    def __init__(self, rcvr: Receiver, child: object, pred: Callable[[], object]) -> None:
         self._child = child
         self._pred = pred
         LoopOp.__init__(self, rcvr, child)
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         self._completed("set_value")
         try:
             done = self._pred()
@@ -216,7 +220,9 @@ class _UntilOp(LoopOp):
         self._again()
 
 
-def _loop_signatures(child: Any, env: Any, *, predicate: bool) -> completion_signatures | None:
+def _loop_signatures(
+    child: object, env: object, *, predicate: bool
+) -> completion_signatures | None:
     """``set_value_t()``, the child's errors, ``set_error_t(Exception)`` with a predicate,
     ``set_stopped_t()``; ``None`` when the child's signatures are unknown."""
     cs = get_completion_signatures(child, None if env is None else fwd_env(env))
@@ -231,19 +237,19 @@ def _loop_signatures(child: Any, env: Any, *, predicate: bool) -> completion_sig
 class _UntilSender(UnarySender):
     __slots__ = ("_pred",)
 
-    def __init__(self, child: Any, pred: Callable[[], object]) -> None:
+    def __init__(self, child: object, pred: Callable[[], object]) -> None:
         self._child = child
         self._pred = pred
 
-    def connect(self, rcvr: Any) -> _UntilOp:
+    def connect(self, rcvr: Receiver) -> _UntilOp:
         return _UntilOp(rcvr, self._child, self._pred)
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         """``set_value_t()``, the child's errors, ``set_error_t(Exception)``, stopped."""
         return _loop_signatures(self._child, env, predicate=True)
 
     @property
-    def data(self) -> Any:
+    def data(self) -> object:
         return self._pred
 
     def __repr__(self) -> str:
@@ -293,7 +299,7 @@ class repeat_effect_until_t(BinaryAdaptor):
     _name = "repeat_effect_until"
     _arg = "predicate"
 
-    def _check_arg(self, pred: Any) -> None:
+    def _check_arg(self, pred: object) -> None:
         if not callable(pred) or is_sender(pred):
             raise TypeError(
                 "repeat_effect_until(): predicate must be a callable taking no arguments, "
@@ -302,15 +308,15 @@ class repeat_effect_until_t(BinaryAdaptor):
         if is_async_fn(pred):
             raise _async_predicate(pred)
 
-    def _make(self, sndr: Any, pred: Any) -> Any:
+    def _make(self, sndr: object, pred: Callable[[], object]) -> object:  # type: ignore[override]
         self._check_arg(pred)
         return early_child(sndr, _UntilSender(sndr, pred))
 
     @overload
     def __call__(self, predicate: Callable[[], object], /) -> Closure[None]: ...
     @overload
-    def __call__(self, sndr: Any, predicate: Callable[[], object], /) -> Sender[None]: ...
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, sndr: object, predicate: Callable[[], object], /) -> Sender[None]: ...
+    def __call__(self, *args: object) -> object:
         return self._build(args)
 
 
@@ -320,12 +326,12 @@ class repeat_effect_until_t(BinaryAdaptor):
 class _RepeatNOp(LoopOp):
     __slots__ = ("_child", "_left")
 
-    def __init__(self, rcvr: Any, child: Any, n: int) -> None:
+    def __init__(self, rcvr: Receiver, child: object, n: int) -> None:
         self._child = child
         self._left = n
         LoopOp.__init__(self, rcvr, child if n else None)
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         self._completed("set_value")
         left = self._left = self._left - 1
         if left <= 0:
@@ -338,28 +344,28 @@ class _RepeatNOp(LoopOp):
 class _RepeatNSender(UnarySender):
     __slots__ = ("_n",)
 
-    def __init__(self, child: Any, n: int) -> None:
+    def __init__(self, child: object, n: int) -> None:
         self._child = child
         self._n = n
 
-    def connect(self, rcvr: Any) -> _RepeatNOp:
+    def connect(self, rcvr: Receiver) -> _RepeatNOp:
         return _RepeatNOp(rcvr, self._child, self._n)
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         """``set_value_t()``, and for ``n > 0`` the child's errors and ``set_stopped_t()``."""
         if self._n == 0:
             return completion_signatures(set_value_t())
         return _loop_signatures(self._child, env, predicate=False)
 
     @property
-    def data(self) -> Any:
+    def data(self) -> object:
         return self._n
 
     def __repr__(self) -> str:
         return f"repeat_n({self._child!r}, {self._n!r})"
 
 
-def check_count(name: str, arg: str, n: Any, minimum: int) -> int:
+def check_count(name: str, arg: str, n: object, minimum: int) -> int:
     """``n`` as an ``int`` (not a ``bool``) that is at least ``minimum``, else raise."""
     if isinstance(n, bool) or not isinstance(n, int):
         raise TypeError(f"{name}(): {arg} must be an int, got {type(n).__name__}")
@@ -401,13 +407,13 @@ class repeat_n_t(BinaryAdaptor):
     _name = "repeat_n"
     _arg = "n"
 
-    def _check_arg(self, n: Any) -> None:
+    def _check_arg(self, n: object) -> None:
         check_count("repeat_n", "n", n, 0)
 
-    def _make(self, sndr: Any, n: Any) -> Any:
+    def _make(self, sndr: object, n: object) -> Sender[object]:
         return early_child(sndr, _RepeatNSender(sndr, check_count("repeat_n", "n", n, 0)))
 
-    def _build(self, args: tuple[Any, ...]) -> Any:
+    def _build(self, args: tuple[object, ...]) -> Sender[object] | BoundClosure:
         if len(args) == 1 and is_sender(args[0]):
             raise TypeError("repeat_n() takes (sender, n) or (n): n is missing")
         return BinaryAdaptor._build(self, args)
@@ -415,8 +421,8 @@ class repeat_n_t(BinaryAdaptor):
     @overload
     def __call__(self, n: int, /) -> Closure[None]: ...
     @overload
-    def __call__(self, sndr: Any, n: int, /) -> Sender[None]: ...
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, sndr: object, n: int, /) -> Sender[None]: ...
+    def __call__(self, *args: object) -> object:
         return self._build(args)
 
 

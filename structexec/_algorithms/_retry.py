@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable
-from typing import Any, NoReturn, TypeVar, overload
+from typing import TYPE_CHECKING, NoReturn, TypeVar, overload
 
 from .._core._adaptor_util import check_sender, early_child
 from .._core._args import real_seconds
@@ -26,15 +26,21 @@ from .._core._queries import _MISSING, get_scheduler, query_or
 from .._core._tags import set_error_t, set_stopped_t
 from ._repeat import _DONE, LoopOp, check_count
 
+if TYPE_CHECKING:
+    from .._core._contracts import Env, Receiver
+    from .._core._tags import _Signature
+    from ._timed import TimedScheduler
+
+
 __all__ = ["retry"]
 
 T = TypeVar("T")
 
 
-def _timed_scheduler(env: Any, delay: float) -> Any:
+def _timed_scheduler(env: object, delay: float) -> TimedScheduler:
     """The timed scheduler of ``env`` (``get_scheduler``), or ``TypeError`` saying how to
     provide one."""
-    sch = query_or(env, get_scheduler, _MISSING)
+    sch: TimedScheduler = query_or(env, get_scheduler, _MISSING)
     if sch is not _MISSING and callable(getattr(sch, "schedule_after", None)):
         return sch
     what = (
@@ -54,7 +60,7 @@ def _timed_scheduler(env: Any, delay: float) -> Any:
 class _RetryOp(LoopOp):
     __slots__ = ("_child", "_k", "_left", "_params", "_sch", "_waiting")
 
-    def __init__(self, rcvr: Any, sndr: _RetrySender) -> None:
+    def __init__(self, rcvr: Receiver, sndr: _RetrySender) -> None:
         self._child = sndr._child
         self._params = sndr
         self._left = sndr._attempts  # attempts left including the running one; None: unlimited
@@ -63,7 +69,7 @@ class _RetryOp(LoopOp):
         self._sch = _timed_scheduler(get_env(rcvr), sndr._delay) if sndr._delay > 0 else None
         LoopOp.__init__(self, rcvr, sndr._child)
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         self._completed("set_value")
         if self._waiting:  # the delay is over: the next attempt
             self._waiting = False
@@ -73,7 +79,7 @@ class _RetryOp(LoopOp):
         self._state = _DONE
         self._rcvr.set_value(*vals)
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         self._completed("set_error")
         p = self._params
         left = self._left
@@ -92,8 +98,8 @@ class _RetryOp(LoopOp):
                 d = math.inf
             if d > 0:
                 try:
-                    sch: Any = self._sch
-                    self._next = sch.schedule_after(d)
+                    sch = self._sch
+                    self._next = sch.schedule_after(d)  # type: ignore[union-attr]
                 except Exception as e:
                     self._finish_error(e)
                     return
@@ -104,12 +110,12 @@ class _RetryOp(LoopOp):
         self._again()
 
 
-class _RetrySender(Sender[Any]):
+class _RetrySender(Sender[object]):
     __slots__ = ("_attempts", "_backoff", "_child", "_delay", "_retry_on")
 
     def __init__(
         self,
-        child: Any,
+        child: object,
         attempts: int | None,
         delay: float,
         backoff: float,
@@ -121,26 +127,26 @@ class _RetrySender(Sender[Any]):
         self._backoff = backoff
         self._retry_on = retry_on
 
-    def connect(self, rcvr: Any) -> _RetryOp:
+    def connect(self, rcvr: Receiver) -> _RetryOp:
         return _RetryOp(rcvr, self)
 
-    def get_env(self) -> Any:
+    def get_env(self) -> Env:
         return fwd_env(get_env(self._child))
 
     @property
-    def children(self) -> tuple[Any, ...]:
+    def children(self) -> tuple[object, ...]:
         return (self._child,)
 
     @property
-    def data(self) -> Any:
+    def data(self) -> object:
         return (self._attempts, self._delay, self._backoff, self._retry_on)
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         """The child's signatures, ``set_stopped_t()``, and with a delay the timer's errors."""
         cs = get_completion_signatures(self._child, None if env is None else fwd_env(env))
         if cs is None:
             return None
-        extra: list[Any] = [set_stopped_t()]
+        extra: list[_Signature] = [set_stopped_t()]
         if self._delay > 0 and env is not None:
             sch = query_or(env, get_scheduler, _MISSING)
             after = getattr(sch, "schedule_after", None)
@@ -157,19 +163,22 @@ class _RetrySender(Sender[Any]):
         )
 
 
-def _check_seconds(name: str, x: Any) -> float:
+def _check_seconds(name: str, x: object) -> float:
     return real_seconds(x, "retry()", name, inf=False)
 
 
-def _check_retry_on(x: Any) -> Any:
-    classes = x if isinstance(x, tuple) else (x,)
-    if not classes or not all(
-        isinstance(c, type) and issubclass(c, BaseException) for c in classes
+def _check_retry_on(x: object) -> type[BaseException] | tuple[type[BaseException], ...]:
+    if isinstance(x, type) and issubclass(x, BaseException):
+        return x
+    if (
+        isinstance(x, tuple)
+        and x
+        and all(isinstance(c, type) and issubclass(c, BaseException) for c in x)
     ):
-        raise TypeError(
-            f"retry(): retry_on must be an exception class or a non-empty tuple of them, got {x!r}"
-        )
-    return x
+        return x
+    raise TypeError(
+        f"retry(): retry_on must be an exception class or a non-empty tuple of them, got {x!r}"
+    )
 
 
 class retry_t(Algorithm):
@@ -247,13 +256,13 @@ class retry_t(Algorithm):
     ) -> Sender[T]: ...
     def __call__(
         self,
-        *args: Any,
-        attempts: Any = None,
-        delay: Any = 0.0,
-        backoff: Any = 1.0,
-        retry_on: Any = Exception,
-        **unknown: Any,
-    ) -> Any:
+        *args: object,
+        attempts: object = None,
+        delay: object = 0.0,
+        backoff: object = 1.0,
+        retry_on: object = Exception,
+        **unknown: object,
+    ) -> object:
         if unknown:
             raise TypeError(
                 f"retry() got an unexpected keyword argument {next(iter(unknown))!r}; it takes "
@@ -265,14 +274,13 @@ class retry_t(Algorithm):
                 f"retry() takes one sender and keyword arguments, got {len(args)} positional "
                 "arguments"
             )
-        if attempts is not None:
-            attempts = check_count("retry", "attempts", attempts, 1)
+        n = None if attempts is None else check_count("retry", "attempts", attempts, 1)
         d = _check_seconds("delay", delay)
         b = _check_seconds("backoff", backoff)
         on = _check_retry_on(retry_on)
 
-        def make(sndr: Any) -> Sender[Any]:
-            r: Sender[Any] = early_child(sndr, _RetrySender(sndr, attempts, d, b, on))
+        def make(sndr: object) -> Sender[object]:
+            r: Sender[object] = early_child(sndr, _RetrySender(sndr, n, d, b, on))
             return r
 
         if not args:

@@ -3,8 +3,6 @@ schedule sender."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from .._core._protocol import Algorithm, Sender
 
 __all__ = ["schedule"]
@@ -33,7 +31,7 @@ class schedule_t(Algorithm):
 
     __slots__ = ()
 
-    def __call__(self, sch: Any) -> Sender[None]:
+    def __call__(self, sch: object) -> Sender[None]:
         m = getattr(sch, "schedule", None)
         if m is None or not callable(m):
             raise TypeError(

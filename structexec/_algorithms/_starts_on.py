@@ -18,7 +18,7 @@ sender (tag ``starts_on``, ``data`` the scheduler) and may replace it.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from .._core._adaptor_util import (
     ChildOp,
@@ -37,6 +37,9 @@ from .._core._env import fwd_env, join_env, sched_env
 from .._core._protocol import Algorithm, Sender, completed_twice
 from .._core._trampoline import trampoline_start
 
+if TYPE_CHECKING:
+    from .._core._contracts import OperationState, Receiver
+
 __all__ = ["starts_on"]
 
 T = TypeVar("T")
@@ -51,18 +54,18 @@ class _StartsOnOp(ChildOp):
 
     __slots__ = ("_child_op",)
 
-    def __init__(self, rcvr: Any) -> None:
+    def __init__(self, rcvr: Receiver) -> None:
         self._rcvr = rcvr
         self._state = 0
         self._op = None
-        self._child_op: Any = None
+        self._child_op: OperationState | None = None
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         if self._state == 2:
             raise completed_twice(self, "set_value")
         self._state = 2
         self._op = None
-        trampoline_start(self._child_op)
+        trampoline_start(self._child_op)  # type: ignore[arg-type]
 
     # The child will never start: close its operation now
     # (docs/senders.md "Writing your own sender"), then complete.
@@ -72,7 +75,7 @@ class _StartsOnOp(ChildOp):
         if op is not None:
             close_op(op)
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         if self._state != 2:
             self._drop_child()
         ChildOp.set_error(self, err)
@@ -93,18 +96,18 @@ class _StartsOnOp(ChildOp):
 class _StartsOnSender(SchedulerAdaptorSender):
     __slots__ = ()
 
-    def __init__(self, sch: Any, child: Any) -> None:
-        self._sch = sch
+    def __init__(self, sch: object, child: object) -> None:
+        self._sch = sch  # type: ignore[assignment]
         self._child = child
 
-    def connect(self, rcvr: Any) -> _StartsOnOp:
+    def connect(self, rcvr: Receiver) -> _StartsOnOp:
         op = _StartsOnOp(rcvr)
         op._op = connect(self._sch.schedule(), op)
         # The child's receiver: env JOIN-ENV(SCHED-ENV(sch), FWD-ENV(env)) ([exec.starts.on]).
         op._child_op = connect(self._child, WriteEnvReceiver(rcvr, sched_env(self._sch)))
         return op
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         """The child's signatures (in the child's environment) plus the scheduling sender's
         error and stopped ones."""
         senv = sched_env(self._sch)
@@ -144,15 +147,15 @@ class starts_on_t(Algorithm):
 
     __slots__ = ()
 
-    def __call__(self, sch: Any, sndr: Sender[T]) -> Sender[T]:
+    def __call__(self, sch: object, sndr: Sender[T]) -> Sender[T]:
         check_scheduler("starts_on", "sch", sch)
         check_sender("starts_on", "sndr", sndr)
         r: Sender[T] = early(sched_domain(sch), _StartsOnSender(sch, sndr))
         return r
 
-    def transform_env(self, sndr: Any, env: Any) -> Any:
+    def transform_env(self, sndr: Sender[object], env: object) -> object:
         """``JOIN-ENV(SCHED-ENV(sch), FWD-ENV(env))`` ([exec.starts.on])."""
-        return join_env(sched_env(sndr.data), fwd_env(env))
+        return join_env(sched_env(sndr.data), fwd_env(env))  # type: ignore[arg-type]
 
 
 starts_on = starts_on_t()

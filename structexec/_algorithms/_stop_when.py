@@ -17,7 +17,7 @@ sender, and how ``spawn_future`` adds its own stop source.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .._core._adaptor_util import close_op
 from .._core._completion_signatures import get_completion_signatures
@@ -27,6 +27,10 @@ from .._core._protocol import Algorithm, Sender
 from .._core._queries import QueryError, get_stop_token, query_or
 from .._core._stop_token import combined_stop_token, is_unstoppable
 
+if TYPE_CHECKING:
+    from .._core._completion_signatures import completion_signatures
+    from .._core._contracts import Env, OperationState, Receiver, StopToken
+
 __all__: list[str] = []
 
 
@@ -35,16 +39,16 @@ class StopTokenEnv:
 
     __slots__ = ("_base", "_tok")
 
-    def __init__(self, tok: Any, base: Any) -> None:
+    def __init__(self, tok: StopToken, base: object) -> None:
         self._tok = tok
         self._base = base
 
-    def _sx_try(self, q: Any, default: Any) -> Any:
+    def _sx_try(self, q: object, default: object) -> object:
         if q is get_stop_token:
             return self._tok
         return query_or(self._base, q, default)
 
-    def query(self, q: Any, *args: Any) -> Any:
+    def query(self, q: object, *args: object) -> object:
         if q is get_stop_token and not args:
             return self._tok
         m = getattr(self._base, "query", None)
@@ -53,7 +57,7 @@ class StopTokenEnv:
         return m(q, *args)
 
 
-def child_token(t: Any, rt: Any) -> Any:
+def child_token(t: StopToken, rt: StopToken) -> StopToken:
     """The token the child of ``stop-when`` sees, given the receiver's token ``rt``
     ([exec.stop.when])."""
     if is_unstoppable(rt):
@@ -66,10 +70,10 @@ class _StopWhenOp:
 
     __slots__ = ("_env", "_op", "_rcvr")
 
-    def __init__(self, rcvr: Any, env: Any) -> None:
+    def __init__(self, rcvr: Receiver, env: object) -> None:
         self._rcvr = rcvr
         self._env = env
-        self._op: Any = None
+        self._op: OperationState | None = None
 
     def start(self) -> None:
         op = self._op
@@ -84,13 +88,13 @@ class _StopWhenOp:
         if op is not None:
             close_op(op)
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         return self._env
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         self._rcvr.set_value(*vals)
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         self._rcvr.set_error(err)
 
     def set_stopped(self) -> None:
@@ -102,7 +106,7 @@ class stop_when_t(Algorithm):
 
     __slots__ = ()
 
-    def __call__(self, sndr: Any, token: Any) -> Any:
+    def __call__(self, sndr: object, token: StopToken) -> object:
         if is_unstoppable(token):
             return sndr  # [exec.stop.when]
         return _StopWhenSender(sndr, token)
@@ -111,36 +115,36 @@ class stop_when_t(Algorithm):
 stop_when = stop_when_t()
 
 
-class _StopWhenSender(Sender[Any]):
+class _StopWhenSender(Sender[object]):
     __slots__ = ("_child", "_token")
     tag = stop_when
 
-    def __init__(self, child: Any, token: Any) -> None:
+    def __init__(self, child: object, token: StopToken) -> None:
         self._child = child
         self._token = token
 
-    def connect(self, rcvr: Any) -> _StopWhenOp:
+    def connect(self, rcvr: Receiver) -> _StopWhenOp:
         e = get_env(rcvr)
         tok = child_token(self._token, get_stop_token(e))
         op = _StopWhenOp(rcvr, StopTokenEnv(tok, fwd_env(e)))
         op._op = connect(self._child, op)
         return op
 
-    def get_env(self) -> Any:
+    def get_env(self) -> Env:
         return fwd_env(get_env(self._child))
 
-    def get_completion_signatures(self, env: Any = None) -> Any:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         if env is None:
             return get_completion_signatures(self._child)
         tok = child_token(self._token, get_stop_token(env))
         return get_completion_signatures(self._child, StopTokenEnv(tok, fwd_env(env)))
 
     @property
-    def data(self) -> Any:
+    def data(self) -> object:
         return self._token
 
     @property
-    def children(self) -> tuple[Any, ...]:
+    def children(self) -> tuple[object, ...]:
         return (self._child,)
 
     def __repr__(self) -> str:

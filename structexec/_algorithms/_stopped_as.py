@@ -11,7 +11,7 @@ does the same work directly with one forwarding receiver instead of two operatio
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, overload
+from typing import TYPE_CHECKING, NoReturn, TypeVar, overload
 
 from .._core._adaptor_util import (
     BinaryAdaptor,
@@ -34,6 +34,9 @@ from ._just import just, just_error
 from ._let import let_stopped
 from ._then import then
 
+if TYPE_CHECKING:
+    from .._core._contracts import OperationState, Receiver
+
 __all__ = ["stopped_as_error", "stopped_as_optional"]
 
 T = TypeVar("T")
@@ -42,7 +45,7 @@ T = TypeVar("T")
 # --------------------------------------------------------------------------- stopped_as_optional
 
 
-def _make_optional(*ts: Any) -> Any:
+def _make_optional(*ts: object) -> values:
     """``optional<V>(in_place, ts...)``: one datum (a tuple for several)."""
     if len(ts) == 1:
         return values(ts[0])
@@ -59,15 +62,15 @@ def _just_none() -> Sender[None]:
 class _OptionalReceiver:
     __slots__ = ("_rcvr", "set_error")
 
-    def __init__(self, rcvr: Any) -> None:
+    def __init__(self, rcvr: Receiver) -> None:
         self._rcvr = rcvr
         self.set_error = rcvr.set_error
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         # Made when asked: work that never queries its environment does not pay for it.
         return fwd_env(get_env(self._rcvr))
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         if len(vals) == 1:
             self._rcvr.set_value(vals[0])
         elif vals:
@@ -79,7 +82,7 @@ class _OptionalReceiver:
         self._rcvr.set_value(None)
 
 
-def _check_optional(child: Any, env: Any) -> bool:
+def _check_optional(child: object, env: object) -> bool:
     """[exec.stopped.opt]: the child must have exactly one value signature, with at least one datum.
 
     Returns False when the check could not be made without an environment.
@@ -110,22 +113,23 @@ def _check_optional(child: Any, env: Any) -> bool:
 class _StoppedAsOptionalSender(UnarySender):
     __slots__ = ("_checked",)
 
-    def __init__(self, child: Any) -> None:
+    def __init__(self, child: object) -> None:
         self._child = child
         self._checked = False  # True once checked without an environment
 
-    def connect(self, rcvr: Any) -> Any:
+    def connect(self, rcvr: Receiver) -> OperationState:
         if not self._checked:
             self._checked = _check_optional(self._child, None)
             if not self._checked:
                 _check_optional(self._child, fwd_env(get_env(rcvr)))
-        return connect(self._child, _OptionalReceiver(rcvr))
+        op: OperationState = connect(self._child, _OptionalReceiver(rcvr))
+        return op
 
-    def lower(self) -> Sender[Any]:
+    def lower(self) -> Sender[object]:
         """``let_stopped(then(child, make-optional), lambda: just(None))`` ([exec.stopped.opt])."""
         return let_stopped(then(self._child, _make_optional), _just_none)
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         """One value signature ``set_value_t(V)`` (``V`` may be ``None``) and the child's errors."""
         cs = get_completion_signatures(self._child, None if env is None else fwd_env(env))
         if cs is None:
@@ -172,8 +176,8 @@ class stopped_as_optional_t(UnaryAdaptor):
     __slots__ = ()
     _name = "stopped_as_optional"
 
-    def _apply(self, sndr: Any) -> Sender[Any]:
-        r: Sender[Any] = early_child(sndr, _StoppedAsOptionalSender(sndr))
+    def _apply(self, sndr: object) -> Sender[object]:
+        r: Sender[object] = early_child(sndr, _StoppedAsOptionalSender(sndr))
         return r
 
     if TYPE_CHECKING:
@@ -182,10 +186,10 @@ class stopped_as_optional_t(UnaryAdaptor):
         def __call__(self, /) -> stopped_as_optional_t: ...
         @overload
         def __call__(self, sndr: Awaitable[T], /) -> Sender[T | None]: ...
-        def __call__(self, *args: Any) -> Any: ...
+        def __call__(self, *args: object) -> object: ...
         def __ror__(self, sndr: Awaitable[T]) -> Sender[T | None]: ...
 
-    def transform_sender(self, sndr: Any, env: Any = None) -> Any:
+    def transform_sender(self, sndr: object, env: object = None) -> object:
         """The lowering to ``let_stopped(then(...), ...)`` at ``connect`` ([exec.stopped.opt],
         [exec.snd.transform])."""
         if env is None or not isinstance(sndr, _StoppedAsOptionalSender):
@@ -202,23 +206,23 @@ class _JustError:
 
     __slots__ = ("err",)
 
-    def __init__(self, err: Any) -> None:
+    def __init__(self, err: object) -> None:
         self.err = err
 
-    def __call__(self) -> Sender[Any]:
+    def __call__(self) -> Sender[NoReturn]:
         return just_error(self.err)
 
 
 class _ErrorReceiver:
     __slots__ = ("_env", "_err", "_set_error", "set_error", "set_value")
 
-    def __init__(self, rcvr: Any, err: Any) -> None:
+    def __init__(self, rcvr: Receiver, err: object) -> None:
         self.set_value = rcvr.set_value
         self.set_error = self._set_error = rcvr.set_error
         self._err = err
         self._env = fwd_env(get_env(rcvr))
 
-    def get_env(self) -> Any:
+    def get_env(self) -> object:
         return self._env
 
     def set_stopped(self) -> None:
@@ -228,18 +232,19 @@ class _ErrorReceiver:
 class _StoppedAsErrorSender(InlineAsChild, UnarySender):
     __slots__ = ("_err",)
 
-    def __init__(self, child: Any, err: Any) -> None:
+    def __init__(self, child: object, err: object) -> None:
         self._child = child
         self._err = err
 
-    def connect(self, rcvr: Any) -> Any:
-        return connect(self._child, _ErrorReceiver(rcvr, self._err))
+    def connect(self, rcvr: Receiver) -> OperationState:
+        op: OperationState = connect(self._child, _ErrorReceiver(rcvr, self._err))
+        return op
 
-    def lower(self) -> Sender[Any]:
+    def lower(self) -> Sender[object]:
         """``let_stopped(child, lambda: just_error(err))`` ([exec.stopped.err])."""
         return let_stopped(self._child, _JustError(self._err))
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         """The child's signatures, ``set_stopped_t()`` replaced by ``set_error_t(type(err))``."""
         cs = get_completion_signatures(self._child, None if env is None else fwd_env(env))
         if cs is None:
@@ -250,7 +255,7 @@ class _StoppedAsErrorSender(InlineAsChild, UnarySender):
         return completion_signatures(*rest)
 
     @property
-    def data(self) -> Any:
+    def data(self) -> object:
         return self._err
 
     def __repr__(self) -> str:
@@ -285,13 +290,13 @@ class stopped_as_error_t(BinaryAdaptor):
     _arg = "err"
 
     @overload
-    def __call__(self, err: Any, /) -> WidenClosure[NoReturn]: ...
+    def __call__(self, err: object, /) -> WidenClosure[NoReturn]: ...
     @overload
-    def __call__(self, sndr: Sender[T], err: Any, /) -> Sender[T]: ...
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, sndr: Sender[T], err: object, /) -> Sender[T]: ...
+    def __call__(self, *args: object) -> object:
         return self._build(args)
 
-    def _check_arg(self, err: Any) -> None:
+    def _check_arg(self, err: object) -> None:
         if err is None:
             raise TypeError(
                 "stopped_as_error(): None is not a valid error datum ([exec.stopped.err])"
@@ -302,11 +307,11 @@ class stopped_as_error_t(BinaryAdaptor):
                 "stopped_as_error(sndr, err) or sndr | stopped_as_error(err)"
             )
 
-    def _make(self, sndr: Any, err: Any) -> Any:
+    def _make(self, sndr: object, err: object) -> Sender[object]:
         self._check_arg(err)
         return early_child(sndr, _StoppedAsErrorSender(sndr, err))
 
-    def transform_sender(self, sndr: Any, env: Any = None) -> Any:
+    def transform_sender(self, sndr: object, env: object = None) -> object:
         """The lowering to ``let_stopped(sndr, lambda: just_error(err))`` ([exec.stopped.err],
         [exec.snd.transform])."""
         if env is None or not isinstance(sndr, _StoppedAsErrorSender):

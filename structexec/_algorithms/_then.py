@@ -18,7 +18,7 @@ from __future__ import annotations
 import inspect
 import types
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .._core import _domain
 from .._core._adaptor_util import (
@@ -42,6 +42,19 @@ from .._core._protocol import (
 )
 from .._core._values import values
 from ._just import _JustSender
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from typing import TypeAlias
+
+    from .._core._contracts import Env, OperationState, Receiver
+
+    _Fn: TypeAlias = Callable[..., object]
+    #: A fused chain's stages: ``(kind, f)`` pairs, innermost first.
+    _Stages: TypeAlias = tuple[tuple[int, _Fn], ...]
+    #: What ``_ThenBase._flatten`` caches: the innermost non-then child, the stages, and the
+    #: functions when every stage is a ``then`` (else ``None``).
+    _Flat: TypeAlias = tuple[object, _Stages, "tuple[_Fn, ...] | None"]
 
 __all__ = ["then", "upon_error", "upon_stopped"]
 
@@ -67,7 +80,7 @@ _NOT_ONE_DATUM = frozenset((type(None), values, _CoroutineType))
 #: The plain function that ``then(f)`` last found not to be an ``async def`` one (a one-entry
 #: cache: building ``then(f)`` in a loop then checks ``f`` once). Not ``None``: ``then(None)``
 #: must reach the check.
-_last_sync_fn: Any = object()
+_last_sync_fn: object = object()
 #: The then-fusion fast path: ``just(...) | then(f) | ...`` connected as one object without a
 #: child operation (``_JustThen1Op``, ``_JustThenOp``), and adjacent ``then``/``upon_*`` stages
 #: flattened into one ``_ThenOp`` at ``connect``. ``False``: one ``_ThenOp`` per stage, over the
@@ -75,7 +88,7 @@ _last_sync_fn: Any = object()
 FUSE_THEN = True
 
 
-def run_stages(stages: Any, kind: int, data: Any) -> tuple[int, Any]:
+def run_stages(stages: Iterable[tuple[int, _Fn]], kind: int, data: Any) -> tuple[int, Any]:
     """Apply a fused chain of ``then``/``upon_*`` stages (``(kind, f)`` pairs) to a completion
     ``(kind, data)`` and return the resulting one ([exec.then]): a stage applies only to its
     own kind; an ``Exception`` it raises (or an ``async def`` function's coroutine, which is
@@ -102,11 +115,12 @@ def run_stages(stages: Any, kind: int, data: Any) -> tuple[int, Any]:
     return kind, data
 
 
-def returned_coroutine(kind: int, f: Any, coro: Any) -> TypeError:
+def returned_coroutine(kind: int, f: object, coro: object) -> TypeError:
     """``f`` returned a coroutine object (``then(lambda: async_fn())``, or a callable object
     with an ``async def __call__``): close it (it never runs, and Python would warn that it
     was never awaited) and make the ``TypeError`` that the operation completes with."""
-    coro.close()
+    if isinstance(coro, _CoroutineType):  # always (the caller found one)
+        coro.close()
     name = _NAMES[kind]
     fname = getattr(f, "__qualname__", None) or type(f).__name__
     let = ("let_value", "let_error", "let_stopped")[kind]
@@ -118,7 +132,7 @@ def returned_coroutine(kind: int, f: Any, coro: Any) -> TypeError:
     )
 
 
-def _apply_fns(fns: tuple[Any, ...], vals: tuple[Any, ...]) -> tuple[Any, ...]:
+def _apply_fns(fns: tuple[_Fn, ...], vals: tuple[object, ...]) -> tuple[object, ...]:
     """Run a chain of ``then`` functions on ``vals``: each result becomes the next datums by the
     values convention (docs/trio.md "Awaiting a sender"). An exception from a function propagates,
     and so does the ``TypeError`` for a returned coroutine object ([exec.then]).
@@ -158,14 +172,14 @@ class _ThenOp(ChildOp):
 
     __slots__ = ("_fns", "_stages")
 
-    def __init__(self, rcvr: Any, stages: tuple[tuple[int, Any], ...], fns: Any) -> None:
+    def __init__(self, rcvr: Receiver, stages: _Stages, fns: tuple[_Fn, ...] | None) -> None:
         self._rcvr = rcvr
         self._stages = stages
         self._fns = fns  # tuple of functions when every stage is a `then`, else None
         self._state = 0
         self._op = None
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         if self._state == 2:
             raise completed_twice(self, "set_value")
         self._state = 2
@@ -181,7 +195,7 @@ class _ThenOp(ChildOp):
             return
         self._rcvr.set_value(*vals)
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         if self._state == 2:
             raise completed_twice(self, "set_error")
         self._state = 2
@@ -195,13 +209,13 @@ class _ThenOp(ChildOp):
         self._op = None
         self._run(_STOPPED, None)
 
-    def _run(self, kind: int, data: Any) -> None:
-        kind, data = run_stages(self._stages, kind, data)
+    def _run(self, kind: int, data: object) -> None:
+        k, d = run_stages(self._stages, kind, data)
         rcvr = self._rcvr
-        if kind == _VALUE:
-            rcvr.set_value(*data)
-        elif kind == _ERROR:
-            rcvr.set_error(data)
+        if k == _VALUE:
+            rcvr.set_value(*d)
+        elif k == _ERROR:
+            rcvr.set_error(d)
         else:
             rcvr.set_stopped()
 
@@ -217,7 +231,7 @@ class _JustThenOp:
 
     __slots__ = ("_fns", "_rcvr", "_started", "_vals")
 
-    def __init__(self, rcvr: Any, vals: tuple[Any, ...], fns: tuple[Any, ...]) -> None:
+    def __init__(self, rcvr: Receiver, vals: tuple[object, ...], fns: tuple[_Fn, ...]) -> None:
         self._rcvr = rcvr
         self._vals = vals
         self._fns = fns
@@ -240,7 +254,7 @@ class _JustThen1Op:
 
     __slots__ = ("_fn", "_rcvr", "_started", "_vals")
 
-    def __init__(self, rcvr: Any, vals: tuple[Any, ...], fn: Callable[..., Any]) -> None:
+    def __init__(self, rcvr: Receiver, vals: tuple[object, ...], fn: _Fn) -> None:
         self._rcvr = rcvr
         self._vals = vals
         self._fn = fn
@@ -268,7 +282,7 @@ class _JustThen1Op:
 _new = object.__new__
 
 
-def _value_fns(stages: Any) -> tuple[Any, ...] | None:
+def _value_fns(stages: Sequence[tuple[int, _Fn]]) -> tuple[_Fn, ...] | None:
     """The functions of a chain of ``then`` stages only (``_ThenOp``'s fast loop), else None."""
     return tuple(f for _, f in stages) if all(k == _VALUE for k, _ in stages) else None
 
@@ -277,12 +291,12 @@ class _ThenBase(UnarySender):
     __slots__ = ("_flat", "_fn")
     _kind: int = _VALUE
 
-    def __init__(self, child: Any, fn: Any) -> None:
+    def __init__(self, child: object, fn: _Fn) -> None:
         self._child = child
         self._fn = fn
-        self._flat: Any = None
+        self._flat: _Flat | None = None
 
-    def _flatten(self) -> Any:
+    def _flatten(self) -> _Flat:
         flat = self._flat
         if flat is None:
             child = self._child
@@ -290,8 +304,8 @@ class _ThenBase(UnarySender):
                 st = ((self._kind, self._fn),)
                 flat = self._flat = (child, st, (self._fn,) if self._kind == _VALUE else None)
                 return flat
-            stages: list[tuple[int, Any]] = []
-            s: Any = self
+            stages: list[tuple[int, _Fn]] = []
+            s: object = self
             while isinstance(s, _ThenBase):
                 stages.append((s._kind, s._fn))
                 s = s._child
@@ -299,12 +313,13 @@ class _ThenBase(UnarySender):
             flat = self._flat = (s, tuple(stages), _value_fns(stages))
         return flat
 
-    def connect(self, rcvr: Any) -> Any:
+    def connect(self, rcvr: Receiver) -> OperationState:
         hook = _domain._then_hook
         if hook is not None:  # a remote parallel scheduler exists (_domain._then_hook)
             t = hook(self, rcvr)
             if t is not None:
-                return t.connect(rcvr)
+                remote: OperationState = t.connect(rcvr)
+                return remote
         if not FUSE_THEN:
             return self._connect_unfused(rcvr)
         if _domain._customize_all or (
@@ -324,19 +339,19 @@ class _ThenBase(UnarySender):
         op._op = connect(base, op)
         return op
 
-    def _connect_unfused(self, rcvr: Any) -> _ThenOp:
+    def _connect_unfused(self, rcvr: Receiver) -> _ThenOp:
         # FUSE_THEN off: this stage alone, over its child's operation ([exec.then]).
         fn = self._fn
         op = _ThenOp(rcvr, ((self._kind, fn),), (fn,) if self._kind == _VALUE else None)
         op._op = connect(self._child, op)
         return op
 
-    def _connect_with_domains(self, rcvr: Any) -> _ThenOp:
+    def _connect_with_domains(self, rcvr: Receiver) -> _ThenOp:
         # Fuse only through children that their late domain leaves unchanged; a child that a domain
         # transforms is connected as it is transformed ([exec.connect], [exec.snd.transform]).
         env = fwd_env(get_env(rcvr))
-        rev: list[tuple[int, Any]] = [(self._kind, self._fn)]
-        s: Any = self._child
+        rev: list[tuple[int, _Fn]] = [(self._kind, self._fn)]
+        s: object = self._child
         # Every then-sender of the chain has the attributes of the innermost non-then child
         # (FWD-ENV is idempotent), hence the same late domain: compute it once.
         chain_dom = get_domain_late(self, env)
@@ -358,7 +373,7 @@ class _ThenBase(UnarySender):
             op._op = m(op)
         return op
 
-    def get_env(self) -> Any:
+    def get_env(self) -> Env:
         # FWD-ENV(FWD-ENV(e)) is FWD-ENV(e): go straight to the innermost non-then child, so
         # a 10,000-stage chain does not recurse 10,000 times.
         return fwd_env(get_env(self._flatten()[0]))
@@ -368,7 +383,7 @@ class _ThenBase(UnarySender):
         return bool(getattr(self._flatten()[0], "_sx_completes_inline", False))
 
     @property
-    def data(self) -> Any:
+    def data(self) -> _Fn:
         return self._fn
 
     def __repr__(self) -> str:
@@ -395,19 +410,21 @@ class _ThenClosure(BoundClosure):
     step (``f`` was checked when the closure was made)."""
 
     __slots__ = ()
+    _alg: FnAdaptor
 
-    def __ror__(self, other: Any) -> Any:
+    def __ror__(self, other: object) -> Sender[object]:
         if isinstance(other, Sender):
-            alg: Any = self._alg
-            s = _new(alg._cls)
+            alg = self._alg
+            s: _ThenBase = _new(alg._cls)  # type: ignore[arg-type,assignment]
             s._child = other
-            s._fn = self._x
+            s._fn = self._x  # type: ignore[assignment]
             s._flat = None
             return s
-        return BoundClosure.__ror__(self, other)
+        built: Sender[object] = BoundClosure.__ror__(self, other)
+        return built
 
 
-def _closure(alg: FnAdaptor, args: tuple[Any, ...]) -> Any:
+def _closure(alg: FnAdaptor, args: tuple[object, ...]) -> object:
     if len(args) == 1 and type(args[0]) in PLAIN_CALLABLES:
         if is_async_fn(args[0]):
             raise async_fn_error(alg._name, args[0])
@@ -494,7 +511,7 @@ class then_t(FnAdaptor):
     def __call__(
         self, sndr: Awaitable[tuple[A, B, C, D, E, F]], f: Callable[[A, B, C, D, E, F], R], /
     ) -> Sender[R]: ...
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any) -> object:
         global _last_sync_fn
         if len(args) == 1:  # _closure, inlined
             f = args[0]
@@ -543,7 +560,7 @@ class upon_error_t(FnAdaptor):
     def __call__(self, f: Callable[[Any], R], /) -> WidenClosure[R]: ...
     @overload
     def __call__(self, sndr: Awaitable[T], f: Callable[[Any], R], /) -> Sender[T | R]: ...
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: object) -> object:
         return _closure(self, args)
 
 
@@ -574,7 +591,7 @@ class upon_stopped_t(FnAdaptor):
     def __call__(self, f: Callable[[], R], /) -> WidenClosure[R]: ...
     @overload
     def __call__(self, sndr: Awaitable[T], f: Callable[[], R], /) -> Sender[T | R]: ...
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: object) -> object:
         return _closure(self, args)
 
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 import itertools
 import math
 import threading
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from sortedcontainers import SortedList
 
@@ -45,6 +45,7 @@ from .._core._completion_signatures import completion_signatures
 from .._core._env import TryEnv, get_env
 from .._core._protocol import Sender, is_scheduler, twice_started
 from .._core._queries import get_completion_scheduler, get_stop_token
+from .._core._snapshot import TimerWait, no_children
 from .._core._stop_token import is_unstoppable, stop_callback_for
 from .._core._tags import set_stopped_t, set_value_t
 
@@ -57,6 +58,18 @@ TIMED_SCHEDULERS = (
     "sx.trio_scheduler(), sx.run_loop().get_scheduler() (also the scheduler inside "
     "sx.sync_wait), sx.get_parallel_scheduler() and structexec.testing.ManualScheduler"
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    class TimedScheduler(Protocol):
+        """A timed scheduler as ``retry`` and ``timeout`` use it (docs/time.md): the sender
+        ``schedule_after`` returns is only connected."""
+
+        def schedule_after(self, seconds: float) -> object: ...
+
+    from .._core._contracts import Receiver
+    from .._core._stop_token import StopCallback
 
 
 # --------------------------------------------------------------------------- arguments
@@ -77,7 +90,7 @@ def check_seconds(seconds: Any, fn: str = "schedule_after") -> float:
     return real_seconds(seconds, fn, "seconds")
 
 
-def check_deadline(deadline: Any, fn: str = "schedule_at") -> float:
+def check_deadline(deadline: object, fn: str = "schedule_at") -> float:
     """``deadline`` as a float; ``ValueError`` (naming ``deadline``) when NaN or too large."""
     if type(deadline) is float and deadline == deadline:
         return deadline
@@ -97,8 +110,9 @@ class TimerQueue:
     __slots__ = ("_seq", "closed", "items", "lock")
 
     def __init__(self, lock: Any = None) -> None:
+        # A lock or a Condition (the parallel scheduler's timer thread waits on it).
         self.lock: Any = threading.Lock() if lock is None else lock
-        self.items: Any = SortedList()
+        self.items: SortedList = SortedList()
         self._seq = itertools.count()
         #: Set by :meth:`close`: no timer will fire any more; one started now completes
         #: ``set_stopped()`` at once.
@@ -171,7 +185,7 @@ class TimerOwner(Protocol):
 _INIT, _PENDING, _DONE = 0, 1, 2
 
 
-def _set_stopped(rcvr: Any) -> None:
+def _set_stopped(rcvr: Receiver) -> None:
     rcvr.set_stopped()
 
 
@@ -179,7 +193,7 @@ def _set_stopped(rcvr: Any) -> None:
 #: always imported by the package) replaces it with ``stopped_from_stop_callback``, which
 #: hands a ``BaseException`` raised by user code in that completion to the consumer's
 #: ``raised_sink`` (docs/time.md "Timed schedulers").
-STOPPED_BY_REQUEST: list[Any] = [_set_stopped]
+STOPPED_BY_REQUEST: list[Callable[[Receiver], None]] = [_set_stopped]
 
 
 class TimerOp:
@@ -195,13 +209,13 @@ class TimerOp:
 
     __slots__ = ("_after", "_cb", "_key", "_owner", "_rcvr", "_started", "_state", "_t")
 
-    def __init__(self, owner: Any, rcvr: Any, after: bool, t: float) -> None:
+    def __init__(self, owner: TimerOwner, rcvr: Receiver, after: bool, t: float) -> None:
         self._owner = owner
         self._rcvr = rcvr
         self._after = after
         self._t = t
-        self._cb: Any = None
-        self._key: Any = None
+        self._cb: StopCallback | None = None
+        self._key: tuple[float, int, TimerOp] | None = None
         self._state = _INIT
         self._started = False
 
@@ -291,6 +305,18 @@ class TimerOp:
         else:
             rcvr.set_value()
 
+    def _sx_describe(self) -> TimerWait | None:
+        """The deadline while the timer is queued, for ``operation_tree()``
+        (``_contracts.Describable``); ``None`` when it is not (not started, or done). Never
+        raises, takes no lock."""
+        key = getattr(self, "_key", None)
+        if key is None:
+            return None
+        owner = self._owner
+        return TimerWait(key[0], owner, owner._timer_now)
+
+    _sx_children = no_children  # a walk down pending work ends at a timer
+
 
 class TimerAttrs(TryEnv):
     """A timer sender's attributes: the scheduler completes ``set_value`` (a stop request
@@ -299,10 +325,10 @@ class TimerAttrs(TryEnv):
     __slots__ = ("_sch",)
     _unsupported = "the timer sender of {self._sch!r} does not support {q!r}"
 
-    def __init__(self, sch: Any) -> None:
+    def __init__(self, sch: Any) -> None:  # subclasses read their scheduler's fields
         self._sch = sch
 
-    def _sx_try(self, q: Any, default: Any) -> Any:
+    def _sx_try(self, q: object, default: object) -> object:
         if q is _VALUE_Q:
             return self._sch
         return default
@@ -328,13 +354,13 @@ class TimerSender(Sender[None]):
             "scheduler whose timer queue it uses"
         )
 
-    def connect(self, rcvr: Any) -> TimerOp:
+    def connect(self, rcvr: Receiver) -> TimerOp:
         return self._op_type(self._owner(), rcvr, self._after, self._t)
 
     def get_env(self) -> TimerAttrs:
         return TimerAttrs(self._sch)
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures:
         if env is not None and is_unstoppable(get_stop_token(env)):
             return completion_signatures(set_value_t())
         return completion_signatures(set_value_t(), set_stopped_t())
@@ -368,7 +394,7 @@ def is_timed_scheduler(x: object) -> bool:
     return bool(getattr(x, "timed", True))
 
 
-def _timed(sch: Any, fn: str) -> Any:
+def _timed(sch: object, fn: str) -> Any:
     if not is_timed_scheduler(sch):
         what = "scheduler" if is_scheduler(sch) else "object"
         raise TypeError(
@@ -379,14 +405,14 @@ def _timed(sch: Any, fn: str) -> Any:
     return sch
 
 
-def now(sch: Any) -> float:
+def now(sch: object) -> float:
     """``sch.now()``: the current time of a timed scheduler, in seconds on its own clock
     (docs/time.md "Timed schedulers"); ``TypeError`` for a scheduler that is not timed."""
     t: float = _timed(sch, "now").now()
     return t
 
 
-def schedule_after(sch: Any, seconds: float) -> Sender[None]:
+def schedule_after(sch: object, seconds: float) -> Sender[None]:
     """A sender that completes ``set_value()`` on ``sch`` after ``seconds`` (from its start)
     (docs/time.md "Timed schedulers").
 
@@ -405,7 +431,7 @@ def schedule_after(sch: Any, seconds: float) -> Sender[None]:
     return snd
 
 
-def schedule_at(sch: Any, deadline: float) -> Sender[None]:
+def schedule_at(sch: object, deadline: float) -> Sender[None]:
     """A sender that completes ``set_value()`` on ``sch`` once ``now(sch) >= deadline``
     (docs/time.md "Timed schedulers"). A deadline in the past completes at once (on ``sch``);
     ``inf`` never. ``ValueError`` now for a NaN ``deadline``; ``TypeError`` for a scheduler that

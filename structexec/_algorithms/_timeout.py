@@ -14,7 +14,7 @@ The clock is the scheduler of the receiver's environment (``get_scheduler``), wh
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import Any, NoReturn, TypeVar, overload
+from typing import TYPE_CHECKING, NoReturn, TypeVar, overload
 
 from .._core._adaptor_util import BinaryAdaptor, early_child
 from .._core._args import real_seconds
@@ -25,6 +25,11 @@ from .._core._queries import get_scheduler, query_or
 from .._core._tags import set_error_t, set_stopped_t
 from ._when_any import ERROR, STOPPED, RaceOp, RaceReceiver, child_env_for
 
+if TYPE_CHECKING:
+    from .._core._contracts import Env, Receiver
+    from .._core._tags import _Signature
+    from ._timed import TimedScheduler
+
 __all__ = ["stop_after", "timeout"]
 
 T = TypeVar("T")
@@ -32,19 +37,19 @@ T = TypeVar("T")
 _MISSING = object()
 
 
-def is_timed_scheduler(sch: Any) -> bool:
+def is_timed_scheduler(sch: object) -> bool:
     """True for a scheduler with ``now()``, ``schedule_after(s)`` and ``schedule_at(t)``."""
     return all(callable(getattr(sch, m, None)) for m in ("now", "schedule_after", "schedule_at"))
 
 
-def _check_seconds(name: str, seconds: Any) -> float:
+def _check_seconds(name: str, seconds: object) -> float:
     if type(seconds) is float and seconds >= 0.0:  # the common case
         return seconds
     return real_seconds(seconds, f"{name}()", "seconds")
 
 
-def _timed_scheduler_of(name: str, env: Any) -> Any:
-    sch = query_or(env, get_scheduler, _MISSING)
+def _timed_scheduler_of(name: str, env: object) -> TimedScheduler:
+    sch: TimedScheduler = query_or(env, get_scheduler, _MISSING)
     if sch is not _MISSING and is_timed_scheduler(sch):
         return sch
     what = (
@@ -72,7 +77,7 @@ class _TimerReceiver(RaceReceiver):
         self._seconds = seconds
         self._stop = stop
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         if self._stop:
             RaceReceiver.set_stopped(self)
             return
@@ -89,15 +94,15 @@ class _TimerReceiver(RaceReceiver):
         self._op._arrive(1, STOPPED, None)
 
 
-class _TimeoutSender(Sender[Any]):
+class _TimeoutSender(Sender[object]):
     __slots__ = ("_child", "_seconds")
     _stop = False
 
-    def __init__(self, child: Any, seconds: float) -> None:
+    def __init__(self, child: object, seconds: float) -> None:
         self._child = child
         self._seconds = seconds
 
-    def connect(self, rcvr: Any) -> RaceOp:
+    def connect(self, rcvr: Receiver) -> RaceOp:
         name = "stop_after" if self._stop else "timeout"
         sch = _timed_scheduler_of(name, get_env(rcvr))
         timer = sch.schedule_after(self._seconds)
@@ -108,25 +113,25 @@ class _TimeoutSender(Sender[Any]):
         )
         return op
 
-    def get_env(self) -> Any:
+    def get_env(self) -> Env:
         return fwd_env(get_env(self._child))
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         """The work's, plus ``set_error_t(TimeoutError)`` (``timeout``) and ``set_stopped_t()``."""
         sigs = get_completion_signatures(self._child, child_env_for(env))
         if sigs is None:
             return None
-        extra: list[Any] = [set_stopped_t()]
+        extra: list[_Signature] = [set_stopped_t()]
         if not self._stop:
             extra.append(set_error_t(TimeoutError))
         return sigs | completion_signatures(*extra)
 
     @property
-    def data(self) -> Any:
+    def data(self) -> object:
         return self._seconds
 
     @property
-    def children(self) -> tuple[Any, ...]:
+    def children(self) -> tuple[object, ...]:
         return (self._child,)
 
     def __repr__(self) -> str:
@@ -150,17 +155,17 @@ class _TimedAdaptor(BinaryAdaptor):
     def __call__(self, seconds: float, /) -> WidenClosure[NoReturn]: ...
     @overload
     def __call__(self, sndr: Awaitable[T], seconds: float, /) -> Sender[T]: ...
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: object) -> object:
         return self._build(args)
 
-    def _check_arg(self, seconds: Any) -> None:
+    def _check_arg(self, seconds: object) -> None:
         if isinstance(seconds, Sender):  # timeout(sndr): the seconds are missing
             raise TypeError(
                 f"{self._name}() takes (sender, seconds) or (seconds): seconds is missing"
             )
         _check_seconds(self._name, seconds)
 
-    def _make(self, sndr: Any, seconds: Any) -> Any:
+    def _make(self, sndr: object, seconds: object) -> Sender[object]:
         s = _check_seconds(self._name, seconds)
         return early_child(sndr, self._sender(sndr, s))
 

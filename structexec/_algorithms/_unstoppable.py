@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, TypeVar, overload
 
 from .._core._adaptor_util import UnaryAdaptor, early_child
 from .._core._infallible import UNSTOPPABLE_ENV
@@ -46,8 +46,8 @@ class unstoppable_t(UnaryAdaptor):
     __slots__ = ()
     _name = "unstoppable"
 
-    def _apply(self, sndr: Any) -> Sender[Any]:
-        r: Sender[Any] = early_child(sndr, _WriteEnvSender(sndr, UNSTOPPABLE_ENV))
+    def _apply(self, sndr: object) -> Sender[object]:
+        r: Sender[object] = early_child(sndr, _WriteEnvSender(sndr, UNSTOPPABLE_ENV))
         return r
 
     if TYPE_CHECKING:
@@ -56,7 +56,7 @@ class unstoppable_t(UnaryAdaptor):
         def __call__(self, /) -> unstoppable_t: ...
         @overload
         def __call__(self, sndr: Awaitable[T], /) -> Sender[T]: ...
-        def __call__(self, *args: Any) -> Any: ...
+        def __call__(self, *args: object) -> object: ...
         def __ror__(self, sndr: Awaitable[T]) -> Sender[T]: ...
 
 

@@ -35,13 +35,10 @@ it), nor with ``FUSE_JUST = False``.
 
 from __future__ import annotations
 
-import reprlib
-import sys
 import threading
-import traceback
 import types
 from collections.abc import Awaitable
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .._core import _domain
 from .._core._adaptor_util import close_op, early
@@ -53,7 +50,6 @@ from .._core._completion_signatures import (
 from .._core._connect import connect_unchecked as connect
 from .._core._domain import default_domain, domains_active, get_domain_early, may_transform
 from .._core._env import EMPTY_ENV, fwd_env, get_env, prop
-from .._core._errors import ErrorValue
 from .._core._protocol import Algorithm, Sender, completed_twice, is_sender, twice_started
 from .._core._queries import get_domain, get_stop_token, query_or
 from .._core._stop_token import (
@@ -63,9 +59,15 @@ from .._core._stop_token import (
     stop_callback_for,
 )
 from .._core._tags import set_stopped_t, set_value_t
+from ._dropped_errors import report_dropped_errors as report_dropped_errors
 from ._into_variant import into_variant
 from ._just import _JustSender, just, just_error, just_stopped
 from ._read_env import read_env
+
+if TYPE_CHECKING:
+    from .._core._contracts import Env, OperationState, Receiver
+    from .._core._stop_token import StopCallback, inplace_stop_token
+    from .._core._tags import _Signature
 
 T1 = TypeVar("T1")
 T2 = TypeVar("T2")
@@ -92,20 +94,20 @@ class _WhenAllEnv:
 
     __slots__ = ("_env", "_op")
 
-    def __init__(self, op: _WhenAllOp | None, outer: Any) -> None:
+    def __init__(self, op: _WhenAllOp | None, outer: object) -> None:
         self._op = op  # None: an environment for computing completion signatures only
         self._env = fwd_env(outer)
 
-    def _token(self) -> Any:
+    def _token(self) -> inplace_stop_token:
         op = self._op
         return inplace_stop_source().get_token() if op is None else op._token()
 
-    def _sx_try(self, q: Any, default: Any) -> Any:
+    def _sx_try(self, q: object, default: object) -> object:
         if q is get_stop_token:
             return self._token()
         return query_or(self._env, q, default)
 
-    def query(self, q: Any, *args: Any) -> Any:
+    def query(self, q: object, *args: object) -> object:
         if q is get_stop_token:
             return self._token()
         return self._env.query(q, *args)
@@ -127,13 +129,13 @@ class _ChildReceiver:
         cenv = op._cenv
         return op._make_cenv() if cenv is None else cenv
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         if self._done:
             raise completed_twice(self, "set_value")
         self._done = True
         self._op._on_value(self._i, vals)
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         if self._done:
             raise completed_twice(self, "set_error")
         self._done = True
@@ -166,15 +168,15 @@ class _WhenAllOp:
         "_vals",
     )
 
-    def __init__(self, rcvr: Any, n: int) -> None:
+    def __init__(self, rcvr: Receiver, n: int) -> None:
         self._rcvr = rcvr
         self._count = n
         self._disp = _STARTED
-        self._err: Any = None
-        self._more: list[tuple[int, Any]] | None = None  # the errors that lost ([exec.when.all])
-        self._vals: list[tuple[Any, ...]] = [()] * n
+        self._err: object = None
+        self._more: list[tuple[int, object]] | None = None  # the errors that lost ([exec.when.all])
+        self._vals: list[tuple[object, ...]] = [()] * n
         self._lock = threading.Lock()
-        self._on_stop: Any = None
+        self._on_stop: StopCallback | None = None
         self._started = False
         self._fused = False  # some child is a fused just (its slot in _ops holds the sender)
         # The stop source, made when first needed: a child asks for its stop token, or the
@@ -185,7 +187,8 @@ class _WhenAllOp:
         # dropped at completion: it refers back to this operation (a cycle otherwise left to
         # the garbage collector after every when_all).
         self._cenv: _WhenAllEnv | None = None
-        self._ops: list[Any]
+        # Child operations; a fused just keeps its sender here, a completed child None.
+        self._ops: list[OperationState | _JustSender | None]
 
     def _make_cenv(self) -> _WhenAllEnv:
         # Two children asking at once on two threads may each make one: they are equivalent.
@@ -203,7 +206,7 @@ class _WhenAllOp:
             for op in ops:
                 close_op(op)
 
-    def _token(self) -> Any:
+    def _token(self) -> inplace_stop_token:
         """The children's stop token ([exec.when.all])."""
         src = self._src
         if src is None:
@@ -254,15 +257,17 @@ class _WhenAllOp:
                     close_op(op)
                 self._rcvr.set_stopped()
                 return
+        # No slot is None yet (a slot is cleared when its child completes, after its start);
+        # a slot holds a _JustSender only when fused.
         if not self._fused:
             for op in self._ops:
-                op.start()
+                op.start()  # type: ignore[union-attr]
             return
         for i, op in enumerate(self._ops):
             if type(op) is _JustSender:  # a fused just(*vals): its set_value(*vals), here
                 self._on_value(i, op._vals)
             else:
-                op.start()
+                op.start()  # type: ignore[union-attr]
 
     # -- child completions ([exec.when.all] impls-for<when_all_t>::complete)
 
@@ -272,7 +277,7 @@ class _WhenAllOp:
     # keeps the garbage collector from walking an ever larger heap (per-child cost at 1e5
     # within 1.5x of 1e3; benchmarks/bench_scaling.py).
 
-    def _on_value(self, i: int, vals: tuple[Any, ...]) -> None:
+    def _on_value(self, i: int, vals: tuple[object, ...]) -> None:
         lock = self._lock
         lock.acquire()
         self._ops[i] = None
@@ -283,7 +288,7 @@ class _WhenAllOp:
         if c == 0:
             self._complete()
 
-    def _on_error(self, i: int, err: Any) -> None:
+    def _on_error(self, i: int, err: object) -> None:
         lock = self._lock
         lock.acquire()
         self._ops[i] = None
@@ -349,78 +354,7 @@ class _WhenAllOp:
             rcvr.set_stopped()
 
 
-_short_repr = reprlib.Repr()
-_short_repr.maxstring = _short_repr.maxother = 160
-
-
-def dropped_error_note(i: int, other: Any) -> str:
-    """The note that names an error of child ``#i`` that lost to the first one."""
-    return (
-        f"when_all: child #{i} also failed, with {_short_repr.repr(other)}; only the first "
-        "error is delivered ([exec.when.all]), this one was dropped"
-    )
-
-
-def report_dropped_errors(err: Any, more: list[tuple[int, Any]]) -> None:
-    """Make the errors that lost to ``err`` visible ([exec.when.all] delivers only the first).
-
-    If ``err`` is an exception, each other error becomes a note on it (``__notes__``; a note
-    already there is not added twice, so a shared exception does not collect copies). A
-    non-exception error datum is never changed: the other errors then go to
-    ``sys.unraisablehook``, Python's channel for an exception that cannot be raised (the
-    default one prints them to stderr; pytest reports them as warnings).
-    """
-    if isinstance(err, BaseException):
-        # err.__notes__ is what BaseException.add_note (3.11+) appends to; set it directly so
-        # that Python 3.10 (where the exceptiongroup backport prints notes) works the same.
-        notes = getattr(err, "__notes__", None)
-        for i, other in more:
-            if other is err:
-                continue
-            note = dropped_error_note(i, other)
-            if notes is None:
-                notes = []
-                try:
-                    err.__notes__ = notes  # type: ignore[attr-defined,unused-ignore]
-                except Exception:  # pragma: no cover - an exception type without a __dict__
-                    return
-            if type(notes) is not list:  # pragma: no cover - someone replaced __notes__
-                return
-            if note not in notes:
-                notes.append(note)
-        return
-    for i, other in more:
-        exc = other if isinstance(other, BaseException) else ErrorValue(other)
-        msg = (
-            f"when_all: the error of child #{i} was dropped because another child's error, "
-            f"{_short_repr.repr(err)}, was delivered ([exec.when.all]); that error is not an "
-            "exception, so this one could not be attached to it as a note"
-        )
-        hook = sys.unraisablehook
-        try:
-            if hook is sys.__unraisablehook__:  # it accepts only the interpreter's own args
-                sys.stderr.write(f"{msg}:\n")
-                traceback.print_exception(type(exc), exc, exc.__traceback__)
-            else:
-                hook(_Unraisable(exc, msg))  # type: ignore[arg-type]
-        except Exception:  # pragma: no cover - a broken hook must not break the completion
-            pass
-
-
-class _Unraisable:
-    """The argument of ``sys.unraisablehook`` (the attributes it reads)."""
-
-    __slots__ = ("err_msg", "exc_traceback", "exc_type", "exc_value", "object")
-
-    def __init__(self, exc: BaseException, msg: str) -> None:
-        self.exc_type = type(exc)
-        self.exc_value = exc
-        self.exc_traceback = exc.__traceback__
-        self.err_msg = msg
-        self.object = None
-
-
-def _common_domain(children: tuple[Any, ...]) -> Any:
+def _common_domain(children: tuple[object, ...]) -> object:
     """``CD``: the children's common early domain; the default domain when there is none."""
     doms = [get_domain_early(c) for c in children]
     first = doms[0]
@@ -433,16 +367,16 @@ def _common_domain(children: tuple[Any, ...]) -> Any:
     return _DEFAULT
 
 
-class _WhenAllSender(Sender[Any]):
+class _WhenAllSender(Sender[object]):
     __slots__ = ("_attrs", "_checked", "_children")
 
-    def __init__(self, children: tuple[Any, ...]) -> None:
+    def __init__(self, children: tuple[object, ...]) -> None:
         self._children = children
-        self._attrs: Any = None
+        self._attrs: object = None
         # None: not checked yet; True: checked without an env; False: check on every connect.
         self._checked: bool | None = None
 
-    def _check_child_sigs(self, env: Any) -> None:
+    def _check_child_sigs(self, env: object) -> None:
         """[exec.when.all]: a child with two or more value signatures is rejected at connect."""
         need_env = False
         for i, c in enumerate(self._children):
@@ -463,7 +397,7 @@ class _WhenAllSender(Sender[Any]):
         if env is None:
             self._checked = not need_env
 
-    def connect(self, rcvr: Any) -> _WhenAllOp:
+    def connect(self, rcvr: Receiver) -> _WhenAllOp:
         children = self._children
         op = _WhenAllOp(rcvr, len(children))
         checked = self._checked
@@ -472,7 +406,7 @@ class _WhenAllSender(Sender[Any]):
             checked = self._checked
         if not checked:
             self._check_child_sigs(op._make_cenv())
-        ops: list[Any] = []
+        ops: list[OperationState | _JustSender | None] = []
         # A domain that customises `just` must see every just connected (connect_unchecked).
         fuse = FUSE_JUST and not (
             _domain._domains_on
@@ -494,7 +428,7 @@ class _WhenAllSender(Sender[Any]):
         op._ops = ops
         return op
 
-    def get_env(self) -> Any:
+    def get_env(self) -> Env:
         """``env()``, or ``get_domain`` when the children share a non-default domain
         ([exec.when.all])."""
         attrs = self._attrs
@@ -505,15 +439,15 @@ class _WhenAllSender(Sender[Any]):
                 if type(cd) is not default_domain:
                     attrs = prop(get_domain, cd)
             self._attrs = attrs
-        return attrs
+        return attrs  # type: ignore[return-value]
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         """Concatenated values, the union of the errors, and stopped ([exec.when.all])."""
         cenv = None if env is None else _WhenAllEnv(None, env)
         # A child without a value signature contributes no datums ([exec.stopped.opt]'s
         # example: when_all(just(1), just_stopped()) has the value signature (int)).
-        values: list[Any] = []
-        others: list[Any] = []
+        values: list[object] = []
+        others: list[_Signature] = []
         for c in self._children:
             cs = get_completion_signatures(c, cenv)
             if cs is None:
@@ -528,7 +462,7 @@ class _WhenAllSender(Sender[Any]):
             if vsigs:
                 values.extend(vsigs[0].args)
             others.extend(s for s in cs if type(s) is not set_value_t)
-        sigs: list[Any] = [set_value_t(*values)]
+        sigs: list[_Signature] = [set_value_t(*values)]
         sigs.extend(others)
         if env is None or not is_unstoppable(get_stop_token(env)):
             sigs.append(set_stopped_t())  # an outer stop before start ([exec.when.all])
@@ -539,11 +473,11 @@ class _WhenAllSender(Sender[Any]):
         return all(getattr(c, "_sx_completes_inline", False) for c in self._children)
 
     @property
-    def data(self) -> Any:
+    def data(self) -> None:
         return None
 
     @property
-    def children(self) -> tuple[Any, ...]:
+    def children(self) -> tuple[object, ...]:
         return self._children
 
     def __repr__(self) -> str:
@@ -553,25 +487,26 @@ class _WhenAllSender(Sender[Any]):
 class _WhenAllWithVariantSender(_WhenAllSender):
     __slots__ = ("_lowered",)
 
-    def __init__(self, children: tuple[Any, ...]) -> None:
+    def __init__(self, children: tuple[object, ...]) -> None:
         super().__init__(children)
-        self._lowered: Sender[Any] | None = None
+        self._lowered: Sender[object] | None = None
 
-    def lower(self) -> Sender[Any]:
+    def lower(self) -> Sender[object]:
         """``when_all(into_variant(c) for c in children)`` ([exec.when.all])."""
         low = self._lowered
         if low is None:
             low = self._lowered = when_all(*(into_variant(c) for c in self._children))
         return low
 
-    def connect(self, rcvr: Any) -> Any:
-        return connect(self.lower(), rcvr)
+    def connect(self, rcvr: Receiver) -> OperationState:  # type: ignore[override]
+        op: OperationState = connect(self.lower(), rcvr)
+        return op
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         return get_completion_signatures(self.lower(), env)
 
 
-def _make(cls: type[_WhenAllSender], name: str, sndrs: tuple[Any, ...]) -> Sender[Any]:
+def _make(cls: type[_WhenAllSender], name: str, sndrs: tuple[object, ...]) -> Sender[object]:
     """Check the arguments ([exec.when.all]) and build the sender, transformed by the children's
     common early domain when domains are in use ([exec.snd.expos])."""
     if not sndrs:
@@ -667,17 +602,17 @@ class when_all_t(Algorithm):
     @overload
     def __call__(
         self,
-        s1: Awaitable[Any],
-        s2: Awaitable[Any],
-        s3: Awaitable[Any],
-        s4: Awaitable[Any],
-        s5: Awaitable[Any],
-        s6: Awaitable[Any],
-        s7: Awaitable[Any],
+        s1: Awaitable[object],
+        s2: Awaitable[object],
+        s3: Awaitable[object],
+        s4: Awaitable[object],
+        s5: Awaitable[object],
+        s6: Awaitable[object],
+        s7: Awaitable[object],
         /,
-        *sndrs: Awaitable[Any],
+        *sndrs: Awaitable[object],
     ) -> Sender[tuple[Any, ...]]: ...
-    def __call__(self, *sndrs: Any) -> Sender[Any]:
+    def __call__(self, *sndrs: object) -> Sender[object]:
         return _make(_WhenAllSender, "when_all", sndrs)
 
 
@@ -706,10 +641,10 @@ class when_all_with_variant_t(Algorithm):
 
     __slots__ = ()
 
-    def __call__(self, *sndrs: Any) -> Sender[Any]:
+    def __call__(self, *sndrs: object) -> Sender[object]:
         return _make(_WhenAllWithVariantSender, "when_all_with_variant", sndrs)
 
-    def transform_sender(self, sndr: Any, env: Any = None) -> Any:
+    def transform_sender(self, sndr: object, env: object = None) -> object:
         """The late lowering to ``when_all(into_variant(c), ...)`` ([exec.when.all],
         [exec.snd.transform])."""
         if env is None or not isinstance(sndr, _WhenAllWithVariantSender):

@@ -34,7 +34,7 @@ from __future__ import annotations
 import reprlib
 import threading
 from collections.abc import Awaitable, Sequence
-from typing import Any, NoReturn, TypeVar, overload
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, overload
 
 from .._core._adaptor_util import BinaryAdaptor, close_op, early, early_child
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
@@ -59,6 +59,10 @@ from .._core._stop_token import (
 from .._core._tags import set_stopped_t
 from ._stop_when import StopTokenEnv
 from ._when_all import _common_domain
+
+if TYPE_CHECKING:
+    from .._core._contracts import Env, OperationState, Receiver
+    from .._core._stop_token import StopCallback
 
 T1 = TypeVar("T1")
 T2 = TypeVar("T2")
@@ -88,16 +92,16 @@ class RaceReceiver:
         self._i = i
         self._done = False
 
-    def get_env(self) -> Any:
+    def get_env(self) -> StopTokenEnv:
         return self._op._cenv
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         if self._done:
             raise completed_twice(self, "set_value")
         self._done = True
         self._op._arrive(self._i, VALUE, vals)
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         if self._done:
             raise completed_twice(self, "set_error")
         self._done = True
@@ -140,25 +144,26 @@ class RaceOp:
         "_winner",
     )
 
-    def __init__(self, rcvr: Any, n: int, primary: int, name: str) -> None:
+    def __init__(self, rcvr: Receiver, n: int, primary: int, name: str) -> None:
         self._rcvr = rcvr
         self._count = n
         self._primary = primary
         self._name = name
         self._fired = False
+        # (kind, payload): the values tuple, the error datum, or None ([exec.when.all] style).
         self._result: tuple[int, Any] | None = None
         self._winner = -1
-        self._losers: list[tuple[int, Any]] | None = None
+        self._losers: list[tuple[int, BaseException]] | None = None
         self._lock = threading.Lock()
-        self._on_stop: Any = None
+        self._on_stop: StopCallback | None = None
         self._started = False
         self._src = inplace_stop_source()
         self._cenv = StopTokenEnv(self._src.get_token(), fwd_env(get_env(rcvr)))
-        self._ops: list[Any] = []
+        self._ops: list[OperationState] = []
         self._rcvrs: Sequence[RaceReceiver] = ()
 
-    def connect_children(self, children: tuple[Any, ...], rcvrs: list[RaceReceiver]) -> None:
-        ops: list[Any] = []
+    def connect_children(self, children: tuple[object, ...], rcvrs: list[RaceReceiver]) -> None:
+        ops: list[OperationState] = []
         try:
             for c, r in zip(children, rcvrs):
                 ops.append(connect(c, r))
@@ -248,7 +253,7 @@ class RaceOp:
             lock.release()
         self._src.request_stop()
 
-    def _arrive(self, i: int, kind: int, payload: Any) -> None:
+    def _arrive(self, i: int, kind: int, payload: object) -> None:
         lock = self._lock
         lock.acquire()
         first = not self._fired
@@ -296,7 +301,7 @@ class RaceOp:
             rcvr.set_stopped()
 
 
-def _note_losers(name: str, err: BaseException, losers: list[tuple[int, Any]]) -> None:
+def _note_losers(name: str, err: BaseException, losers: list[tuple[int, BaseException]]) -> None:
     """Attach the exceptions of children that completed with an error after the race was
     decided to the winning exception, as notes (they are not delivered)."""
     notes = getattr(err, "__notes__", None)
@@ -319,36 +324,36 @@ def _note_losers(name: str, err: BaseException, losers: list[tuple[int, Any]]) -
             notes.append(note)
 
 
-def child_env_for(env: Any) -> Any:
+def child_env_for(env: object) -> StopTokenEnv | None:
     """The environment a race's children see, for ``get_completion_signatures(child, env)``."""
     if env is None:
         return None
     return StopTokenEnv(inplace_stop_source().get_token(), fwd_env(env))
 
 
-def outer_may_stop(env: Any) -> bool:
+def outer_may_stop(env: object) -> bool:
     return env is None or not is_unstoppable(get_stop_token(env))
 
 
 # --------------------------------------------------------------------------- when_any
 
 
-class _WhenAnySender(Sender[Any]):
+class _WhenAnySender(Sender[object]):
     __slots__ = ("_children",)
 
-    def __init__(self, children: tuple[Any, ...]) -> None:
+    def __init__(self, children: tuple[object, ...]) -> None:
         self._children = children
 
-    def connect(self, rcvr: Any) -> RaceOp:
+    def connect(self, rcvr: Receiver) -> RaceOp:
         children = self._children
         op = RaceOp(rcvr, len(children), -1, "when_any")
         op.connect_children(children, [RaceReceiver(op, i) for i in range(len(children))])
         return op
 
-    def get_env(self) -> Any:
+    def get_env(self) -> Env:
         return EMPTY_ENV
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         """The union of the children's signatures, and ``set_stopped_t()``."""
         cenv = child_env_for(env)
         sigs = completion_signatures.union(
@@ -359,11 +364,11 @@ class _WhenAnySender(Sender[Any]):
         return sigs | completion_signatures(set_stopped_t())
 
     @property
-    def data(self) -> Any:
+    def data(self) -> None:
         return None
 
     @property
-    def children(self) -> tuple[Any, ...]:
+    def children(self) -> tuple[object, ...]:
         return self._children
 
     def __repr__(self) -> str:
@@ -447,17 +452,17 @@ class when_any_t(Algorithm):
     @overload
     def __call__(
         self,
-        s1: Awaitable[Any],
-        s2: Awaitable[Any],
-        s3: Awaitable[Any],
-        s4: Awaitable[Any],
-        s5: Awaitable[Any],
-        s6: Awaitable[Any],
-        s7: Awaitable[Any],
+        s1: Awaitable[object],
+        s2: Awaitable[object],
+        s3: Awaitable[object],
+        s4: Awaitable[object],
+        s5: Awaitable[object],
+        s6: Awaitable[object],
+        s7: Awaitable[object],
         /,
-        *sndrs: Awaitable[Any],
+        *sndrs: Awaitable[object],
     ) -> Sender[Any]: ...
-    def __call__(self, *sndrs: Any) -> Sender[Any]:
+    def __call__(self, *sndrs: object) -> Sender[object]:
         if not sndrs:
             raise TypeError(
                 "when_any() needs at least one sender: with none, nothing could ever win"
@@ -480,24 +485,24 @@ _WhenAnySender.tag = when_any
 # --------------------------------------------------------------------------- stop_when
 
 
-class _StopWhenTriggerSender(Sender[Any]):
+class _StopWhenTriggerSender(Sender[object]):
     __slots__ = ("_child", "_trigger")
 
-    def __init__(self, child: Any, trigger: Any) -> None:
+    def __init__(self, child: object, trigger: object) -> None:
         self._child = child
         self._trigger = trigger
 
-    def connect(self, rcvr: Any) -> RaceOp:
+    def connect(self, rcvr: Receiver) -> RaceOp:
         op = RaceOp(rcvr, 2, 0, "stop_when")
         op.connect_children(
             (self._child, self._trigger), [RaceReceiver(op, 0), RaceReceiver(op, 1)]
         )
         return op
 
-    def get_env(self) -> Any:
+    def get_env(self) -> Env:
         return fwd_env(get_env(self._child))
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         """``sndr``'s signatures, plus ``set_stopped_t()`` for a stop before ``start``."""
         sigs = get_completion_signatures(self._child, child_env_for(env))
         if sigs is None:
@@ -507,11 +512,11 @@ class _StopWhenTriggerSender(Sender[Any]):
         return sigs
 
     @property
-    def data(self) -> Any:
+    def data(self) -> None:
         return None
 
     @property
-    def children(self) -> tuple[Any, ...]:
+    def children(self) -> tuple[object, ...]:
         return (self._child, self._trigger)
 
     def __repr__(self) -> str:
@@ -557,17 +562,17 @@ class stop_when_t(BinaryAdaptor):
     _arg = "trigger"
 
     @overload
-    def __call__(self, trigger: Any, /) -> WidenClosure[NoReturn]: ...
+    def __call__(self, trigger: object, /) -> WidenClosure[NoReturn]: ...
     @overload
-    def __call__(self, sndr: Awaitable[T], trigger: Any, /) -> Sender[T]: ...
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, sndr: Awaitable[T], trigger: object, /) -> Sender[T]: ...
+    def __call__(self, *args: object) -> object:
         return self._build(args)
 
-    def _check_arg(self, trigger: Any) -> None:
+    def _check_arg(self, trigger: object) -> None:
         if not is_sender(trigger):
             raise TypeError(f"stop_when(): trigger must be a sender, got {type(trigger).__name__}")
 
-    def _make(self, sndr: Any, trigger: Any) -> Any:
+    def _make(self, sndr: object, trigger: object) -> Sender[object]:
         self._check_arg(trigger)
         return early_child(sndr, _StopWhenTriggerSender(sndr, trigger))
 

@@ -9,7 +9,7 @@ It completes wherever its child completes, which ``affine_on`` relies on ([exec.
 
 from __future__ import annotations
 
-from typing import Any, NoReturn, TypeVar, overload
+from typing import TYPE_CHECKING, NoReturn, TypeVar, overload
 
 from .._core._adaptor_util import (
     BinaryAdaptor,
@@ -23,6 +23,9 @@ from .._core._connect import connect_unchecked as connect
 from .._core._env import EMPTY_ENV, fwd_env, join_env
 from .._core._protocol import Sender, WidenClosure
 
+if TYPE_CHECKING:
+    from .._core._contracts import OperationState, Receiver
+
 __all__ = ["write_env"]
 
 T = TypeVar("T")
@@ -31,21 +34,22 @@ T = TypeVar("T")
 class _WriteEnvSender(InlineAsChild, UnarySender):
     __slots__ = ("_env",)
 
-    def __init__(self, child: Any, e: Any) -> None:
+    def __init__(self, child: object, e: object) -> None:
         self._child = child
         self._env = e
 
-    def connect(self, rcvr: Any) -> Any:
+    def connect(self, rcvr: Receiver) -> OperationState:
         # The operation adds nothing to start(): the child's operation state is the result.
-        return connect(self._child, WriteEnvReceiver(rcvr, self._env))
+        op: OperationState = connect(self._child, WriteEnvReceiver(rcvr, self._env))  # type: ignore[arg-type]
+        return op
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures | None:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
         """The child's signatures in the joined environment ([exec.write.env])."""
         m = getattr(self._child, "get_completion_signatures", None)
         if m is None:
             return None
         if env is not None:
-            r: completion_signatures | None = m(join_env(self._env, fwd_env(env)))
+            r: completion_signatures | None = m(join_env(self._env, fwd_env(env)))  # type: ignore[arg-type]
             return r
         try:
             r = m(None)
@@ -58,7 +62,7 @@ class _WriteEnvSender(InlineAsChild, UnarySender):
         return r
 
     @property
-    def data(self) -> Any:
+    def data(self) -> object:
         return self._env
 
     def __repr__(self) -> str:
@@ -100,13 +104,13 @@ class write_env_t(BinaryAdaptor):
     _arg = "env"
 
     @overload
-    def __call__(self, env: Any, /) -> WidenClosure[NoReturn]: ...
+    def __call__(self, env: object, /) -> WidenClosure[NoReturn]: ...
     @overload
-    def __call__(self, sndr: Sender[T], env: Any, /) -> Sender[T]: ...
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, sndr: Sender[T], env: object, /) -> Sender[T]: ...
+    def __call__(self, *args: object) -> object:
         return self._build(args)
 
-    def _check_arg(self, e: Any) -> None:
+    def _check_arg(self, e: object) -> None:
         if e is EMPTY_ENV:
             return
         if not callable(getattr(e, "query", None)) or isinstance(e, type):
@@ -115,7 +119,7 @@ class write_env_t(BinaryAdaptor):
                 f"as sx.prop(q, v) or sx.env(...)), got {type(e).__name__}"
             )
 
-    def _make(self, sndr: Any, e: Any) -> Any:
+    def _make(self, sndr: object, e: object) -> Sender[object]:
         self._check_arg(e)
         return early_child(sndr, _WriteEnvSender(sndr, e))
 

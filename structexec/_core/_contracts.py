@@ -27,8 +27,10 @@ __all__ = [
     "AffineSender",
     "AwaitableSendersState",
     "CompletesInline",
+    "Describable",
     "Env",
     "HandOff",
+    "HasChildren",
     "JoinWaiter",
     "LateDomain",
     "OpState",
@@ -38,6 +40,7 @@ __all__ = [
     "Rcvr",
     "Sched",
     "Sndr",
+    "StopToken",
     "SubmitAnywhere",
     "SubmitCall",
     "TrioSchedulerMark",
@@ -395,3 +398,57 @@ class AwaitableSendersState(Protocol):
 
     _sx_continuation: object
     _sx_stopped_handler: Callable[[], object] | None
+
+
+@runtime_checkable
+class Describable(Protocol):
+    """``_sx_describe()``: what a state that can be pending is doing now, for
+    ``sx.operation_tree()`` and ``sx.dump()``: one of the records of ``_core._snapshot``, or
+    ``None`` while there is nothing to show (not started, completed, being set up or torn down
+    by another thread). Never raises, takes no lock, reads the state's own fields as they are.
+
+    Provided by: the scopes, the spawn and future states, the associate operation, the
+    sequence stages and their items (the roots a snapshot finds on the heap, registered with
+    ``_snapshot.snapshot_roots``), and what pending work waits on: ``TimerOp``,
+    ``TrioHostedOp``, the parallel scheduler's schedule operation, ``RemoteThenOp``, the
+    scope join. Called by: ``_scopes._introspect_scan`` only (docs/internals.md
+    "Introspection").
+    """
+
+    def _sx_describe(self) -> object | None: ...
+
+
+@runtime_checkable
+class HasChildren(Protocol):
+    """``_sx_children()``: the operation states directly below this one (its child
+    operations, never its receiver or environment), for ``sx.operation_tree()``'s walk from a
+    root down to what the work waits on. A state without it is walked through its slots.
+
+    Provided by: ``TimerOp`` (none), the scope join (its schedule operation). Called by:
+    ``_scopes._introspect_scan`` only.
+    """
+
+    def _sx_children(self) -> tuple[object, ...]: ...
+
+
+@runtime_checkable
+class StopToken(Protocol):
+    """A stoppable token ([stoptoken.concepts]).
+
+    Provided by: ``inplace_stop_token``, ``never_stop_token``, ``combined_stop_token``, the
+    trio bridge's token and a user's token.
+
+    Called by: the operations that watch a stop request (``stop_when``'s ``child_token``,
+    ``stop_callback_for``, ``is_unstoppable``).
+    """
+
+    def stop_requested(self) -> bool:
+        """``True`` once a stop was requested."""
+
+    def stop_possible(self) -> bool:
+        """``True`` while a stop may still be requested."""
+
+
+# The names the algorithms' annotations use for the two basic shapes above.
+Receiver = Rcvr
+OperationState = OpState

@@ -149,7 +149,7 @@ class _FwdEnv:
 
     __slots__ = ("_e",)
 
-    def __init__(self, e: Env) -> None:
+    def __init__(self, e: object) -> None:
         self._e = e
 
     def query(self, q: object, *args: object) -> object:
@@ -165,10 +165,13 @@ class _FwdEnv:
         return default
 
 
-def fwd_env(e: Env) -> Env:
-    """``FWD-ENV(e)``, avoiding a second wrapper around an already forwarding-only env."""
-    if type(e) is _FwdEnv or e is EMPTY_ENV:
+def fwd_env(e: object) -> Env:
+    """``FWD-ENV(e)``, avoiding a second wrapper around an already forwarding-only env.
+    ``e`` is any environment (an object without ``query`` answers nothing)."""
+    if type(e) is _FwdEnv:
         return e
+    if e is EMPTY_ENV:
+        return EMPTY_ENV
     return _FwdEnv(e)
 
 

@@ -37,6 +37,7 @@ from .._core._connect import connect_unchecked as connect
 from .._core._env import fwd_env, get_env
 from .._core._protocol import Algorithm, Sender, completed_twice, twice_started
 from .._core._queries import get_stop_token
+from .._core._snapshot import Waiting
 from .._core._stop_token import is_unstoppable, stop_callback_for
 from ._backend_error import BackendError
 from ._remote_work import ERROR, STOPPED, VALUE, RemoteCallWork
@@ -292,3 +293,10 @@ class RemoteThenOp:
 
     def __repr__(self) -> str:
         return f"<remote then operation on {self._backend!r}>"
+
+    def _sx_describe(self) -> Waiting | None:
+        """Where the call in flight is, for ``operation_tree()`` (``_contracts.Describable``;
+        docs/parallel.md); ``None`` before it is sent."""
+        if getattr(self, "_call", None) is None:
+            return None
+        return Waiting(str(self.where()), "parallel_scheduler")

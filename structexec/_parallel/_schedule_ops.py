@@ -28,6 +28,7 @@ from .._core._queries import (
     get_stop_token,
     query_or,
 )
+from .._core._snapshot import Waiting
 from .._core._stop_token import (
     inplace_stop_source,
     inplace_stop_token,
@@ -186,6 +187,13 @@ class _ScheduleOp(_ProxyOp, receiver_proxy):
 
     def __repr__(self) -> str:
         return f"<parallel_scheduler schedule operation on {self._backend!r}>"
+
+    def _sx_describe(self) -> Waiting:
+        """For ``operation_tree()`` (``_contracts.Describable``)."""
+        return _ON_PARALLEL
+
+
+_ON_PARALLEL = Waiting("on the parallel scheduler", "parallel_scheduler")
 
 
 class _ScheduleAttrs(TryEnv):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .._core._completion_signatures import completion_signatures
 from .._core._env import TryEnv
@@ -10,13 +10,16 @@ from .._core._protocol import Sender, twice_started
 from .._core._queries import get_completion_scheduler
 from .._core._tags import set_value_t
 
+if TYPE_CHECKING:
+    from .._core._contracts import Env, Receiver
+
 __all__ = ["inline_scheduler"]
 
 
 class _InlineOp:
     __slots__ = ("_rcvr", "_started")
 
-    def __init__(self, rcvr: Any) -> None:
+    def __init__(self, rcvr: Receiver) -> None:
         self._rcvr = rcvr
         self._started = False
 
@@ -34,7 +37,7 @@ class _InlineAttrs(TryEnv):
     __slots__ = ()
     _unsupported = "inline_scheduler's sender does not support {q!r}"
 
-    def _sx_try(self, q: Any, default: Any) -> Any:
+    def _sx_try(self, q: object, default: object) -> object:
         if q is get_completion_scheduler[set_value_t]:
             return _INLINE
         return default
@@ -44,13 +47,13 @@ class _InlineSender(Sender[None]):
     __slots__ = ()
     _sx_completes_inline = True
 
-    def connect(self, rcvr: Any) -> _InlineOp:
+    def connect(self, rcvr: Receiver) -> _InlineOp:
         return _InlineOp(rcvr)
 
-    def get_env(self) -> Any:
+    def get_env(self) -> Env:
         return _INLINE_ATTRS
 
-    def get_completion_signatures(self, env: Any = None) -> completion_signatures:
+    def get_completion_signatures(self, env: object = None) -> completion_signatures:
         return _SIGS
 
 

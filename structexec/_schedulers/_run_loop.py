@@ -17,7 +17,7 @@ import signal
 import threading
 import time
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .._algorithms import _timed
 from .._algorithms._timed import TimerQueue, TimerSender, check_deadline, check_seconds
@@ -25,6 +25,15 @@ from .._core._env import get_env, sched_attrs
 from .._core._errors import terminate
 from .._core._queries import Query, query_or
 from .._core._schedule_sender import ScheduleOp, ScheduleSender
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .._algorithms._timed import TimerOp
+    from .._core._contracts import Receiver
+
+    #: A consumer's ``raised_sink``: takes a ``BaseException``, ``True`` when it took it.
+    _Sink = Callable[[BaseException], object]
 
 __all__ = ["run_loop"]
 
@@ -82,17 +91,18 @@ def _ctrl_c() -> None:
     _thread.interrupt_main()  # pragma: no cover - no pthread_kill (Windows)
 
 
-def sink_of(env: Any) -> Any:
+def sink_of(env: object) -> _Sink | None:
     """The ``raised_sink`` of ``env`` (an environment), or ``None``; never raises."""
     if env is None:
         return None
     try:
-        return query_or(env, raised_sink, None)
+        sink: _Sink | None = query_or(env, raised_sink, None)
     except Exception:
         return None
+    return sink
 
 
-def stopped_from_stop_callback(rcvr: Any) -> None:
+def stopped_from_stop_callback(rcvr: Receiver) -> None:
     """``rcvr.set_stopped()`` from a stop callback: a stop request took a queued operation
     (a pending timer, ...) out and completes it on the requesting thread.
 
@@ -124,7 +134,7 @@ def stopped_from_stop_callback(rcvr: Any) -> None:
 _timed.STOPPED_BY_REQUEST[0] = stopped_from_stop_callback
 
 
-def deliver_raised(sink: Any, exc: BaseException, where: str) -> bool:
+def deliver_raised(sink: _Sink | None, exc: BaseException, where: str) -> bool:
     """Hand ``exc`` (raised by user code on an execution context's agent) to its consumer.
 
     ``sink`` is the consumer's :data:`raised_sink` (``None`` if it has none). Returns
@@ -163,7 +173,7 @@ class _RunLoopSender(ScheduleSender):
     #: ([exec.run.loop.types]).
     _attrs_type = sched_attrs
 
-    def connect(self, rcvr: Any) -> _RunLoopOp:
+    def connect(self, rcvr: Receiver) -> _RunLoopOp:
         return _RunLoopOp(self._sch._loop._push, rcvr)
 
 
@@ -244,7 +254,7 @@ class run_loop:
     __slots__ = ("__weakref__", "_lock", "_queue", "_sleeping", "_state", "_timers", "_wake")
 
     def __init__(self) -> None:
-        self._queue: deque[Any] = deque()  # _RunLoopOp and due TimerOp
+        self._queue: deque[_RunLoopOp | TimerOp] = deque()
         self._lock = threading.Lock()
         # A binary semaphore, held while nobody sleeps in run(): released (once) by the
         # thread that gives a sleeping run() something to do. Cheaper than a Condition,
@@ -275,7 +285,7 @@ class run_loop:
             )
         return time.monotonic()
 
-    def _timer_ready(self, op: Any) -> None:
+    def _timer_ready(self, op: TimerOp) -> None:
         self._push(op)
 
     def _timer_wake(self, empty: bool) -> None:
@@ -287,7 +297,7 @@ class run_loop:
     def get_scheduler(self) -> _RunLoopScheduler:
         return _RunLoopScheduler(self)
 
-    def _push(self, op: _RunLoopOp) -> None:
+    def _push(self, op: _RunLoopOp | TimerOp) -> None:
         lock = self._lock
         lock.acquire()
         if self._state == _FINISHED:

@@ -22,7 +22,7 @@ delivers them.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._core import _domain, _hooks
 from .._core._connect import connect
@@ -36,6 +36,9 @@ from .._core._errors import ErrorValue
 from .._core._protocol import Algorithm, Sender, completed_twice, is_sender
 from .._core._queries import get_delegation_scheduler, get_scheduler
 from ._run_loop import raised_sink, run_loop
+
+if TYPE_CHECKING:
+    pass
 
 __all__ = ["sync_wait", "sync_wait_with_variant"]
 
@@ -53,7 +56,7 @@ class _SyncWaitEnv(TryEnv):
     def __init__(self, rcvr: _SyncWaitReceiver) -> None:
         self._rcvr = rcvr
 
-    def _sx_try(self, q: Any, default: Any) -> Any:
+    def _sx_try(self, q: object, default: object) -> object:
         if q is get_scheduler or q is get_delegation_scheduler:
             loop = self._rcvr._loop
             if loop is None:
@@ -86,7 +89,7 @@ class _SyncWaitReceiver:
     def __init__(self) -> None:
         self._loop: run_loop | None = None
         self._kind = 0
-        self._result: Any = None
+        self._result: Any = None  # the values tuple, or the error datum
         self._finished = False  # finish() was called on _loop
 
     def get_env(self) -> _SyncWaitEnv:
@@ -136,7 +139,7 @@ class _SyncWaitReceiver:
         self._wake()
         return True
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         if self._kind:
             if self._kind >= _RAISED:
                 return  # a late completion of abandoned work
@@ -146,7 +149,7 @@ class _SyncWaitReceiver:
         if _LOOP_LOCK.locked() or self._loop is not None:  # this order: see _wake
             self._wake()
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         if self._kind:
             if self._kind >= _RAISED:
                 return
@@ -166,7 +169,7 @@ class _SyncWaitReceiver:
             self._wake()
 
 
-def _run(alg: Any, sndr: Any, custom: bool = True) -> tuple[Any, ...] | None:
+def _run(alg: object, sndr: Any, custom: bool = True) -> tuple[Any, ...] | None:
     """``sync_wait(sndr)`` (``alg`` is ``sync_wait``, ``custom`` true: a domain may customise it,
     [exec.sync.wait]), and the body of ``sync_wait_with_variant`` and of ``apply_sender``
     (``custom`` false). It is ``sync_wait_t.__call__`` itself: one frame per call."""
@@ -186,7 +189,7 @@ def _run(alg: Any, sndr: Any, custom: bool = True) -> tuple[Any, ...] | None:
         )
     # _SyncWaitReceiver() without the __init__ frame
     rcvr: _SyncWaitReceiver = _new(_SyncWaitReceiver)
-    init: Any = rcvr
+    init = rcvr  # (assigned through another name: mypy would narrow rcvr._loop to None)
     init._loop = None
     init._kind = 0
     init._result = None
@@ -289,7 +292,7 @@ class sync_wait_t(Algorithm):
     # ``sync_wait(sndr)`` is ``_run(sync_wait, sndr)``: no frame of its own.
     __call__ = _run
 
-    def apply_sender(self, sndr: Any) -> tuple[Any, ...] | None:
+    def apply_sender(self, sndr: object) -> tuple[Any, ...] | None:
         return _run(self, sndr, False)
 
 
@@ -315,7 +318,7 @@ class sync_wait_with_variant_t(Algorithm):
 
     __slots__ = ()
 
-    def __call__(self, sndr: Any) -> tuple[Any, ...] | None:
+    def __call__(self, sndr: object) -> tuple[Any, ...] | None:
         return _run(self, sndr, False)
 
 

@@ -27,6 +27,7 @@ from .._core._protocol import (
     is_sender,
     twice_started,
 )
+from .._core._snapshot import AssociateRecord, snapshot_roots
 from .._core._tags import set_stopped_t
 from ._scope_token import check_scope_token, is_scope_token
 
@@ -45,18 +46,6 @@ class _AssociateOp:
         self._token = token  # None when unassociated
         self._op: Any = None
         self._phase = 0  # 0 connected, 1 started, 2 completed, 3 closed
-
-    def snapshot_info(self) -> tuple[Any, Any] | None:
-        """``(scope, child operation)`` while the associated work runs (started, not yet
-        completed), for ``operation_tree()`` (``_introspect``); ``None`` otherwise, and while
-        another thread is still in ``__init__``. Never raises, takes no lock."""
-        try:
-            tok = self._token
-            if self._phase != 1 or tok is None:
-                return None
-            return getattr(tok, "_scope", None), self._op
-        except AttributeError:  # being set up by another thread
-            return None
 
     def start(self) -> None:
         if self._phase == 3:
@@ -131,6 +120,19 @@ class _AssociateOp:
     def __del__(self) -> None:
         if getattr(self, "_phase", 1) == 0:
             self.close()
+
+    def _sx_describe(self) -> AssociateRecord | None:
+        """The associated work while it runs (started, not yet completed), for
+        ``operation_tree()`` (``_contracts.Describable``); ``None`` otherwise, and while
+        another thread is still in ``__init__``. Never raises, takes no lock."""
+        try:
+            tok = self._token
+            if self._phase != 1 or tok is None:
+                return None
+            op = self._op
+            return AssociateRecord(getattr(tok, "_scope", None), op, getattr(op, "_sndr", None))
+        except AttributeError:  # being set up by another thread
+            return None
 
 
 class _AssociateSender(Sender[Any]):
@@ -303,3 +305,4 @@ class associate_t(Algorithm):
 
 associate = associate_t()
 _AssociateSender.tag = associate
+snapshot_roots(_AssociateOp)  # sx.operation_tree()

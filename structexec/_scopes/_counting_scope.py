@@ -29,6 +29,7 @@ from .._algorithms._stop_when import stop_when
 from .._core._env import EMPTY_ENV
 from .._core._env import env as _env_cls
 from .._core._protocol import Sender
+from .._core._snapshot import ScopeRecord, snapshot_roots
 from . import _spawn, _spawn_future
 from ._join import _JoinSender
 from ._nursery import CountingHost, NurseryFace, SimpleHost
@@ -219,8 +220,31 @@ class _ScopeBase(NurseryFace):
             e = _env_cls(env, self._spawn_env)
         return spawn_future(sndr, self._token_type(self), e)
 
+    def _sx_describe(self) -> ScopeRecord | None:
+        """The scope, for ``operation_tree()`` (``_contracts.Describable``); ``None`` while
+        another thread is still in ``__init__`` (a field not assigned yet). Never raises,
+        takes no lock (a signal handler may run it): counts and flags are read as they
+        are."""
+        try:
+            src = getattr(self, "_source", None)  # counting_scope only
+            stop = bool(src is not None and src.stop_requested())
+            return ScopeRecord(
+                self._name,
+                self.state,
+                self.count,
+                self._errors_unlocked(),
+                stop,
+                getattr(self, "_stop_since", None),
+                self._entered,
+                getattr(self, "_parent_task", None),
+                getattr(self, "_nursery", None),
+            )
+        except AttributeError:  # being set up by another thread
+            return None
+
 
 _spawn_future._SCOPE_SPAWN_FUTURE[0] = _ScopeBase.spawn_future.__code__
+snapshot_roots(_ScopeBase)  # sx.operation_tree()
 
 #: The keywords both scopes take (their only arguments), for messages and signatures.
 _KEYWORDS = ("strict_exception_groups", "name", "stop_grace")

@@ -23,6 +23,7 @@ from .._core._connect import connect
 from .._core._env import get_env
 from .._core._protocol import Sender, twice_started
 from .._core._queries import _MISSING, get_scheduler, query_or
+from .._core._snapshot import Waiting
 from .._core._tags import set_error_t, set_value_t
 from .._core._trampoline import trampoline_start
 from ._spawn import as_exception
@@ -101,6 +102,17 @@ class _JoinOp:
             self._rcvr.set_error(error_group(errors))
         else:
             self._rcvr.set_value()
+
+    def _sx_describe(self) -> Waiting | None:
+        """Once started: waiting for the scope's join, for ``operation_tree()``
+        (``_contracts.Describable``)."""
+        if not getattr(self, "_started", False):
+            return None
+        return Waiting(f"waiting for the join of {getattr(self, '_scope', None)!r}", None)
+
+    def _sx_children(self) -> tuple[object, ...]:
+        """The schedule operation that completes the join (``_contracts.HasChildren``)."""
+        return (getattr(self, "_sched_op", None),)
 
 
 class _JoinSender(Sender[None]):

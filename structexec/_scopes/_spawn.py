@@ -24,6 +24,7 @@ from .._core._env import env as _joined_env
 from .._core._errors import ErrorValue, terminate
 from .._core._protocol import Algorithm, Sender, completed_twice, is_sender
 from .._core._queries import _MISSING, get_allocator, get_stop_token, query_or
+from .._core._snapshot import SpawnRecord, snapshot_roots
 from .._core._tags import set_value_t
 from .._core._trampoline import _t as _tramp
 from .._core._trampoline import drain as _drain_queue
@@ -215,19 +216,6 @@ class _ScopeSpawnState(TryEnv):
     def get_env(self) -> Any:
         return self
 
-    def snapshot_info(self) -> tuple[Any, Any, Any, Any] | None:
-        """``(scope, sender, site, operation)`` of outstanding work, for ``operation_tree()``
-        (``_introspect``); ``None`` while the state is being set up (another thread may be
-        between making it and ``connect`` returning: its slots are not all assigned yet) and
-        once the work has completed. Never raises, takes no lock: ``_op`` is assigned last
-        during the setup, so once it is an operation the other slots are there."""
-        op = getattr(self, "_op", None)
-        if op is None or op is _DONE:
-            return None
-        code = getattr(self, "_code", None)
-        site = None if code is None else (code, getattr(self, "_lasti", 0))
-        return getattr(self, "_scope", None), getattr(self, "_sndr", None), site, op
-
     def _sx_try(self, q: Any, default: Any) -> Any:
         if q is raised_sink:
             return scope_sink(self, self._scope)
@@ -257,6 +245,19 @@ class _ScopeSpawnState(TryEnv):
         note_error(err, self._site, scope)
         scope._record_error(err)
         scope._disassociate()
+
+    def _sx_describe(self) -> SpawnRecord | None:
+        """Outstanding work, for ``operation_tree()`` (``_contracts.Describable``); ``None``
+        while the state is being set up (another thread may be between making it and
+        ``connect`` returning: its slots are not all assigned yet) and once the work has
+        completed. Never raises, takes no lock: ``_op`` is assigned last during the setup, so
+        once it is an operation the other slots are there."""
+        op = getattr(self, "_op", None)
+        if op is None or op is _DONE:
+            return None
+        code = getattr(self, "_code", None)
+        site = None if code is None else (code, getattr(self, "_lasti", 0))
+        return SpawnRecord(getattr(self, "_scope", None), getattr(self, "_sndr", None), site, op)
 
 
 class _FastSpawnState(_ScopeSpawnState):
@@ -514,3 +515,4 @@ def _lost_class(cls: type) -> type:
 _LOST: dict[type, type] = {
     c: _lost_class(c) for c in (_ScopeSpawnState, _FastSpawnState, _SpawnState)
 }
+snapshot_roots(_ScopeSpawnState)  # and _FastSpawnState (sx.operation_tree())

@@ -30,6 +30,7 @@ from .._core._connect import connect
 from .._core._env import EMPTY_ENV, fwd_env, get_env
 from .._core._protocol import Algorithm, Sender, twice_started
 from .._core._queries import _MISSING, QueryError, get_allocator, get_stop_token, query_or
+from .._core._snapshot import FutureHolder, FutureRecord, snapshot_roots
 from .._core._stop_token import (
     combined_stop_token,
     inplace_stop_source,
@@ -47,6 +48,7 @@ T = TypeVar("T")
 __all__ = ["spawn_future"]
 
 _VALUE, _ERROR, _STOPPED, _LOST = 0, 1, 2, 3
+_RESULT_NAMES = ("value", "error", "stopped")  # by kind, for sx.operation_tree()
 _LAZY = threading.Lock()  # guards the lazy creation of a state's stop source
 
 
@@ -121,28 +123,6 @@ class _FutureState:
     def _site(self) -> Any:
         code = self._code
         return None if code is None else (code, self._lasti)
-
-    def snapshot_info(self) -> tuple[Any, Any, Any, int, bool, bool, bool] | None:
-        """For ``operation_tree()`` (``_introspect``): ``(scope, sender, site, kind,
-        associated, stop_requested, claimed)`` of a future of a library scope (``kind``: -1
-        running, 0/1/2 a value/error/stopped result; ``claimed``: its completion or its
-        consumer took the flag); ``None`` for the generic path's futures and while another
-        thread is still in ``__init__`` (a slot not assigned yet). Never raises, no lock."""
-        try:
-            if not self._fast:
-                return None
-            src = self._source
-            return (
-                self._token,
-                self._sndr,
-                self._site,
-                self._kind,
-                bool(self._associated),
-                src is not None and src.stop_requested(),
-                not self._flag,
-            )
-        except AttributeError:  # being set up by another thread
-            return None
 
     # -- the stop source, created on demand
 
@@ -391,6 +371,30 @@ class _FutureState:
             self._start_raised()
             raise
 
+    def _sx_describe(self) -> FutureRecord | None:
+        """A future of a library scope, for ``operation_tree()`` (``_contracts.Describable``);
+        ``None`` for the generic path's futures, for a future whose work was lost, and while
+        another thread is still in ``__init__`` (a slot not assigned yet). Never raises, no
+        lock."""
+        try:
+            if not self._fast:
+                return None
+            kind = self._kind
+            if kind == _LOST:
+                return None
+            src = self._source
+            return FutureRecord(
+                self._token,
+                self._sndr,
+                self._site,
+                None if kind < 0 else _RESULT_NAMES[kind],
+                bool(self._associated),
+                src is not None and src.stop_requested(),
+                not self._flag,
+            )
+        except AttributeError:  # being set up by another thread
+            return None
+
 
 class _FutureOp:
     """The future's operation: ``start`` is ``consume(rcvr)`` ([exec.spawn.future])."""
@@ -418,6 +422,12 @@ class _FutureOp:
     def __del__(self) -> None:
         if getattr(self, "_shared", None) is not None:
             self.close()
+
+    def _sx_describe(self) -> FutureHolder | None:
+        """The future's state while this still holds it (its result can be consumed), for
+        ``operation_tree()`` (``_contracts.Describable``)."""
+        st = getattr(self, "_shared", None)
+        return None if st is None else FutureHolder(st)
 
 
 class _FutureSender(Sender[Any]):
@@ -465,6 +475,12 @@ class _FutureSender(Sender[Any]):
     def __repr__(self) -> str:
         state = "pending" if self._shared is not None else "connected"
         return f"<spawn_future sender, {state}>"
+
+    def _sx_describe(self) -> FutureHolder | None:
+        """The future's state while this still holds it (its result can be consumed), for
+        ``operation_tree()`` (``_contracts.Describable``)."""
+        st = getattr(self, "_shared", None)
+        return None if st is None else FutureHolder(st)
 
 
 class spawn_future_t(Algorithm):
@@ -563,3 +579,5 @@ spawn_future = spawn_future_t()
 #: The code of ``_ScopeBase.spawn_future`` (set by ``_counting_scope``): a spawn site found
 #: there is the library's, the user's call is one frame further up.
 _SCOPE_SPAWN_FUTURE: list[Any] = [None]
+
+snapshot_roots(_FutureState, _FutureOp, _FutureSender)  # sx.operation_tree()

@@ -33,6 +33,7 @@ import trio
 from .._core._adaptor_util import is_async_fn
 from .._core._connect import connect_unchecked as connect
 from .._core._protocol import twice_started
+from .._core._snapshot import ItemRecord, StageRecord, snapshot_roots
 from ._protocol import (
     ERROR,
     STOPPED,
@@ -123,27 +124,6 @@ class _BoundedOp(ItemOwner):
         if pool is not None:
             pool.open(self._tok)
         self._op.start()  # type: ignore[union-attr]  # set by connect
-
-    def snapshot_info(self) -> tuple[str, int | None, int, int, bool] | None:
-        """``(name, max_concurrency, in flight, delivered, stop requested)`` while the stage
-        runs (started, not yet completed), for ``operation_tree()`` (``_introspect``); ``None``
-        otherwise, and while another thread is still in ``connect``. In flight: items started
-        and not yet delivered (or dropped); delivered: items whose delivery downstream
-        completed. Never raises, takes no lock (the counts are read as they are)."""
-        try:
-            if not self._started or self._op is None:
-                return None
-            n = self._max
-            tok = self._tok
-            return (
-                self._name,
-                None if n >= 1 << 62 else n,
-                self._active,
-                self._delivered_n,
-                bool(tok.stop_requested()),
-            )
-        except AttributeError:  # being set up by another thread
-            return None
 
     # -- upstream: items offered to the stage ---------------------------------------------
 
@@ -251,6 +231,26 @@ class _BoundedOp(ItemOwner):
             self._src.request_stop()
         self._release(True)
 
+    def _sx_describe(self) -> StageRecord | None:
+        """The stage while it runs (started, not yet completed), for ``operation_tree()``
+        (``_contracts.Describable``); ``None`` otherwise, and while another thread is still in
+        ``connect``. In flight: items started and not yet delivered (or dropped); delivered:
+        items whose delivery downstream completed. Never raises, takes no lock (the counts are
+        read as they are)."""
+        try:
+            if not self._started or self._op is None:
+                return None
+            n = self._max
+            return StageRecord(
+                self._name,
+                None if n >= 1 << 62 else n,
+                self._active,
+                self._delivered_n,
+                bool(self._tok.stop_requested()),
+            )
+        except AttributeError:  # being set up by another thread
+            return None
+
 
 class _SlotNext(ItemNext[_BoundedOp]):
     """The next sender given to the producer for one item: completes once the item has a
@@ -320,17 +320,6 @@ class _Work:
     def get_env(self) -> object:
         return self._owner._env
 
-    def snapshot_info(self) -> tuple[_BoundedOp, int] | None:
-        """``(stage operation, item index)`` while the item runs (started, not yet
-        completed), for ``operation_tree()`` (``_introspect``); ``None`` otherwise, and
-        while another thread is still setting it up. Never raises, takes no lock."""
-        try:
-            if self._kind >= 0 or self._data is not None:
-                return None
-            return self._owner, self._idx
-        except AttributeError:  # being set up by another thread
-            return None
-
     def set_value(self, *vals: object) -> None:
         if self._kind < 0:
             self._owner._item_done(self, VALUE, vals)
@@ -393,6 +382,17 @@ class _Work:
         if not inline:
             op._drain()
 
+    def _sx_describe(self) -> ItemRecord | None:
+        """The item while it runs (started, not yet completed), for ``operation_tree()``
+        (``_contracts.Describable``); ``None`` otherwise, and while another thread is still
+        setting it up. Never raises, takes no lock."""
+        try:
+            if self._kind >= 0 or self._data is not None:
+                return None
+            return ItemRecord(self._owner, self._idx)
+        except AttributeError:  # being set up by another thread
+            return None
+
 
 class BoundedSequence(SequenceSender[T]):
     """``upstream`` with each item turned into ``make(item)`` and run ``max`` at a time."""
@@ -449,3 +449,6 @@ class BoundedSequence(SequenceSender[T]):
 
     def __repr__(self) -> str:
         return f"{self._name}({self._up!r}, max_concurrency={self._max})"
+
+
+snapshot_roots(_BoundedOp, _Work)  # sx.operation_tree()

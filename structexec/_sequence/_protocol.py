@@ -19,7 +19,7 @@ consumer's token reaches the producer and every item in flight.
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from .._algorithms._just import _JustErrorSender, _JustSender, _JustStoppedSender
 from .._algorithms._stop_when import StopTokenEnv, child_token
@@ -32,12 +32,10 @@ from .._core._stop_token import inplace_stop_source, never_stop_token
 if TYPE_CHECKING:
     import threading
     from collections.abc import Callable
+    from typing import Protocol
 
 __all__ = [
-    "OpState",
-    "Rcvr",
     "SeqClosure",
-    "SeqRcvr",
     "SequenceSender",
     "is_sequence_sender",
     "set_next",
@@ -59,34 +57,34 @@ VALUE, ERROR, STOPPED = 0, 1, 2
 _NEVER = never_stop_token()
 
 
-class Rcvr(Protocol):
-    """What the sequence operations call on a receiver ([exec.recv]): the three completions.
-    (``get_env`` is optional on a receiver; it is read with ``get_env(rcvr)``.) For
-    annotations only: nothing checks it at run time."""
+# The Protocols below are for annotations only (nothing checks them at run time), so they are
+# defined for type checkers only: no class is built at import.
+if TYPE_CHECKING:
 
-    def set_value(self, *vals: object) -> None: ...
-    def set_error(self, err: object) -> None: ...
-    def set_stopped(self) -> None: ...
+    class Rcvr(Protocol):
+        """What the sequence operations call on a receiver ([exec.recv]): the three completions.
+        (``get_env`` is optional on a receiver; it is read with ``get_env(rcvr)``.)"""
 
+        def set_value(self, *vals: object) -> None: ...
+        def set_error(self, err: object) -> None: ...
+        def set_stopped(self) -> None: ...
 
-class SeqRcvr(Rcvr, Protocol):
-    """A receiver of a sequence: a :class:`Rcvr` that also accepts items; ``set_next(item)``
-    returns the next sender (see :func:`set_next`)."""
+    class SeqRcvr(Rcvr, Protocol):
+        """A receiver of a sequence: a :class:`Rcvr` that also accepts items; ``set_next(item)``
+        returns the next sender (see :func:`set_next`)."""
 
-    def set_next(self, item: object) -> object: ...
+        def set_next(self, item: object) -> object: ...
 
+    class OpState(Protocol):
+        """An operation state ([exec.opstate]): ``start()``."""
 
-class OpState(Protocol):
-    """An operation state ([exec.opstate]): ``start()``."""
+        def start(self) -> None: ...
 
-    def start(self) -> None: ...
+    class StopToken(Protocol):
+        """A stop token as the sequence operations read it ([stoptoken.concepts])."""
 
-
-class StopToken(Protocol):
-    """A stop token as the sequence operations read it ([stoptoken.concepts])."""
-
-    def stop_requested(self) -> bool: ...
-    def stop_possible(self) -> bool: ...
+        def stop_requested(self) -> bool: ...
+        def stop_possible(self) -> bool: ...
 
 
 def chained_stop(rcvr: object) -> tuple[StopToken, inplace_stop_source, StopToken, object]:
@@ -186,13 +184,15 @@ class ItemNext(OneShotNext, Generic[OwnerT]):
         return n
 
 
-class EnvOwner(Protocol):
-    """An operation whose environment (``_env``) its items see."""
+if TYPE_CHECKING:
 
-    _env: object
+    class EnvOwner(Protocol):
+        """An operation whose environment (``_env``) its items see."""
+
+        _env: object
 
 
-EO = TypeVar("EO", bound=EnvOwner)
+EO = TypeVar("EO", bound="EnvOwner")
 
 
 class ItemRcvrNext(ItemNext[EO]):

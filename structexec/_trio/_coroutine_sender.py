@@ -66,6 +66,7 @@ from .._core._env import fwd_env, get_env
 from .._core._errors import Stopped, terminate
 from .._core._protocol import twice_started
 from .._core._queries import get_stop_token, query_or
+from .._core._snapshot import HOSTED, Hosted
 from .._core._stop_token import stop_callback_for
 from .._core._values import send_result
 from .._schedulers._run_loop import sink_of
@@ -297,6 +298,11 @@ class TrioHostedOp:
                 taken = False
             if not taken:
                 raise
+
+    def _sx_describe(self) -> Hosted | None:
+        """Once started: the work runs in a hosted trio task, for ``operation_tree()``
+        (``_contracts.Describable``; the tree finds the task by its coroutine)."""
+        return HOSTED if getattr(self, "_started", False) else None
 
 
 def _release_main(f: dict[str, TrioHostedOp]) -> None:
