@@ -10,14 +10,17 @@ docs/parallel.md "Running any function remotely" explains it)
 2. Fan out 1,000 calls through a scope with ``spawn_future``; when half of them have
    finished, ``request_stop()`` the scope: the calls still queued on the cluster are
    cancelled there (``client.cancel``) and never run; the few running ones are abandoned.
-3. Print the scope's part of ``sx.operation_tree()`` (while calls run, it says which dask
-   worker runs each: ``running on dask worker tcp://...``).
-4. Close everything: no worker process is left behind.
+   Before that, while calls are in flight, the scope's part of ``sx.operation_tree()``
+   (and ``sx.dump()``) says where each one is: ``running on dask worker tcp://...`` or
+   ``queued on the dask cluster``.
+3. Close everything: no worker process is left behind.
 """
 
 from __future__ import annotations
 
+import collections
 import functools
+import io
 import os
 import time
 
@@ -49,16 +52,19 @@ async def fan_out(par: sx.parallel_scheduler) -> None:
             pids.add(pid)
         print(f"1. {N // 2} of {N} calls done in {time.monotonic() - t0:.1f}s, on worker "
               f"processes {sorted(pids)} (this process is {os.getpid()})")
+        # The other calls are in flight: the tree says where each one is.
+        (info,) = [s for s in sx.operation_tree() if s.name == "crunch"]
+        where = collections.Counter(_where(op.state) for op in info.operations)
+        print(f"2. while the other calls run, sx.operation_tree() shows counting_scope 'crunch' "
+              f"[{info.state}, {info.count} associated]: "
+              + ", ".join(f"{n} {w}" for w, n in sorted(where.items())))
+        lines = sx.dump(io.StringIO()).splitlines()
+        k = next((i for i, line in enumerate(lines) if "running on dask worker" in line),
+                 next(i for i, line in enumerate(lines) if "queued on the dask" in line))
+        print("   sx.dump() of one of them:", *lines[k - 1 : k + 1], sep="\n   ")
         t1 = time.monotonic()
         scope.request_stop()  # half-way: the calls still queued on the cluster are cancelled
-        await trio.sleep(0.2)  # let the cancellation reach the cluster
-        (info,) = [s for s in sx.operation_tree() if s.name == "crunch"]
-        print(f"2. the tree 0.2s after request_stop(): counting_scope 'crunch' "
-              f"[{info.state}, {info.count} associated], {len(info.operations)} futures "
-              "not consumed yet, such as")
-        for op in info.operations[:2]:
-            print(f"      {op.kind} at {op.spawned_at}: {op.state}")
-    print(f"3. the scope closed {time.monotonic() - t1:.2f}s after request_stop()")
+    print(f"3. request_stop(): the scope closed {time.monotonic() - t1:.2f}s later")
     values = stopped = 0
     for fut in futures[N // 2 :]:
         try:
@@ -68,6 +74,15 @@ async def fan_out(par: sx.parallel_scheduler) -> None:
             stopped += 1
     print(f"4. of the other {N // 2} calls, {values} had finished and {stopped} were stopped "
           "(cancelled on the cluster: they never ran)")
+
+
+def _where(state: str) -> str:
+    """``"running on dask worker"``, ``"queued on the dask cluster"``, ``"finished"`` (the
+    value waits in its future) or ``"completing"`` (a result on its way back)."""
+    for what in ("running on dask worker", "queued on the dask cluster", "finished"):
+        if state.startswith(what):
+            return what
+    return "completing"
 
 
 def main() -> None:

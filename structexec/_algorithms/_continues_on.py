@@ -105,7 +105,10 @@ class _ScheduleFromOp(ChildOp):
         self._state = 2
         self._op = None
         self._data = vals
-        trampoline_start(self._sched_op)  # type: ignore[arg-type]
+        try:
+            trampoline_start(self._sched_op)  # type: ignore[arg-type]
+        except Exception as exc:
+            self._start_failed(exc)
 
     def set_error(self, err: object) -> None:
         if self._state == 2:
@@ -114,7 +117,10 @@ class _ScheduleFromOp(ChildOp):
         self._op = None
         self._kind = _ERROR
         self._data = err
-        trampoline_start(self._sched_op)  # type: ignore[arg-type]
+        try:
+            trampoline_start(self._sched_op)  # type: ignore[arg-type]
+        except Exception as exc:
+            self._start_failed(exc)
 
     def set_stopped(self) -> None:
         if self._state == 2:
@@ -122,7 +128,22 @@ class _ScheduleFromOp(ChildOp):
         self._state = 2
         self._op = None
         self._kind = _STOPPED
-        trampoline_start(self._sched_op)  # type: ignore[arg-type]
+        try:
+            trampoline_start(self._sched_op)  # type: ignore[arg-type]
+        except Exception as exc:
+            self._start_failed(exc)
+
+    def _start_failed(self, exc: Exception) -> None:
+        """Starting the scheduling operation raised without completing it (the scheduler
+        cannot take work any more, e.g. a trio scheduler whose run has finished): that is
+        the scheduling failure, sent to the receiver in place of the stored result
+        ([exec.schedule.from]), instead of an exception out of a completion. If the
+        scheduling operation did complete (its receiver ran, and what it called raised),
+        the exception is not ours to turn into a completion: it propagates."""
+        if self._sched_op is None:
+            raise exc
+        self._data = self._sched_op = None
+        self._rcvr.set_error(exc)
 
 
 class _ScheduleFromBase(SchedulerAdaptorSender):

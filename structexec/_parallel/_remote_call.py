@@ -27,8 +27,10 @@ never leave the worker.
 
 from __future__ import annotations
 
+import enum
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
 
 from .._core._adaptor_util import close_op
 from .._core._connect import connect_unchecked as connect
@@ -40,10 +42,20 @@ from .._core._stop_token import is_unstoppable, stop_callback_for
 from ._backend_error import BackendError
 from ._remote_work import ERROR, STOPPED, VALUE, RemoteCallWork
 
+if TYPE_CHECKING:
+    from .._core._contracts import Env, OpState, Rcvr
+    from .._core._stop_token import StopCallback, StopToken
+    from ._parallel_scheduler import parallel_scheduler
+    from ._replacement_api import BackendHooks, RemoteCallHandle
+
+#: A chain's stages: ``(kind, function)`` pairs (``kind``: ``VALUE`` for ``then``, ``ERROR``
+#: for ``upon_error``, ``STOPPED`` for ``upon_stopped``).
+Stages = tuple[tuple[int, Callable[..., object]], ...]
+
 __all__ = ["RemoteThenSender", "is_remote_backend"]
 
 
-def is_remote_backend(backend: Any) -> bool:
+def is_remote_backend(backend: object) -> bool:
     """True for a backend whose ``then`` functions run in other processes."""
     return getattr(type(backend), "_sx_submit_call", None) is not None
 
@@ -56,18 +68,22 @@ class remote_then_t(Algorithm):
 
 _remote_then = remote_then_t()
 
+class _Fused(enum.Enum):
+    FUSED = 0
+
+
 #: ``RemoteThenOp._child`` for ``schedule(sch) | then(...)`` sent from the starting thread.
-_FUSED: Any = object()
+_FUSED: Final = _Fused.FUSED
 
 
-class RemoteThenSender(Sender[Any]):
+class RemoteThenSender(Sender[object]):
     """What a chain of ``then``/``upon_*`` stages on a remote parallel scheduler becomes."""
 
     __slots__ = ("_base", "_fused", "_orig", "_sch", "_stages")
     tag = _remote_then
 
     def __init__(
-        self, sch: Any, base: Any, stages: tuple[tuple[int, Any], ...], fused: bool, orig: Any
+        self, sch: parallel_scheduler, base: object, stages: Stages, fused: bool, orig: object
     ) -> None:
         self._sch = sch
         self._base = base
@@ -75,7 +91,7 @@ class RemoteThenSender(Sender[Any]):
         self._fused = fused
         self._orig = orig
 
-    def connect(self, rcvr: Any) -> RemoteThenOp:
+    def connect(self, rcvr: Rcvr) -> RemoteThenOp:
         op = RemoteThenOp(self._sch._backend, rcvr, self._stages)
         if self._fused and self._sch._backend._sx_submit_anywhere:
             op._child = _FUSED
@@ -84,15 +100,15 @@ class RemoteThenSender(Sender[Any]):
             op._child = connect(self._base, _BaseReceiver(op))
         return op
 
-    def get_env(self) -> Any:
+    def get_env(self) -> Env:
         return get_env(self._orig)
 
     @property
-    def data(self) -> Any:
+    def data(self) -> Stages:
         return self._stages
 
     @property
-    def children(self) -> tuple[Any, ...]:
+    def children(self) -> tuple[object]:
         return (self._base,)
 
     def __repr__(self) -> str:
@@ -107,16 +123,16 @@ class _BaseReceiver:
     def __init__(self, op: RemoteThenOp) -> None:
         self._op = op
 
-    def set_value(self, *vals: Any) -> None:
+    def set_value(self, *vals: object) -> None:
         self._op._base_done(VALUE, vals)
 
-    def set_error(self, err: Any) -> None:
+    def set_error(self, err: object) -> None:
         self._op._base_done(ERROR, err)
 
     def set_stopped(self) -> None:
         self._op._base_done(STOPPED, None)
 
-    def get_env(self) -> Any:
+    def get_env(self) -> Env:
         return fwd_env(get_env(self._op._rcvr))
 
 
@@ -142,15 +158,15 @@ class RemoteThenOp:
         "_stop_cb",
     )
 
-    def __init__(self, backend: Any, rcvr: Any, stages: tuple[tuple[int, Any], ...]) -> None:
+    def __init__(self, backend: BackendHooks, rcvr: Rcvr, stages: Stages) -> None:
         self._backend = backend
         self._rcvr = rcvr
         self._stages = stages
         self._state = 0
-        self._child: Any = None
-        self._base: Any = None
-        self._call: Any = None
-        self._stop_cb: Any = None
+        self._child: OpState | _Fused | None = None
+        self._base: object = None
+        self._call: RemoteCallHandle | None = None
+        self._stop_cb: StopCallback | None = None
         self._idx = 0
         self._gen = 0
         self._lock = threading.Lock()
@@ -165,7 +181,8 @@ class RemoteThenOp:
             self._base = None
             self._dispatch(VALUE, (), 0)
             return
-        child.start()
+        if child is not None:  # (None only once closed, and start() raised above)
+            child.start()
 
     def close(self) -> None:
         """Never started: close the base's operation
@@ -191,20 +208,20 @@ class RemoteThenOp:
 
     # -- the base's completion, and the calls
 
-    def _base_done(self, kind: int, data: Any) -> None:
+    def _base_done(self, kind: int, data: object) -> None:
         self._child = None
         self._dispatch(kind, data, 0)
 
-    def _token(self) -> Any:
+    def _token(self) -> StopToken | None:
         try:
-            tok = get_stop_token(get_env(self._rcvr))
+            tok: StopToken = get_stop_token(get_env(self._rcvr))
         except Exception:
             return None
         if is_unstoppable(tok) or not tok.stop_possible():
             return None
         return tok
 
-    def _dispatch(self, kind: int, data: Any, start: int) -> None:
+    def _dispatch(self, kind: int, data: object, start: int) -> None:
         """Send the stages from the first one at or after ``start`` that matches ``kind``;
         with none, complete the receiver with ``kind``/``data`` as they are."""
         stages = self._stages
@@ -239,7 +256,7 @@ class RemoteThenOp:
             if self._gen == gen:
                 self._call = call
         if tok is not None:
-            cb: Any = stop_callback_for(tok, call.cancel)  # may cancel (and report) at once
+            cb: StopCallback | None = stop_callback_for(tok, call.cancel)  # may cancel at once
             with self._lock:
                 if self._gen == gen:
                     self._stop_cb = cb
@@ -247,7 +264,7 @@ class RemoteThenOp:
             if cb is not None:
                 cb.close()
 
-    def remote_done(self, kind: int, data: Any) -> None:
+    def remote_done(self, kind: int, data: object) -> None:
         """The backend's report of the call (on one of the scheduler's agents, or on its
         callback thread when completing is a hand-off): ``VALUE`` with the tuple of values,
         ``ERROR`` with the error, ``STOPPED`` when the call was cancelled before it ran."""
@@ -262,7 +279,7 @@ class RemoteThenOp:
         else:
             self._complete(kind, data)
 
-    def _complete(self, kind: int, data: Any) -> None:
+    def _complete(self, kind: int, data: Any) -> None:  # the values tuple, or the error
         if self._state == 2:
             raise completed_twice(self, ("set_value", "set_error", "set_stopped")[kind])
         self._state = 2

@@ -36,11 +36,17 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from .._core._queries import _MISSING, get_stop_token
 from .._core._stop_token import inplace_stop_token
 from ._remote_work import RemoteBulkWork
+
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    from ._remote_call import RemoteThenOp
+    from ._remote_work import RemoteCallWork
 
 __all__ = [
     "system_context_replaceability",
@@ -53,14 +59,14 @@ __all__ = [
 NO_STORAGE = memoryview(bytearray(0))
 
 
-def _parse_try_query(args: tuple[Any, ...]) -> tuple[Any, Any]:
+def _parse_try_query(args: tuple[object, ...]) -> tuple[object, Any]:
     if len(args) == 1:
         return args[0], None
     if len(args) == 2:
         a, b = args
         if isinstance(a, type) and not isinstance(b, type):
             return b, a  # C++ order: try_query<P>(q)
-        return a, b
+        return a, b  # b: the result type (a non-type fails in the isinstance check)
     raise TypeError(f"try_query() takes (query) or (query, result_type), got {len(args)} arguments")
 
 
@@ -82,7 +88,7 @@ class system_context_replaceability:
     A backend is installed with ``sx.set_parallel_scheduler_backend(lambda: backend)``.
     """
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+    def __new__(cls, *args: object, **kwargs: object) -> NoReturn:
         raise TypeError("system_context_replaceability is a namespace; it has no instances")
 
     class receiver_proxy:
@@ -121,7 +127,7 @@ class system_context_replaceability:
             """Complete the operation as stopped (the work was cancelled)."""
             raise NotImplementedError(f"{type(self).__name__}.set_stopped()")
 
-        def try_query(self, *args: Any) -> Any:
+        def try_query(self, *args: object) -> Any:
             """``q(env)`` of the consumer, or ``None`` ([exec.sysctxrepl.recvproxy]); see the
             class."""
             q, result_type = _parse_try_query(args)
@@ -140,7 +146,7 @@ class system_context_replaceability:
         def _sx_stop_token(self) -> inplace_stop_token | None:
             return None
 
-        def _sx_query_env(self, q: Any) -> Any:
+        def _sx_query_env(self, q: object) -> object:
             return _MISSING
 
     class bulk_item_receiver_proxy(receiver_proxy):
@@ -170,7 +176,7 @@ class system_context_replaceability:
                 f"{type(self).__name__} does not support remote execution (remote_work())"
             )
 
-        def merge(self, b: int, e: int, parts: tuple[Any, ...]) -> None:
+        def merge(self, b: int, e: int, parts: tuple[object, ...]) -> None:
             """Write a remote chunk's results into this process's values (extension)."""
             raise NotImplementedError(
                 f"{type(self).__name__} does not support remote execution (merge())"
@@ -201,16 +207,20 @@ class system_context_replaceability:
 
         __slots__ = ()
 
-        def schedule(self, r: Any, s: memoryview) -> None:
+        def schedule(self, r: receiver_proxy, s: memoryview) -> None:
             """Complete ``r`` on one of the backend's agents ([exec.sysctxrepl.psb])."""
             raise NotImplementedError(f"{type(self).__name__}.schedule()")
 
-        def schedule_bulk_chunked(self, n: int, r: Any, s: memoryview) -> None:
+        def schedule_bulk_chunked(
+            self, n: int, r: system_context_replaceability.bulk_item_receiver_proxy, s: memoryview
+        ) -> None:
             """Run ``r.execute(b, e)`` over ``[0, n)``, then complete ``r``
             ([exec.sysctxrepl.psb])."""
             self.schedule(_RunAllProxy(r, n, False), s)
 
-        def schedule_bulk_unchunked(self, n: int, r: Any, s: memoryview) -> None:
+        def schedule_bulk_unchunked(
+            self, n: int, r: system_context_replaceability.bulk_item_receiver_proxy, s: memoryview
+        ) -> None:
             """Run ``r.execute(i, i + 1)`` for each ``i`` in ``[0, n)``, then complete
             ([exec.sysctxrepl.psb])."""
             self.schedule(_RunAllProxy(r, n, True), s)
@@ -238,7 +248,7 @@ class _RunAllProxy(receiver_proxy):
 
     __slots__ = ("_n", "_r", "_unchunked")
 
-    def __init__(self, r: Any, n: int, unchunked: bool) -> None:
+    def __init__(self, r: bulk_item_receiver_proxy, n: int, unchunked: bool) -> None:
         self._r = r
         self._n = n
         self._unchunked = unchunked
@@ -263,18 +273,52 @@ class _RunAllProxy(receiver_proxy):
     def set_stopped(self) -> None:
         self._r.set_stopped()
 
-    def try_query(self, *args: Any) -> Any:
+    def try_query(self, *args: object) -> Any:
         return self._r.try_query(*args)
+
+
+if TYPE_CHECKING:  # annotations only: no class built at import
+
+    class RemoteCallHandle(Protocol):
+        """A remote call in flight, as a remote backend's ``_sx_submit_call`` returns it (for
+        annotations): ``cancel()`` on a stop request, ``where()`` for ``sx.operation_tree()``."""
+
+        def cancel(self) -> None:
+            """Cancel the call if it has not started (the backend then reports it stopped)."""
+
+        def where(self) -> str:
+            """Where the call is, in words."""
+
+
+    class BackendHooks(Protocol):
+        """A backend as the parallel scheduler's operations see it (for annotations): the three
+        calls of [exec.sysctxrepl.psb], and the optional hooks ``_sx_submit_anywhere``
+        (contracts.SubmitAnywhere) and ``_sx_submit_call`` (contracts.SubmitCall), which the
+        operations use only on backends that have them (checked at ``connect``)."""
+
+        def schedule(self, r: receiver_proxy, s: memoryview) -> None: ...
+
+        def schedule_bulk_chunked(self, n: int, r: bulk_item_receiver_proxy, s: memoryview) -> None:
+            ...
+
+        def schedule_bulk_unchunked(
+            self, n: int, r: bulk_item_receiver_proxy, s: memoryview
+        ) -> None: ...
+
+        @property
+        def _sx_submit_anywhere(self) -> bool: ...
+
+        def _sx_submit_call(self, work: RemoteCallWork, op: RemoteThenOp) -> RemoteCallHandle: ...
 
 
 # --------------------------------------------------------------------------- replacement
 
 _lock = threading.RLock()
-_factory: Callable[[], Any] | None = None
-_backend: Any = None
+_factory: Callable[[], object] | None = None
+_backend: object = None
 
 
-def _no_default_backend() -> Any:
+def _no_default_backend() -> NoReturn:
     raise RuntimeError(
         "no default parallel scheduler backend is installed: import structexec (the package), "
         "not only its private modules"
@@ -285,10 +329,10 @@ def _no_default_backend() -> Any:
 #: ([exec.sysctxrepl.query]). This module does not know the backends that implement its interface;
 #: The package facade (structexec/__init__.py) installs the factory of the process-wide
 #: thread pool here with :func:`install_default_backend_factory`.
-_default_factory: Callable[[], Any] = _no_default_backend
+_default_factory: Callable[[], object] = _no_default_backend
 
 
-def install_default_backend_factory(factory: Callable[[], Any]) -> None:
+def install_default_backend_factory(factory: Callable[[], object]) -> None:
     """Make ``factory`` the default backend factory ([exec.sysctxrepl.query]).
 
     It is called by the next :func:`query_parallel_scheduler_backend` when no factory was installed
@@ -344,7 +388,7 @@ def set_parallel_scheduler_backend(
     object instead of a factory raises ``TypeError``.
     """
     global _factory, _backend
-    obj: Any = factory
+    obj: object = factory
     if obj is not None and not callable(obj):
         hint = (
             " (it looks like a backend: pass a factory, e.g. `lambda: backend`)"

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import concurrent.futures
 import importlib
-import pickle
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
-from typing import Any, cast
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, cast
 
 from .._core._queries import get_stop_token
 from ._common import (
@@ -22,12 +22,29 @@ from ._common import (
     ClusterError,
     UnpicklableWorkError,
     WorkerDiedError,
+    call_payload_dumps,
+    dumps_or_cloudpickle,
     pickle_call,
     pickle_work,
     run_call_remotely,
     run_chunk_remotely,
 )
 from ._remote import RemoteBackend, RemoteCall, RemoteJob, complete_soon
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from .._parallel._remote_call import RemoteThenOp
+    from .._parallel._remote_work import RemoteCallWork
+    from .._parallel._replacement_api import bulk_item_receiver_proxy
+
+    #: Where each chunk's future came from: ``[b, e)`` by the future's key.
+    _Ranges = Mapping[object, tuple[object, object]]
+    #: ``distributed.Client`` and ``distributed.Future``: their methods are not annotated
+    #: (``mypy --strict`` rejects calls to them), so they are used dynamically, under these
+    #: names.
+    Client: TypeAlias = Any
+    Future: TypeAlias = Any
 
 __all__ = ["DaskBackend"]
 
@@ -92,7 +109,7 @@ def _dask_call(payload: bytes, key: str) -> bytes | None:
         _cancelled_calls.discard(key)
         return None
     cloudpickle: Any = importlib.import_module("cloudpickle")
-    return run_call_remotely(payload, cloudpickle.loads, _call_dumps, "DaskBackend")
+    return run_call_remotely(payload, cloudpickle.loads, dumps_or_cloudpickle, "DaskBackend")
 
 
 def _forget_calls(keys: list[str]) -> None:
@@ -100,14 +117,6 @@ def _forget_calls(keys: list[str]) -> None:
     if len(_cancelled_calls) > _CANCELLED_CAP:
         _cancelled_calls.clear()
     _cancelled_calls.update(keys)
-
-
-def _call_dumps(obj: Any) -> bytes:
-    try:
-        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception:
-        cloudpickle: Any = importlib.import_module("cloudpickle")
-        return bytes(cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 # --------------------------------------------------------------------------- the backend
@@ -177,7 +186,7 @@ class DaskBackend(RemoteBackend):
     the backend is also a context manager.
     """
 
-    def __init__(self, client_or_address: Any, *, chunks_per_thread: int = 4) -> None:
+    def __init__(self, client_or_address: object, *, chunks_per_thread: int = 4) -> None:
         try:
             cloudpickle: Any = importlib.import_module("cloudpickle")
             distributed: Any = importlib.import_module("distributed")
@@ -194,12 +203,12 @@ class DaskBackend(RemoteBackend):
             raise ValueError(
                 f"DaskBackend(chunks_per_thread): must be >= 1, got {chunks_per_thread}"
             )
-        self._distributed: Any = distributed
-        self._dumps: Callable[[Any], bytes] = cloudpickle.dumps
+        self._distributed: ModuleType = distributed
+        self._dumps: Callable[[object], bytes] = cloudpickle.dumps
         self._loads: Callable[[bytes], Any] = cloudpickle.loads
         c = client_or_address
         if isinstance(c, distributed.Client):
-            self._client: Any = c
+            self._client: Client = c
             self._owns_client = False
         elif isinstance(c, str) or hasattr(c, "scheduler_address"):
             self._client = distributed.Client(c, set_as_default=False)
@@ -217,12 +226,12 @@ class DaskBackend(RemoteBackend):
         #: Remote calls whose result is on the cluster, fetched together by one gather on
         #: the control thread; calls a stop request cancels, cancelled together likewise.
         self._calls_lock = threading.Lock()
-        self._ready: list[tuple[_DaskCall, Any]] = []
+        self._ready: list[tuple[_DaskCall, Future]] = []
         self._to_cancel: list[_DaskCall] = []
         self._processing: tuple[float, dict[str, str]] = (0.0, {})
 
     @property
-    def client(self) -> Any:
+    def client(self) -> Client:
         """The ``distributed.Client`` the backend submits to."""
         return self._client
 
@@ -272,11 +281,11 @@ class DaskBackend(RemoteBackend):
 
     # -- parallel_scheduler_backend (schedule and the shape check: RemoteBackend)
 
-    def _bulk(self, n: int, r: Any) -> None:
+    def _bulk(self, n: int, r: bulk_item_receiver_proxy) -> None:
         """Bulk work of either form: chunks of ``[0, n)`` as dask tasks."""
         self._control_submit(lambda: self._dispatch(n, r))
 
-    def _dispatch(self, n: int, r: Any) -> None:
+    def _dispatch(self, n: int, r: bulk_item_receiver_proxy) -> None:
         """On the control thread: check, pickle and submit the chunks of one operation."""
         try:
             self._dispatch_unguarded(n, r)
@@ -287,7 +296,7 @@ class DaskBackend(RemoteBackend):
             if not isinstance(exc, Exception):
                 raise
 
-    def _dispatch_unguarded(self, n: int, r: Any) -> None:
+    def _dispatch_unguarded(self, n: int, r: bulk_item_receiver_proxy) -> None:
         tok = r.try_query(get_stop_token)
         if tok is not None and tok.stop_requested():
             complete_soon(r.set_stopped)
@@ -315,8 +324,8 @@ class DaskBackend(RemoteBackend):
         k = len(bs)
         flag = f"structexec-stop-{uuid.uuid4().hex}" if tok is not None else None
         job = RemoteJob(r)
-        scattered: Any = None
-        data: Any = payload
+        scattered: Future | None = None
+        data: bytes | Future = payload
         try:
             if len(payload) > SCATTER_THRESHOLD:
                 scattered = client.scatter(payload, hash=False)
@@ -358,7 +367,7 @@ class DaskBackend(RemoteBackend):
             if scattered is not None:
                 scattered.release()
 
-        finished: list[Any] = []
+        finished: list[Future] = []
         ranges = {fut.key: (b, e) for fut, b, e in zip(futures, bs, es)}
         job.on_stop = stop_chunks
         job.on_finish = release
@@ -382,7 +391,7 @@ class DaskBackend(RemoteBackend):
             pass
 
     def _chunk_error(
-        self, fut: Any, ranges: dict[Any, Any], call: _DaskCall | None = None
+        self, fut: Future, ranges: _Ranges, call: _DaskCall | None = None
     ) -> BaseException:
         """The error of a failed chunk: the function's own, or what dask says went wrong."""
         exc: BaseException = fut.exception()
@@ -400,9 +409,9 @@ class DaskBackend(RemoteBackend):
         return exc
 
     def _on_done(
-        self, job: RemoteJob, finished: list[Any], ranges: dict[Any, Any]
-    ) -> Callable[[Any], None]:
-        def on_done(fut: Any) -> None:
+        self, job: RemoteJob, finished: list[Future], ranges: _Ranges
+    ) -> Callable[[Future], None]:
+        def on_done(fut: Future) -> None:
             # Runs on the client's callback thread. Results are fetched all at once when the
             # last chunk has finished (one round trip instead of one per chunk); an error is
             # fetched at once, to stop the other chunks early.
@@ -428,7 +437,9 @@ class DaskBackend(RemoteBackend):
 
         return on_done
 
-    def _collect(self, job: RemoteJob, finished: list[Any], ranges: dict[Any, Any]) -> None:
+    def _collect(
+        self, job: RemoteJob, finished: list[Future], ranges: dict[object, tuple[int, int]]
+    ) -> None:
         """Fetch the results of the finished chunks and merge them (before the completion)."""
         if job.error is not None or not finished:
             return
@@ -456,7 +467,7 @@ class DaskBackend(RemoteBackend):
                 job.merge(b, e, parts)
         finished.clear()  # release the keys on the cluster now
 
-    def _worker_lost(self, fut: Any, ranges: dict[Any, Any]) -> WorkerDiedError:
+    def _worker_lost(self, fut: Future, ranges: _Ranges) -> WorkerDiedError:
         b, e = ranges.get(fut.key, ("?", "?"))
         return WorkerDiedError(
             f"dask workers died while running chunk [{b}, {e}) of a bulk operation on "
@@ -466,7 +477,7 @@ class DaskBackend(RemoteBackend):
             "say which"
         )
 
-    def _lost(self, fut: Any, status: str, exc: BaseException | None = None) -> ClusterError:
+    def _lost(self, fut: Future, status: str, exc: BaseException | None = None) -> ClusterError:
         reason = ""
         state_exc = getattr(getattr(fut, "_state", None), "exception", None)
         if exc is None and state_exc is not None:
@@ -488,12 +499,12 @@ class DaskBackend(RemoteBackend):
 
     # -- remote calls (then/upon_* on a remote scheduler)
 
-    def _sx_submit_call(self, work: Any, op: Any) -> _DaskCall:
+    def _sx_submit_call(self, work: RemoteCallWork, op: RemoteThenOp) -> _DaskCall:
         """Send one remote call as a dask task: pickle it now (``UnpicklableWorkError`` names
         what fails), submit it (this does not block: the client's own thread sends it)."""
         if self._closed:
             raise BackendError(f"{self!r} has been closed")
-        payload = pickle_call(work, self._call_payload, "DaskBackend", "cloudpickle")
+        payload = pickle_call(work, call_payload_dumps, "DaskBackend", "cloudpickle")
         client = self._client
         if client.status not in ("running", "connecting", "newly-created"):
             raise ClusterError(
@@ -517,20 +528,7 @@ class DaskBackend(RemoteBackend):
         fut.add_done_callback(partial(self._call_done, call))
         return call
 
-    @staticmethod
-    def _call_payload(obj: Any) -> bytes:
-        """pickle, else cloudpickle (by value: lambdas, closures, ``__main__``)."""
-        try:
-            data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception:
-            cloudpickle: Any = importlib.import_module("cloudpickle")
-            return bytes(cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
-        if b"__main__" in data:  # functions of __main__ are not importable on the workers
-            cloudpickle = importlib.import_module("cloudpickle")
-            return bytes(cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
-        return data
-
-    def _call_done(self, call: _DaskCall, fut: Any) -> None:
+    def _call_done(self, call: _DaskCall, fut: Future) -> None:
         # On the client's callback thread.
         try:
             status = fut.status
@@ -648,10 +646,13 @@ class _DaskCall(RemoteCall):
     """One remote call on a :class:`DaskBackend` (a dask task)."""
 
     __slots__ = ("cancelled", "fut", "key")
+    backend: DaskBackend
 
-    def __init__(self, backend: DaskBackend, payload: bytes, op: Any, work: Any) -> None:
+    def __init__(
+        self, backend: DaskBackend, payload: bytes, op: RemoteThenOp, work: RemoteCallWork
+    ) -> None:
         super().__init__(backend, payload, op, work)
-        self.fut: Any = None
+        self.fut: Future | None = None
         self.key = ""
         self.cancelled = False
 

@@ -13,8 +13,9 @@ from collections.abc import Callable
 from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from functools import partial
+from multiprocessing.context import BaseContext
 from types import FunctionType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._core._queries import get_stop_token
 from .._parallel._remote_work import RemoteBulkWork
@@ -22,6 +23,8 @@ from ._common import (
     BackendError,
     UnpicklableWorkError,
     WorkerDiedError,
+    call_payload_dumps,
+    dumps_or_cloudpickle,
     pickle_call,
     pickle_work,
     run_call_remotely,
@@ -29,6 +32,20 @@ from ._common import (
 )
 from ._remote import RemoteBackend, RemoteCall, RemoteJob, complete, complete_soon
 from ._thread_pool import default_thread_pool
+
+if TYPE_CHECKING:
+    import ctypes
+
+    from .._parallel._remote_call import RemoteThenOp
+    from .._parallel._remote_work import RemoteCallWork
+    from .._parallel._replacement_api import bulk_item_receiver_proxy
+
+    #: Flags and pids shared with the worker processes (``RawArray("b"/"i", n)``).
+    _Bytes = ctypes.Array[ctypes.c_byte]
+    _Ints = ctypes.Array[ctypes.c_int]
+    #: What a worker returns: pickled bytes, or ``None`` (a chunk with nothing to send back,
+    #: a call that a stop request cancelled before it ran).
+    _Result = Future[bytes | None]
 
 __all__ = ["ProcessPoolBackend"]
 
@@ -45,12 +62,14 @@ _CALLS_PER_WORKER = 1
 
 # --------------------------------------------------------------------------- worker side
 
-_worker_flags: Any = None
-_worker_pids: Any = None
-_worker_call_flags: Any = None
+_worker_flags: _Bytes | None = None
+_worker_pids: _Ints | None = None
+_worker_call_flags: _Bytes | None = None
 
 
-def _init_worker(flags: Any, pids: Any = None, call_flags: Any = None) -> None:
+def _init_worker(
+    flags: _Bytes, pids: _Ints | None = None, call_flags: _Bytes | None = None
+) -> None:
     global _worker_flags, _worker_pids, _worker_call_flags
     _worker_flags = flags
     _worker_pids = pids
@@ -61,26 +80,17 @@ def _run_call(payload: bytes, slot: int) -> bytes | None:
     """Runs in a worker process: ``None`` without running anything if a stop request
     cancelled call slot ``slot`` while the call waited in the pool; else say which process
     runs it and run the pickled ``RemoteCallWork`` (see :func:`run_call_remotely`)."""
-    cancelled = _worker_call_flags
-    if cancelled is not None and 0 <= slot < len(cancelled):
+    cancelled, pids = _worker_call_flags, _worker_pids
+    if cancelled is not None and pids is not None and 0 <= slot < len(cancelled):
         if cancelled[slot]:
             return None
-        _worker_pids[slot] = os.getpid()
-    return run_call_remotely(payload, pickle.loads, _result_dumps, "ProcessPoolBackend")
-
-
-def _result_dumps(obj: Any) -> bytes:
-    """Pickle a result with pickle, else with cloudpickle (a lambda, a local class)."""
-    try:
-        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception:
-        cloudpickle: Any = importlib.import_module("cloudpickle")
-        return bytes(cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+        pids[slot] = os.getpid()
+    return run_call_remotely(payload, pickle.loads, dumps_or_cloudpickle, "ProcessPoolBackend")
 
 
 #: Work this worker has unpickled, by payload, for payloads the parent marked reusable (no
 #: values, a function sent by reference: running the work does not change it).
-_work_cache: dict[bytes, Any] = {}
+_work_cache: dict[bytes, RemoteBulkWork] = {}
 
 
 def _run_chunk(payload: bytes, b: int, e: int, slot: int, reuse: bool = False) -> bytes | None:
@@ -115,16 +125,16 @@ def _run_chunk(payload: bytes, b: int, e: int, slot: int, reuse: bool = False) -
     )
 
 
-def _default_context() -> Any:
+def _default_context() -> BaseContext:
     methods = multiprocessing.get_all_start_methods()
     return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
-def _dumps(obj: Any) -> bytes:
+def _dumps(obj: object) -> bytes:
     return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def _work_dumps() -> Callable[[Any], bytes]:
+def _work_dumps() -> Callable[[object], bytes]:
     """How the bulk work is pickled: with the stdlib pickler when it can (functions of
     importable modules and plain data: it is 3 to 8 times faster than cloudpickle), else with
     cloudpickle, which also pickles lambdas, closures and functions defined in ``__main__``
@@ -140,7 +150,7 @@ def _work_dumps() -> Callable[[Any], bytes]:
     dumps = pickle.dumps
     proto = pickle.HIGHEST_PROTOCOL
 
-    def work_dumps(work: Any) -> bytes:
+    def work_dumps(work: object) -> bytes:
         if getattr(getattr(work, "f", None), "__module__", None) != "__main__":
             try:
                 return dumps(work, protocol=proto)
@@ -223,7 +233,9 @@ class ProcessPoolBackend(RemoteBackend):
     ``shutdown(wait=True)`` stops the worker processes; the backend is a context manager.
     """
 
-    def __init__(self, max_workers: int | None = None, *, mp_context: Any = None) -> None:
+    def __init__(
+        self, max_workers: int | None = None, *, mp_context: BaseContext | None = None
+    ) -> None:
         if max_workers is None:
             max_workers = os.cpu_count() or 1
         if isinstance(max_workers, bool) or not isinstance(max_workers, int):
@@ -237,20 +249,20 @@ class ProcessPoolBackend(RemoteBackend):
         self._ctx = mp_context if mp_context is not None else _default_context()
         self._lock = threading.Lock()
         self._executor: ProcessPoolExecutor | None = None
-        self._flags: Any = None
+        self._flags: _Bytes | None = None
         self._free = list(range(_NSLOTS - 1, -1, -1))
         self._closed = False
         self._work_dumps = _work_dumps()
         #: Pickled work by ``(f, mode, shape, parallel)``, for work without values whose
         #: function travels by reference (the bytes then never change): see _payload.
-        self._payloads: dict[tuple[Any, ...], bytes] = {}
+        self._payloads: dict[tuple[object, int, int, bool], bytes] = {}
         #: Remote calls (``then`` on a remote scheduler): at most ``_CALLS_PER_WORKER *
         #: max_workers`` are in the pool at once, each with a slot of ``_pids`` (where its
         #: worker writes its pid) and of ``_call_flags`` (set by a stop request: a call that
         #: has not started then returns without running); the others wait here, where a stop
         #: request removes them at once.
-        self._pids: Any = None
-        self._call_flags: Any = None
+        self._pids: _Ints | None = None
+        self._call_flags: _Bytes | None = None
         nslots = _CALLS_PER_WORKER * max_workers
         self._call_slots = list(range(nslots - 1, -1, -1))
         self._call_queue: collections.deque[_PoolCall] = collections.deque()
@@ -307,7 +319,9 @@ class ProcessPoolBackend(RemoteBackend):
         if slot < 0:
             return
         with self._lock:
-            self._flags[slot] = 0
+            flags = self._flags
+            if flags is not None:  # (made with the pool, before any slot is taken)
+                flags[slot] = 0
             self._free.append(slot)
 
     def shutdown(self, wait: bool = True) -> None:
@@ -323,7 +337,7 @@ class ProcessPoolBackend(RemoteBackend):
             queued = list(self._call_queue)
             self._call_queue.clear()
             flags, pids = self._call_flags, self._pids
-            if flags is not None:  # calls in the pool that have not started: do not run
+            if flags is not None and pids is not None:  # calls in the pool not started yet
                 free = set(self._call_slots)
                 for slot in range(len(flags)):
                     if slot not in free and not pids[slot]:
@@ -338,7 +352,7 @@ class ProcessPoolBackend(RemoteBackend):
 
     # -- parallel_scheduler_backend (schedule and the shape check: RemoteBackend)
 
-    def _bulk(self, n: int, r: Any) -> None:
+    def _bulk(self, n: int, r: bulk_item_receiver_proxy) -> None:
         """Bulk work of either form: chunks of ``[0, n)`` in the worker processes."""
         ex = self._get_executor()  # raises once shut down: the frontend reports it
         tok = r.try_query(get_stop_token)
@@ -370,11 +384,11 @@ class ProcessPoolBackend(RemoteBackend):
         ranges = [(b, min(b + size, n)) for b in range(0, n, size)]
         slot = self._take_slot()
         job = RemoteJob(r)
-        futures: list[Future[Any]] = []
+        futures: list[_Result] = []
         flags = self._flags
 
         def stop_chunks() -> None:
-            if slot >= 0:
+            if slot >= 0 and flags is not None:
                 flags[slot] = 1
             for f in futures:
                 f.cancel()
@@ -402,7 +416,7 @@ class ProcessPoolBackend(RemoteBackend):
         ex: ProcessPoolExecutor,
         exc: BaseException,
         job: RemoteJob,
-        futures: list[Future[Any]],
+        futures: list[_Result],
         unsubmitted: int,
     ) -> None:
         """The pool broke (or was shut down) while we were submitting."""
@@ -418,7 +432,7 @@ class ProcessPoolBackend(RemoteBackend):
         for _ in range(unsubmitted):
             job.chunk_done()  # the chunks never submitted; the last one completes
 
-    def _payload(self, r: Any) -> tuple[bytes, bool]:
+    def _payload(self, r: bulk_item_receiver_proxy) -> tuple[bytes, bool]:
         """The pickled work of ``r`` and whether a worker may reuse what it unpickled.
 
         Work without values whose function is a module-level function travels by
@@ -450,7 +464,7 @@ class ProcessPoolBackend(RemoteBackend):
                 return payload, True
         return pickle_work(work, self._work_dumps, "ProcessPoolBackend", "cloudpickle"), False
 
-    def _one_done(self, r: Any, ex: ProcessPoolExecutor, fut: Future[Any]) -> None:
+    def _one_done(self, r: bulk_item_receiver_proxy, ex: ProcessPoolExecutor, fut: _Result) -> None:
         """The done callback of a bulk operation of one chunk without a stop token: a chunk
         that ran to the end with nothing to copy back completes ``r`` directly; any other
         outcome goes through :meth:`_on_done`."""
@@ -465,8 +479,10 @@ class ProcessPoolBackend(RemoteBackend):
         job.remaining = 1
         self._on_done(job, ex, 0, 1)(fut)
 
-    def _on_done(self, job: RemoteJob, ex: ProcessPoolExecutor, b: int, e: int) -> Any:
-        def on_done(fut: Future[Any]) -> None:
+    def _on_done(
+        self, job: RemoteJob, ex: ProcessPoolExecutor, b: int, e: int
+    ) -> Callable[[_Result], None]:
+        def on_done(fut: _Result) -> None:
             # Runs on the pool's manager thread, which swallows what a callback raises: the
             # chunk is counted as done whatever happens, or the operation would never end.
             try:
@@ -512,12 +528,12 @@ class ProcessPoolBackend(RemoteBackend):
 
     # -- remote calls (then/upon_* on a remote scheduler)
 
-    def _sx_submit_call(self, work: Any, op: Any) -> _PoolCall:
+    def _sx_submit_call(self, work: RemoteCallWork, op: RemoteThenOp) -> _PoolCall:
         """Send one remote call: pickle it now (``UnpicklableWorkError`` names what fails),
         then hand it to a free worker, or queue it until one is free."""
         if self._closed:
             raise BackendError(f"{self!r} has been shut down")
-        payload = pickle_call(work, self._work_dumps_call, "ProcessPoolBackend", "cloudpickle")
+        payload = pickle_call(work, call_payload_dumps, "ProcessPoolBackend", "cloudpickle")
         call = _PoolCall(self, payload, op, work)
         with self._lock:
             if self._closed:
@@ -530,15 +546,6 @@ class ProcessPoolBackend(RemoteBackend):
                 return call
         self._send(call)
         return call
-
-    def _work_dumps_call(self, obj: Any) -> bytes:
-        """pickle, else cloudpickle (functions defined in ``__main__``, lambdas, closures)."""
-        if not _has_main_function(obj):
-            try:
-                return _dumps(obj)
-            except Exception:
-                pass
-        return self._work_dumps(obj)
 
     def _send(self, call: _PoolCall) -> None:
         """Submit a call that holds a slot to the pool."""
@@ -571,9 +578,10 @@ class ProcessPoolBackend(RemoteBackend):
         if slot < 0:
             return
         with self._lock:
-            if self._pids is not None:
-                self._pids[slot] = 0
-                self._call_flags[slot] = 0
+            pids, cflags = self._pids, self._call_flags
+            if pids is not None and cflags is not None:
+                pids[slot] = 0
+                cflags[slot] = 0
             nxt = self._call_queue.popleft() if self._call_queue else None
             if nxt is not None:
                 nxt.slot = slot
@@ -586,12 +594,12 @@ class ProcessPoolBackend(RemoteBackend):
             else:  # the pool broke: a new one is made on another thread than its manager
                 default_thread_pool().call_soon(partial(self._send, nxt))
 
-    def _call_done(self, call: _PoolCall, ex: ProcessPoolExecutor, fut: Future[Any]) -> None:
+    def _call_done(self, call: _PoolCall, ex: ProcessPoolExecutor, fut: _Result) -> None:
         # On the pool's manager thread. (The future keeps this callback, which holds the
         # call: forget the future, or the two would form a cycle.)
         call.fut = None
         kind: int
-        data: Any
+        data: object
         try:
             exc = fut.exception()
         except CancelledError:
@@ -659,24 +667,17 @@ class ProcessPoolBackend(RemoteBackend):
         return f"<ProcessPoolBackend max_workers={self._max_workers}>"
 
 
-def _has_main_function(work: Any) -> bool:
-    for _, f in getattr(work, "stages", ()):
-        if getattr(f, "__module__", None) == "__main__":
-            return True
-        inner = getattr(f, "func", None)
-        if inner is not None and getattr(inner, "__module__", None) == "__main__":
-            return True
-    return False
-
-
 class _PoolCall(RemoteCall):
     """One remote call on a :class:`ProcessPoolBackend`."""
 
     __slots__ = ("fut", "slot", "state")
+    backend: ProcessPoolBackend
 
-    def __init__(self, backend: ProcessPoolBackend, payload: bytes, op: Any, work: Any) -> None:
+    def __init__(
+        self, backend: ProcessPoolBackend, payload: bytes, op: RemoteThenOp, work: RemoteCallWork
+    ) -> None:
         super().__init__(backend, payload, op, work)
-        self.fut: Future[Any] | None = None
+        self.fut: _Result | None = None
         self.slot = -1
         #: 0 queued here, 1 in the pool, 2 finished
         self.state = 0

@@ -18,15 +18,24 @@ import threading
 from collections.abc import Callable
 from functools import partial
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._core._describe import describe_callable
 from .._core._errors import terminate
 from .._core._stop_token import inplace_stop_callback
 from .._parallel._backend_error import BackendError
-from .._parallel._replacement_api import parallel_scheduler_backend
+from .._parallel._replacement_api import (
+    bulk_item_receiver_proxy,
+    parallel_scheduler_backend,
+    receiver_proxy,
+)
 from ._common import UnpicklableWorkError
 from ._thread_pool import _completion_raised, default_thread_pool
+
+if TYPE_CHECKING:
+    from .._core._stop_token import inplace_stop_token
+    from .._parallel._remote_call import RemoteThenOp
+    from .._parallel._remote_work import RemoteCallWork
 
 __all__ = ["RemoteBackend", "RemoteCall", "RemoteJob", "complete", "complete_soon"]
 
@@ -49,25 +58,27 @@ class RemoteBackend(parallel_scheduler_backend):
     #: that starts it (contracts.SubmitAnywhere): the bulk methods only submit the work.
     _sx_submit_anywhere = True
 
-    def schedule(self, r: Any, s: memoryview) -> None:
+    def schedule(self, r: receiver_proxy, s: memoryview) -> None:
         """Complete ``r`` on the process-wide thread pool (continuations are local)."""
         default_thread_pool().schedule(r, s)
 
-    def schedule_bulk_chunked(self, n: int, r: Any, s: memoryview) -> None:
+    def schedule_bulk_chunked(self, n: int, r: bulk_item_receiver_proxy, s: memoryview) -> None:
         """Run chunks of ``[0, n)`` remotely ([exec.sysctxrepl.psb])."""
         self._bulk(_shape(n), r)
 
-    def schedule_bulk_unchunked(self, n: int, r: Any, s: memoryview) -> None:
+    def schedule_bulk_unchunked(
+        self, n: int, r: bulk_item_receiver_proxy, s: memoryview
+    ) -> None:
         """Run every index of ``[0, n)`` remotely, as part of a chunk."""
         self._bulk(_shape(n), r)
 
-    def _bulk(self, n: int, r: Any) -> None:
+    def _bulk(self, n: int, r: bulk_item_receiver_proxy) -> None:
         raise NotImplementedError  # pragma: no cover - every remote backend has its own
 
     def _close(self) -> None:
         raise NotImplementedError  # pragma: no cover - every remote backend has its own
 
-    def _sx_submit_call(self, work: Any, op: Any) -> RemoteCall:
+    def _sx_submit_call(self, work: RemoteCallWork, op: RemoteThenOp) -> RemoteCall:
         """Send a remote call (``then``/``upon_*`` stages, docs/parallel.md "Running any
         function remotely"): pickle ``work`` now, raising ``UnpicklableWorkError`` naming
         what fails, then run it on a worker and report to ``op`` through the returned
@@ -109,8 +120,8 @@ class RemoteJob:
         "stopped",
     )
 
-    def __init__(self, r: Any) -> None:
-        self.r = r
+    def __init__(self, r: bulk_item_receiver_proxy) -> None:
+        self.r: bulk_item_receiver_proxy | None = r
         self.lock = threading.Lock()
         self.remaining = 0
         self.error: BaseException | None = None
@@ -126,7 +137,7 @@ class RemoteJob:
         #: merge results that were not merged chunk by chunk.
         self.collect: Callable[[], None] | None = None
 
-    def watch(self, tok: Any) -> None:
+    def watch(self, tok: inplace_stop_token | None) -> None:
         """Request cooperative stop of the chunks when ``tok`` is stopped."""
         if tok is not None:
             self._stop_cb = inplace_stop_callback(tok, self._stop)
@@ -150,9 +161,10 @@ class RemoteJob:
 
     def merge(self, b: int, e: int, parts: tuple[Any, ...]) -> None:
         """Bring a chunk's results into the parent's values (an ``execute`` of the contract)."""
-        if parts:
+        r = self.r
+        if parts and r is not None:  # (``r`` is dropped only once every chunk has finished)
             try:
-                self.r.merge(b, e, parts)
+                r.merge(b, e, parts)
             except Exception as exc:
                 self.fail(exc)
 
@@ -189,6 +201,8 @@ class RemoteJob:
             except Exception as exc:
                 terminate("releasing the resources of a remote bulk operation raised", exc)
         r = self.r
+        if r is None:
+            return  # (finished already)
         self.r = None
         fn: Callable[[], object]
         if self.error is not None:
@@ -200,7 +214,7 @@ class RemoteJob:
         complete(r, fn)
 
 
-def complete(r: Any, fn: Callable[[], object]) -> None:
+def complete(r: receiver_proxy | RemoteThenOp, fn: Callable[[], object]) -> None:
     """Run ``fn``, a completion of the proxy ``r``, from an engine's callback thread: at once
     when completing ``r`` is a hand-off, else on the process-wide thread pool."""
     if getattr(r, "_sx_handoff", False) is True:
@@ -229,13 +243,15 @@ class RemoteCall:
 
     __slots__ = ("backend", "fns", "op", "payload")
 
-    def __init__(self, backend: Any, payload: bytes, op: Any, work: Any) -> None:
+    def __init__(
+        self, backend: RemoteBackend, payload: bytes, op: RemoteThenOp, work: RemoteCallWork
+    ) -> None:
         self.backend = backend
         self.payload = payload
-        self.op = op
+        self.op: RemoteThenOp | None = op
         self.fns = work.functions
 
-    def report(self, kind: int, data: Any) -> None:
+    def report(self, kind: int, data: object) -> None:
         with _report_lock:  # the first report wins (a finish may race with a cancel)
             op = self.op
             if op is None:
@@ -255,7 +271,8 @@ class RemoteCall:
         raise NotImplementedError  # pragma: no cover - every remote backend has its own
 
 
-def _deliver(op: Any, kind: int, data: Any, call: RemoteCall) -> None:
+def _deliver(op: RemoteThenOp, kind: int, data: Any, call: RemoteCall) -> None:
+    # ``data``: the pickled values (``kind`` 0), else the error or ``None``
     if kind == 0:
         try:
             data = pickle.loads(data)
