@@ -320,7 +320,7 @@ class _ThenBase(UnarySender):
             ):
                 t = hook(self, rcvr)
                 if t is not None:
-                    remote: OperationState = t.connect(rcvr)  # type: ignore[assignment]
+                    remote: OperationState = t.connect(rcvr)
                     return remote
             # _FUSE_TAGS: a domain customising `just` must see the just below a then too,
             # which the fused just|then operations below would skip.

@@ -28,8 +28,10 @@ from ._tags import set_error_t, set_stopped_t, set_value_t
 if TYPE_CHECKING:
     from typing import Protocol
 
+    from ._contracts import OpState, Rcvr
+
     class _Connectable(Protocol):
-        def connect(self, rcvr: object) -> object: ...
+        def connect(self, rcvr: Rcvr) -> OpState: ...
 
     #: ``hook(sndr, rcvr)``: a then-chain's remote form to connect instead, or ``None``.
     ThenHook = Callable[[object, object], _Connectable | None]
