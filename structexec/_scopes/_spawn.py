@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 from .._algorithms._stop_when import StopTokenEnv, child_token
+from .._core._adaptor_util import close_op
 from .._core._completion_signatures import get_completion_signatures
 from .._core._connect import connect
 from .._core._domain import DISPATCH as _DS
@@ -330,6 +331,7 @@ def spawn_fast(sndr: Any, scope: Any) -> None:
         op = st._op = sndr.connect(st)
     if not scope._try_associate():
         st._op = _DONE  # dropped silently ([exec.spawn])
+        close_op(op)  # now, not by the cycle collector: it may hold associations
         return
     # trampoline_start(op), inlined for the outermost level
     t = _tramp
@@ -410,6 +412,7 @@ def spawn_into(sndr: Any, scope: Any, env: Any) -> None:
         start_or_release(op, st, scope._disassociate)
     else:
         st._op = _DONE  # dropped silently: never started, nothing completes ([exec.spawn])
+        close_op(op)  # releases what it holds now (an associate's association, say)
 
 
 class spawn_t(Algorithm):
@@ -483,6 +486,7 @@ class spawn_t(Algorithm):
             start_or_release(op, gst, token.disassociate)
         else:
             gst._op = _DONE
+            close_op(op)
 
 
 def with_scope_env(scope: Any, env: Any) -> Any:

@@ -25,6 +25,7 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from .._algorithms._stop_when import stop_when
+from .._core._adaptor_util import close_op
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
 from .._core._connect import connect
 from .._core._env import EMPTY_ENV, fwd_env, get_env
@@ -557,6 +558,7 @@ class spawn_future_t(Algorithm):
             if scope._try_associate():
                 st._start(op)
             else:
+                close_op(op)  # dropped now, not by the cycle collector (it may hold associations)
                 st.set_stopped()  # [exec.spawn.future]: stored stopped; the work never runs
             return _FutureSender(st)
         check_args("spawn_future", sndr, token, env)
@@ -570,6 +572,7 @@ class spawn_future_t(Algorithm):
         if token.try_associate():
             gst._start(op)
         else:
+            close_op(op)
             gst.set_stopped()
         return _FutureSender(gst)
 
