@@ -423,7 +423,9 @@ class spawn_t(Algorithm):
     * Order of effects ([exec.spawn]): connect ``write_env(token.wrap(sndr), senv)``; then
       ``token.try_associate()``; if that succeeds the operation is started before ``spawn``
       returns, otherwise it is dropped silently (a closed or joined scope, or
-      ``max_associations`` reached): nothing runs, nothing completes, nothing is raised.
+      ``max_associations`` reached): nothing runs, nothing completes, nothing is raised; the
+      operation is closed before ``spawn`` returns, so what it holds (say the association of
+      an ``associate`` inside the work) is released then, not by the cycle collector.
     * ``senv`` ([exec.spawn]): ``env`` if it provides ``get_allocator``; else, if the wrapped
       sender's attributes provide one, ``env`` plus that allocator; else ``env``. The spawned work
       has no ``get_scheduler`` unless ``env`` gives one, and its stop token is the scope's

@@ -492,8 +492,8 @@ class spawn_future_t(Algorithm):
     * Eager ([exec.spawn.future]): connects
       ``write_env(stop-when(token.wrap(sndr), ssource.get_token()), senv)``, then
       ``token.try_associate()``; if associated, the work is started before ``spawn_future`` returns;
-      otherwise the future completes ``set_stopped()`` and ``sndr`` never runs. ``senv`` is chosen
-      as for ``spawn`` ([exec.spawn]).
+      otherwise the future completes ``set_stopped()`` and ``sndr`` never runs (its operation is
+      closed at once, as by ``spawn``). ``senv`` is chosen as for ``spawn`` ([exec.spawn]).
     * The work's stop token combines the future's own stop source, the scope's token
       (``counting_scope``) and any stop token in ``env`` ([exec.spawn.future]).
     * The returned sender is single-shot (a second ``connect`` raises ``RuntimeError``). Its
