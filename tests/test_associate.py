@@ -295,3 +295,92 @@ def test_user_scope_token_with_associate() -> None:
     assert sx.sync_wait(sx.associate(sx.just(3), tok)) == (3,)
     assert tok.associated == 0
     assert sx.sync_wait(sx.associate(sx.just(3), CountingToken(admit=False))) is None
+
+
+def _assoc(tok: Any, ran: list[int], child: Any = None) -> Any:
+    c = sx.just() if child is None else child
+    return sx.associate(c | sx.then(lambda *_: ran.append(1)), tok)
+
+
+def _then_over(tok: Any, ran: list[int]) -> Any:
+    """An adaptor over the associate sender: its operation and the associate operation
+    refer to each other (a reference cycle until it completes or is closed)."""
+    return sx.then(_assoc(tok, ran), lambda *_: None)
+
+
+def _let_holding(tok: Any, ran: list[int]) -> Any:
+    """A ``let_value`` whose function holds the associate sender (not connected yet)."""
+    a = _assoc(tok, ran)
+    return sx.let_value(sx.just() | sx.then(lambda: None), lambda: a)
+
+
+def _when_all_let_stopped(tok: Any, ran: list[int]) -> Any:
+    return sx.let_stopped(sx.when_all(_assoc(tok, ran, sx.just_stopped())), lambda: sx.just())
+
+
+def _when_all_two_upon_stopped(tok: Any, ran: list[int]) -> Any:
+    pair = sx.when_all(_assoc(tok, ran, sx.just_error(OSError("x"))), _assoc(tok, ran))
+    return sx.upon_error(sx.upon_stopped(pair, lambda: None), lambda e: None)
+
+
+SHAPES = {
+    "then": _then_over,
+    "let_value": _let_holding,
+    "when_all_let_stopped": _when_all_let_stopped,
+    "when_all_two_upon_stopped": _when_all_two_upon_stopped,
+}
+
+
+def _spawn_refused(how: str, work: Any) -> Any:
+    """Give ``work`` to a scope that refuses the association; returns the future for
+    ``spawn_future``, else ``None``."""
+    joined = sx.counting_scope()
+    assert join_now(joined).value == ()  # joined: every try_associate() is refused
+    tok: Any = CountingToken(admit=False) if how.endswith("user_token") else joined.get_token()
+    if how.startswith("spawn_future"):
+        return sx.spawn_future(work, tok)
+    if how == "spawn_env":
+        return sx.spawn(work, tok, sx.prop(sx.get_allocator, None))
+    if how == "scope_spawn":
+        return joined.spawn(work)
+    return sx.spawn(work, tok)
+
+
+@pytest.mark.parametrize("kind", SCOPES)
+@pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize(
+    "how",
+    [
+        "spawn",
+        "spawn_env",
+        "scope_spawn",
+        "spawn_user_token",
+        "spawn_future",
+        "spawn_future_user_token",
+    ],
+)
+def test_work_refused_by_spawn_releases_its_associations_without_gc(
+    kind: Any, shape: str, how: str
+) -> None:
+    """[exec.spawn], [exec.spawn.future]: when the scope refuses the association the connected
+    operation is dropped, and with it the associations its work holds (here of another scope,
+    taken eagerly by ``associate``): by ``spawn`` before it returns, by ``spawn_future`` once its
+    future (stored stopped) is consumed, never left to the cycle collector: the other scope's
+    ``join()`` completes with gc off, and the work never runs."""
+    other = kind()
+    ran: list[int] = []
+    work = SHAPES[shape](other.get_token(), ran)
+    assert other.count >= 1
+    gc.collect()
+    gc.disable()
+    try:
+        fut = _spawn_refused(how, work)
+        del work
+        if fut is not None:
+            assert sx.sync_wait(fut) is None  # a refused future is stored stopped
+            del fut
+        assert other.count == 0
+        assert join_now(other).value == ()
+    finally:
+        gc.enable()
+    assert ran == []

@@ -16,6 +16,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from .._algorithms._stop_when import StopTokenEnv, child_token
+from .._core._adaptor_util import close_op
 from .._core._completion_signatures import get_completion_signatures
 from .._core._connect import connect
 from .._core._domain import DISPATCH as _DS
@@ -342,6 +343,7 @@ def spawn_fast(sndr: Sender[object], scope: _ScopeBase) -> None:
         op = st._op = sndr.connect(st)
     if not scope._try_associate():
         st._op = _DONE  # dropped silently ([exec.spawn])
+        close_op(op)  # now, not by the cycle collector: it may hold associations
         return
     # trampoline_start(op), inlined for the outermost level
     t = _tramp
@@ -422,6 +424,7 @@ def spawn_into(sndr: object, scope: _ScopeBase, env: object) -> None:
         start_or_release(op, st, scope._disassociate)
     else:
         st._op = _DONE  # dropped silently: never started, nothing completes ([exec.spawn])
+        close_op(op)  # releases what it holds now (an associate's association, say)
 
 
 class spawn_t(Algorithm):
@@ -432,7 +435,9 @@ class spawn_t(Algorithm):
     * Order of effects ([exec.spawn]): connect ``write_env(token.wrap(sndr), senv)``; then
       ``token.try_associate()``; if that succeeds the operation is started before ``spawn``
       returns, otherwise it is dropped silently (a closed or joined scope, or
-      ``max_associations`` reached): nothing runs, nothing completes, nothing is raised.
+      ``max_associations`` reached): nothing runs, nothing completes, nothing is raised; the
+      operation is closed before ``spawn`` returns, so what it holds (say the association of
+      an ``associate`` inside the work) is released then, not by the cycle collector.
     * ``senv`` ([exec.spawn]): ``env`` if it provides ``get_allocator``; else, if the wrapped
       sender's attributes provide one, ``env`` plus that allocator; else ``env``. The spawned work
       has no ``get_scheduler`` unless ``env`` gives one, and its stop token is the scope's
@@ -495,6 +500,7 @@ class spawn_t(Algorithm):
             start_or_release(op, gst, token.disassociate)
         else:
             gst._op = _DONE
+            close_op(op)
 
 
 def with_scope_env(scope: _ScopeBase, env: object) -> object:

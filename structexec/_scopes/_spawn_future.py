@@ -25,6 +25,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._algorithms._stop_when import stop_when
+from .._core._adaptor_util import close_op
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
 from .._core._connect import connect
 from .._core._env import EMPTY_ENV, fwd_env, get_env
@@ -497,8 +498,8 @@ class spawn_future_t(Algorithm):
     * Eager ([exec.spawn.future]): connects
       ``write_env(stop-when(token.wrap(sndr), ssource.get_token()), senv)``, then
       ``token.try_associate()``; if associated, the work is started before ``spawn_future`` returns;
-      otherwise the future completes ``set_stopped()`` and ``sndr`` never runs. ``senv`` is chosen
-      as for ``spawn`` ([exec.spawn]).
+      otherwise the future completes ``set_stopped()`` and ``sndr`` never runs (its operation is
+      closed at once, as by ``spawn``). ``senv`` is chosen as for ``spawn`` ([exec.spawn]).
     * The work's stop token combines the future's own stop source, the scope's token
       (``counting_scope``) and any stop token in ``env`` ([exec.spawn.future]).
     * The returned sender is single-shot (a second ``connect`` raises ``RuntimeError``). Its
@@ -563,6 +564,7 @@ class spawn_future_t(Algorithm):
             if scope._try_associate():
                 st._start(op)
             else:
+                close_op(op)  # dropped now, not by the cycle collector (it may hold associations)
                 st.set_stopped()  # [exec.spawn.future]: stored stopped; the work never runs
             return _FutureSender(st)
         check_args("spawn_future", sndr, token, env)
@@ -576,6 +578,7 @@ class spawn_future_t(Algorithm):
         if token.try_associate():
             gst._start(op)
         else:
+            close_op(op)
             gst.set_stopped()
         return _FutureSender(gst)
 
