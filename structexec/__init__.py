@@ -1,13 +1,14 @@
 """structexec: C++26 ``std::execution`` for trio.
 
 Senders, receivers, schedulers, stop tokens, counting scopes, ``task`` and the parallel scheduler,
-on top of trio. ``import structexec as sx``; docs/index.md introduces the API. Every public name is
-re-exported here, explicitly, from the layered private subpackages (docs/internals.md "The
-layers"); each private module lists its public names in ``__all__``.
+on top of trio. ``import structexec as sx``; the documentation's index introduces the API. Every
+public name is re-exported here, explicitly, from the layered private subpackages (the internals
+guide "The layers"); each private module lists its public names in ``__all__``.
 
-The docstrings name the guides as ``docs/NAME.md`` ("docs/scopes.md"): files of the source
-distribution (``structexec-VERSION.tar.gz``) and of a clone, which the wheel does not carry; the
-documentation site (``bash .ci/docs``) turns each into a link to its page.
+The docstrings name the guides by their names ("the scopes guide", "the time guide", ...): the
+pages of the documentation site, whose navigation lists them, and the files of the ``docs``
+directory of the source distribution and of a clone (``scopes.md``, ``time.md``, ...; the wheel
+carries none of them); the site turns each mention into a link to its page.
 """
 
 from typing import TYPE_CHECKING as _TYPE_CHECKING

@@ -62,3 +62,50 @@ def test_documentation_pages_named_in_the_code_exist(top: str) -> None:
                 if not (ROOT / "docs" / page).is_file()
             ]
     assert not missing, missing
+
+
+# "the scopes guide" names docs/scopes.md; the one guide whose name is not its file's stem:
+_GUIDE = re.compile(r"\bthe ([a-z]+) guide\b")
+_GUIDE_FILES = {"adaptors": "senders-adaptors"}
+
+
+def test_guides_named_in_the_code_exist() -> None:
+    """A docstring names a guide as "the scopes guide" (``help()`` readers have no ``docs/``
+    directory; the site links it, docs/_ext/griffe_structexec.py). The guide must exist."""
+    missing = []
+    named = 0
+    for path in sorted((ROOT / "structexec").rglob("*.py")):
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for name in _GUIDE.findall(line):
+                named += 1
+                if not (ROOT / "docs" / f"{_GUIDE_FILES.get(name, name)}.md").is_file():
+                    missing.append(f"{path.relative_to(ROOT)}:{n}: the {name} guide")
+    assert not missing, missing
+    assert named > 0  # the pattern still matches how the docstrings are written
+
+
+def _public_docstrings() -> list[tuple[str, str]]:
+    import inspect
+
+    import structexec
+    import structexec.testing
+
+    out: list[tuple[str, str]] = [("structexec", structexec.__doc__ or "")]
+    for mod in (structexec, structexec.testing):
+        for name in mod.__all__:
+            obj = getattr(mod, name)
+            out.append((f"{mod.__name__}.{name}", inspect.getdoc(obj) or ""))
+            if inspect.isclass(obj):
+                for attr, member in vars(obj).items():
+                    if not attr.startswith("_") or attr in ("__init__", "__call__"):
+                        doc = getattr(member, "__doc__", None)
+                        if isinstance(doc, str):
+                            out.append((f"{mod.__name__}.{name}.{attr}", doc))
+    return out
+
+
+def test_public_docstrings_name_no_repository_path() -> None:
+    """``help(sx.X)`` in an installed wheel has no ``docs/`` directory beside it: a public
+    docstring names a guide ("the scopes guide"), never a repository path ("docs/scopes.md")."""
+    found = [f"{where}: {m}" for where, doc in _public_docstrings() for m in _PAGE.findall(doc)]
+    assert not found, found

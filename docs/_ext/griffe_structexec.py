@@ -8,8 +8,9 @@ before a docstring is parsed this extension
 * wraps every run of doctest lines (a ``>>>`` line up to the next blank line, the expected
   output included) in a ``pycon`` code fence, and
 * turns a Sphinx role (:class:`X`, :meth:`~X.y`, ...) into a code span (``X``, ``X.y``), and
-* turns a mention of a documentation page (``docs/scopes.md``, which ``help()`` prints as the
-  file of a clone or sdist) into a link to that page of the site, titled as in the nav.
+* turns a mention of a guide (``the scopes guide``: docstrings name a guide by its file's stem,
+  since ``help()`` readers have no ``docs/`` directory) or of a page path (``docs/scopes.md``,
+  in text written for a clone) into a link to that page of the site, titled as in the nav.
 
 An attribute whose docstring is its value's type's (``int``, ``tuple``, ...: inspection finds
 ``int.__doc__`` on ``max_associations = sys.maxsize``) has no docstring of its own: it is
@@ -78,8 +79,20 @@ def _page_link(m: re.Match[str]) -> str:
     return m.group(0) if title is None else f"[{title}](../{m.group(1)}.md)"
 
 
+# "the scopes guide": docs/scopes.md; the one guide whose name is not its file's stem:
+_GUIDE = re.compile(r"\bthe ([a-z]+) guide\b")
+GUIDE_FILES = {"adaptors": "senders-adaptors"}
+
+
+def _guide_link(m: re.Match[str]) -> str:
+    stem = GUIDE_FILES.get(m.group(1), m.group(1))
+    title = _page_title(stem)
+    return m.group(0) if title is None else f"the [{title}](../{stem}.md) guide"
+
+
 def _markdown(text: str) -> str:
-    return _PAGE.sub(_page_link, _ROLE.sub(r"`\1`", _fence_doctests(text)))
+    text = _ROLE.sub(r"`\1`", _fence_doctests(text))
+    return _GUIDE.sub(_guide_link, _PAGE.sub(_page_link, text))
 
 
 _CALL = re.compile(r"``(\w+)\((.*?)\)``")

@@ -1,6 +1,6 @@
 """``affine_on``: complete where the operation was started ([exec.affine.on], P3941R1).
 
-[exec.affine.on], docs/task.md "Scheduler affinity". ``affine_on(sndr)`` starts ``sndr`` on the
+[exec.affine.on], the task guide "Scheduler affinity". ``affine_on(sndr)`` starts ``sndr`` on the
 current agent and delivers every completion (value, error, stopped) on the scheduler found in the
 receiver's environment (``get_scheduler``), which must be *infallible*. It is what a ``task`` wraps
 around every awaited sender to stay on its scheduler (scheduler affinity, P3552R1 4.5).
@@ -170,14 +170,14 @@ class _AffineOnSender(UnarySender):
 class affine_on_t(Algorithm, Closure[Any]):
     """``affine_on(sndr)`` / ``sndr | affine_on``: complete on the receiver's scheduler.
 
-    [exec.affine.on] as changed by P3941R1; docs/task.md "Scheduler affinity".
+    [exec.affine.on] as changed by P3941R1; the task guide "Scheduler affinity".
 
     * The scheduler is ``get_scheduler(get_env(rcvr))``, read at ``connect``; a receiver
       without one makes ``connect`` raise ``TypeError`` ([exec.affine.on]). ``start`` must be called
       on that scheduler's agent (P3718R0).
     * The scheduler must be infallible: its ``schedule()`` sender declares exactly
       ``set_value_t()`` for an unstoppable stop token; otherwise ``connect`` raises
-      ``TypeError`` ([exec.affine.on], docs/senders-adaptors.md).
+      ``TypeError`` ([exec.affine.on], the adaptors guide).
     * ``sndr`` starts on the current agent and sees the receiver's environment, including its
       stop token. Every completion is delivered on the scheduler; the hop back is connected at
       ``connect`` with a ``never_stop_token``, so even a stopped or failed child comes back
@@ -187,7 +187,7 @@ class affine_on_t(Algorithm, Closure[Any]):
       ``read_env``, ``write_env``/``then``/``upon_*`` of those; [exec.affine.on]), or when its
       attributes show every completion already happens on the scheduler.
     * ``affine_on(sndr, sch)``, the draft's two-argument form, uses ``sch`` instead of the
-      receiver's scheduler ([exec.affine.on], docs/task.md "Scheduler affinity";
+      receiver's scheduler ([exec.affine.on], the task guide "Scheduler affinity";
       ``sndr | affine_on(sch)`` too); its attributes are
       ``JOIN-ENV(SCHED-ATTRS(sch), FWD-ENV(get_env(sndr)))``. ``sch`` must be infallible as well.
     * Attributes of the one-argument form: the child's forwarding attributes without its

@@ -1,7 +1,7 @@
 """``bulk``, ``bulk_chunked``, ``bulk_unchunked`` and the execution policies ([exec.bulk]).
 
 [exec.bulk], [exec.snd.transform], [exec.par.scheduler],
-docs/parallel.md "Data parallelism: `bulk`". Each algorithm waits for its child's values, runs a
+the parallel guide "Data parallelism: `bulk`". Each algorithm waits for its child's values, runs a
 function over the index space ``[0, shape)`` and then sends the child's values on ([exec.bulk]):
 
 * ``bulk(sndr, policy, shape, f)`` calls ``f(i, *vals)`` for every ``i`` ([exec.bulk]);
@@ -357,7 +357,7 @@ class bulk_t(_BulkAlgorithm):
     ``policy`` is ``sx.seq``, ``sx.par``, ``sx.par_unseq`` or ``sx.unseq``; ``shape`` a non-negative
     integer; ``f`` a callable. Otherwise ``TypeError`` (``ValueError`` for a negative shape) is
     raised when the sender is built. P2079's three-argument ``bulk(sndr, shape, f)`` is not
-    accepted: the policy is required (docs/parallel.md "Data parallelism: `bulk`").
+    accepted: the policy is required (the parallel guide "Data parallelism: `bulk`").
 
     At ``connect``, ``bulk`` becomes ``bulk_chunked(sndr, policy, shape, chunk_loop(f))``
     (``transform_sender``), which is how a scheduler that customises ``bulk_chunked`` (the

@@ -93,7 +93,7 @@ class _ScheduleFromOp(ChildOp):
 
     def close(self) -> None:
         """Never started: close the child's and the scheduling operation
-        (docs/senders.md "Writing your own sender")."""
+        (the senders guide "Writing your own sender")."""
         if self._state == 0:
             ChildOp.close(self)
             sched_op, self._sched_op = self._sched_op, None

@@ -1,7 +1,7 @@
 """``into_variant`` ([exec.into.variant]).
 
 Python has no ``variant<tuple<...>...>``: the single datum that ``into_variant`` sends is the
-tuple of the child's datums (docs/trio.md "Awaiting a sender").
+tuple of the child's datums (the trio guide "Awaiting a sender").
 """
 
 from __future__ import annotations

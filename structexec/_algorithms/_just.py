@@ -69,7 +69,7 @@ class just_t(Algorithm):
     The datums are sent as they are (no copy, [exec.just]); the sender can be connected
     any number of times ([exec.snd.concepts]). ``await sx.just()`` gives ``None``,
     ``await sx.just(x)`` gives ``x`` and ``await sx.just(a, b)`` gives ``(a, b)``
-    (docs/trio.md "Awaiting a sender").
+    (the trio guide "Awaiting a sender").
 
     Completion signatures: ``set_value_t(*types of vals)`` ([exec.just]).
 

@@ -88,7 +88,7 @@ class LoopOp:
 
     def close(self) -> None:
         """Drop this operation without starting it: close the first iteration's operation
-        (docs/senders.md "Writing your own sender")."""
+        (the senders guide "Writing your own sender")."""
         if self._state == _CONNECTED:
             self._state = _DONE
             op, self._op = self._op, None

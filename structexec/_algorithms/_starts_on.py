@@ -11,7 +11,7 @@ and ``sndr`` is never started; otherwise ``sndr`` is started, through the trampo
 scheduler's agent. One difference is deliberate: ``sndr`` is *connected* when the ``starts_on``
 sender is connected (connecting runs no user code), so what C++ rejects at compile time (an
 unsupported ``read_env`` query, ``on`` without a scheduler, ...) raises ``TypeError`` from
-``connect`` rather than arriving as ``set_error`` (docs/senders-adaptors.md). For the same reason
+``connect`` rather than arriving as ``set_error`` (the adaptors guide). For the same reason
 ``starts_on`` has no default ``transform_sender``; a custom domain still sees the ``starts_on``
 sender (tag ``starts_on``, ``data`` the scheduler) and may replace it.
 """
@@ -87,7 +87,7 @@ class _StartsOnOp(ChildOp):
 
     def close(self) -> None:
         """Never started: close the scheduling operation and the child's
-        (docs/senders.md "Writing your own sender")."""
+        (the senders guide "Writing your own sender")."""
         if self._state == 0:
             ChildOp.close(self)
             self._drop_child()

@@ -83,7 +83,7 @@ class _StopWhenOp:
 
     def close(self) -> None:
         """Never started: close the child's operation
-        (docs/senders.md "Writing your own sender")."""
+        (the senders guide "Writing your own sender")."""
         op, self._op = self._op, None
         if op is not None:
             close_op(op)

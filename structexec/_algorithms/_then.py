@@ -131,7 +131,7 @@ def returned_coroutine(kind: int, f: object, coro: object) -> TypeError:
 
 def _apply_fns(fns: tuple[_Fn, ...], vals: tuple[object, ...]) -> tuple[object, ...]:
     """Run a chain of ``then`` functions on ``vals``: each result becomes the next datums by the
-    values convention (docs/trio.md "Awaiting a sender"). An exception from a function propagates,
+    values convention (the trio guide "Awaiting a sender"). An exception from a function propagates,
     and so does the ``TypeError`` for a returned coroutine object ([exec.then]).
 
     While the functions return one datum each (the common case), the inner loop calls the
@@ -439,9 +439,9 @@ class then_t(FnAdaptor):
     """``then(sndr, f)`` / ``sndr | then(f)``: on ``set_value(*a)``, send ``f(*a)`` ([exec.then]).
 
     ``f`` returning ``None`` sends ``set_value()``; a tuple is one datum; ``sx.values(a, b)`` sends
-    two (docs/trio.md "Awaiting a sender"). An exception from ``f`` becomes ``set_error`` (TRY-EVAL,
-    [exec.snd.expos]). Errors and stopped pass through unchanged ([exec.then]). ``f`` runs on the
-    agent where the child completed, at most once, and never before the operation starts
+    two (the trio guide "Awaiting a sender"). An exception from ``f`` becomes ``set_error``
+    (TRY-EVAL, [exec.snd.expos]). Errors and stopped pass through unchanged ([exec.then]). ``f``
+    runs on the agent where the child completed, at most once, and never before the operation starts
     ([exec.adapt.general], [exec.then]).
 
     Completion signatures: ``set_value_t(...)`` with what ``f`` returns (values convention;

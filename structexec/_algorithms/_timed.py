@@ -1,4 +1,5 @@
-"""Timed schedulers: ``now``, ``schedule_after``, ``schedule_at`` (docs/time.md "Timed schedulers").
+"""Timed schedulers: ``now``, ``schedule_after``, ``schedule_at`` (the time guide "Timed
+schedulers").
 
 There is no [exec] section for timed schedulers in C++26: this is an extension modelled on
 stdexec's ``exec/timed_scheduler.hpp`` and libunifex's ``schedule_after``. A scheduler ``sch``
@@ -63,7 +64,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     class TimedScheduler(Protocol):
-        """A timed scheduler as ``retry`` and ``timeout`` use it (docs/time.md): the sender
+        """A timed scheduler as ``retry`` and ``timeout`` use it (the time guide): the sender
         ``schedule_after`` returns is only connected."""
 
         def schedule_after(self, seconds: float) -> object: ...
@@ -376,7 +377,7 @@ class TimerSender(Sender[None]):
 
 def is_timed_scheduler(x: object) -> bool:
     """Is ``x`` a scheduler with ``now()``, ``schedule_after(seconds)`` and
-    ``schedule_at(deadline)`` (docs/time.md "Timed schedulers")? A scheduler that forwards
+    ``schedule_at(deadline)`` (the time guide "Timed schedulers")? A scheduler that forwards
     them (``task_scheduler``) is timed when its ``timed`` attribute is true.
 
     >>> import structexec as sx
@@ -407,14 +408,14 @@ def _timed(sch: object, fn: str) -> Any:
 
 def now(sch: object) -> float:
     """``sch.now()``: the current time of a timed scheduler, in seconds on its own clock
-    (docs/time.md "Timed schedulers"); ``TypeError`` for a scheduler that is not timed."""
+    (the time guide "Timed schedulers"); ``TypeError`` for a scheduler that is not timed."""
     t: float = _timed(sch, "now").now()
     return t
 
 
 def schedule_after(sch: object, seconds: float) -> Sender[None]:
     """A sender that completes ``set_value()`` on ``sch`` after ``seconds`` (from its start)
-    (docs/time.md "Timed schedulers").
+    (the time guide "Timed schedulers").
 
     Completion signatures: ``set_value_t()``, ``set_stopped_t()``. Cancellation: a stop request
     while the timer is pending completes ``set_stopped()`` at once and frees the timer. Errors:
@@ -433,7 +434,7 @@ def schedule_after(sch: object, seconds: float) -> Sender[None]:
 
 def schedule_at(sch: object, deadline: float) -> Sender[None]:
     """A sender that completes ``set_value()`` on ``sch`` once ``now(sch) >= deadline``
-    (docs/time.md "Timed schedulers"). A deadline in the past completes at once (on ``sch``);
+    (the time guide "Timed schedulers"). A deadline in the past completes at once (on ``sch``);
     ``inf`` never. ``ValueError`` now for a NaN ``deadline``; ``TypeError`` for a scheduler that
     is not timed."""
     d = check_deadline(deadline)

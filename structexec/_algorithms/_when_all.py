@@ -195,7 +195,7 @@ class _WhenAllOp:
     def close(self) -> None:
         """Drop a connected, never-started operation: close the children's operations at
         once rather than leaving the cycle they form with this one to the garbage collector
-        (docs/senders.md "Writing your own sender")."""
+        (the senders guide "Writing your own sender")."""
         if not self._started:
             self._started = True
             ops = self._ops

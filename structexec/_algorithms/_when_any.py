@@ -176,7 +176,7 @@ class RaceOp:
 
     def close(self) -> None:
         """Drop a connected, never-started operation: close the children's operations
-        (docs/senders.md "Writing your own sender")."""
+        (the senders guide "Writing your own sender")."""
         if not self._started:
             self._started = True
             self._rcvrs = ()  # the receivers point back here: no cycle left behind

@@ -8,7 +8,7 @@
 * :func:`early`: the construction-time ``transform_sender(get-domain-early(...), ...)`` that
   [exec.adapt] specifies for every adaptor ([exec.snd.expos]); free unless a custom domain is
   involved.
-* argument checks that raise ``TypeError`` naming the argument (docs/senders-adaptors.md).
+* argument checks that raise ``TypeError`` naming the argument (the adaptors guide).
 * :class:`BinaryAdaptor`, :class:`FnAdaptor`: the bases of the algorithm objects called as
   ``alg(sndr, x)`` or ``alg(x)`` (``then``, ``upon_*``, ``let_*``, ``continues_on``,
   ``write_env``, ``stopped_as_error``).
@@ -116,7 +116,7 @@ class BinaryAdaptor(Algorithm):
     ([exec.adapt.obj]).
 
     Subclasses set ``_name`` and ``_arg`` (the name of ``x`` in messages), implement
-    ``_check_arg(x)`` (raise ``TypeError`` naming the argument, docs/senders-adaptors.md) and
+    ``_check_arg(x)`` (raise ``TypeError`` naming the argument, the adaptors guide) and
     ``_make(sndr, x)`` (check ``x`` and build the sender), and implement ``__call__`` (with
     their overloads) as ``return self._build(args)``.
     """
@@ -281,7 +281,7 @@ _CONNECTED, _STARTED, _COMPLETED = 0, 1, 2
 def close_op(op: object) -> None:
     """``op.close()`` if the operation state has one (library operations that hold resources
     or children do): the explicit release of a never-started operation
-    (docs/senders.md "Writing your own sender")."""
+    (the senders guide "Writing your own sender")."""
     close = getattr(op, "close", None)
     if close is not None:
         close()
@@ -317,7 +317,7 @@ class ChildOp:
         return fwd_env(get_env(self._rcvr))
 
     def close(self) -> None:
-        """Drop this operation without starting it (docs/senders.md "Writing your own sender"):
+        """Drop this operation without starting it (the senders guide "Writing your own sender"):
         close the child operation.
 
         Operation states and their children's receivers refer to each other, so a dropped,

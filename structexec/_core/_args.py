@@ -7,7 +7,7 @@ methods, ``timeout``, ``stop_after``, ``retry(delay=, backoff=)``, ``stop_grace=
 other type with ``__float__`` (numpy scalars), but not ``bool``, ``str``, ``bytes`` or
 ``complex``. The number becomes a ``float``; the checks raise ``TypeError``/``ValueError`` when
 the sender or scope is built, naming the function and the argument
-(docs/senders-adaptors.md).
+(the adaptors guide).
 """
 
 from __future__ import annotations

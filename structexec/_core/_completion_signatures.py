@@ -3,7 +3,7 @@
 A sender declares what it can complete with by a method ``get_completion_signatures(env=None)``
 returning :class:`completion_signatures`. Senders without the method have unknown signatures,
 and ``get_completion_signatures`` returns ``None`` for them; the library is then permissive at
-run time (docs/senders-adaptors.md).
+run time (the adaptors guide).
 """
 
 from __future__ import annotations

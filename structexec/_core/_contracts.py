@@ -3,7 +3,7 @@
 The modules talk to each other through duck-typed private attributes named ``_sx_*``: a caller
 looks the attribute up with ``getattr(obj, name, default)`` (or calls it on an object it
 knows provides it), so any object may provide it and nothing imports the provider
-(docs/internals.md §2 "Internal hooks"). This module gives each hook a name, a meaning, its
+(the internals guide §2 "Internal hooks"). This module gives each hook a name, a meaning, its
 providers and its callers, so that signatures can say "an object with this hook" instead of
 an untyped object.
 
@@ -367,7 +367,7 @@ class SubmitAnywhere(Protocol):
 @runtime_checkable
 class SubmitCall(Protocol):
     """``_sx_submit_call(work, op)``: the backend runs ``then``/``upon_*`` functions in other
-    processes (docs/parallel.md "Running any function remotely"). It pickles ``work`` (a
+    processes (the parallel guide "Running any function remotely"). It pickles ``work`` (a
     ``RemoteCallWork``) at once, raising ``UnpicklableWorkError`` naming what fails, sends it
     to a worker and returns a handle with ``cancel()`` (a stop request) and ``where()`` (for
     ``sx.operation_tree()``); the outcome reaches ``op.remote_done(kind, data)`` once.
@@ -411,7 +411,7 @@ class Describable(Protocol):
     sequence stages and their items (the roots a snapshot finds on the heap, registered with
     ``_snapshot.snapshot_roots``), and what pending work waits on: ``TimerOp``,
     ``TrioHostedOp``, the parallel scheduler's schedule operation, ``RemoteThenOp``, the
-    scope join. Called by: ``_scopes._introspect_scan`` only (docs/internals.md
+    scope join. Called by: ``_scopes._introspect_scan`` only (the internals guide
     "Introspection").
     """
 

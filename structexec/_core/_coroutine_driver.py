@@ -1,8 +1,8 @@
 """The one coroutine driver: a loop that steps a coroutine awaiting senders, off the trio scheduler.
 
 [exec.as.awaitable], [exec.with.awaitable.senders], [exec.connect], [exec.task], [task.promise],
-docs/task.md 'How "stopped" unwinds a task', docs/task.md "What a task is" (a ``task`` body is
-driven by the library as a loop, never by recursion), docs/internals.md "The coroutine driver".
+the task guide 'How "stopped" unwinds a task', the task guide "What a task is" (a ``task`` body is
+driven by the library as a loop, never by recursion), the internals guide "The coroutine driver".
 
 :class:`CoroutineLoop` owns the stepping: every coroutine structexec drives itself (a coroutine
 sender under ``sync_wait``, a ``task`` body) is stepped by its :meth:`CoroutineLoop._step`.
@@ -31,7 +31,7 @@ receiver of every awaited operation, one at a time), starts it and:
   (:meth:`CoroutineLoop._resume`). A one-entry dict, the *gate*, decides who continues when the
   completion races with the end of ``start``: whichever of the two threads pops it second.
 
-A value is sent into the coroutine (docs/trio.md "Awaiting a sender": ``None``, the datum or a
+A value is sent into the coroutine (the trio guide "Awaiting a sender": ``None``, the datum or a
 tuple); an error is thrown into it as it is (a non-exception datum as ``ErrorValue``,
 AS-EXCEPT-PTR); stopped throws :class:`sx.Stopped` (a ``BaseException``, so ``except Exception``
 cannot catch it), which unwinds the coroutine: ``finally`` blocks and ``async with`` exits run and

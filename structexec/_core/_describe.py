@@ -1,6 +1,6 @@
 """Short human-readable descriptions of senders, functions and spawn sites (trio-free).
 
-Used by the scope introspection (``sx.operation_tree()``, docs/debugging.md) and by the notes
+Used by the scope introspection (``sx.operation_tree()``, the debugging guide) and by the notes
 that errors of spawned work carry. Everything here runs when a description is *asked for*
 (a dump, an error), never when work is spawned: a spawn only stores the sender it was given
 and, for its site, the caller's code object and instruction offset (:func:`site_of`).

@@ -1,7 +1,7 @@
 """Environments: ``prop``, ``env``, ``get_env``, ``FWD-ENV``, ``JOIN-ENV``, ``SCHED-ATTRS``,
 ``SCHED-ENV`` and the ``TryEnv`` base.
 
-[exec.queryable], [exec.prop], [exec.env], [exec.get.env], [exec.snd.expos] (docs/senders.md
+[exec.queryable], [exec.prop], [exec.env], [exec.get.env], [exec.snd.expos] (the senders guide
 "Environments and queries").
 
 An *environment* is any object with a method ``query(q, *args)`` that returns the answer or

@@ -1,7 +1,7 @@
 """Exceptions shared by the whole library, and the terminate handler.
 
-[exec.general] AS-EXCEPT-PTR, docs/senders.md "What happens when things fail",
-docs/task.md 'How "stopped" unwinds a task'.
+[exec.general] AS-EXCEPT-PTR, the senders guide "What happens when things fail",
+the task guide 'How "stopped" unwinds a task'.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ class ErrorValue(Exception):
 
     Any object may be sent with ``set_error``; consumers (``sync_wait``, ``await sndr``, a ``task``
     awaiting a sender) raise an exception datum unchanged and wrap anything else in ``ErrorValue``
-    ([exec.general], docs/senders.md "What happens when things fail"). The datum is in
+    ([exec.general], the senders guide "What happens when things fail"). The datum is in
     :attr:`error`.
     """
 
@@ -37,7 +37,7 @@ class Stopped(BaseException):
 
     Awaiting a stopped sender from trio code raises ``trio.Cancelled`` when the stop came from the
     awaiting task's own trio cancellation and ``Stopped`` otherwise
-    (docs/task.md 'How "stopped" unwinds a task'). It derives from ``BaseException`` so that
+    (the task guide 'How "stopped" unwinds a task'). It derives from ``BaseException`` so that
     ``except Exception`` does not swallow a stop.
     """
 
@@ -63,7 +63,7 @@ def set_terminate_handler(
     callback that raises, a completion function that raises, a scope destroyed while work is
     outstanding. structexec calls the installed handler with a message and the exception (or
     ``None``). The default prints both and aborts the process
-    (docs/senders.md "What happens when things fail"). ``None`` restores the default. Tests
+    (the senders guide "What happens when things fail"). ``None`` restores the default. Tests
     typically install a handler that records the call (``structexec.testing`` has a fixture for
     that). If the handler returns, the library carries on as best it can.
     """

@@ -1,5 +1,5 @@
 """The library's fast paths in one place: their switches, and the fast ``await`` handlers
-(docs/internals.md §3 "Fast paths").
+(the internals guide §3 "Fast paths").
 
 A fast path does what its general path does, observably the same (property tests run both and
 compare), for the common case only. Each one has a switch in :data:`FAST` that the tests turn

@@ -3,7 +3,7 @@
 P3941R1 3.2 and its wording for [exec.affine.on] p5 and [exec.task.scheduler]: a scheduler is
 *infallible* when ``schedule(sch)``, connected in an environment whose ``get_stop_token`` is
 unstoppable, declares exactly ``completion_signatures(set_value_t())`` ([exec.affine.on],
-[exec.task.scheduler], docs/task.md "Scheduler affinity"). C++ checks this statically, on the
+[exec.task.scheduler], the task guide "Scheduler affinity"). C++ checks this statically, on the
 scheduler's *type*; here the answer is computed once per scheduler type and cached, which is the
 same rule: a scheduler class whose instances differ in fallibility must be two classes, or set the
 class attribute ``_sx_per_instance_sigs = True`` to be asked every time (``structexec.testing``'s
@@ -72,7 +72,7 @@ def infallible_reason(sch: object) -> str | None:
 
 def check_infallible(sch: object, who: str) -> None:
     """Raise ``TypeError`` naming ``who`` unless ``sch`` is infallible
-    (docs/senders-adaptors.md)."""
+    (the adaptors guide)."""
     r = infallible_reason(sch)
     if r is not None:
         raise TypeError(

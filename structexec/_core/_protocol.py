@@ -89,7 +89,7 @@ class Sender(Generic[T_co]):
 
     Subclasses implement ``connect(rcvr)`` returning an operation state, and may implement
     ``get_env()`` (attributes) and ``get_completion_signatures(env=None)``. The base class adds
-    ``await sndr`` for trio code (docs/trio.md "Awaiting a sender": ``None`` for no datums, the
+    ``await sndr`` for trio code (the trio guide "Awaiting a sender": ``None`` for no datums, the
     datum, or a tuple of several) and the pipe operator through :class:`Closure`. ``T_co`` is what
     awaiting the sender gives. Structural decomposition for transforms ([exec.snd.concepts]):
     ``tag``, ``data`` and ``children``.
@@ -222,7 +222,7 @@ class Closure(Generic[R]):
 
 class MapClosure(Closure[Any], Generic[In_contra, Out_co]):
     """For type checkers: the type of a closure that turns a sender of ``In`` into a sender of
-    ``Out`` (``then(f)``, ``let_value(f)``; docs/typing.md). The objects are closures of other
+    ``Out`` (``then(f)``, ``let_value(f)``; the typing guide). The objects are closures of other
     (private) classes; this class only names their type."""
 
     __slots__ = ()
@@ -243,7 +243,7 @@ class MapClosure(Closure[Any], Generic[In_contra, Out_co]):
 class WidenClosure(Closure[Any], Generic[Out_co]):
     """For type checkers: the type of a closure that turns a sender of ``T`` into a sender of
     ``T | Out`` (``upon_error(f)``, ``let_stopped(f)``); ``WidenClosure[NoReturn]`` keeps the
-    value type (``continues_on(sch)``, ``write_env(env)``; docs/typing.md). The objects are
+    value type (``continues_on(sch)``, ``write_env(env)``; the typing guide). The objects are
     closures of other (private) classes; this class only names their type."""
 
     __slots__ = ()
@@ -263,7 +263,7 @@ class WidenClosure(Closure[Any], Generic[Out_co]):
 
 def is_sender(x: object) -> bool:
     """True for senders: objects with ``connect()``, and awaitables ([exec.snd.concepts],
-    docs/trio.md "Coroutines are senders; a stop request cancels them").
+    the trio guide "Coroutines are senders; a stop request cancels them").
 
     Closures, schedulers and receivers are not senders.
     """

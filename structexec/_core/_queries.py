@@ -3,7 +3,7 @@
 [exec.queries]: [exec.fwd.env] (``forwarding_query``), [exec.get.allocator],
 [exec.get.stop.token], [exec.get.domain], [exec.get.scheduler],
 [exec.get.delegation.scheduler], [exec.get.fwd.progress], [exec.get.compl.sched],
-[exec.get.await.adapt]; [exec.queryable.general] (docs/senders.md "Environments and queries").
+[exec.get.await.adapt]; [exec.queryable.general] (the senders guide "Environments and queries").
 
 A *query* is a callable object: ``get_scheduler(env)`` is ``env.query(get_scheduler)``. Users
 write their own queries as instances of a subclass of :class:`Query`. An environment that does

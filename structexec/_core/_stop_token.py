@@ -1,7 +1,7 @@
 """Stop tokens: ``inplace_stop_source``, ``inplace_stop_token``, ``never_stop_token``.
 
-C++26 [thread.stoptoken] as used by [exec] (docs/senders.md "Stop tokens: cancellation for senders"
-and 2.13). These objects sit on hot paths (every awaited sender may register a stop
+C++26 [thread.stoptoken] as used by [exec] (the senders guide "Stop tokens: cancellation for
+senders" and 2.13). These objects sit on hot paths (every awaited sender may register a stop
 callback), so the common operations are kept to a handful of bytecodes:
 
 * each ``inplace_stop_source`` owns one ``threading.Lock`` and a ``dict`` that maps each
@@ -149,7 +149,7 @@ class inplace_stop_callback(_ClosesOnExit):
     ``fn`` is running on another thread at that moment ``close()`` blocks until it has returned;
     called from inside ``fn`` itself it returns at once. ``close()`` is idempotent, and the object
     is a context manager whose exit closes it. If ``fn`` raises, the terminate handler is called
-    ([stoptoken.concepts], docs/senders.md "What happens when things fail"). Not copyable
+    ([stoptoken.concepts], the senders guide "What happens when things fail"). Not copyable
     ([stopcallback.inplace]).
     """
 
@@ -279,8 +279,9 @@ class inplace_stop_source:
     synchronously, on the requesting thread ([stoptoken.concepts]); ``stop_requested()`` tells
     whether the request was made; ``stop_possible()`` is always ``True``. A callback that raises
     calls the terminate handler and the remaining callbacks still run ([stoptoken.concepts],
-    docs/senders.md "What happens when things fail"). Not copyable or movable ([stoptoken.inplace],
-    [stopsource.inplace]): ``copy``/``deepcopy``/``pickle`` raise ``TypeError``.
+    the senders guide "What happens when things fail"). Not copyable or movable
+    ([stoptoken.inplace], [stopsource.inplace]): ``copy``/``deepcopy``/``pickle`` raise
+    ``TypeError``.
     """
 
     __slots__ = ("_callbacks", "_cond", "_executing", "_lock", "_requested", "_thread")

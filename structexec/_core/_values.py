@@ -20,8 +20,8 @@ __all__ = ["send_result", "values"]
 class values(tuple):  # type: ignore[type-arg]
     """Return ``sx.values(a, b)`` from a ``then`` function to send several datums.
 
-    docs/trio.md "Awaiting a sender": a function's ``None`` means "no datum" and a returned tuple is
-    one datum; ``values(*xs)`` sends ``xs`` as separate datums, and ``values(None)`` sends one
+    the trio guide "Awaiting a sender": a function's ``None`` means "no datum" and a returned tuple
+    is one datum; ``values(*xs)`` sends ``xs`` as separate datums, and ``values(None)`` sends one
     ``None``.
     """
 

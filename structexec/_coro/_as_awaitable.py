@@ -17,7 +17,7 @@ between an awaitable and that *driver*:
    completing thread, possibly before ``await_suspend`` returns (inline completion: a driver should
    then loop instead of recursing). The driver resumes the coroutine with ``coro.send(None)``, and
    ``__await__`` returns ``await_resume()``: the value (``None`` for no datum, the datum, or a tuple
-   of several, docs/trio.md "Awaiting a sender") or raises the error.
+   of several, the trio guide "Awaiting a sender") or raises the error.
 4. When it completes stopped, ``resume`` is **not** called: ``promise.unhandled_stopped()``
    is, and if it returns a callable, that is called (C++ resumes the handle it returns). The
    coroutine is never resumed with a value ([exec.as.awaitable], [exec.with.awaitable.senders]).
@@ -227,8 +227,8 @@ class with_awaitable_senders:
     * ``continuation()`` returns the recorded parent.
     * ``unhandled_stopped()`` delegates to the parent's handler and returns what it returns
       (a callable to run next, or ``None``). Without a parent handler it calls the terminate handler
-      (docs/senders.md "What happens when things fail"): stopped is an uncatchable "exception" that
-      nobody caught.
+      (the senders guide "What happens when things fail"): stopped is an uncatchable "exception"
+      that nobody caught.
     * ``await_transform(value)`` is ``as_awaitable(value, self)``.
     * ``step(coro, value=None, exc=None)`` (Python-specific): runs ``coro.send(value)`` (or
       ``coro.throw(exc)``) with this promise installed, so that ``await sndr`` on a

@@ -1,7 +1,7 @@
 """``@sx.task``: a coroutine type that is a sender ([exec.task], P3552R1, P3941R1).
 
-[exec.task], docs/task.md, docs/task.md 'How "stopped" unwinds a task',
-docs/task.md "What a task is", docs/task.md "Scheduler affinity".
+[exec.task], the task guide, the task guide 'How "stopped" unwinds a task',
+the task guide "What a task is", the task guide "Scheduler affinity".
 
 Decorating an ``async def`` with ``@sx.task`` (or ``@sx.task(environment=Env)``) makes each
 call return a lazy, single-use sender. Connecting it to a receiver and starting the
@@ -184,7 +184,7 @@ class _TaskSender(Sender[T]):
         (``get_scheduler`` is the trio scheduler, the stop token follows the awaiting task's trio
         cancellation): the result is returned, an error raised, and a stop raises ``trio.Cancelled``
         if the awaiting task's cancellation caused it, ``sx.Stopped`` otherwise
-        (docs/task.md 'How "stopped" unwinds a task'). Only the trio task hosting differs: no new
+        (the task guide 'How "stopped" unwinds a task'). Only the trio task hosting differs: no new
         trio task.
         """
         d = _driver_state.driver
@@ -526,7 +526,7 @@ class _Outcome:
 
 class _TrioAwaitEnv(TryEnv):
     """The environment ``await sndr`` in a trio task gives (the trio bridge's,
-    docs/trio.md "Awaiting a sender")."""
+    the trio guide "Awaiting a sender")."""
 
     __slots__ = ("_base", "_run")
     _unsupported = "the environment of an awaiting trio task does not support {q!r}"
@@ -608,8 +608,8 @@ class _TaskDecorator(Protocol):
 class task_t(Algorithm):
     """``@sx.task`` / ``@sx.task(environment=Env, result=T)``: coroutine functions as senders.
 
-    [exec.task], P3552R1, P3941R1; docs/task.md 'How "stopped" unwinds a task',
-    docs/task.md "What a task is", docs/task.md "Scheduler affinity".
+    [exec.task], P3552R1, P3941R1; the task guide 'How "stopped" unwinds a task',
+    the task guide "What a task is", the task guide "Scheduler affinity".
 
     Decorating an ``async def`` makes each call return a **task**: a sender that is
 
@@ -627,7 +627,7 @@ class task_t(Algorithm):
     completion is raised at the ``await``; a **stopped** completion unwinds the body: the await
     raises :class:`sx.Stopped` (a ``BaseException``: ``except Exception`` does not catch it),
     ``finally`` blocks and ``async with`` exits run and may await, and the task then completes
-    ``set_stopped()`` (docs/task.md 'How "stopped" unwinds a task'). A body that swallows
+    ``set_stopped()`` (the task guide 'How "stopped" unwinds a task'). A body that swallows
     ``Stopped`` and returns completes with ``set_error(RuntimeError)``.
 
     **Scheduler** ([exec.task]): ``SCHED`` is

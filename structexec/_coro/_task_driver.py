@@ -1,12 +1,12 @@
 """The task driver: the one coroutine loop, stepping a stack of task bodies ([task.promise]).
 
-[exec.task], [task.promise], docs/task.md 'How "stopped" unwinds a task',
-docs/task.md "What a task is". A :class:`Driver` runs the body of a started task (its *root frame*,
-a :class:`TaskFrame`: ``_TaskOp`` of ``_task.py``) and of every task that body awaits on the same
-scheduler (*child frames*, pushed on ``frames``): a nested await is a new frame on the same loop,
-not a new operation, trio task or stack frame.
+[exec.task], [task.promise], the task guide 'How "stopped" unwinds a task',
+the task guide "What a task is". A :class:`Driver` runs the body of a started task (its *root
+frame*, a :class:`TaskFrame`: ``_TaskOp`` of ``_task.py``) and of every task that body awaits on the
+same scheduler (*child frames*, pushed on ``frames``): a nested await is a new frame on the same
+loop, not a new operation, trio task or stack frame.
 
-:class:`Driver` is a :class:`CoroutineLoop` (``_core/_coroutine_driver.py``, docs/internals.md
+:class:`Driver` is a :class:`CoroutineLoop` (``_core/_coroutine_driver.py``, the internals guide
 "The coroutine driver"): the stepping, the await handshake, the completion translation and the
 swallowed-stop rule are that loop's; this module fills in its hooks (frames, affinity, ``TRIO``
 mode, ``with_error``, ``error_types``). While it steps a body the driver is
@@ -18,11 +18,11 @@ driver as the receiver and starts it:
   ``just(i)`` use constant stack);
 * otherwise the loop returns, and the completion resumes it: off trio on ``SCHED``, through an
   unstoppable ``schedule(SCHED)`` hop unless the sender is known to complete there already
-  (scheduler affinity, [exec.task], docs/task.md "Scheduler affinity"); in a trio task by
+  (scheduler affinity, [exec.task], the task guide "Scheduler affinity"); in a trio task by
   rescheduling that task.
 
-Values are sent into the body (docs/trio.md "Awaiting a sender"), errors thrown into it, and a
-stopped completion throws ``sx.Stopped`` to unwind it (docs/task.md). ``with_error``,
+Values are sent into the body (the trio guide "Awaiting a sender"), errors thrown into it, and a
+stopped completion throws ``sx.Stopped`` to unwind it (the task guide). ``with_error``,
 ``change_coroutine_scheduler`` and awaited tasks are recognised by type. Two modes: ``LOOP`` (a
 plain loop on the scheduler's agent, ``run_loop_from``) and ``TRIO`` (a generator awaited by the
 hosting trio task, ``__await__``), where foreign yields (trio primitives) pass through to trio.
@@ -156,7 +156,7 @@ class _ErrorExit(BaseException):
 
 class _Hop:
     """Receiver of the hop back onto ``SCHED`` after an await (unstoppable, [exec.task],
-    docs/task.md "Scheduler affinity")."""
+    the task guide "Scheduler affinity")."""
 
     __slots__ = ("_drv",)
 

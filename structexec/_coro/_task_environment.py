@@ -79,7 +79,7 @@ class _DefaultAllocator:
 class with_error(Generic[T]):
     """``await sx.with_error(e)`` inside a task: complete the task with ``set_error(e)``.
 
-    [task.promise] ``yield_value(with_error<E>)``, P3552R1 4.9, docs/task.md.
+    [task.promise] ``yield_value(with_error<E>)``, P3552R1 4.9, the task guide.
     The body is suspended and never resumed (its ``finally`` blocks run when the coroutine is
     closed); the error does not have to be an exception and nothing is raised. ``e`` must
     match exactly one of the task's ``error_types`` (an instance of it; an exact type match

@@ -133,7 +133,7 @@ class task_scheduler:
 
     @property
     def timed(self) -> bool:
-        """Whether the wrapped scheduler is timed (docs/time.md "Timed schedulers"): then
+        """Whether the wrapped scheduler is timed (the time guide "Timed schedulers"): then
         ``now()``, ``schedule_after()`` and ``schedule_at()`` forward to it, so ``timeout``,
         ``stop_after`` and ``retry`` work inside a task whose scheduler is timed."""
         return is_timed_scheduler(self._sch)

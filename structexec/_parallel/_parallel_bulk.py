@@ -109,7 +109,7 @@ class _BulkOp(_ProxyOp, bulk_item_receiver_proxy):
 
     def close(self) -> None:
         """Never started: close the predecessor's operation
-        (docs/senders.md "Writing your own sender")."""
+        (the senders guide "Writing your own sender")."""
         if not self._state:
             self._state = 1
             child, self._child = self._child, None

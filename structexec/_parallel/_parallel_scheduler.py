@@ -1,6 +1,6 @@
 """``parallel_scheduler`` and ``get_parallel_scheduler`` ([exec.par.scheduler]).
 
-[exec.par.scheduler], [exec.bulk], docs/parallel.md; P2079R7 §4.1. The scheduler is a thin
+[exec.par.scheduler], [exec.bulk], the parallel guide; P2079R7 §4.1. The scheduler is a thin
 *frontend*: it turns ``schedule()`` operations and ``bulk*`` operations into receiver proxies
 and hands them to its *backend* (``system_context_replaceability``, ``_replacement_api.py``). The
 bulk algorithms reach the backend through the domain mechanism: the scheduler answers
@@ -78,10 +78,10 @@ class parallel_scheduler:
       ``DaskBackend``), ``then``/``upon_error``/``upon_stopped`` functions that run on the
       scheduler (after ``schedule``, ``continues_on`` or a ``bulk`` on it, or inside
       ``starts_on(sch, ...)``) run on the backend's workers, consecutive stages in one call:
-      the scheduler's domain transforms them ([exec.snd.transform]; docs/parallel.md
+      the scheduler's domain transforms them ([exec.snd.transform]; the parallel guide
       "Running any function remotely"). ``let_value`` functions stay in this process.
 
-    * It is *timed* (docs/time.md "Timed schedulers"), whatever the backend: ``now()`` is
+    * It is *timed* (the time guide "Timed schedulers"), whatever the backend: ``now()`` is
       ``time.monotonic()``; ``schedule_after(seconds)``/``schedule_at(deadline)`` give senders
       whose pending timers wait in one process-wide queue served by one daemon thread; when
       a timer is due, the thread hands its completion to the backend as a ``schedule()``
@@ -120,18 +120,18 @@ class parallel_scheduler:
     # -- timed scheduler (docs/time.md "Timed schedulers")
 
     def now(self) -> float:
-        """The parallel scheduler's clock: ``time.monotonic()`` (docs/time.md "Timed
+        """The parallel scheduler's clock: ``time.monotonic()`` (the time guide "Timed
         schedulers")."""
         return time.monotonic()
 
     def schedule_after(self, seconds: float) -> Sender[None]:
         """Completes on one of the backend's agents ``seconds`` after its start
-        (docs/time.md "Timed schedulers")."""
+        (the time guide "Timed schedulers")."""
         return _ParTimerSender(self, True, check_seconds(seconds))
 
     def schedule_at(self, deadline: float) -> Sender[None]:
         """Completes on one of the backend's agents once ``now() >= deadline``
-        (docs/time.md "Timed schedulers")."""
+        (the time guide "Timed schedulers")."""
         return _ParTimerSender(self, False, check_deadline(deadline))
 
     # -- the TimerOwner protocol of _algorithms._timed: one queue and thread for the process
@@ -180,7 +180,7 @@ def get_parallel_scheduler() -> parallel_scheduler:
     Calls :func:`query_parallel_scheduler_backend` and returns a scheduler bound to the
     result. Schedulers from successive calls compare equal while the backend is unchanged
     ([exec.par.scheduler]). If the backend factory produced ``None``, the terminate handler is
-    called (C++ ``terminate``, docs/senders.md "What happens when things fail"); if the handler
+    called (C++ ``terminate``, the senders guide "What happens when things fail"); if the handler
     returns, ``RuntimeError`` is raised.
     """
     b = query_parallel_scheduler_backend()
@@ -252,7 +252,7 @@ def _ensure_domain() -> _ParallelDomain:
 
 class _RemoteParallelDomain(_ParallelDomain):
     """The domain of a ``parallel_scheduler`` whose backend runs work in other processes
-    (docs/parallel.md "Running any function remotely").
+    (the parallel guide "Running any function remotely").
 
     Besides the bulk algorithms, ``transform_sender(sndr, env)`` replaces a chain of
     ``then``/``upon_error``/``upon_stopped`` stages that runs on such a scheduler (its

@@ -1,5 +1,5 @@
 """``then``/``upon_error``/``upon_stopped`` on a remote parallel scheduler ([exec.then],
-[exec.par.scheduler], docs/parallel.md "Running any function remotely").
+[exec.par.scheduler], the parallel guide "Running any function remotely").
 
 When the backend of a parallel scheduler runs work in other processes (a process pool, a dask
 cluster: a backend with ``_sx_submit_call``), its domain transforms a chain of ``then``/
@@ -186,7 +186,7 @@ class RemoteThenOp:
 
     def close(self) -> None:
         """Never started: close the base's operation
-        (docs/senders.md "Writing your own sender")."""
+        (the senders guide "Writing your own sender")."""
         if not self._state:
             self._state = 2
             child, self._child = self._child, None
@@ -296,7 +296,7 @@ class RemoteThenOp:
 
     def _sx_describe(self) -> Waiting | None:
         """Where the call in flight is, for ``operation_tree()`` (``_contracts.Describable``;
-        docs/parallel.md); ``None`` before it is sent."""
+        the parallel guide); ``None`` before it is sent."""
         if getattr(self, "_call", None) is None:
             return None
         return Waiting(str(self.where()), "parallel_scheduler")

@@ -1,14 +1,14 @@
 """``system_context_replaceability``: the interface between ``parallel_scheduler`` and its backend.
 
 [exec.sysctxrepl] ([exec.sysctxrepl.recvproxy], [exec.sysctxrepl.psb], [exec.sysctxrepl.query],
-[exec.par.scheduler], docs/parallel.md "Data parallelism: `bulk`"). The *frontend*
+[exec.par.scheduler], the parallel guide "Data parallelism: `bulk`"). The *frontend*
 (``parallel_scheduler``, in ``_parallel_scheduler.py``) turns each operation into a *receiver
 proxy* and hands it to the *backend*; the backend runs the work on its execution agents and
 completes the proxy. Python has no link time, so the backend is replaced at run time with
-:func:`set_parallel_scheduler_backend` (docs/parallel.md "Data parallelism: `bulk`"); existing
+:func:`set_parallel_scheduler_backend` (the parallel guide "Data parallelism: `bulk`"); existing
 schedulers keep the backend they were created with ([exec.par.scheduler]).
 
-Python renderings of the C++ interface (docs/parallel.md):
+Python renderings of the C++ interface (the parallel guide):
 
 * ``span<byte>`` preallocated storage: every call passes an empty writable
   ``memoryview``; Python backends keep per-operation state in ordinary objects.
@@ -83,7 +83,7 @@ class system_context_replaceability:
     * :class:`parallel_scheduler_backend`: what a backend implements
       ([exec.sysctxrepl.psb]);
     * :func:`query_parallel_scheduler_backend` and :func:`set_parallel_scheduler_backend`
-      ([exec.sysctxrepl.query], docs/parallel.md "Data parallelism: `bulk`").
+      ([exec.sysctxrepl.query], the parallel guide "Data parallelism: `bulk`").
 
     A backend is installed with ``sx.set_parallel_scheduler_backend(lambda: backend)``.
     """

@@ -1,5 +1,5 @@
 """The parallel scheduler's ``schedule()`` operation and its timers ([exec.par.scheduler],
-[exec.sysctxrepl.recvproxy]; docs/time.md "Timed schedulers").
+[exec.sysctxrepl.recvproxy]; the time guide "Timed schedulers").
 
 The scheduler (``_parallel_scheduler``) is a thin frontend: its operations are the *receiver
 proxies* its backend completes. This module holds what every proxy shares (one completion at
@@ -299,7 +299,7 @@ class _ParTimerAttrs(TimerAttrs):
 
 
 class _ParTimerSender(TimerSender):
-    """``schedule_after(parallel_scheduler, s)`` / ``schedule_at(...)`` (docs/time.md "Timed
+    """``schedule_after(parallel_scheduler, s)`` / ``schedule_at(...)`` (the time guide "Timed
     schedulers"): completes on one of the backend's agents once the time has come."""
 
     __slots__ = ()

@@ -1,5 +1,5 @@
-"""The process-wide timer queue of the parallel scheduler (docs/time.md "Which schedulers are
-timed", docs/parallel.md "The scheduler").
+"""The process-wide timer queue of the parallel scheduler (the time guide "Which schedulers are
+timed", the parallel guide "The scheduler").
 
 Every pending ``schedule_after``/``schedule_at`` timer of every parallel scheduler waits in ONE
 :class:`~structexec._algorithms._timed.TimerQueue`, served by ONE daemon thread

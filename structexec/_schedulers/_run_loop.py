@@ -52,9 +52,9 @@ class raised_sink_t(Query):
     """Private forwarding query: who takes a ``BaseException`` raised while completing work.
 
     When user code (a ``then`` function, a bulk function, a task body resumed by a scheduler) raises
-    a ``BaseException`` that is not an error datum (docs/senders.md "What happens when things fail")
-    while an execution context completes work on its own agent (the trio scheduler's drainer, a
-    thread pool worker), nobody up the stack waits for the result: the exception reaches the
+    a ``BaseException`` that is not an error datum (the senders guide "What happens when things
+    fail") while an execution context completes work on its own agent (the trio scheduler's drainer,
+    a thread pool worker), nobody up the stack waits for the result: the exception reaches the
     execution context, and the receivers between it and the final consumer can no longer complete.
     The execution context then asks the environment of the receiver it was completing for
     ``raised_sink``. A consumer that waits for the result (``await`` in a trio task, ``sync_wait``)
@@ -189,7 +189,7 @@ class _RunLoopScheduler:
     """The scheduler of a :class:`run_loop`; equal iff from the same loop
     ([exec.run.loop.types]).
 
-    It is a *timed* scheduler (docs/time.md "Timed schedulers"): ``now()`` is
+    It is a *timed* scheduler (the time guide "Timed schedulers"): ``now()`` is
     ``time.monotonic()``, ``schedule_after(seconds)``/``schedule_at(deadline)`` complete on the
     loop once the time has come.
     """
@@ -203,15 +203,15 @@ class _RunLoopScheduler:
         return _RunLoopSender(self)
 
     def now(self) -> float:
-        """The loop's clock: ``time.monotonic()`` (docs/time.md "Timed schedulers")."""
+        """The loop's clock: ``time.monotonic()`` (the time guide "Timed schedulers")."""
         return time.monotonic()
 
     def schedule_after(self, seconds: float) -> _RunLoopTimerSender:
-        """Completes on the loop ``seconds`` after its start (docs/time.md "Timed schedulers")."""
+        """Completes on the loop ``seconds`` after its start (the time guide "Timed schedulers")."""
         return _RunLoopTimerSender(self, True, check_seconds(seconds))
 
     def schedule_at(self, deadline: float) -> _RunLoopTimerSender:
-        """Completes on the loop once ``now() >= deadline`` (docs/time.md "Timed schedulers")."""
+        """Completes on the loop once ``now() >= deadline`` (the time guide "Timed schedulers")."""
         return _RunLoopTimerSender(self, False, check_deadline(deadline))
 
     def __eq__(self, other: object) -> bool:
@@ -243,7 +243,7 @@ class run_loop:
     Dropping a loop that is running or still holds work is a contract violation
     ([exec.run.loop.ctor]): the terminate handler is called.
 
-    Timers (docs/time.md "Timed schedulers"): the scheduler's ``schedule_after``/``schedule_at``
+    Timers (the time guide "Timed schedulers"): the scheduler's ``schedule_after``/``schedule_at``
     operations wait in a deadline queue (a ``SortedList``, O(log n) per timer, FIFO among
     equal deadlines); ``run()`` moves the due ones to the end of the FIFO queue and, with
     nothing to run, sleeps until the earliest deadline or new work (a lock acquired with a

@@ -4,7 +4,7 @@
 completes; work that other threads schedule onto that loop runs on the calling thread.
 
 A ``BaseException`` (``KeyboardInterrupt``, ``SystemExit``) is never an error completion
-(docs/senders.md "What happens when things fail"); ``sync_wait`` raises it to its caller on every
+(the senders guide "What happens when things fail"); ``sync_wait`` raises it to its caller on every
 path, and its loop ends up finished, so nothing is left for the garbage collector to complain about:
 
 * raised on the calling thread (inline in ``start``, by a function the loop runs, or a Ctrl-C

@@ -2,7 +2,7 @@
 
 The association is made eagerly, when ``associate`` is called ([exec.associate]), and held by the
 sender until it is connected, then by the operation until it completes. Python has no deterministic
-destructors, so the release points are explicit (docs/senders.md "Writing your own sender"): right
+destructors, so the release points are explicit (the senders guide "Writing your own sender"): right
 after the operation's completion has been delivered downstream, or when a sender or operation that
 was never started is closed (``close()``) or dropped.
 """
@@ -252,7 +252,7 @@ class associate_t(Algorithm):
       ([exec.associate]).
     * The operation runs the wrapped sender with the receiver's own environment and releases
       the association right after its completion has been delivered ([exec.associate],
-      docs/scopes.md "Senders in a scope: `spawn`, `spawn_future`, `associate`"). A sender or
+      the scopes guide "Senders in a scope: `spawn`, `spawn_future`, `associate`"). A sender or
       operation that is never started releases it on ``close()`` or when dropped.
     * Completion signatures: the wrapped sender's plus ``set_stopped_t()`` ([exec.associate]).
     * ``TypeError`` if ``sndr`` is not a sender or ``token`` is not a scope token.

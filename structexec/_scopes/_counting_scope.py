@@ -1,7 +1,7 @@
 """``simple_counting_scope`` and ``counting_scope``: scopes that count associations.
 
 [exec.scope], [exec.counting.scopes], [exec.scope.simple.counting], [exec.scope.counting];
-docs/scopes.md explains the Python decisions (errors, futures, Ctrl-C, nursery parity).
+the scopes guide explains the Python decisions (errors, futures, Ctrl-C, nursery parity).
 
 A scope counts the work associated with it (by ``spawn``, ``spawn_future``, ``associate`` or,
 used as a nursery, ``start_soon``/``start``) and ``join()`` completes once that count is
@@ -69,7 +69,7 @@ class _Token:
 
     def record_error(self, err: object) -> None:
         """Keep the error of spawned work for ``join()`` and the ``async with`` exit
-        (docs/scopes.md)."""
+        (the scopes guide)."""
         self._scope._record_error(err)
 
     def __eq__(self, other: object) -> bool:
@@ -155,21 +155,21 @@ class _ScopeBase(NurseryFace):
         joins may be registered; all complete. A join is not interruptible by stop. If work
         spawned into the scope failed, the join completes ``set_error`` with a
         ``BaseExceptionGroup`` (an ``ExceptionGroup`` when all are exceptions) of those errors
-        instead of ``set_value()`` (docs/scopes.md).
+        instead of ``set_value()`` (the scopes guide).
         """
         return _JoinSender(self)
 
     def outstanding(self) -> tuple[object, ...]:
         """The scope's outstanding operations right now, as ``sx.OperationInfo`` records:
         spawned and associated work still running, futures whose result nobody consumed yet,
-        hosted trio tasks (docs/debugging.md). A snapshot; it keeps nothing alive."""
+        hosted trio tasks (the debugging guide). A snapshot; it keeps nothing alive."""
         from . import _introspect  # imported when first needed, not by `import structexec`
 
         return _introspect.outstanding(self)
 
     @property
     def unhandled_errors(self) -> tuple[object, ...]:
-        """Error datums of spawned work that nobody consumed, in order (docs/scopes.md):
+        """Error datums of spawned work that nobody consumed, in order (the scopes guide):
         what ``join()`` reports. The ``async with`` exit reports them for good and forgets
         them (as a nursery keeps no reference to what it raised)."""
         return tuple(self._errors_snapshot())
@@ -300,13 +300,13 @@ def _keyword_signature(fn: _F) -> _F:
 class simple_counting_scope(_ScopeBase):
     """A scope that counts associated work; its work cannot be cancelled.
 
-    [exec.scope.simple.counting]; docs/scopes.md.
+    [exec.scope.simple.counting]; the scopes guide.
 
     * ``get_token()``: a token for ``sx.spawn``, ``sx.spawn_future`` and ``sx.associate``;
       ``token.wrap(s)`` is ``s`` itself ([exec.simple.counting.token]), so spawned work sees
       ``never_stop_token``
       unless the ``env`` given to ``spawn`` has a stop token ([exec.spawn]).
-    * ``close()``, ``join()``: see the methods; the state machine is in docs/scopes.md "The
+    * ``close()``, ``join()``: see the methods; the state machine is in the scopes guide "The
       state machine" (and in the docstring of ``_state``).
     * ``max_associations``: class attribute (``sys.maxsize``); a subclass may lower it
       ([exec.counting.scopes]).
@@ -325,11 +325,11 @@ class simple_counting_scope(_ScopeBase):
     * ``KeyboardInterrupt``, ``SystemExit`` (Ctrl-C in the body or while the exit waits, or
       raised by a hosted task or spawned coroutine) cancel the hosted trio tasks and the
       body even here; the block raises the exception once everything has finished (see
-      docs/scopes.md "What happens when things fail").
+      the scopes guide "What happens when things fail").
     * Dropping a scope that is not unused, unused-and-closed or joined is a contract
       violation: a ``ResourceWarning`` when it is garbage-collected
       ([exec.counting.scopes]). Not copyable.
-    * Debugging (docs/debugging.md): ``name=`` appears in ``repr``, in ``sx.dump()`` and in
+    * Debugging (the debugging guide): ``name=`` appears in ``repr``, in ``sx.dump()`` and in
       the note ``spawned at app.py:42 into simple_counting_scope 'jobs'`` that errors of its
       work carry (errors of ``start_soon``/``start`` tasks only in a named scope, as a nursery
       adds none); ``stop_grace=`` (seconds, default
@@ -379,7 +379,7 @@ class simple_counting_scope(_ScopeBase):
 class counting_scope(_ScopeBase):
     """A ``simple_counting_scope`` whose work can be cancelled with ``request_stop()``.
 
-    [exec.scope.counting]; docs/scopes.md.
+    [exec.scope.counting]; the scopes guide.
 
     * ``token.wrap(s)`` is ``stop-when(s, t)`` with ``t`` the token of the scope's
       ``inplace_stop_source``: associated work sees the scope's stop requests and its own
@@ -404,7 +404,7 @@ class counting_scope(_ScopeBase):
       block (``True`` unless the run says otherwise). A block cancelled from outside in
       which nothing failed raises one bare ``trio.Cancelled`` either way.
     * ``stop_grace=`` also warns, that many seconds after a stop request, about each
-      operation still running, with where it was spawned (docs/debugging.md).
+      operation still running, with where it was spawned (the debugging guide).
     * Everything else as :class:`simple_counting_scope`.
     """
 

@@ -1,6 +1,6 @@
 """What the ``async with`` exit of a counting scope raises, and how it waits.
 
-docs/scopes.md "What happens when things fail"; [exec.scope.simple.counting],
+the scopes guide "What happens when things fail"; [exec.scope.simple.counting],
 [exec.scope.counting].
 
 The exit (``_nursery.NurseryFace.__aexit__``) is made of three parts, as trio splits its

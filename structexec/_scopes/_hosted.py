@@ -1,7 +1,7 @@
 """The trio tasks a counting scope hosts as a nursery: the wrappers of ``start_soon``,
 ``start`` and hosted coroutine senders, and the environment of the scope's work.
 
-docs/scopes.md "The nursery face: `async with`" and "What happens when things fail";
+the scopes guide "The nursery face: `async with`" and "What happens when things fail";
 [exec.scope.simple.counting], [exec.scope.counting].
 
 Each hosted task runs its user coroutine inside a wrapper (:func:`_hosted`,
@@ -270,7 +270,7 @@ async def _guarded(
 
 class HostNursery:
     """What the scope's environment names as the host nursery of coroutine senders
-    (docs/scopes.md): the real nursery's ``start_soon``, with each task guarded by
+    (the scopes guide): the real nursery's ``start_soon``, with each task guarded by
     :func:`_guarded`."""
 
     __slots__ = ("_nursery", "_scope")
@@ -303,7 +303,7 @@ class HostNursery:
 
 class ScopeEnv(TryEnv):
     """The env given to work spawned through ``scope.spawn`` inside ``async with``: the host
-    nursery for coroutine senders (docs/scopes.md, ``trio_host_nursery``: a
+    nursery for coroutine senders (the scopes guide, ``trio_host_nursery``: a
     :class:`HostNursery`, made when first asked for), the trio run (``trio_run``, as
     ``host_env``) and the run's trio scheduler as ``get_scheduler``."""
 

@@ -1,6 +1,6 @@
 """The two ways a counting scope hosts its trio tasks inside ``async with``.
 
-[exec.scope.simple.counting], [exec.scope.counting]; docs/scopes.md "The nursery face".
+[exec.scope.simple.counting], [exec.scope.counting]; the scopes guide "The nursery face".
 
 A scope makes one host object when its block is entered (``NurseryFace.__aenter__``) and
 it owns the trio nurseries of the block and the tasks that watch them:
@@ -335,7 +335,7 @@ class CountingHost(Host):
 async def _grace_watch(scope: NurseryFace, cs: trio.CancelScope, grace: float) -> None:
     """Runs from a stop request with a ``stop_grace`` until the scope closes its host: after
     ``grace`` seconds, one :class:`StuckWorkWarning` per operation still running
-    (docs/debugging.md)."""
+    (the debugging guide)."""
     with cs:
         await trio.sleep(grace)
         from . import _introspect  # imported when first needed, not by `import structexec`

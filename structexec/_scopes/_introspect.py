@@ -1,6 +1,6 @@
 """What is running: a snapshot of every live scope and its outstanding operations.
 
-docs/debugging.md "Debugging structexec programs"; ``sx.operation_tree()``, ``sx.dump()``,
+the debugging guide "Debugging structexec programs"; ``sx.operation_tree()``, ``sx.dump()``,
 ``sx.install_dump_on_signal()``, ``scope.outstanding()``.
 
 Nothing is registered while the program runs, so nothing is kept alive and the hot paths pay
@@ -76,7 +76,7 @@ def _snapshot_roots(only: object = None) -> tuple[ScopeInfo, ...]:
 
 def operation_tree() -> tuple[ScopeInfo, ...]:
     """A snapshot of every live scope of the process and its outstanding operations, as data
-    (docs/debugging.md).
+    (the debugging guide).
 
     Returns the outermost scopes (:class:`ScopeInfo`); nested scopes are in their ``scopes``
     (entered in the ``async with`` body) or in the ``scopes`` of the operation whose trio task
@@ -154,7 +154,7 @@ def format_tree(tree: ScopeInfo | Iterable[ScopeInfo] | None = None) -> str:
 
 def dump(file: IO[str] | None = None) -> str:
     """Print the tree of every live scope and its outstanding operations to ``file``
-    (``sys.stderr`` by default) and return the text (docs/debugging.md).
+    (``sys.stderr`` by default) and return the text (the debugging guide).
 
     Example:
 
@@ -187,7 +187,7 @@ def install_dump_on_signal(
     file: IO[str] | None = None,
 ) -> Callable[..., Any] | int | None:
     """Print :func:`dump` to ``file`` (``sys.stderr``) whenever the process gets ``signum``
-    (``SIGUSR1`` by default), and return the previous handler (docs/debugging.md).
+    (``SIGUSR1`` by default), and return the previous handler (the debugging guide).
 
     Call it in the main thread, before or inside ``trio.run``; then ``kill -USR1 <pid>`` a
     stuck program prints its tree and goes on. Give the returned handler back to

@@ -1,5 +1,5 @@
 """The records of ``sx.operation_tree()``: :class:`OperationInfo` and :class:`ScopeInfo`
-(``_introspect`` builds them; docs/debugging.md)."""
+(``_introspect`` builds them; the debugging guide)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ __all__ = ["OperationInfo", "ScopeInfo"]
 
 @dataclass(frozen=True)
 class OperationInfo:
-    """One outstanding operation of a scope, in :func:`operation_tree` (docs/debugging.md).
+    """One outstanding operation of a scope, in :func:`operation_tree` (the debugging guide).
 
     * ``kind``: ``"spawn"``, ``"spawn_future"``, ``"associate"``, ``"start_soon"`` or
       ``"start"``.
@@ -27,7 +27,7 @@ class OperationInfo:
       (``handler at app.py:31``).
     * ``stop_requested``: a stop request reached it (its scope's, or its future's own).
     * ``scopes``: scopes entered by this operation's trio task (nested).
-    * ``children``: for work running a sequence (docs/streams.md), one entry per stage that
+    * ``children``: for work running a sequence (the streams guide), one entry per stage that
       runs items concurrently (``kind`` ``"let_each"``, ``"transform_each"``,
       ``"then_each"``, ``"as_completed"``), upstream first; a stage's ``children`` are its
       items running now (``kind`` ``"item"``, ``description`` ``"#i"``: the ``i``-th item
@@ -63,7 +63,7 @@ class OperationInfo:
 
 @dataclass(frozen=True)
 class ScopeInfo:
-    """One live scope in :func:`operation_tree` (docs/debugging.md).
+    """One live scope in :func:`operation_tree` (the debugging guide).
 
     * ``kind`` (``"counting_scope"``, ``"simple_counting_scope"``), ``name`` (``None`` if
       unnamed), ``state`` (the spec's state name), ``count`` (associations held);

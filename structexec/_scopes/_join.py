@@ -3,8 +3,8 @@
 
 Starting a join asks the scope's association state (``_state.AssociationState._start_join``)
 either to complete at once (the count is already zero) or to register the join; the last
-``disassociate`` then calls the join's ``_sx_join_complete()`` (docs/internals.md §2). A join
-reports the errors of spawned work that nobody handled (docs/scopes.md "What happens when
+``disassociate`` then calls the join's ``_sx_join_complete()`` (the internals guide §2). A join
+reports the errors of spawned work that nobody handled (the scopes guide "What happens when
 things fail").
 """
 
@@ -41,7 +41,7 @@ ERRORS_MESSAGE = "errors in work spawned into the scope"
 
 
 def error_group(errors: list[object]) -> BaseExceptionGroup[Any]:
-    """The group a join reports for the errors of spawned work (docs/scopes.md)."""
+    """The group a join reports for the errors of spawned work (the scopes guide)."""
     return BaseExceptionGroup(ERRORS_MESSAGE, [as_exception(e) for e in errors])
 
 
@@ -66,7 +66,7 @@ class _JoinOp:
 
     def close(self) -> None:
         """A connected join that is never started: release its schedule operation now
-        (docs/senders.md "Writing your own sender"). No effect once started."""
+        (the senders guide "Writing your own sender"). No effect once started."""
         if not self._started:
             self._started = True
             self._drop_sched_op()

@@ -1,7 +1,7 @@
 """The nursery face of the counting scopes: ``async with``, ``start_soon``, ``start``,
 ``cancel_scope``.
 
-docs/scopes.md "The nursery face: `async with`" and "What happens when things fail";
+the scopes guide "The nursery face: `async with`" and "What happens when things fail";
 [exec.scope.simple.counting], [exec.scope.counting].
 
 :class:`NurseryFace` is what both scopes share as trio nurseries. It is made of objects, as
@@ -91,7 +91,7 @@ def _introspect_tree(scope: NurseryFace) -> str:
 
 
 class NurseryFace(AssociationState):
-    """The nursery behaviour shared by both scopes (docs/scopes.md "The nursery face")."""
+    """The nursery behaviour shared by both scopes (the scopes guide "The nursery face")."""
 
     __slots__ = (
         "_body_cs",
@@ -263,7 +263,7 @@ class NurseryFace(AssociationState):
         it meets before ``started()`` comes out of ``start()``, and the ``async with`` block
         absorbs it, as the scope's own; a task that calls ``started()`` before its first
         checkpoint returns its value and is then cancelled with the other hosted tasks
-        (docs/scopes.md).
+        (the scopes guide).
         """
         nursery = self._nursery
         if nursery is None:
@@ -471,7 +471,7 @@ class NurseryFace(AssociationState):
         await event.wait()
 
     def _grace_deadline(self) -> list[float | None] | None:
-        """With a ``stop_grace`` (docs/debugging.md): when the exit's wait is to warn."""
+        """With a ``stop_grace`` (the debugging guide): when the exit's wait is to warn."""
         grace = grace_of(self)
         return None if grace is None else [trio.current_time() + grace]
 
@@ -564,7 +564,7 @@ class NurseryFace(AssociationState):
 
     def _body_raised(self, body_exc: BaseException) -> None:
         """The body raised ``body_exc``: counting_scope requests stop on its work
-        (docs/scopes.md); a Ctrl-C in the body cancels the hosted tasks too."""
+        (the scopes guide); a Ctrl-C in the body cancels the hosted tasks too."""
         if self._reason is None and not isinstance(body_exc, trio.Cancelled):
             self._reason = f"Code block inside {type(self).__name__} raised exception {body_exc!r}"
         self._stop_work()

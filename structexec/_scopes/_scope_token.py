@@ -11,7 +11,7 @@ A scope token is any object with three methods:
 Tokens are copied freely and copying must not raise ([exec.scope.concepts]). ``associate``,
 ``spawn`` and ``spawn_future`` accept any object that has the three methods ([exec.scope.concepts]).
 A token may also define ``record_error(err)``: ``spawn`` then hands it the error datum of spawned
-work that fails (docs/scopes.md "The nursery face: `async with`"); the tokens of
+work that fails (the scopes guide "The nursery face: `async with`"); the tokens of
 ``simple_counting_scope`` and ``counting_scope`` do.
 """
 

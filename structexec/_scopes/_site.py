@@ -1,5 +1,5 @@
 """Where scoped work came from: spawn sites, scope names, the note on errors of spawned work,
-and the settings of the stuck-work warnings (docs/debugging.md).
+and the settings of the stuck-work warnings (the debugging guide).
 
 The lowest module of the scope introspection; ``_spawn``, ``_spawn_future`` and ``_nursery``
 use it on their error paths only. A spawn stores ``(code object, instruction offset)`` of the
@@ -39,7 +39,7 @@ _settings: dict[str, float | None] = {"stop_grace": None}
 
 
 class StuckWorkWarning(RuntimeWarning):
-    """Issued by a scope with a ``stop_grace`` (docs/debugging.md "Stuck-work warnings").
+    """Issued by a scope with a ``stop_grace`` (the debugging guide "Stuck-work warnings").
 
     * when an operation associated with a ``counting_scope`` is still running ``stop_grace``
       seconds after the scope requested stop; the message names the operation (its sender's
@@ -57,7 +57,7 @@ def set_stop_grace(seconds: float | None) -> float | None:
 
     ``None`` (the default) switches the stuck-work warnings off for every scope that was not
     given its own ``stop_grace``; a number of seconds switches them on
-    (:class:`StuckWorkWarning`, docs/debugging.md). ``seconds`` is ``None`` or a real number
+    (:class:`StuckWorkWarning`, the debugging guide). ``seconds`` is ``None`` or a real number
     (``int``, ``float``, ``Fraction``, ``Decimal``; ``TypeError`` for ``bool``, ``str`` and other
     types); ``ValueError`` for a negative number, NaN or one too large for a float.
 
@@ -133,7 +133,7 @@ def note_error(
     Errors of trio tasks (``task=True``: ``start_soon``/``start``) get it only if the scope has
     a name: an unnamed scope leaves them exactly as a trio nursery does, since a test matching a
     task error's whole text (``pytest.raises(match="^...$")`` also reads the notes) must pass
-    for a scope as for a nursery (docs/debugging.md)."""
+    for a scope as for a nursery (the debugging guide)."""
     if not task or getattr(scope, "_name", None) is not None:
         add_note(exc, spawn_note(site, scope, how))
 

@@ -116,8 +116,9 @@ def check_spawn_signatures(sndr: object, cenv: object) -> None:
     """[exec.spawn] (meta): value datums are ill-formed for ``spawn``; raise where metadata proves
     it.
 
-    Error completions are not rejected: docs/scopes.md "What happens when things fail" has the scope
-    record them at run time, since in Python nearly every sender that runs user code may raise.
+    Error completions are not rejected: the scopes guide "What happens when things fail" has the
+    scope record them at run time, since in Python nearly every sender that runs user code may
+    raise.
     """
     sigs = get_completion_signatures(sndr, cenv)
     if sigs is not None:
@@ -176,7 +177,7 @@ def lost(st: _ScopeSpawnState | _SpawnState, release: Callable[[], None]) -> Non
 
 def as_exception(err: object) -> BaseException:
     """An error datum as an exception: itself, or wrapped in ``ErrorValue``
-    (docs/senders.md "What happens when things fail")."""
+    (the senders guide "What happens when things fail")."""
     return err if isinstance(err, BaseException) else ErrorValue(err)
 
 
@@ -430,7 +431,7 @@ def spawn_into(sndr: object, scope: _ScopeBase, env: object) -> None:
 class spawn_t(Algorithm):
     """``spawn(sndr, token, env=sx.env())``: start ``sndr`` now, tracked by ``token``'s scope.
 
-    [exec.spawn], docs/scopes.md "The nursery face: `async with`".
+    [exec.spawn], the scopes guide "The nursery face: `async with`".
 
     * Order of effects ([exec.spawn]): connect ``write_env(token.wrap(sndr), senv)``; then
       ``token.try_associate()``; if that succeeds the operation is started before ``spawn``
@@ -508,7 +509,7 @@ def with_scope_env(scope: _ScopeBase, env: object) -> object:
 
     Inside ``async with scope:`` the scope's environment provides the trio scheduler and the scope's
     nursery, so ``sx.spawn(my_task(), scope.get_token())`` behaves exactly like
-    ``scope.spawn(my_task())`` (docs/scopes.md "The nursery face: `async with`");
+    ``scope.spawn(my_task())`` (the scopes guide "The nursery face: `async with`");
     outside it, it is empty.
     """
     base = scope._spawn_env

@@ -1,8 +1,8 @@
 """The direct path of ``scope.spawn(coro)`` and ``scope.spawn_future(coro)`` inside ``async
 with counting_scope()``.
 
-[exec.spawn], [exec.spawn.future], docs/scopes.md "The nursery face: `async with`";
-docs/internals.md §3 (the switch ``_fastpaths.FAST.spawn_coro``).
+[exec.spawn], [exec.spawn.future], the scopes guide "The nursery face: `async with`";
+the internals guide §3 (the switch ``_fastpaths.FAST.spawn_coro``).
 
 A coroutine object given to ``spawn`` or ``spawn_future`` is a sender ([exec.connect]
 connect-awaitable): its operation (``_trio/_coroutine_sender.TrioHostedOp``) runs it in a trio

@@ -1,6 +1,6 @@
 """``spawn_future(sndr, token, env=env())``: start work eagerly, get its result later.
 
-[exec.spawn.future], docs/scopes.md "Futures outlive their work".
+[exec.spawn.future], the scopes guide "Futures outlive their work".
 
 ``spawn_future`` starts the work before it returns (like ``spawn``) and returns a single-shot
 sender, the *future*, that completes with the work's result. The state shared by the work and the
@@ -9,7 +9,7 @@ finished), ``consume`` (the future's operation started) and ``abandon`` (the fut
 operation, was dropped or closed without being started). The first of ``complete`` and
 ``consume``/``abandon`` to happen only records itself; the second one acts. Each side claims its
 turn by popping the one element of a shared list (``list.pop`` is atomic), so no lock is needed
-unless the consumer's stop token can fire (docs/scopes.md "Futures outlive their work" consumer
+unless the consumer's stop token can fire (the scopes guide "Futures outlive their work" consumer
 stop).
 
 With the library's own scopes the state is also the work's environment, and the future's stop
@@ -493,7 +493,7 @@ class _FutureSender(Sender[Any]):
 class spawn_future_t(Algorithm):
     """``spawn_future(sndr, token, env=sx.env())``: start ``sndr`` now; return its future.
 
-    [exec.spawn.future], docs/scopes.md "Futures outlive their work".
+    [exec.spawn.future], the scopes guide "Futures outlive their work".
 
     * Eager ([exec.spawn.future]): connects
       ``write_env(stop-when(token.wrap(sndr), ssource.get_token()), senv)``, then
@@ -505,13 +505,13 @@ class spawn_future_t(Algorithm):
     * The returned sender is single-shot (a second ``connect`` raises ``RuntimeError``). Its
       operation completes with the work's result: inline inside ``start`` if the work has
       already finished, otherwise on the thread that finishes the work ([exec.spawn.future]).
-    * Abandon ([exec.spawn.future], docs/scopes.md "Futures outlive their work"): dropping the
+    * Abandon ([exec.spawn.future], the scopes guide "Futures outlive their work"): dropping the
       future or a never-started operation of it, or calling ``close()`` on either, requests stop on
       the work if it is still running; the scope still waits for it. A stop request on the
       consumer's token does the same and completes the consumer ``set_stopped()`` at once
-      (docs/scopes.md "Futures outlive their work"); the work stays tracked.
+      (the scopes guide "Futures outlive their work"); the work stays tracked.
     * The association is released when the work completes (Python's decision, see
-      docs/scopes.md "Futures outlive their work"; C++ holds it until the result is
+      the scopes guide "Futures outlive their work"; C++ holds it until the result is
       consumed): the result then lives in the future, which may be awaited inside or after
       an ``async with`` block, and a finished future never keeps its scope from joining.
     * An error result that nobody has consumed when the scope's join delivers is reported by

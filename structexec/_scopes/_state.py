@@ -1,7 +1,7 @@
 """The association state of a counting scope: the one owner of its lock, count and state.
 
 [exec.counting.scopes.general], [exec.scope.simple.counting], [exec.scope.join];
-docs/scopes.md explains the Python decisions (errors, futures, Ctrl-C).
+the scopes guide explains the Python decisions (errors, futures, Ctrl-C).
 
 :class:`AssociationState` is the base of ``simple_counting_scope`` and ``counting_scope``
 (``_counting_scope``). It holds the scope's lock (``_lock``), the number of associations

@@ -1,6 +1,6 @@
-"""``await sndr`` in a trio task ([exec.as.awaitable], docs/trio.md "Awaiting a sender",
-docs/task.md 'How "stopped" unwinds a task',
-docs/trio.md "trio cancellation becomes a stop request").
+"""``await sndr`` in a trio task ([exec.as.awaitable], the trio guide "Awaiting a sender",
+the task guide 'How "stopped" unwinds a task',
+the trio guide "trio cancellation becomes a stop request").
 
 ``Sender.__await__`` calls :func:`await_sender` (installed in ``_hooks`` when this module is
 imported). In a coroutine driven by structexec's own loop (:mod:`._coroutine_driver`) the
@@ -18,14 +18,14 @@ driver takes the sender; in a trio task this module:
    ``TrioToken.run_sync_soon``. If trio cancels the task meanwhile, the abort function requests stop
    on the operation and the task *keeps waiting, shielded*, until the operation completes (an
    operation state must outlive its operation,
-   docs/trio.md "trio cancellation becomes a stop request");
-4. gives the result: ``None`` for no datums, the datum, or a tuple of several (docs/trio.md
+   the trio guide "trio cancellation becomes a stop request");
+4. gives the result: ``None`` for no datums, the datum, or a tuple of several (the trio guide
    "Awaiting a sender"); raises an error datum (an exception as it is, anything else as
    ``ErrorValue``); for stopped, raises ``trio.Cancelled`` (by re-entering a checkpoint inside the
    cancelled scope) when the stop came from the task's own trio cancellation and ``sx.Stopped``
-   otherwise (docs/task.md 'How "stopped" unwinds a task'). A value that arrives despite the
+   otherwise (the task guide 'How "stopped" unwinds a task'). A value that arrives despite the
    cancellation is returned; the ``Cancelled`` comes at the next checkpoint
-   (docs/trio.md "trio cancellation becomes a stop request").
+   (the trio guide "trio cancellation becomes a stop request").
 
 **Fast paths.** Before connecting, ``await_sender`` asks the fast ``await`` handler that the
 sender's type has in ``_fastpaths.FAST_AWAIT``, if any; a handler that does not apply returns
@@ -104,7 +104,7 @@ _RAISED = 4
 
 class _AwaitRcvr:
     """The receiver of an awaited sender; it is also its own environment
-    (docs/trio.md "Awaiting a sender")."""
+    (the trio guide "Awaiting a sender")."""
 
     # The fields every await uses are slots; those only parking, a stop token or a trio
     # cancellation write are class-level defaults, shadowed in the instance's __dict__ when

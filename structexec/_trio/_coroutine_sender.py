@@ -1,30 +1,30 @@
 """Coroutine objects and other awaitables as senders ([exec.connect] connect-awaitable).
 
-[exec.connect], docs/trio.md "Coroutines are senders; a stop request cancels them",
-docs/scopes.md "The nursery face: `async with`" ("Coroutine objects and other awaitables are
+[exec.connect], the trio guide "Coroutines are senders; a stop request cancels them",
+the scopes guide "The nursery face: `async with`" ("Coroutine objects and other awaitables are
 senders"), 2.4, 2.5. ``sx.connect(coro, rcvr)`` (and so ``when_all(coro1, coro2)``,
 ``spawn(coro, token)``, ...) gives an operation that, when started,
 
 * **on the trio thread** (or from another thread when the receiver's environment names a live
   trio run: a trio ``get_scheduler`` or a host nursery) runs the awaitable in its own trio task,
   inside its own ``trio.CancelScope``. The scope is shielded from ambient trio cancellation
-  (docs/scopes.md "The nursery face: `async with`"): only the receiver's stop token cancels it. A
+  (the scopes guide "The nursery face: `async with`"): only the receiver's stop token cancels it. A
   stop request, from any thread, cancels the scope (off the trio thread through
   ``TrioToken.run_sync_soon``), and the ``Cancelled`` that results completes the operation with
   ``set_stopped()``, not an error
-  (docs/trio.md "Coroutines are senders; a stop request cancels them"). The task runs in the nursery
-  named by the private ``trio_host_nursery`` query (counting scopes write it) or else as a system
-  task of the current run, which the run waits for; nothing outlives the operation: the task ends
-  when the awaitable finishes, right before the operation completes;
+  (the trio guide "Coroutines are senders; a stop request cancels them"). The task runs in the
+  nursery named by the private ``trio_host_nursery`` query (counting scopes write it) or else as a
+  system task of the current run, which the run waits for; nothing outlives the operation: the task
+  ends when the awaitable finishes, right before the operation completes;
 * **with no trio run on the thread and none in the environment** (for example under
   ``sync_wait``) is driven by structexec's own loop (:class:`CoroutineDriver`), on the
   starting thread; awaiting trio primitives then raises a clear error.
 
 Outcome ([exec.connect]): the returned value ``v`` completes ``set_value(v)`` (``set_value()`` for
-``None``, ``set_value(*xs)`` for ``sx.values(*xs)``; docs/trio.md "Awaiting a sender"); an escaping
-``Exception`` completes ``set_error(exc)``; a stop (the operation's own cancellation, or an awaited
-sender that completed stopped, which raises ``sx.Stopped``) completes ``set_stopped()``. A coroutine
-that catches what an awaited sender's stopped completion raised (``sx.Stopped``, or
+``None``, ``set_value(*xs)`` for ``sx.values(*xs)``; the trio guide "Awaiting a sender"); an
+escaping ``Exception`` completes ``set_error(exc)``; a stop (the operation's own cancellation, or an
+awaited sender that completed stopped, which raises ``sx.Stopped``) completes ``set_stopped()``. A
+coroutine that catches what an awaited sender's stopped completion raised (``sx.Stopped``, or
 ``trio.Cancelled`` when the stop came from the hosting task's cancellation) and returns a value
 completes ``set_error(RuntimeError)``, as under the coroutine driver and in ``task``: a stopped
 completion cannot be caught. ``trio.Cancelled`` raised by a trio primitive (``trio.sleep``) follows
@@ -143,7 +143,7 @@ class TrioHostedOp:
     def close(self) -> None:
         """Drop a connected, never-started operation: close the coroutine at once (no "never
         awaited" warning, no waiting for the garbage collector;
-        docs/senders.md "Writing your own sender")."""
+        the senders guide "Writing your own sender")."""
         if not self._started:
             self._started = True
             aw = self._aw
@@ -422,7 +422,7 @@ def _forget(key: int, ref: object) -> None:
 
 def connect_awaitable(aw: Awaitable[object], rcvr: object) -> _AwaitableOp:
     """``connect`` for a coroutine or other awaitable ([exec.connect],
-    docs/trio.md "Coroutines are senders; a stop request cancels them").
+    the trio guide "Coroutines are senders; a stop request cancels them").
 
     A coroutine object runs at most once, so it can be connected once: connecting it again
     while the first operation still holds it (connected, or started but not yet running), or

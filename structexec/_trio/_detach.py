@@ -1,6 +1,6 @@
 """Hosted trio tasks whose coroutine is permanently detached from trio.
 
-docs/scopes.md "What happens when things fail" (a detached coroutine).
+the scopes guide "What happens when things fail" (a detached coroutine).
 
 ``trio.lowlevel.permanently_detach_coroutine_object`` (as trio-asyncio uses it) ends a trio
 task without finishing its coroutine: trio treats the task as exited with the given outcome,

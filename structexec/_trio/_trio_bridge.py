@@ -1,7 +1,7 @@
 """Private plumbing shared by the trio bridge: per-run state, host queries, stop -> cancel.
 
-docs/trio.md, docs/trio.md "trio cancellation becomes a stop request",
-docs/trio.md "The trio scheduler". Nothing here is public API; the trio scheduler
+the trio guide, the trio guide "trio cancellation becomes a stop request",
+the trio guide "The trio scheduler". Nothing here is public API; the trio scheduler
 (``_trio_scheduler``), ``await sndr`` (``_await``), coroutine senders (``_coroutine_sender``),
 counting scopes and ``task`` build on it.
 
@@ -21,14 +21,14 @@ Internal API for other modules of the library:
 * :data:`trio_host_nursery` -- a private *forwarding* query. A counting scope that owns a trio
   nursery writes ``host_env(nursery)`` into the environment of the work it spawns; coroutine
   senders started under that environment run their trio task in that nursery instead of the
-  runtime-owned one (docs/scopes.md "The nursery face: `async with`").
+  runtime-owned one (the scopes guide "The nursery face: `async with`").
 * :func:`host_env` -- ``host_env(nursery)``: the environment to write (call it on the trio
   thread); it answers ``trio_host_nursery`` and remembers the run so that work started from
   another thread can still reach the nursery (through ``TrioToken.run_sync_soon``).
 * :func:`cancel_scope_on_stop` -- ``cancel_scope_on_stop(token, scope)`` registers a stop
   callback on ``token`` that cancels the ``trio.CancelScope`` ``scope``, from whichever thread
   requests stop (off the trio thread through ``run_sync_soon``;
-  docs/trio.md "Coroutines are senders; a stop request cancels them"). It returns the callback;
+  the trio guide "Coroutines are senders; a stop request cancels them"). It returns the callback;
   ``close()`` it when the scope is done.
 * :data:`hosted_env` -- a ``ContextVar`` holding the environment that senders awaited inside a
   trio-hosted coroutine see (besides their stop token, which always comes from the awaiting
@@ -105,13 +105,13 @@ class RunState:
     the run ends (an ``after_run`` instrument), after which every cross-thread entry raises a
     clear ``RuntimeError`` instead of touching a dead run.
 
-    The trio scheduler's FIFO lives here (docs/trio.md "The trio scheduler"): ``push(op)`` (trio
+    The trio scheduler's FIFO lives here (the trio guide "The trio scheduler"): ``push(op)`` (trio
     thread only) appends a ready operation and wakes the *drainer*, a system task (at most one per
     run) that runs queued operations in FIFO order (``op._execute()``) and exits when the queue has
     stayed empty for a couple of rounds; ``push_threadsafe(op)`` does the same from any thread
     through ``TrioToken.run_sync_soon``.
 
-    The trio scheduler's timers live here too (docs/time.md "Timed schedulers"): ``timers``, a
+    The trio scheduler's timers live here too (the time guide "Timed schedulers"): ``timers``, a
     :class:`~structexec._algorithms._timed.TimerQueue` (deadline order, any thread under its
     lock), on the run's clock ``clock`` (``trio.lowlevel.current_clock()``, readable from any
     thread). One system task, the *timer server* (at most one per run, alive only while a timer
@@ -256,14 +256,14 @@ class RunState:
 
     def schedule(self, op: ReadyOp) -> None:
         """Queue a ready operation from any thread: :meth:`push` on the live run's trio thread,
-        else :meth:`push_threadsafe` (docs/trio.md "The trio scheduler")."""
+        else :meth:`push_threadsafe` (the trio guide "The trio scheduler")."""
         if _get_ident() == self.thread and not self.finished:
             self.push(op)
         else:
             self.push_threadsafe(op)
 
     def push_threadsafe(self, op: ReadyOp, *, direct: bool = False) -> None:
-        """Queue a ready operation from any thread (docs/trio.md "The trio scheduler")."""
+        """Queue a ready operation from any thread (the trio guide "The trio scheduler")."""
         if not hand_to_run(self, _execute if direct else self.push, op):
             self.finished = True
             raise run_finished_error("schedule an operation on the trio scheduler")
@@ -406,8 +406,8 @@ class trio_host_nursery_t(Query):
     """Private forwarding query: the ``trio.Nursery`` that hosts trio tasks of spawned work.
 
     Written by counting scopes with :func:`host_env`; coroutine senders started under it run their
-    trio task in that nursery (docs/scopes.md "The nursery face: `async with`"). Without it, hosted
-    tasks are system tasks of the current run.
+    trio task in that nursery (the scopes guide "The nursery face: `async with`"). Without it,
+    hosted tasks are system tasks of the current run.
     """
 
     forwarding = True
@@ -486,7 +486,7 @@ def cancel_scope_on_stop(
     token: StopToken, scope: trio.CancelScope, run: RunState | None = None
 ) -> StopCallback:
     """Cancel ``scope`` when ``token`` is stopped, from any thread
-    (docs/trio.md "Coroutines are senders; a stop request cancels them").
+    (the trio guide "Coroutines are senders; a stop request cancels them").
 
     The callback runs on the thread that requests stop ([stoptoken.concepts]); on the trio thread it
     calls ``scope.cancel()`` at once, elsewhere it goes through ``TrioToken.run_sync_soon``. If stop

@@ -1,4 +1,5 @@
-"""``trio_scheduler()``: the scheduler of the current trio run (docs/trio.md "The trio scheduler").
+"""``trio_scheduler()``: the scheduler of the current trio run (the trio guide "The trio
+scheduler").
 
 A ``schedule()`` operation is put on a FIFO queue owned by the run and completed by one
 long-lived system task (the *drainer*) that runs the queued operations in order. So the
@@ -6,9 +7,9 @@ operation
 
 * never completes inline: ``start`` only queues it, the stack unwinds (P3552R1 4.10);
 * always completes on the trio thread, wherever it was started (other threads go through
-  ``TrioToken.run_sync_soon``; docs/trio.md "trio cancellation becomes a stop request");
+  ``TrioToken.run_sync_soon``; the trio guide "trio cancellation becomes a stop request");
 * runs in FIFO order, from structexec's own queue rather than trio's run queue, which trio
-  randomises (docs/trio.md "The trio scheduler");
+  randomises (the trio guide "The trio scheduler");
 * is infallible (P3941R1): it completes ``set_value()``, or ``set_stopped()`` only if its
   receiver's stop token was stopped before it ran.
 
@@ -70,7 +71,7 @@ class _TrioTimerOp(TimerOp):
 
 
 class _TrioTimerSender(TimerSender):
-    """``schedule_after(trio_scheduler(), s)`` / ``schedule_at(...)`` (docs/time.md "Timed
+    """``schedule_after(trio_scheduler(), s)`` / ``schedule_at(...)`` (the time guide "Timed
     schedulers")."""
 
     __slots__ = ()
@@ -117,21 +118,21 @@ class _TrioScheduler(TryEnv):
 
     def schedule(self) -> Sender[None]:
         """A sender that completes on the trio thread of this run, never inline
-        (docs/trio.md "The trio scheduler")."""
+        (the trio guide "The trio scheduler")."""
         return _TrioScheduleSender(self)
 
     def now(self) -> float:
-        """The run's clock, ``trio.current_time()`` (readable from any thread; docs/time.md
+        """The run's clock, ``trio.current_time()`` (readable from any thread; the time guide
         "Timed schedulers")."""
         return self._run._timer_now()
 
     def schedule_after(self, seconds: float) -> Sender[None]:
-        """Completes on the trio thread ``seconds`` after its start (docs/time.md "Timed
+        """Completes on the trio thread ``seconds`` after its start (the time guide "Timed
         schedulers")."""
         return _TrioTimerSender(self, True, check_seconds(seconds))
 
     def schedule_at(self, deadline: float) -> Sender[None]:
-        """Completes on the trio thread once ``now() >= deadline`` (docs/time.md "Timed
+        """Completes on the trio thread once ``now() >= deadline`` (the time guide "Timed
         schedulers")."""
         return _TrioTimerSender(self, False, check_deadline(deadline))
 
@@ -163,7 +164,7 @@ _trio_bridge.scheduler_class = _TrioScheduler
 
 
 def trio_scheduler() -> _TrioScheduler:
-    """The scheduler of the trio run this is called in (docs/trio.md "The trio scheduler").
+    """The scheduler of the trio run this is called in (the trio guide "The trio scheduler").
 
     ``sx.schedule(sch)`` gives a sender that completes on the trio thread of this run, after
     ``start`` has returned (never inline, so deep chains unwind the stack), in FIFO order of
@@ -184,7 +185,7 @@ def trio_scheduler() -> _TrioScheduler:
     ``await sx.schedule(sch)`` inside the run costs one trio checkpoint and, like a
     checkpoint, raises ``trio.Cancelled`` in a cancelled scope.
 
-    It is a *timed* scheduler (docs/time.md "Timed schedulers"): ``sch.now()`` is the run's
+    It is a *timed* scheduler (the time guide "Timed schedulers"): ``sch.now()`` is the run's
     ``trio.current_time()``; ``sx.schedule_after(sch, s)``/``sx.schedule_at(sch, d)`` complete on
     the trio thread once the time has come (a ``trio.testing.MockClock`` drives them), from
     any thread; ``await sx.schedule_after(sch, s)`` in a task of the run is ``trio.sleep(s)``.

@@ -1,9 +1,9 @@
 """``await sx.when_all(c1(), c2(), ...)`` in a nursery of the awaiting task: the trio fast path
 of ``when_all`` ([exec.when.all]) over coroutine objects.
 
-See docs/trio.md "Awaiting a sender", "trio cancellation becomes a stop request" and "Coroutines
-are senders; a stop request cancels them", docs/scopes.md "The nursery face: `async with`" and
-docs/task.md 'How "stopped" unwinds a task'. In a plain trio task (not inside a
+See the trio guide "Awaiting a sender", "trio cancellation becomes a stop request" and "Coroutines
+are senders; a stop request cancels them", the scopes guide "The nursery face: `async with`" and
+the task guide 'How "stopped" unwinds a task'. In a plain trio task (not inside a
 structexec-hosted coroutine), when every child is a not-yet-started ``types.CoroutineType``, no
 custom domain may transform ``when_all`` (none customises it, nor every algorithm) and the
 task has no finite effective deadline, the children run as tasks of a trio nursery opened
@@ -13,7 +13,7 @@ general path's:
 
 * values are concatenated in argument order with the values convention (a child returning
   ``None`` adds no datum, ``sx.values(...)`` several, anything else one); the await gives
-  ``None``, the datum or a tuple ([exec.when.all], docs/trio.md "Awaiting a sender");
+  ``None``, the datum or a tuple ([exec.when.all], the trio guide "Awaiting a sender");
 * the first exception wins and cancels the siblings at once (the stop request, [exec.when.all]);
   later ones become notes on it, as in the general path (``report_dropped_errors``); an exception
   also beats an earlier stopped child ([exec.when.all]); it is raised as it is, never inside an
@@ -24,7 +24,7 @@ general path's:
   child finished (through a checkpoint, as the general path does), ``sx.Stopped`` otherwise;
 * the await returns or raises only after every child task has finished ([exec.when.all]); a trio
   cancellation of the awaiting task cancels the children
-  (docs/trio.md "trio cancellation becomes a stop request": the stop request), and a value that
+  (the trio guide "trio cancellation becomes a stop request": the stop request), and a value that
   arrives despite it is returned;
 * a ``BaseException`` other than ``Cancelled``/``Stopped`` (``KeyboardInterrupt``,
   ``SystemExit``) escaping a child stops the siblings and is raised from the await, as the

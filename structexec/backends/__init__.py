@@ -1,6 +1,6 @@
 """Parallel scheduler backends: threads, processes, and a dask.distributed cluster.
 
-[exec.par.scheduler], docs/parallel.md; [exec.sysctxrepl].
+[exec.par.scheduler], the parallel guide; [exec.sysctxrepl].
 
 * :class:`ThreadPoolBackend`: the default; one process-wide pool of ``os.cpu_count()``
   threads.

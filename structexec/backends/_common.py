@@ -62,7 +62,7 @@ class UnpicklableWorkError(TypeError):
     cannot be sent back. The message names the function or value that failed to pickle and,
     where it can tell, the object inside it (an argument of a ``functools.partial``, a
     variable a closure uses, an element of a container), and why. A ``TypeError`` because the
-    work, not the backend, is at fault (docs/parallel.md "Running any function remotely").
+    work, not the backend, is at fault (the parallel guide "Running any function remotely").
     """
 
 

@@ -165,7 +165,7 @@ class DaskBackend(RemoteBackend):
       a worker completes it with :class:`BackendError` (it neither kills the worker nor
       interrupts this program); an exception that cannot be pickled back likewise.
     * ``then``/``upon_error``/``upon_stopped`` functions that run on the scheduler are sent
-      to the cluster as one task per chain of stages (docs/parallel.md "Running any
+      to the cluster as one task per chain of stages (the parallel guide "Running any
       function remotely"), pickled first (pickle, else cloudpickle: ``UnpicklableWorkError``
       names what fails); results of finished calls are fetched together, one ``gather`` per
       batch, on the control thread. A stop request cancels the call's task

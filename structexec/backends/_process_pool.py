@@ -216,7 +216,7 @@ class ProcessPoolBackend(RemoteBackend):
       usable.
     * ``then``/``upon_error``/``upon_stopped`` functions that run on the scheduler are sent
       to a worker with their arguments, consecutive stages in one call, and only the result
-      comes back (docs/parallel.md "Running any function remotely"): pickled before anything
+      comes back (the parallel guide "Running any function remotely"): pickled before anything
       is sent (``UnpicklableWorkError`` names what fails). At most one call per worker is
       in the pool at once; the others wait in the backend's own queue. A stop request
       removes a queued call at once, and flags one handed to the pool that has not started
@@ -228,7 +228,7 @@ class ProcessPoolBackend(RemoteBackend):
       exception that cannot be pickled back, completes the operation with
       :class:`BackendError` naming it (it neither interrupts this program nor kills the
       worker); results that cannot be pickled back, with :class:`UnpicklableWorkError`
-      naming the element (docs/parallel.md, "What happens when things fail").
+      naming the element (the parallel guide, "What happens when things fail").
 
     ``shutdown(wait=True)`` stops the worker processes; the backend is a context manager.
     """

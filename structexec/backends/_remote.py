@@ -79,7 +79,7 @@ class RemoteBackend(parallel_scheduler_backend):
         raise NotImplementedError  # pragma: no cover - every remote backend has its own
 
     def _sx_submit_call(self, work: RemoteCallWork, op: RemoteThenOp) -> RemoteCall:
-        """Send a remote call (``then``/``upon_*`` stages, docs/parallel.md "Running any
+        """Send a remote call (``then``/``upon_*`` stages, the parallel guide "Running any
         function remotely"): pickle ``work`` now, raising ``UnpicklableWorkError`` naming
         what fails, then run it on a worker and report to ``op`` through the returned
         :class:`RemoteCall`."""

@@ -1,5 +1,5 @@
 """``ThreadPoolBackend``: the default parallel scheduler backend ([exec.par.scheduler],
-[exec.sysctxrepl], docs/parallel.md "Data parallelism: `bulk`")."""
+[exec.sysctxrepl], the parallel guide "Data parallelism: `bulk`")."""
 
 from __future__ import annotations
 

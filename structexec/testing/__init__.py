@@ -1,6 +1,6 @@
 """``structexec.testing``: tools to test senders, and to property-test cancellation.
 
-docs/testing.md (test vocabulary), 2 (the asynchronous-operation contract).
+the testing guide (test vocabulary), 2 (the asynchronous-operation contract).
 
 * :class:`RecordingReceiver`: records how an operation completed and checks the completion
   contract (exactly once, never before start, stop callbacks deregistered first).

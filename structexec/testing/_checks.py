@@ -11,7 +11,7 @@ completion, no reliance on the garbage collector, the outcome one the model allo
 completion scheduler ([exec.get.compl.sched]), spawned work and futures completed with modelled
 outcomes ([exec.spawn], [exec.spawn.future]), every scope joined, reported exactly the errors
 nobody received and released exactly the associations it granted ([exec.counting.scopes],
-[exec.scope.concepts], [exec.associate], docs/scopes.md "What happens when things fail").
+[exec.scope.concepts], [exec.associate], the scopes guide "What happens when things fail").
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ def _no_hang(r: RunResult) -> str | None:
 
 _CLOSE_UNSTARTED = (
     "(an adaptor that drops a child operation unstarted must close() it: "
-    "docs/senders.md, 'Writing your own sender')"
+    "the senders guide, 'Writing your own sender')"
 )
 
 
@@ -290,7 +290,7 @@ def _failed_work(r: RunResult, i: int, consumed: bool) -> list[object]:
 
 def _expected_join_errors(r: RunResult, i: int, j: RecordingReceiver) -> list[object]:
     """The errors the join of scope ``i`` must report: those of spawned work and futures that
-    nobody received (docs/scopes.md "What happens when things fail")."""
+    nobody received (the scopes guide "What happens when things fail")."""
     expected = [
         o[1]
         for n, o in r.spawn_log
@@ -322,11 +322,13 @@ def _join_failure(r: RunResult, i: int, j: RecordingReceiver) -> str | None:
         return (
             f"join of scope {i} completed {j.outcome!r}; spawned work failed with "
             f"{expected!r} and nobody received those errors (a scope reports "
-            "them, like a nursery: docs/scopes.md)"
+            "them, like a nursery: the scopes guide)"
         )
     got = _leaf_exceptions(j.error)
     if sorted(map(id, got)) != sorted(map(id, expected)):
-        return f"join of scope {i} reported {got!r}, expected exactly {expected!r} (docs/scopes.md)"
+        return (
+            f"join of scope {i} reported {got!r}, expected exactly {expected!r} (the scopes guide)"
+        )
     return None
 
 

@@ -9,8 +9,8 @@ requests of a :class:`StopSchedule`, run the ``ManualScheduler`` items in the or
 is one the model allows, that spawned work completed with a modelled outcome, that every scope
 joined and released exactly the associations it granted ([exec.counting.scopes],
 [exec.associate], [exec.stop.when], [exec.spawn], [exec.spawn.future],
-docs/scopes.md "The nursery face: `async with`",
-docs/scopes.md "Senders in a scope: `spawn`, `spawn_future`, `associate`"), and that no contract
+the scopes guide "The nursery face: `async with`",
+the scopes guide "Senders in a scope: `spawn`, `spawn_future`, `associate`"), and that no contract
 violation reached the terminate handler.
 """
 
@@ -158,7 +158,7 @@ class StopEvent:
 
     ``at == 0``: after the tree is built, before the root operation is started; ``at == k``:
     after the root was started and ``k - 1`` scheduler items have run. ``from_thread``: make
-    the request from a new thread (stop callbacks then run on that thread, docs/trio.md).
+    the request from a new thread (stop callbacks then run on that thread, the trio guide).
     """
 
     at: int
@@ -361,7 +361,7 @@ def _stalled(run: _Run, what: str, done: Callable[[], bool]) -> bool:
     pool thread): then this is progress, not a stall, and the caller drives on.
 
     Then collects garbage once: if that makes progress, an association or stop callback was being
-    held by an unreachable cycle (docs/senders.md "Writing your own sender" forbids relying on it)
+    held by an unreachable cycle (the senders guide "Writing your own sender" forbids relying on it)
     and the run carries on with ``gc_needed`` set. Returns ``True`` if the run must stop
     (``result.hung`` is set).
     """
@@ -428,7 +428,7 @@ def run_tree(
     ``ManualScheduler`` items in the order ``interleaving`` picks until the root completes, then
     joins every scope the same way. Automatic garbage collection is off during the run, so runs are
     reproducible; if the run stalls, one ``gc.collect()`` is tried, and if that un-sticks it the
-    check fails (docs/senders.md "Writing your own sender") unless ``allow_gc``; likewise for
+    check fails (the senders guide "Writing your own sender") unless ``allow_gc``; likewise for
     coroutine senders that were connected, never started, and not closed (trees with coroutines end
     with a ``gc.collect()`` that looks for Python's "coroutine ... was never awaited" warning).
     ``timeout`` bounds waits for worker threads. Returns the :class:`RunResult`; call its

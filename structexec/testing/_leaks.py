@@ -1,8 +1,8 @@
 """Leak checks for trio tests: no task, no cancel-scope deadline, no contract violation left.
 
-docs/scopes.md "The nursery face: `async with`",
-docs/scopes.md "Senders in a scope: `spawn`, `spawn_future`, `associate`" (scopes always join;
-associations released at a defined moment), [exec.counting.scopes], docs/trio.md (trio binding).
+the scopes guide "The nursery face: `async with`",
+the scopes guide "Senders in a scope: `spawn`, `spawn_future`, `associate`" (scopes always join;
+associations released at a defined moment), [exec.counting.scopes], the trio guide (trio binding).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ __all__ = [
 
 class TerminateRecorder:
     """Records calls of the terminate handler instead of aborting
-    (docs/senders.md "What happens when things fail").
+    (the senders guide "What happens when things fail").
 
     ``calls`` is a list of ``(reason, exc)``. Use it through :func:`record_terminate` or the
     ``sx_terminate_calls`` pytest fixture.
@@ -166,12 +166,12 @@ async def no_leaks(
     * no cancel-scope deadline is pending that was not at entry;
     * no ``counting_scope``/``simple_counting_scope`` created in the block is left open or
       closed but not joined, and none was garbage-collected un-joined ([exec.scope.simple.counting],
-      docs/scopes.md "The nursery face: `async with`");
+      the scopes guide "The nursery face: `async with`");
     * the terminate handler was not called.
 
     The body's own exception, if any, propagates unchanged (the checks are then skipped).
-    [exec.counting.scopes], docs/scopes.md "The nursery face: `async with`",
-    docs/senders.md "Writing your own sender", docs/trio.md.
+    [exec.counting.scopes], the scopes guide "The nursery face: `async with`",
+    the senders guide "Writing your own sender", the trio guide.
     """
     import trio
 

@@ -168,7 +168,7 @@ class ManualScheduler:
     * Equality is identity; every method is thread-safe (items run on the thread that calls
       ``run_one``/``drain``).
 
-    It is a *timed* scheduler on virtual time (docs/time.md "Timed schedulers"):
+    It is a *timed* scheduler on virtual time (the time guide "Timed schedulers"):
 
     * ``now()`` starts at ``0.0`` and moves only with :meth:`advance`;
     * ``schedule_after(seconds)``/``schedule_at(deadline)`` (or ``sx.schedule_after(sch, s)``)

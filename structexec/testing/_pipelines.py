@@ -1,4 +1,4 @@
-"""Random sequence pipelines and a model of their outcomes (docs/streams.md, docs/testing.md).
+"""Random sequence pipelines and a model of their outcomes (the streams guide, the testing guide).
 
 A :class:`Pipeline` is a source of ints, a list of stages and a consumer, with the items that
 fail and an optional stop point (a stop request on the consumer's token when the k-th value

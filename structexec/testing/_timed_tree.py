@@ -1,6 +1,6 @@
 """Timed sender trees: timers, ``when_any``, ``stop_when``, ``timeout``/``stop_after``.
 
-The nodes here extend the tree model of ``_tree`` (docs/testing.md "Timed trees"). Their outcome
+The nodes here extend the tree model of ``_tree`` (the testing guide "Timed trees"). Their outcome
 depends on *when* things happen, so they are modelled differently from the rest: instead of a
 set of acceptable outcomes under a stop mode, :func:`simulate` interprets a whole tree as a
 plain-Python discrete-event simulation on virtual time and predicts the one outcome, and the
@@ -9,7 +9,7 @@ virtual time at which the root completes. The real tree runs on one
 timers fire in deadline order and first-in-first-out among equal deadlines (in the order
 their operations were started), so every run of a timed tree is deterministic.
 
-The simulation knows the documented rules of the algorithms (docs/time.md, its "Racing" section)
+The simulation knows the documented rules of the algorithms (the time guide, its "Racing" section)
 and nothing about operation states:
 
 * ``sx.schedule_after(sch, d)`` started at time ``t`` completes ``set_value()`` at ``t + d``

@@ -118,7 +118,7 @@ def mark_late(root: Node) -> None:
 
     Work given to ``spawn`` and the work of a ``spawn_future`` run on their own and may
     outlive the root (an abandoned future's work keeps running,
-    docs/scopes.md "Futures outlive their work"). Inside such detached work, what is built lazily
+    the scopes guide "Futures outlive their work"). Inside such detached work, what is built lazily
     (the sender a ``let_*`` function returns, the work of a ``spawn``) may be built late. The driver
     joins the scopes once the root completes, so a late ``associate``, ``spawn_future`` or ``spawn``
     may find its scope joined.

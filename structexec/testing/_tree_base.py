@@ -83,7 +83,7 @@ def _mix(k: int, data: object) -> int:
 
 def apply_fn(f: Callable[..., object], args: tuple[object, ...]) -> Outcome:
     """The outcome of a ``then``/``upon_*`` stage calling ``f(*args)``
-    (docs/trio.md "Awaiting a sender").
+    (the trio guide "Awaiting a sender").
 
     ``None`` is no datum, ``sx.values(...)`` several, anything else one datum; an
     ``Exception`` becomes the error (TRY-EVAL, [exec.snd.expos], [exec.then]).

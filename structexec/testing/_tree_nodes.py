@@ -583,7 +583,7 @@ class _InFlightOp:
 
     def close(self) -> None:
         """Never started: release the child operation now
-        (docs/senders.md "Writing your own sender")."""
+        (the senders guide "Writing your own sender")."""
         close_op(self._op)
 
     def get_env(self) -> Env:

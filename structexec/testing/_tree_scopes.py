@@ -72,9 +72,9 @@ class SpawnFuture(Node):
 
     The work runs with the scope's stop token and the future's own source; a stop request on
     the consumer completes it stopped at once and asks the work to stop
-    (docs/scopes.md "Futures outlive their work"). The driver records the work's outcome and what
+    (the scopes guide "Futures outlive their work"). The driver records the work's outcome and what
     the consumer received (``world.futures``): an error that no consumer received must be reported
-    by the scope's ``join`` (docs/scopes.md "What happens when things fail").
+    by the scope's ``join`` (the scopes guide "What happens when things fail").
     """
 
     child: Node
@@ -185,7 +185,7 @@ class _ObservedOp:
 
     def close(self) -> None:
         """Never started: release the future's operation now
-        (docs/senders.md "Writing your own sender")."""
+        (the senders guide "Writing your own sender")."""
         close_op(self._op)
 
     def get_env(self) -> Env:
@@ -212,7 +212,7 @@ class Spawn(Node):
     ``set_value()``; ``world.spawned`` records each spawn whose work was started (a scope
     that is already joined refuses the association, and ``spawn`` then drops the work); with
     ``catch=False`` an error is recorded and then sent on, so the scope must report it from
-    ``join`` (docs/scopes.md "The nursery face: `async with`").
+    ``join`` (the scopes guide "The nursery face: `async with`").
     """
 
     work: Node

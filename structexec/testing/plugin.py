@@ -1,4 +1,4 @@
-"""The structexec pytest plugin: fixtures for testing senders (docs/testing.md).
+"""The structexec pytest plugin: fixtures for testing senders (the testing guide).
 
 Registered under the ``pytest11`` entry point ``structexec``, so installing structexec makes
 the fixtures available in every test suite; without the entry point, load it with
@@ -116,7 +116,7 @@ def sx_thread_scheduler() -> Iterator[ThreadScheduler]:
 @pytest.fixture
 def sx_terminate_calls() -> Iterator[TerminateRecorder]:
     """Record contract violations instead of aborting
-    (docs/senders.md "What happens when things fail"); restores the handler."""
+    (the senders guide "What happens when things fail"); restores the handler."""
     rec = TerminateRecorder()
     previous = set_terminate_handler(rec)
     try:

@@ -1,6 +1,6 @@
 """Hypothesis strategies for property-testing senders and cancellation.
 
-[exec.async.ops], docs/testing.md (2.2: "a property test across random
+[exec.async.ops], the testing guide (2.2: "a property test across random
 compositions"). Needs ``hypothesis`` (``pip install 'structexec[testing]'``; importing this
 module without it raises :class:`ModuleNotFoundError` naming the extra). Strategies, usable
 together or alone:
@@ -17,7 +17,7 @@ together or alone:
 * :func:`timed_trees` generates *timed* trees (timers, ``when_any``, ``stop_when``,
   ``timeout``/``stop_after``) whose model predicts the exact outcome and completion time on a
   ``ManualScheduler``'s virtual time; run them with :func:`run_timed_tree`
-  (docs/testing.md "Timed trees"). :func:`sender_trees` never generates timed nodes.
+  (the testing guide "Timed trees"). :func:`sender_trees` never generates timed nodes.
 * :func:`pipelines` generates random sequence pipelines (:class:`Pipeline`: a source,
   ``then_each``/``filter_each``/``let_each`` with random ``max_concurrency`` and ``ordered``/
   ``take`` stages, failing items, a failing source, a stop point) whose model predicts the
@@ -548,7 +548,7 @@ def timed_trees(
     ``max_seconds``; with ``stops``, a stop request on the root before start or at a virtual
     time (or none). ``kinds`` narrows the inner node kinds (:data:`TIMED_KINDS`).
 
-    ``tree.model()`` predicts the exact outcome and completion time (docs/testing.md "Timed
+    ``tree.model()`` predicts the exact outcome and completion time (the testing guide "Timed
     trees"). The strategies for untimed trees (:func:`sender_trees`) never generate these
     nodes: timed trees run only on a ``ManualScheduler`` with virtual time, where the run
     is deterministic.
@@ -631,7 +631,7 @@ def _stage(draw: st.DrawFn, values: list[int]) -> Stage:
 
 @st.composite
 def pipelines(draw: st.DrawFn, max_items: int = 12, max_stages: int = 4) -> Pipeline:
-    """Random sequence pipelines (:class:`Pipeline`, docs/streams.md): a source of up to
+    """Random sequence pipelines (:class:`Pipeline`, the streams guide): a source of up to
     ``max_items`` ints (sometimes failing after some of them), up to ``max_stages`` stages
     (``then_each``, ``filter_each``, ``let_each`` with a random ``max_concurrency`` and
     ``ordered`` and failing items, ``take``) and sometimes a stop request on the consumer's
