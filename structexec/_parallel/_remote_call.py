@@ -156,6 +156,7 @@ class RemoteThenOp:
         "_stages",
         "_state",
         "_stop_cb",
+        "_sx_handoff",
     )
 
     def __init__(self, backend: BackendHooks, rcvr: Rcvr, stages: Stages) -> None:
@@ -170,6 +171,10 @@ class RemoteThenOp:
         self._idx = 0
         self._gen = 0
         self._lock = threading.Lock()
+        #: Completing this operation is a hand-off when completing its receiver is
+        #: (contracts.HandOff): the backend may then complete it on its callback thread.
+        #: Read once here, where the receiver is known, not on that thread.
+        self._sx_handoff: bool = getattr(rcvr, "_sx_handoff", False) is True
 
     def start(self) -> None:
         if self._state:
@@ -192,12 +197,6 @@ class RemoteThenOp:
             child, self._child = self._child, None
             if child is not None and child is not _FUSED:
                 close_op(child)
-
-    @property
-    def _sx_handoff(self) -> bool:
-        """Completing this operation is a hand-off when completing its receiver is
-        (contracts.HandOff): the backend may then complete it on its callback thread."""
-        return getattr(self._rcvr, "_sx_handoff", False) is True
 
     def where(self) -> str:
         """Where the call is, in words (for ``sx.operation_tree()``)."""
