@@ -36,9 +36,9 @@ from .._core._adaptor_util import close_op
 from .._core._connect import connect_unchecked as connect
 from .._core._env import fwd_env, get_env
 from .._core._protocol import Algorithm, Sender, completed_twice, twice_started
-from .._core._queries import get_stop_token
+from .._core._queries import get_stop_token, query_or
 from .._core._snapshot import Waiting
-from .._core._stop_token import is_unstoppable, stop_callback_for
+from .._core._stop_token import never_stop_token, stop_callback_for
 from ._backend_error import BackendError
 from ._remote_work import ERROR, STOPPED, VALUE, RemoteCallWork
 
@@ -212,11 +212,19 @@ class RemoteThenOp:
         self._dispatch(kind, data, 0)
 
     def _token(self) -> StopToken | None:
+        """The receiver's stop token, or ``None`` when it cannot stop (no token, an
+        unstoppable one, or ``stop_possible()`` false): ``get_stop_token`` and
+        ``is_unstoppable`` without their frames (the round trip's hot path)."""
         try:
-            tok: StopToken = get_stop_token(get_env(self._rcvr))
+            tok: StopToken | None = query_or(get_env(self._rcvr), get_stop_token, None)
         except Exception:
             return None
-        if is_unstoppable(tok) or not tok.stop_possible():
+        if tok is None:
+            return None
+        cls = type(tok)
+        if cls is never_stop_token or getattr(cls, "unstoppable", False) is True:
+            return None
+        if not tok.stop_possible():
             return None
         return tok
 

@@ -770,9 +770,27 @@ class _PoolCall(RemoteCall):
         self.reuse = False
 
     def __call__(self, fut: _Result) -> None:
+        """The future's done callback, on the pool's manager thread: the round trip's hot
+        path, so a call that returned values is reported here without more frames."""
         ex = self.ex
-        if ex is not None:  # (always: set before the submission)
-            self.backend._call_done(self, ex, fut)
+        if ex is None:  # (never: set before the submission)
+            return
+        backend = self.backend
+        try:
+            failed = fut.exception() is not None
+        except CancelledError:
+            failed = True
+        if failed or backend._closed:
+            backend._call_done(self, ex, fut)
+            return
+        res = fut.result()
+        if res is None:  # a stop request cancelled it before it ran
+            backend._call_done(self, ex, fut)
+            return
+        self.fut = None  # (the future keeps this callback: no cycle)
+        self.ex = None
+        backend._call_finished(self, ex)
+        self.report(0, res)
 
     def cancel(self) -> None:
         self.backend._cancel_call(self)

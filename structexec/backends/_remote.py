@@ -263,7 +263,12 @@ class RemoteCall:
             # The consumer only records the result and wakes its waiter (contracts.HandOff:
             # ``await`` in trio, ``sync_wait``): deliver here, one thread hop fewer.
             try:
-                _deliver(op, kind, data, self)
+                if kind == 0:
+                    try:
+                        data = _loads(data)  # type: ignore[arg-type]
+                    except Exception as exc:
+                        kind, data = 1, _unreadable(self, exc)
+                op.remote_done(kind, data)
             except BaseException as exc:
                 _completion_raised(op, exc)
         else:
@@ -286,11 +291,15 @@ def _deliver(op: RemoteThenOp, kind: int, data: Any, call: RemoteCall) -> None:
         try:
             data = _loads(data)
         except Exception as exc:
-            err = UnpicklableWorkError(
-                f"{call.backend!r} cannot read the result of {call.describe()} in this process "
-                f"({type(exc).__name__}: {exc}); what a remote function returns must be "
-                "importable here as well as on the workers"
-            )
-            err.__cause__ = exc
-            kind, data = 1, err
+            kind, data = 1, _unreadable(call, exc)
     op.remote_done(kind, data)
+
+
+def _unreadable(call: RemoteCall, exc: Exception) -> UnpicklableWorkError:
+    err = UnpicklableWorkError(
+        f"{call.backend!r} cannot read the result of {call.describe()} in this process "
+        f"({type(exc).__name__}: {exc}); what a remote function returns must be "
+        "importable here as well as on the workers"
+    )
+    err.__cause__ = exc
+    return err
