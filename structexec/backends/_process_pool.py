@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ProcessPoolBackend"]
 
+#: ``concurrent.futures.Future._state`` of a future that has its result or exception.
+_FINISHED = "FINISHED"
 #: Number of cooperative stop flags shared with the workers (bulk operations in flight at
 #: once that can be stopped while running; more still run, and stop between chunks).
 _NSLOTS = 256
@@ -607,6 +609,31 @@ class ProcessPoolBackend(RemoteBackend):
                 payload = pickle_call(
                     work, call_payload_dumps, "ProcessPoolBackend", "cloudpickle"
                 )
+        with self._lock:
+            if self._closed:
+                raise BackendError(f"{self!r} has been shut down")
+            ex = self._executor
+            slot = self._call_slots.pop() if self._call_slots and ex is not None else -1
+        if slot >= 0 and ex is not None:
+            # A free worker and a running pool: submit first, then make the call (nothing
+            # can reach it before it is returned; a future already done runs its callback
+            # at once).
+            try:
+                fut = ex.submit(_run_call, payload, slot, reuse)
+            except (BrokenProcessPool, RuntimeError) as exc:
+                call = _PoolCall(self, payload, op, work)
+                call.slot = slot
+                call.state = 1
+                self._submit_call_failed(call, ex, exc)
+                return call
+            call = _PoolCall(self, payload, op, work)
+            call.slot = slot
+            call.state = 1
+            call.reuse = reuse
+            call.ex = ex
+            call.fut = fut
+            fut.add_done_callback(call)  # _PoolCall.__call__
+            return call
         call = _PoolCall(self, payload, op, work)
         call.reuse = reuse
         with self._lock:
@@ -617,11 +644,7 @@ class ProcessPoolBackend(RemoteBackend):
                 return call
             call.slot = self._call_slots.pop()
             call.state = 1
-            ex = self._executor
-        if ex is None:
-            self._send(call)
-        else:
-            self._submit(call, ex)
+        self._send(call)
         return call
 
     def _send(self, call: _PoolCall) -> None:
@@ -632,24 +655,26 @@ class ProcessPoolBackend(RemoteBackend):
             self._call_finished(call, None)
             call.report(1, BackendError(f"{self!r} cannot run the call: {exc}"))
             return
-        self._submit(call, ex)
-
-    def _submit(self, call: _PoolCall, ex: ProcessPoolExecutor) -> None:
         call.ex = ex
         try:
             fut = ex.submit(_run_call, call.payload, call.slot, call.reuse)
         except (BrokenProcessPool, RuntimeError) as exc:
-            if isinstance(exc, BrokenProcessPool):
-                self._broken(ex)
-            died = WorkerDiedError(
-                f"ProcessPoolBackend could not submit the call: {exc} (a worker process died)"
-            )
-            died.__cause__ = exc
-            self._call_finished(call, None)
-            call.report(1, died)
+            self._submit_call_failed(call, ex, exc)
             return
         call.fut = fut
-        fut.add_done_callback(call)  # _PoolCall.__call__: _call_done
+        fut.add_done_callback(call)  # _PoolCall.__call__
+
+    def _submit_call_failed(
+        self, call: _PoolCall, ex: ProcessPoolExecutor, exc: BaseException
+    ) -> None:
+        if isinstance(exc, BrokenProcessPool):
+            self._broken(ex)
+        died = WorkerDiedError(
+            f"ProcessPoolBackend could not submit the call: {exc} (a worker process died)"
+        )
+        died.__cause__ = exc
+        self._call_finished(call, None)
+        call.report(1, died)
 
     def _call_finished(self, call: _PoolCall, ex: ProcessPoolExecutor | None) -> None:
         """Give the call's slot to the next queued call (sent at once) or free it."""
@@ -776,15 +801,11 @@ class _PoolCall(RemoteCall):
         if ex is None:  # (never: set before the submission)
             return
         backend = self.backend
-        try:
-            failed = fut.exception() is not None
-        except CancelledError:
-            failed = True
-        if failed or backend._closed:
-            backend._call_done(self, ex, fut)
-            return
-        res = fut.result()
-        if res is None:  # a stop request cancelled it before it ran
+        # A done future's outcome read directly (``result()`` and ``exception()`` each take
+        # its condition's lock): a finished call that returned values, on a backend still
+        # open, takes this path; every other outcome goes through _call_done.
+        res = fut._result if getattr(fut, "_state", None) == _FINISHED else None
+        if res is None or getattr(fut, "_exception", True) is not None or backend._closed:
             backend._call_done(self, ex, fut)
             return
         self.fut = None  # (the future keeps this callback: no cycle)
