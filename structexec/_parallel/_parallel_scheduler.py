@@ -300,8 +300,11 @@ def _then_hook(sndr: Any, rcvr: Any) -> RemoteThenSender | None:
     base = flat[0]
     if type(base) is _ScheduleSender:  # schedule(sch) | then(...): sch completes it
         sch = base._sch
-        if type(sch) is parallel_scheduler and is_remote_backend(sch._backend):
-            return _remote_then(sndr, flat, sch)
+        cls = type(sch._backend)
+        if type(sch) is parallel_scheduler and getattr(cls, "_sx_submit_call", None) is not None:
+            # (is_remote_backend; fused as _remote_then decides it for this base)
+            fused = hasattr(cls, "_sx_submit_anywhere")
+            return RemoteThenSender(sch, base, flat[1], fused, sndr)
         return None
     sch = query_or(get_env(base), _VALUE_SCHED, None)
     if sch is None:

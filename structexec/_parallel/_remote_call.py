@@ -281,7 +281,10 @@ class RemoteThenOp:
             cb, self._stop_cb = self._stop_cb, None
         if cb is not None:
             cb.close()
-        if kind == STOPPED:
+        if kind == VALUE and self._state != 2:  # (_complete, without its frame)
+            self._state = 2
+            self._rcvr.set_value(*data)  # type: ignore[misc]
+        elif kind == STOPPED:
             self._dispatch(STOPPED, None, self._idx + 1)
         else:
             self._complete(kind, data)
