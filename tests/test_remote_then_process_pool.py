@@ -392,3 +392,37 @@ async def test_a_trio_cancellation_cancels_a_queued_call(tmp_path: Path) -> None
         await trio.to_thread.run_sync(busy.wait, 10)
         assert busy.value == (0,)
     assert started_calls(where) == [0]
+
+
+
+def scaled_sum(xs: Any, scale: int = 1) -> tuple[int, int]:
+    return sum(xs) * scale, os.getpid()
+
+
+def test_a_call_sent_again_sends_what_its_function_holds_now(
+    par: sx.parallel_scheduler, backend: ProcessPoolBackend
+) -> None:
+    """A chain whose functions cannot change (a partial of plain numbers and strings) is
+    pickled once and reused; one whose partial holds a list, keywords or attributes is
+    pickled on every run, so a change between two runs reaches the worker ([exec.then])."""
+    here = os.getpid()
+    fixed = sx.schedule(par) | sx.then(functools.partial(parse, b"abc", 2))
+    for _ in range(3):
+        size, pid = sx.sync_wait(fixed)[0]
+        assert size == 6 and pid != here
+    assert any(payload for _, payload in backend._call_payloads.values())
+    xs = [1, 2]
+    by_list = sx.schedule(par) | sx.then(functools.partial(scaled_sum, xs))
+    assert sx.sync_wait(by_list)[0][0] == 3
+    xs.append(10)
+    assert sx.sync_wait(by_list)[0][0] == 13
+    p = functools.partial(scaled_sum, [1, 2], scale=1)
+    by_kw = sx.schedule(par) | sx.then(p)
+    assert sx.sync_wait(by_kw)[0][0] == 3
+    p.keywords["scale"] = 5
+    assert sx.sync_wait(by_kw)[0][0] == 15
+    q = functools.partial(parse, b"abcd", 1)
+    by_attr = sx.schedule(par) | sx.then(q)
+    assert sx.sync_wait(by_attr)[0][0] == 4
+    q.__dict__["note"] = "set later"
+    assert sx.sync_wait(by_attr)[0][0] == 4  # (pickled afresh, with its attribute)

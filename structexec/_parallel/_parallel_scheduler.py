@@ -296,31 +296,47 @@ def _then_hook(sndr: Any, rcvr: Any) -> RemoteThenSender | None:
     predecessor completes on another scheduler, or has none and runs where the receiver's
     domain is not a remote parallel scheduler's, is left alone without asking the receiver
     for its scheduler (which can cost: ``sync_wait`` would make its ``run_loop``)."""
-    base = sndr._flatten()[0]
-    sch = query_or(get_env(base), _VALUE_SCHED, None)
-    env = get_env(rcvr)
-    if sch is None:
-        if (
-            type(rcvr) in _domain_mod.NO_DOMAIN_ENV
-            or query_or(env, get_domain, None) is not _REMOTE_DOMAIN
-        ):
-            return None
-    elif type(sch) is not parallel_scheduler or not is_remote_backend(sch._backend):
+    flat = sndr._flatten()
+    base = flat[0]
+    if type(base) is _ScheduleSender:  # schedule(sch) | then(...): sch completes it
+        sch = base._sch
+        cls = type(sch._backend)
+        if type(sch) is parallel_scheduler and getattr(cls, "_sx_submit_call", None) is not None:
+            # (is_remote_backend; fused as _remote_then decides it for this base)
+            fused = hasattr(cls, "_sx_submit_anywhere")
+            return RemoteThenSender(sch, base, flat[1], fused, sndr)
         return None
-    return _remote_then_for(sndr, env)
+    sch = query_or(get_env(base), _VALUE_SCHED, None)
+    if sch is None:
+        if type(rcvr) in _domain_mod.NO_DOMAIN_ENV:
+            return None
+        env = get_env(rcvr)
+        if query_or(env, get_domain, None) is not _REMOTE_DOMAIN:
+            return None
+        sch = query_or(env, get_scheduler, None)
+    if type(sch) is not parallel_scheduler or not is_remote_backend(sch._backend):
+        return None
+    return _remote_then(sndr, flat, sch)
 
 
 def _remote_then_for(sndr: _then_mod._ThenBase, env: object) -> RemoteThenSender | None:
     """The remote form of the ``then`` chain ``sndr``, if it runs on a remote scheduler."""
-    base, stages, _ = sndr._flatten()
-    sch = query_or(get_env(base), _VALUE_SCHED, None)
+    flat = sndr._flatten()
+    sch = query_or(get_env(flat[0]), _VALUE_SCHED, None)
     if sch is None:
         sch = query_or(env, get_scheduler, None)
     if type(sch) is not parallel_scheduler or not is_remote_backend(sch._backend):
         return None
+    return _remote_then(sndr, flat, sch)
+
+
+def _remote_then(
+    sndr: _then_mod._ThenBase, flat: _then_mod._Flat, sch: parallel_scheduler
+) -> RemoteThenSender:
+    base = flat[0]
     fused = (
         type(base) is _ScheduleSender
         and base._sch._backend is sch._backend
         and hasattr(type(sch._backend), "_sx_submit_anywhere")
     )
-    return RemoteThenSender(sch, base, stages, fused, sndr)
+    return RemoteThenSender(sch, base, flat[1], fused, sndr)

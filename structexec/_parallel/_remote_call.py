@@ -36,9 +36,9 @@ from .._core._adaptor_util import close_op
 from .._core._connect import connect_unchecked as connect
 from .._core._env import fwd_env, get_env
 from .._core._protocol import Algorithm, Sender, completed_twice, twice_started
-from .._core._queries import get_stop_token
+from .._core._queries import get_stop_token, query_or
 from .._core._snapshot import Waiting
-from .._core._stop_token import is_unstoppable, stop_callback_for
+from .._core._stop_token import never_stop_token, stop_callback_for
 from ._backend_error import BackendError
 from ._remote_work import ERROR, STOPPED, VALUE, RemoteCallWork
 
@@ -156,6 +156,7 @@ class RemoteThenOp:
         "_stages",
         "_state",
         "_stop_cb",
+        "_sx_handoff",
     )
 
     def __init__(self, backend: BackendHooks, rcvr: Rcvr, stages: Stages) -> None:
@@ -170,6 +171,10 @@ class RemoteThenOp:
         self._idx = 0
         self._gen = 0
         self._lock = threading.Lock()
+        #: Completing this operation is a hand-off when completing its receiver is
+        #: (contracts.HandOff): the backend may then complete it on its callback thread.
+        #: Read once here, where the receiver is known, not on that thread.
+        self._sx_handoff: bool = getattr(rcvr, "_sx_handoff", False) is True
 
     def start(self) -> None:
         if self._state:
@@ -193,12 +198,6 @@ class RemoteThenOp:
             if child is not None and child is not _FUSED:
                 close_op(child)
 
-    @property
-    def _sx_handoff(self) -> bool:
-        """Completing this operation is a hand-off when completing its receiver is
-        (contracts.HandOff): the backend may then complete it on its callback thread."""
-        return getattr(self._rcvr, "_sx_handoff", False) is True
-
     def where(self) -> str:
         """Where the call is, in words (for ``sx.operation_tree()``)."""
         call = self._call
@@ -213,11 +212,19 @@ class RemoteThenOp:
         self._dispatch(kind, data, 0)
 
     def _token(self) -> StopToken | None:
+        """The receiver's stop token, or ``None`` when it cannot stop (no token, an
+        unstoppable one, or ``stop_possible()`` false): ``get_stop_token`` and
+        ``is_unstoppable`` without their frames (the round trip's hot path)."""
         try:
-            tok: StopToken = get_stop_token(get_env(self._rcvr))
+            tok: StopToken | None = query_or(get_env(self._rcvr), get_stop_token, None)
         except Exception:
             return None
-        if is_unstoppable(tok) or not tok.stop_possible():
+        if tok is None:
+            return None
+        cls = type(tok)
+        if cls is never_stop_token or getattr(cls, "unstoppable", False) is True:
+            return None
+        if not tok.stop_possible():
             return None
         return tok
 
@@ -274,7 +281,10 @@ class RemoteThenOp:
             cb, self._stop_cb = self._stop_cb, None
         if cb is not None:
             cb.close()
-        if kind == STOPPED:
+        if kind == VALUE and self._state != 2:  # (_complete, without its frame)
+            self._state = 2
+            self._rcvr.set_value(*data)  # type: ignore[misc]
+        elif kind == STOPPED:
             self._dispatch(STOPPED, None, self._idx + 1)
         else:
             self._complete(kind, data)

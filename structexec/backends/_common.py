@@ -29,6 +29,7 @@ __all__ = [
     "pickle_work",
     "run_call_remotely",
     "run_chunk_remotely",
+    "run_work_remotely",
 ]
 
 
@@ -344,14 +345,19 @@ def _find_inner_call(obj: Any, dumps: Dumps) -> str | None:  # duck-typed: read 
 def run_call_remotely(
     payload: bytes, loads: Callable[[bytes], RemoteCallWork], dumps: Dumps, who: str
 ) -> bytes:
-    """In a worker: run a pickled ``RemoteCallWork`` and return its pickled tuple of values.
+    """In a worker: run a pickled ``RemoteCallWork`` and return its pickled tuple of values
+    (see :func:`run_work_remotely`)."""
+    return run_work_remotely(loads(payload), loads, dumps, who)
+
+
+def run_work_remotely(work: RemoteCallWork, loads: Loads, dumps: Dumps, who: str) -> bytes:
+    """In a worker: run an unpickled ``RemoteCallWork`` and return its pickled tuple of values.
 
     As for bulk chunks, what comes back always pickles: the final ``Exception`` is raised as
     it is if it survives pickling, else as a :class:`BackendError` naming it; a
     ``BaseException`` becomes a :class:`BackendError`; values that cannot be pickled raise
     :class:`UnpicklableWorkError` naming the value (and the element inside it).
     """
-    work = loads(payload)
     try:
         result = work()
     except Exception as exc:

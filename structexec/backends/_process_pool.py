@@ -27,8 +27,8 @@ from ._common import (
     dumps_or_cloudpickle,
     pickle_call,
     pickle_work,
-    run_call_remotely,
     run_chunk_remotely,
+    run_work_remotely,
 )
 from ._remote import RemoteBackend, RemoteCall, RemoteJob, complete, complete_soon
 from ._thread_pool import default_thread_pool
@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ProcessPoolBackend"]
 
+#: ``concurrent.futures.Future._state`` of a future that has its result or exception.
+_FINISHED = "FINISHED"
 #: Number of cooperative stop flags shared with the workers (bulk operations in flight at
 #: once that can be stopped while running; more still run, and stop between chunks).
 _NSLOTS = 256
@@ -76,16 +78,32 @@ def _init_worker(
     _worker_call_flags = call_flags
 
 
-def _run_call(payload: bytes, slot: int) -> bytes | None:
+def _run_call(payload: bytes, slot: int, reuse: bool = False) -> bytes | None:
     """Runs in a worker process: ``None`` without running anything if a stop request
     cancelled call slot ``slot`` while the call waited in the pool; else say which process
-    runs it and run the pickled ``RemoteCallWork`` (see :func:`run_call_remotely`)."""
+    runs it and run the pickled ``RemoteCallWork`` (see :func:`run_work_remotely`). With
+    ``reuse`` (the parent found that the call cannot change: see :func:`_fixed_stages`), the
+    work unpickled for the same payload before is run again."""
     cancelled, pids = _worker_call_flags, _worker_pids
     if cancelled is not None and pids is not None and 0 <= slot < len(cancelled):
         if cancelled[slot]:
             return None
         pids[slot] = os.getpid()
-    return run_call_remotely(payload, pickle.loads, dumps_or_cloudpickle, "ProcessPoolBackend")
+    if reuse:
+        work = _call_cache.get(payload)
+        if work is None:
+            work = pickle.loads(payload)
+            if len(_call_cache) >= _CACHE_SIZE:
+                _call_cache.clear()
+            _call_cache[payload] = work
+    else:
+        work = pickle.loads(payload)
+    return run_work_remotely(work, pickle.loads, dumps_or_cloudpickle, "ProcessPoolBackend")
+
+
+#: Remote calls this worker has unpickled, by payload, for payloads the parent marked
+#: reusable (see :func:`_fixed_stages`).
+_call_cache: dict[bytes, RemoteCallWork] = {}
 
 
 #: Work this worker has unpickled, by payload, for payloads the parent marked reusable (no
@@ -172,6 +190,33 @@ def _by_reference(f: FunctionType) -> bool:
         return False
     m = sys.modules.get(mod)
     return m is not None and getattr(m, f.__qualname__, None) is f
+
+
+#: Argument types of a ``functools.partial`` whose pickled bytes cannot change (immutable,
+#: and pickled by value as they are: exact types only, not subclasses).
+_ATOMS = frozenset((int, float, complex, str, bytes, bool, type(None)))
+
+
+def _fixed_stages(stages: tuple[tuple[int, Callable[..., object]], ...]) -> bool:
+    """Every function of ``stages`` pickles to bytes that cannot change, and running it
+    cannot change what it is: a module-level function sent by reference, or a plain
+    ``functools.partial`` of one with arguments of :data:`_ATOMS` only (no keywords, no
+    attributes). Checked on every call (a module may rebind a name)."""
+    for _, f in stages:
+        t = type(f)
+        if t is partial:
+            p: Any = f
+            if p.keywords or p.__dict__:
+                return False
+            func = p.func
+            if type(func) is not FunctionType or not _by_reference(func):
+                return False
+            for a in p.args:
+                if type(a) not in _ATOMS:
+                    return False
+        elif t is not FunctionType or not _by_reference(f):  # type: ignore[arg-type]
+            return False
+    return True
 
 
 # --------------------------------------------------------------------------- the backend
@@ -266,6 +311,10 @@ class ProcessPoolBackend(RemoteBackend):
         nslots = _CALLS_PER_WORKER * max_workers
         self._call_slots = list(range(nslots - 1, -1, -1))
         self._call_queue: collections.deque[_PoolCall] = collections.deque()
+        #: Pickled calls by ``id(stages)`` (the stages kept alongside, so that the id stays
+        #: theirs), for chains without values whose functions cannot change
+        #: (:func:`_fixed_stages`).
+        self._call_payloads: dict[int, tuple[object, bytes]] = {}
 
     @property
     def _sx_submit_anywhere(self) -> bool:  # type: ignore[override]
@@ -530,45 +579,102 @@ class ProcessPoolBackend(RemoteBackend):
 
     def _sx_submit_call(self, work: RemoteCallWork, op: RemoteThenOp) -> _PoolCall:
         """Send one remote call: pickle it now (``UnpicklableWorkError`` names what fails),
-        then hand it to a free worker, or queue it until one is free."""
+        then hand it to a free worker, or queue it until one is free.
+
+        The round trip's hot path: everything of ours is done before the submission (which
+        wakes the pool's threads, and the less this thread then runs holding the GIL, the
+        sooner they run), and the call itself is the future's done callback."""
         if self._closed:
             raise BackendError(f"{self!r} has been shut down")
-        payload = pickle_call(work, call_payload_dumps, "ProcessPoolBackend", "cloudpickle")
-        call = _PoolCall(self, payload, op, work)
+        stages = work.stages
+        reuse = False
+        data = work.data
+        if work.kind == 0 and type(data) is tuple and not data and _fixed_stages(stages):
+            # Pickled once per chain (the bytes cannot change), unpickled once per worker.
+            reuse = True
+            hit = self._call_payloads.get(id(stages))
+            if hit is not None and hit[0] is stages:
+                payload = hit[1]
+            else:
+                payload = _dumps(work)
+                if len(self._call_payloads) >= _CACHE_SIZE:
+                    self._call_payloads.clear()
+                self._call_payloads[id(stages)] = (stages, payload)
+        else:
+            try:
+                payload = _dumps(work)
+            except Exception:
+                payload = b"__main__"  # pickle_call below names the culprit, or cloudpickles
+            if b"__main__" in payload:  # (see call_payload_dumps)
+                payload = pickle_call(
+                    work, call_payload_dumps, "ProcessPoolBackend", "cloudpickle"
+                )
         with self._lock:
             if self._closed:
                 raise BackendError(f"{self!r} has been shut down")
-            if self._call_slots:
-                call.slot = self._call_slots.pop()
+            ex = self._executor
+            slot = self._call_slots.pop() if self._call_slots and ex is not None else -1
+        if slot >= 0 and ex is not None:
+            # A free worker and a running pool: submit first, then make the call (nothing
+            # can reach it before it is returned; a future already done runs its callback
+            # at once).
+            try:
+                fut = ex.submit(_run_call, payload, slot, reuse)
+            except (BrokenProcessPool, RuntimeError) as exc:
+                call = _PoolCall(self, payload, op, work)
+                call.slot = slot
                 call.state = 1
-            else:
+                self._submit_call_failed(call, ex, exc)
+                return call
+            call = _PoolCall(self, payload, op, work)
+            call.slot = slot
+            call.state = 1
+            call.reuse = reuse
+            call.ex = ex
+            call.fut = fut
+            fut.add_done_callback(call)  # _PoolCall.__call__
+            return call
+        call = _PoolCall(self, payload, op, work)
+        call.reuse = reuse
+        with self._lock:
+            if self._closed:
+                raise BackendError(f"{self!r} has been shut down")
+            if not self._call_slots:
                 self._call_queue.append(call)
                 return call
+            call.slot = self._call_slots.pop()
+            call.state = 1
         self._send(call)
         return call
 
     def _send(self, call: _PoolCall) -> None:
-        """Submit a call that holds a slot to the pool."""
+        """Submit a call that holds a slot to the pool (made if need be)."""
         try:
             ex = self._get_executor()
         except RuntimeError as exc:
             self._call_finished(call, None)
             call.report(1, BackendError(f"{self!r} cannot run the call: {exc}"))
             return
+        call.ex = ex
         try:
-            fut = ex.submit(_run_call, call.payload, call.slot)
+            fut = ex.submit(_run_call, call.payload, call.slot, call.reuse)
         except (BrokenProcessPool, RuntimeError) as exc:
-            if isinstance(exc, BrokenProcessPool):
-                self._broken(ex)
-            died = WorkerDiedError(
-                f"ProcessPoolBackend could not submit the call: {exc} (a worker process died)"
-            )
-            died.__cause__ = exc
-            self._call_finished(call, None)
-            call.report(1, died)
+            self._submit_call_failed(call, ex, exc)
             return
         call.fut = fut
-        fut.add_done_callback(partial(self._call_done, call, ex))
+        fut.add_done_callback(call)  # _PoolCall.__call__
+
+    def _submit_call_failed(
+        self, call: _PoolCall, ex: ProcessPoolExecutor, exc: BaseException
+    ) -> None:
+        if isinstance(exc, BrokenProcessPool):
+            self._broken(ex)
+        died = WorkerDiedError(
+            f"ProcessPoolBackend could not submit the call: {exc} (a worker process died)"
+        )
+        died.__cause__ = exc
+        self._call_finished(call, None)
+        call.report(1, died)
 
     def _call_finished(self, call: _PoolCall, ex: ProcessPoolExecutor | None) -> None:
         """Give the call's slot to the next queued call (sent at once) or free it."""
@@ -595,9 +701,10 @@ class ProcessPoolBackend(RemoteBackend):
                 default_thread_pool().call_soon(partial(self._send, nxt))
 
     def _call_done(self, call: _PoolCall, ex: ProcessPoolExecutor, fut: _Result) -> None:
-        # On the pool's manager thread. (The future keeps this callback, which holds the
-        # call: forget the future, or the two would form a cycle.)
+        # On the pool's manager thread. (The future keeps its done callback, the call:
+        # forget the future, or the two would form a cycle.)
         call.fut = None
+        call.ex = None
         kind: int
         data: object
         try:
@@ -668,9 +775,10 @@ class ProcessPoolBackend(RemoteBackend):
 
 
 class _PoolCall(RemoteCall):
-    """One remote call on a :class:`ProcessPoolBackend`."""
+    """One remote call on a :class:`ProcessPoolBackend`; called with its future when that
+    is done (its done callback)."""
 
-    __slots__ = ("fut", "slot", "state")
+    __slots__ = ("ex", "fut", "reuse", "slot", "state")
     backend: ProcessPoolBackend
 
     def __init__(
@@ -678,9 +786,32 @@ class _PoolCall(RemoteCall):
     ) -> None:
         super().__init__(backend, payload, op, work)
         self.fut: _Result | None = None
+        #: The pool it was submitted to (while it is there).
+        self.ex: ProcessPoolExecutor | None = None
         self.slot = -1
         #: 0 queued here, 1 in the pool, 2 finished
         self.state = 0
+        #: A worker may run again what it unpickled for the same payload (_fixed_stages).
+        self.reuse = False
+
+    def __call__(self, fut: _Result) -> None:
+        """The future's done callback, on the pool's manager thread: the round trip's hot
+        path, so a call that returned values is reported here without more frames."""
+        ex = self.ex
+        if ex is None:  # (never: set before the submission)
+            return
+        backend = self.backend
+        # A done future's outcome read directly (``result()`` and ``exception()`` each take
+        # its condition's lock): a finished call that returned values, on a backend still
+        # open, takes this path; every other outcome goes through _call_done.
+        res = fut._result if getattr(fut, "_state", None) == _FINISHED else None
+        if res is None or getattr(fut, "_exception", True) is not None or backend._closed:
+            backend._call_done(self, ex, fut)
+            return
+        self.fut = None  # (the future keeps this callback: no cycle)
+        self.ex = None
+        backend._call_finished(self, ex)
+        self.report(0, res)
 
     def cancel(self) -> None:
         self.backend._cancel_call(self)

@@ -229,6 +229,7 @@ def complete(r: receiver_proxy | RemoteThenOp, fn: Callable[[], object]) -> None
 
 
 _report_lock = threading.Lock()
+_loads = pickle.loads
 
 
 class RemoteCall:
@@ -241,7 +242,7 @@ class RemoteCall:
     ``cancel()`` and ``where()`` are the backend's (stop requests, ``sx.operation_tree()``).
     """
 
-    __slots__ = ("backend", "fns", "op", "payload")
+    __slots__ = ("backend", "op", "payload", "stages")
 
     def __init__(
         self, backend: RemoteBackend, payload: bytes, op: RemoteThenOp, work: RemoteCallWork
@@ -249,7 +250,7 @@ class RemoteCall:
         self.backend = backend
         self.payload = payload
         self.op: RemoteThenOp | None = op
-        self.fns = work.functions
+        self.stages = work.stages
 
     def report(self, kind: int, data: object) -> None:
         with _report_lock:  # the first report wins (a finish may race with a cancel)
@@ -258,11 +259,24 @@ class RemoteCall:
                 return
             self.op = None
         self.payload = b""
-        complete(op, partial(_deliver, op, kind, data, self))
+        if op._sx_handoff:
+            # The consumer only records the result and wakes its waiter (contracts.HandOff:
+            # ``await`` in trio, ``sync_wait``): deliver here, one thread hop fewer.
+            try:
+                if kind == 0:
+                    try:
+                        data = _loads(data)  # type: ignore[arg-type]
+                    except Exception as exc:
+                        kind, data = 1, _unreadable(self, exc)
+                op.remote_done(kind, data)
+            except BaseException as exc:
+                _completion_raised(op, exc)
+        else:
+            complete_soon(partial(_deliver, op, kind, data, self))
 
     def describe(self) -> str:
         """``"the call of parse, check"`` (the stages' functions)."""
-        return "the call of " + ", ".join(describe_callable(f) for f in self.fns)
+        return "the call of " + ", ".join(describe_callable(f) for _, f in self.stages)
 
     def cancel(self) -> None:
         raise NotImplementedError  # pragma: no cover - every remote backend has its own
@@ -275,13 +289,17 @@ def _deliver(op: RemoteThenOp, kind: int, data: Any, call: RemoteCall) -> None:
     # ``data``: the pickled values (``kind`` 0), else the error or ``None``
     if kind == 0:
         try:
-            data = pickle.loads(data)
+            data = _loads(data)
         except Exception as exc:
-            err = UnpicklableWorkError(
-                f"{call.backend!r} cannot read the result of {call.describe()} in this process "
-                f"({type(exc).__name__}: {exc}); what a remote function returns must be "
-                "importable here as well as on the workers"
-            )
-            err.__cause__ = exc
-            kind, data = 1, err
+            kind, data = 1, _unreadable(call, exc)
     op.remote_done(kind, data)
+
+
+def _unreadable(call: RemoteCall, exc: Exception) -> UnpicklableWorkError:
+    err = UnpicklableWorkError(
+        f"{call.backend!r} cannot read the result of {call.describe()} in this process "
+        f"({type(exc).__name__}: {exc}); what a remote function returns must be "
+        "importable here as well as on the workers"
+    )
+    err.__cause__ = exc
+    return err
