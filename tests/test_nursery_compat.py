@@ -2880,3 +2880,22 @@ async def test_spawned_work_that_detaches_its_coroutine_ends() -> None:
         for how in ("spawn", "spawn_general", "spawn_future")
     ] + ["future stopped outside joined False 0", "end"], str(r)
     assert r.returncode == 0, str(r)
+
+
+@pytest.mark.parametrize("scope_type", [sx.counting_scope, sx.simple_counting_scope])
+async def test_a_cancel_scope_left_open_in_a_body_that_leaves_normally(scope_type: Any) -> None:
+    """A trio cancel scope entered in the body and never left, the body leaving without an
+    exception (the exit's short path): leaving the body's own cancel scope raises trio's
+    "Cancel scope stack corrupted", which comes out of the block in its group; the scope is
+    joined and closed, and the trio run goes on."""
+    cs = trio.CancelScope()
+    with pytest.raises(BaseExceptionGroup) as info:
+        async with scope_type() as scope:
+            cs.__enter__()
+    cs.__exit__(None, None, None)
+    (err,) = info.value.exceptions
+    assert type(err) is RuntimeError
+    assert "Cancel scope stack corrupted" in str(err)
+    assert scope.state == "joined"
+    assert scope.child_tasks == frozenset()
+    await trio.lowlevel.checkpoint()

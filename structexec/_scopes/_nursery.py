@@ -562,6 +562,19 @@ class NurseryFace(AssociationState):
         finally:
             del exc, exc_type, tb
 
+    def _body_exit_raised(self, rest: BaseException) -> tuple[BaseException | None, int, bool]:
+        """Leaving the cancel scope of a body that left normally raised ``rest`` (a cancel
+        scope misnested inside the body: trio's error): as :meth:`_leave_body` then."""
+        try:
+            arrived = self._error_count()
+            probe = False
+            exc: BaseException | None = rest
+            if self._host_cancelled():
+                exc, probe = without_cancelled(rest)
+            return exc, arrived, probe
+        finally:
+            del rest
+
     def _body_raised(self, body_exc: BaseException) -> None:
         """The body raised ``body_exc``: counting_scope requests stop on its work
         (the scopes guide); a Ctrl-C in the body cancels the hosted tasks too."""
@@ -643,24 +656,51 @@ class NurseryFace(AssociationState):
         body_exc = exc
         cancelled = out = left = None
         node = _OPEN_SCOPES.get()
+        body_cs = self._body_cs
         if node is not None and node[0] is self:
             _OPEN_SCOPES.set(node[1])
+            # The common case (benchmarks/README.md, the empty block): the body left without
+            # an exception and was not shielded by a stop request; then leaving the body,
+            # and, if nothing is left to wait for, the rest of the exit, take a short path.
+            fast = exc is None and body_cs is not None and not body_cs.shield
         else:
             self._pop_misnested(node)
+            fast = False
         try:
-            exc, arrived, probe = self._leave_body(exc_type, exc, tb)
-            if body_exc is not None:
-                self._body_raised(body_exc)
+            if fast:
+                assert body_cs is not None
+                self._body_cs = None
+                arrived, probe = 0, False
+                try:
+                    body_cs.__exit__(None, None, None)
+                except BaseException as rest:  # a misnested cancel scope: trio's error
+                    exc, arrived, probe = self._body_exit_raised(rest)
+                del body_cs
+            else:
+                del body_cs
+                exc, arrived, probe = self._leave_body(exc_type, exc, tb)
+                if body_exc is not None:
+                    self._body_raised(body_exc)
             # Join without closing first: spawned work may still spawn siblings
             # (docs/scopes.md). The waiter (a trio Event) is made only if there is work.
             waiter = self._join_or_register(_TrioJoinWaiter)
-            if waiter is not None:
+            host = self._host
+            assert host is not None
+            if waiter is None:
+                if exc is None and not probe:
+                    await host.close(self)
+                    if not (self._errors or self._interrupts or self._pending):
+                        # Nothing to report: leave the block's cancel scope.
+                        left = await host.exit_cancel_scope(self, None)
+                        return False if left is None else self._raise(left, None, None, False, True)
+                    out, ours, strict = self._outcome(None, arrived, None)
+                    left = await host.exit_cancel_scope(self, out)
+                    return self._raise(left, out, None, ours, strict)
+            else:
                 watched = begin_wait(self)  # tasks that detached their coroutine end (_detach)
                 if await join_hosted(self, waiter, self._host_cancelled()):
                     probe = True
                 end_wait(watched)
-            host = self._host
-            assert host is not None
             await host.close(self)
             if probe and (self._cancel_seen or has_cancelled(body_exc)):
                 cancelled = await self._probe()
