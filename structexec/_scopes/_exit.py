@@ -222,3 +222,11 @@ async def _wait(scope: NurseryFace, event: trio.Event, warn_at: list[float | Non
         await event.wait()
     else:
         await scope._wait_joined(event, warn_at)
+
+
+def introspect_tree(scope: object) -> str:
+    """``scope``'s operation tree as text; the introspection module is imported when first
+    needed, not by ``import structexec``."""
+    from . import _introspect
+
+    return _introspect.format_tree(_introspect.scope_info(scope))

@@ -39,6 +39,7 @@ from ._exit import (
     combine,
     finish,
     has_cancelled,
+    introspect_tree,
     is_interrupt,
     join_hosted,
     raise_keeping_context,
@@ -47,7 +48,17 @@ from ._exit import (
 from ._hosted import ScopeEnv, coroutine_of, hosted_start_task, hosted_task, task_finished
 from ._hosts import Host, cancel, safe_warn
 from ._join import _TrioJoinWaiter
-from ._site import OPEN_SCOPES, USER_FILES, check_grace, enter_site, grace_of, scope_label
+from ._site import (
+    OPEN_SCOPES as _OPEN_SCOPES,  # the scopes the task is in, innermost first (_site)
+)
+from ._site import (
+    USER_FILES,
+    check_grace,
+    enter_site,
+    grace_of,
+    no_trio_message,
+    scope_label,
+)
 from ._spawn import as_exception
 from ._state import AssociationState
 
@@ -64,30 +75,6 @@ if sys.version_info < (3, 11):  # pragma: no cover
 __all__: list[str] = []
 
 _Scope = TypeVar("_Scope", bound="NurseryFace")
-
-#: The scopes the current trio task has entered and not yet left, innermost first (a linked
-#: list of ``(scope, rest)`` pairs): how a scope's exit finds scopes misnested inside it.
-_OPEN_SCOPES = OPEN_SCOPES
-
-
-def _no_trio_message(scope: NurseryFace) -> str:
-    """``async with scope`` outside trio (under asyncio, or with no event loop)."""
-    kind = type(scope).__name__
-    return (
-        f"`async with {kind}()` needs a running trio event loop on this thread (it was "
-        "entered outside trio.run, e.g. under asyncio): as a nursery, the scope hosts trio "
-        "tasks, and structexec's runtime is trio. Run the program with trio.run; or, without "
-        "`async with`, use the scope from any thread: spawn work with "
-        "sx.spawn(sndr, scope.get_token()) and wait for it with sx.sync_wait(scope.join())"
-    )
-
-
-def _introspect_tree(scope: NurseryFace) -> str:
-    """``scope``'s operation tree as text; the introspection module is imported when first
-    needed, not by ``import structexec``."""
-    from . import _introspect
-
-    return _introspect.format_tree(_introspect.scope_info(scope))
 
 
 class NurseryFace(AssociationState):
@@ -416,7 +403,7 @@ class NurseryFace(AssociationState):
         try:
             run = current_run()
         except RuntimeError:
-            raise RuntimeError(_no_trio_message(self)) from None
+            raise RuntimeError(no_trio_message(type(self).__name__)) from None
         self._entered = True
         # The user's `async with` line, for warnings (_site.enter_site; a frame of a file
         # seen before as the user's is taken at once, without the walk).
@@ -466,7 +453,7 @@ class NurseryFace(AssociationState):
                 self,
                 f"the exit of `async with {scope_label(self)}` has waited {waited:.1f} s "
                 f"for {self.count} associated operation(s):\n"
-                + _introspect_tree(self)
+                + introspect_tree(self)
             )
         await event.wait()
 

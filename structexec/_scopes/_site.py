@@ -185,3 +185,14 @@ def warn_stuck(message: str, where: EnterSite) -> None:
         )
     except Warning:
         warnings.showwarning(message, StuckWorkWarning, filename, lineno)
+
+
+def no_trio_message(kind: str) -> str:
+    """``async with kind()`` outside trio (under asyncio, or with no event loop)."""
+    return (
+        f"`async with {kind}()` needs a running trio event loop on this thread (it was "
+        "entered outside trio.run, e.g. under asyncio): as a nursery, the scope hosts trio "
+        "tasks, and structexec's runtime is trio. Run the program with trio.run; or, without "
+        "`async with`, use the scope from any thread: spawn work with "
+        "sx.spawn(sndr, scope.get_token()) and wait for it with sx.sync_wait(scope.join())"
+    )
