@@ -27,10 +27,9 @@ EXPECTED = {
     "cluster.py": "5. cluster closed: workers gone",
 }
 # More lines some examples must print.
-EXPECTED_TOO = {
-    # The tree while calls are in flight says which dask worker runs one.
-    "cluster.py": "         running on dask worker tcp://127.0.0.1:",
-}
+# A line an example must print besides its last one. (cluster.py's in-flight tree names a dask
+# worker only when a call is running at the moment of the snapshot: timing, so not checked.)
+EXPECTED_TOO: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("script", sorted(p.name for p in EXAMPLES.glob("*.py")))
