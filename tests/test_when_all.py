@@ -443,3 +443,91 @@ async def test_when_all_of_coroutine_children_under_trio() -> None:
 
     with pytest.raises(KeyError, match="coro"):
         await sx.when_all(fails(), slow(1))
+
+
+class _BadStart(sx.Sender[Any]):
+    """A sender whose operation's ``start`` raises ``exc`` (a broken child)."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+    def connect(self, rcvr: Any) -> Any:
+        exc = self.exc
+
+        class Op:
+            def start(self) -> None:
+                raise exc
+
+        return Op()
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_an_exception_from_a_childs_start_is_its_error_and_running_children_are_waited_for(
+    fused: bool,
+) -> None:
+    """[exec.when.all]: a child whose ``start`` raises after earlier children started is
+    that child's error completion: the running children are stopped and waited for, the
+    children after it start with the stop already requested, and only then is the error
+    delivered (``start`` itself does not raise, so nothing started is orphaned)."""
+    m = ManualScheduler()
+    events: list[str] = []
+    first = sx.schedule(m) | sx.then(lambda: events.append("first ran"))
+    last = sx.schedule(m) | sx.then(lambda: events.append("last ran"))
+    children: list[Any] = [first, _BadStart(ValueError("boom")), last]
+    if fused:
+        children.insert(0, sx.just(0))
+    r = RecordingReceiver()
+    r.run(sx.when_all(*children))  # start does not raise
+    assert not r.done  # the first child still runs: the error waits for it
+    m.drain()  # the stop request completes the queued schedules stopped
+    assert isinstance(r.error, ValueError) and str(r.error) == "boom"
+    assert events == []
+    with pytest.raises(ValueError, match="boom"):
+        sx.sync_wait(sx.when_all(sx.just(1), _BadStart(ValueError("boom"))))
+
+
+def test_a_base_exception_from_a_childs_start_propagates_stops_and_drops_the_rest() -> None:
+    m = ManualScheduler()
+    r = RecordingReceiver()
+    later = sx.schedule(m)
+    with pytest.raises(KeyboardInterrupt):
+        r.run(sx.when_all(sx.schedule(m), _BadStart(KeyboardInterrupt()), later))
+    assert m.pending == 1  # only the child before the broken one was started
+    m.drain()  # it completes (stopped); the operation never completes
+    assert not r.done and m.pending == 0
+
+
+def test_a_call_on_a_worker_and_a_finished_runs_timer_deliver_the_error_after_the_call() -> None:
+    """The trio scheduler of a finished run refuses to start a timer (``RuntimeError`` from
+    ``start``): beside a call already running on a worker thread, ``when_all`` waits for the
+    call before ``sync_wait`` raises (it used to raise at once, the call still running)."""
+
+    async def get_sched() -> Any:
+        return sx.trio_scheduler()
+
+    sch = trio.run(get_sched)
+    started = threading.Event()
+    release = threading.Event()
+    finished: list[str] = []
+
+    def work() -> None:
+        started.set()
+        release.wait(5)
+        finished.append("call")
+
+    class TimerOnceTheCallRuns(sx.Sender[None]):
+        def connect(self, rcvr: Any) -> Any:
+            inner = sx.connect(sx.schedule_after(sch, 3600), rcvr)
+
+            class Op:
+                def start(self) -> None:
+                    started.wait(5)
+                    inner.start()
+
+            return Op()
+
+    par = sx.get_parallel_scheduler()
+    threading.Timer(0.05, release.set).start()
+    with pytest.raises(RuntimeError, match="has finished"):
+        sx.sync_wait(sx.when_all(sx.schedule(par) | sx.then(work), TimerOnceTheCallRuns()))
+    assert finished == ["call"]

@@ -257,14 +257,55 @@ class _WhenAllOp:
         # No slot is None yet (a slot is cleared when its child completes, after its start);
         # a slot holds a _JustSender only when fused.
         if not self._fused:
-            for op in self._ops:
-                op.start()  # type: ignore[union-attr]
+            ops = self._ops
+            try:
+                for op in ops:
+                    op.start()  # type: ignore[union-attr]
+            except BaseException as exc:
+                self._start_failed(ops, op, exc)
             return
-        for i, op in enumerate(self._ops):
+        self._start_rest(0)
+
+    def _start_rest(self, first: int) -> None:
+        """Start the children from ``#first`` on (a fused just completes here)."""
+        ops = self._ops
+        for i in range(first, len(ops)):
+            op = ops[i]
             if type(op) is _JustSender:  # a fused just(*vals): its set_value(*vals), here
                 self._on_value(i, op._vals)
-            else:
+                continue
+            try:
                 op.start()  # type: ignore[union-attr]
+            except BaseException as exc:
+                self._start_failed(ops, op, exc)
+                return
+
+    def _start_failed(
+        self, ops: list[OperationState | _JustSender | None], op: object, exc: BaseException
+    ) -> None:
+        """A child's ``start`` raised ``exc`` while earlier children may already run.
+
+        An ``Exception`` is that child's error completion (as if its start had called
+        ``set_error(exc)``): the others are stopped and waited for, then the error is
+        delivered, so no started child is orphaned. Any other exception (``KeyboardInterrupt``
+        and friends) stops what runs, drops the children not started yet and propagates; the
+        operation then never completes (as ``when_any``'s). A child that completed and then
+        raised broke the contract ([exec.async.ops]): its exception propagates."""
+        i = next((k for k, o in enumerate(ops) if o is op), -1)
+        if i < 0 or not isinstance(exc, Exception):
+            if i >= 0:
+                src = self._src if self._src is not None else self._make_src()
+                src.request_stop()
+                ops[i] = None
+                for k in range(i + 1, len(ops)):
+                    o, ops[k] = ops[k], None  # (a running child's completion clears its slot)
+                    close_op(o)
+                on_stop, self._on_stop = self._on_stop, None
+                if on_stop is not None:
+                    on_stop.close()
+            raise exc
+        self._on_error(i, exc)
+        self._start_rest(i + 1)
 
     # -- child completions ([exec.when.all] impls-for<when_all_t>::complete)
 
