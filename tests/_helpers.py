@@ -162,6 +162,23 @@ class TwoValueSigs(sx.Sender[Any]):
 # starting thread (an inline completion). A test that asserts "resumed on the loop's thread"
 # must not let the loop run the item before ``start`` has returned; under load a worker
 # started up front can.
+class BadStart(sx.Sender[Any]):
+    """A sender whose operation's ``start()`` raises ``exc`` (a broken child: a contract
+    violation that adaptors must survive, [exec.async.ops])."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+    def connect(self, rcvr: Any) -> Any:
+        exc = self.exc
+
+        class Op:
+            def start(self) -> None:
+                raise exc
+
+        return Op()
+
+
 def _parked(ident: int) -> bool:
     """Whether thread ``ident`` waits inside ``sync_wait`` (its run loop), past ``start``."""
     f = sys._current_frames().get(ident)

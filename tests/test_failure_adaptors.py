@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 import trio
+from _helpers import BadStart
 from _subproc import run_child
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -51,22 +52,6 @@ class _Scripted(sx.Sender[Any]):
                         getattr(rcvr, how)(*args)
                     except Exception as e:
                         outer.raised.append(e)
-
-        return Op()
-
-
-class _BadStart(sx.Sender[Any]):
-    """A sender whose operation's ``start()`` raises (a contract violation)."""
-
-    def __init__(self, exc: BaseException) -> None:
-        self.exc = exc
-
-    def connect(self, rcvr: Any) -> Any:
-        exc = self.exc
-
-        class Op:
-            def start(self) -> None:
-                raise exc
 
         return Op()
 
@@ -539,7 +524,7 @@ _EXCEPTION_SITES = {
     "coroutine": _coro_raises,
     "task": lambda: sx.task(_coro_raises)(),
     "when_all": lambda: sx.when_all(sx.just(1), sx.just() | sx.then(_raise)),
-    "start raises": lambda: _BadStart(ValueError("boom")),
+    "start raises": lambda: BadStart(ValueError("boom")),
 }
 
 
@@ -568,7 +553,7 @@ async def test_an_exception_in_user_code_is_raised_by_await_in_trio(site: str) -
 
 async def _awaits_bad_start() -> str:
     try:
-        await _BadStart(ValueError("start"))
+        await BadStart(ValueError("start"))
     except ValueError as e:
         return f"caught {e}"
     return "no"  # pragma: no cover

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import trio
-from _helpers import JOIN, TwoValueSigs, restore_domain_dispatch
+from _helpers import JOIN, BadStart, TwoValueSigs, restore_domain_dispatch
 
 import structexec as sx
 from structexec.testing import ManualScheduler, RecordingReceiver
@@ -445,22 +445,6 @@ async def test_when_all_of_coroutine_children_under_trio() -> None:
         await sx.when_all(fails(), slow(1))
 
 
-class _BadStart(sx.Sender[Any]):
-    """A sender whose operation's ``start`` raises ``exc`` (a broken child)."""
-
-    def __init__(self, exc: BaseException) -> None:
-        self.exc = exc
-
-    def connect(self, rcvr: Any) -> Any:
-        exc = self.exc
-
-        class Op:
-            def start(self) -> None:
-                raise exc
-
-        return Op()
-
-
 @pytest.mark.parametrize("fused", [False, True])
 def test_an_exception_from_a_childs_start_is_its_error_and_running_children_are_waited_for(
     fused: bool,
@@ -473,7 +457,7 @@ def test_an_exception_from_a_childs_start_is_its_error_and_running_children_are_
     events: list[str] = []
     first = sx.schedule(m) | sx.then(lambda: events.append("first ran"))
     last = sx.schedule(m) | sx.then(lambda: events.append("last ran"))
-    children: list[Any] = [first, _BadStart(ValueError("boom")), last]
+    children: list[Any] = [first, BadStart(ValueError("boom")), last]
     if fused:
         children.insert(0, sx.just(0))
     r = RecordingReceiver()
@@ -483,7 +467,7 @@ def test_an_exception_from_a_childs_start_is_its_error_and_running_children_are_
     assert isinstance(r.error, ValueError) and str(r.error) == "boom"
     assert events == []
     with pytest.raises(ValueError, match="boom"):
-        sx.sync_wait(sx.when_all(sx.just(1), _BadStart(ValueError("boom"))))
+        sx.sync_wait(sx.when_all(sx.just(1), BadStart(ValueError("boom"))))
 
 
 def test_a_base_exception_from_a_childs_start_propagates_stops_and_drops_the_rest() -> None:
@@ -491,7 +475,7 @@ def test_a_base_exception_from_a_childs_start_propagates_stops_and_drops_the_res
     r = RecordingReceiver()
     later = sx.schedule(m)
     with pytest.raises(KeyboardInterrupt):
-        r.run(sx.when_all(sx.schedule(m), _BadStart(KeyboardInterrupt()), later))
+        r.run(sx.when_all(sx.schedule(m), BadStart(KeyboardInterrupt()), later))
     assert m.pending == 1  # only the child before the broken one was started
     m.drain()  # it completes (stopped); the operation never completes
     assert not r.done and m.pending == 0

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import trio
+from _helpers import BadStart
 from _subproc import run_child
 from _timed import Gate, VirtualClock
 from hypothesis import given, settings
@@ -237,27 +238,13 @@ def test_a_stop_from_another_thread() -> None:
 # --------------------------------------------------------------------------- failures
 
 
-class _BadStart(sx.Sender[Any]):
-    def __init__(self, exc: BaseException) -> None:
-        self.exc = exc
-
-    def connect(self, rcvr: Any) -> Any:
-        exc = self.exc
-
-        class Op:
-            def start(self) -> None:
-                raise exc
-
-        return Op()
-
-
 def test_an_exception_from_a_childs_start_is_its_error_completion() -> None:
     clock = VirtualClock()
     r = RecordingReceiver()
-    r.run(sx.when_any(clock.schedule_after(1), _BadStart(ValueError("boom"))))
+    r.run(sx.when_any(clock.schedule_after(1), BadStart(ValueError("boom"))))
     assert isinstance(r.error, ValueError) and clock.stopped == 1
     with pytest.raises(ValueError, match="boom"):
-        sx.sync_wait(sx.when_any(_BadStart(ValueError("boom"))))
+        sx.sync_wait(sx.when_any(BadStart(ValueError("boom"))))
 
 
 def test_a_base_exception_from_a_childs_start_propagates_and_stops_the_others() -> None:
@@ -265,7 +252,7 @@ def test_a_base_exception_from_a_childs_start_propagates_and_stops_the_others() 
     gate = Gate()
     r = RecordingReceiver()
     with pytest.raises(KeyboardInterrupt):
-        r.run(sx.when_any(clock.schedule_after(1), _BadStart(KeyboardInterrupt()), gate.sender()))
+        r.run(sx.when_any(clock.schedule_after(1), BadStart(KeyboardInterrupt()), gate.sender()))
     assert clock.stopped == 1 and gate.started == 0 and not r.done
 
 
