@@ -32,9 +32,9 @@ class _NullReceiver:
     metric="sync_wait(when_all(just(1), just(2))) vs sync_wait(just(1, 2))",
     unit="us/op",
     better="lower",
-    # Re-based from 3.0x when sync_wait learned to complete inline work without a run loop
-    # (issue 18): the baseline fell 4.02 -> 1.63 us while when_all's own row fell 12.8 -> 7.0 us
-    # (0.55x), so the ratio rose to ~4.5x with nothing slower (benchmarks/README.md).
+    # Re-based from 3.0x when sync_wait learned to complete inline work without a run loop:
+    # the baseline fell 4.02 -> 1.63 us while when_all's own row fell 12.8 -> 7.0 us (0.55x),
+    # so the ratio rose to ~4.5x with nothing slower (benchmarks/README.md).
     target=6.0,
     note="sender built each time; the baseline is the cheapest sync_wait of two values",
 )

@@ -14,7 +14,7 @@ Every row measures structexec and its baseline in the same call:
 * memory per pending spawned sender (one that completes only on stop) vs one sleeping trio
   task (tracemalloc);
 * ``scope.spawn(coro)`` and ``scope.spawn_future(coro)`` + ``await`` vs ``scope.start_soon``
-  (issue 18: within 1.3x), and ``spawn_future(coro)`` + ``await`` vs aioresult's
+  (target: within 1.3x), and ``spawn_future(coro)`` + ``await`` vs aioresult's
   ``ResultCapture.start_soon`` + ``wait_done()`` + ``result()``;
 * ``scope.spawn(just() | then(f))`` vs a minimal pure-Python model of the same protocol steps
   (:class:`FloorScope`: a plain class per protocol role, no checks), in the same run;
@@ -598,7 +598,7 @@ def spawn_floor(b: Bench) -> Pair:
 
 # --------------------------------------------------------------------------- trio floors
 #
-# What the scope rows cannot go below with trio's public API (issue 18, benchmarks/README.md
+# What the scope rows cannot go below with trio's public API (benchmarks/README.md
 # "session 6, scope rows"): the trio objects each path needs, with no structexec code.
 #
 # * ``counting_scope`` as a nursery needs two nurseries (the watcher's, whose cancel scope is

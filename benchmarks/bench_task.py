@@ -1,7 +1,7 @@
 """``@sx.task``: the cost of awaits inside a task.
 
 Each row measures structexec and its plain-trio baseline in the same call (see
-``_harness.py``). Targets come from the issue:
+``_harness.py``). The targets:
 
 * ``await sx.just(i)`` in a task on the trio scheduler vs ``await trio.lowlevel.checkpoint()``:
   at most 0.5x (a sender that completes inside ``start`` continues the task's loop without

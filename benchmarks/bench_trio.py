@@ -1,7 +1,7 @@
 """The trio runtime: ``await sndr``, the trio scheduler, coroutine senders.
 
 Each row measures structexec and its plain-trio baseline in the same call (see
-``_harness.py``). Targets come from the issue:
+``_harness.py``). The targets:
 
 * ``await sx.just(1)`` vs ``await trio.lowlevel.checkpoint()``: at most 0.5x (an awaited
   sender that completes inside ``start`` never yields to trio);

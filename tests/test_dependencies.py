@@ -1,4 +1,4 @@
-"""Declared dependencies and imports agree (issue "honest dependencies"): every third-party
+"""Declared dependencies and imports agree: every third-party
 module the package imports is declared, as a dependency or in an extra, and every
 dependency is imported somewhere in the package."""
 

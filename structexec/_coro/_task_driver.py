@@ -412,7 +412,7 @@ def _off_trio_message(fr: TaskFrame, detail: str) -> str:
 
 
 def _trio_off_loop_error(fr: TaskFrame, e: RuntimeError) -> RuntimeError:
-    """Replace trio's terse error by one that says why and what to do (issue: clear error)."""
+    """Replace trio's terse error by one that says why and what to do."""
     err = RuntimeError(_off_trio_message(fr, f"trio said: {e.args[0]!r}"))
     err.__cause__ = e
     err.__traceback__ = e.__traceback__
