@@ -46,6 +46,23 @@ def test_no_file_links_to_the_repository_that_does_not_exist() -> None:
     assert not found, "links to a repository that does not exist:\n" + "\n".join(found)
 
 
+# A tracker issue by number ("issue" and a number): the tracker is not part of the
+# repository, so a reader cannot look it up.
+_TRACKER = re.compile(r"\bissues? #?\d", re.IGNORECASE)
+
+
+def test_no_file_sends_the_reader_to_a_tracker_issue() -> None:
+    found = []
+    for path in _project_files():
+        if path.suffix not in {".md", ".py"}:
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for n, line in enumerate(text.splitlines(), 1):
+            if _TRACKER.search(line):
+                found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()[:100]}")
+    assert not found, "names a tracker issue the reader cannot look up:\n" + "\n".join(found)
+
+
 _PAGE = re.compile(r"(?<![\w/])docs/([a-z][a-z0-9/_-]*\.md)")
 
 
