@@ -1,4 +1,5 @@
-"""Sender trees as data: outcomes, stop modes, plans, the world and the :class:`Node` base.
+"""Sender trees as data: outcomes, stop modes, plans, the world, the :class:`Node` base and the
+base of the nodes' forwarding test senders (:class:`ForwardingSender`, :class:`ForwardingOp`).
 
 A :class:`Node` describes one sender (``Just``, ``Then``, ``WhenAll``, ``Hop``, ...). It can *build*
 the real structexec sender in a :class:`World` (the schedulers, stop sources and scopes of one run)
@@ -27,14 +28,20 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from .._core._adaptor_util import close_op
+from .._core._completion_signatures import get_completion_signatures
+from .._core._connect import connect
+from .._core._env import get_env
+from .._core._protocol import Sender
 from .._core._values import values
 from ._protocols import ReceiverLike as ReceiverLike
 
 if TYPE_CHECKING:
     import threading
 
+    from .._core._completion_signatures import completion_signatures
+    from .._core._contracts import Env, OpState
     from .._core._env import prop
-    from .._core._protocol import Sender
     from .._core._stop_token import inplace_stop_source
     from ._manual import ManualScheduler
     from ._thread_sched import ThreadScheduler
@@ -292,3 +299,80 @@ def _coro_outcomes(inner: Outcomes, mode: int) -> Outcomes:
     if mode:
         out.add(STOPPED)
     return frozenset(out)
+
+
+# --------------------------------------------------------------------------- forwarding senders
+
+
+class ForwardingSender(Sender[object]):
+    """A test sender that forwards to ``sndr``: its environment and completion signatures are
+    ``sndr``'s; a subclass's ``connect`` makes the :class:`ForwardingOp` that observes."""
+
+    __slots__ = ("_sndr",)
+
+    def __init__(self, sndr: Sender[object]) -> None:
+        self._sndr = sndr
+
+    def get_env(self) -> Env:
+        return get_env(self._sndr)
+
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
+        return get_completion_signatures(self._sndr, env)
+
+
+class ForwardingOp:
+    """Connects ``sndr`` to itself and passes each completion on to ``rcvr`` unchanged.
+
+    A subclass observes through three hooks (no-ops here): ``_started()`` before the child
+    operation starts, ``_completing(outcome)`` before a completion is passed on (``outcome``
+    as in the model: ``("value", datums)``, ``("error", err)`` or ``STOPPED``) and
+    ``_completed()`` after it was passed on, also when passing it on raised.
+    """
+
+    __slots__ = ("_op", "_rcvr")
+
+    def __init__(self, sndr: Sender[object], rcvr: ReceiverLike) -> None:
+        self._rcvr = rcvr
+        self._op: OpState = connect(sndr, self)
+
+    def _started(self) -> None:
+        pass
+
+    def _completing(self, outcome: Outcome) -> None:
+        pass
+
+    def _completed(self) -> None:
+        pass
+
+    def start(self) -> None:
+        self._started()
+        self._op.start()
+
+    def close(self) -> None:
+        """Never started: release the child operation now
+        (the senders guide "Writing your own sender")."""
+        close_op(self._op)
+
+    def get_env(self) -> Env:
+        return get_env(self._rcvr)
+
+    def set_value(self, *vals: object) -> None:
+        self._completing(("value", vals))
+        try:
+            self._rcvr.set_value(*vals)
+        finally:
+            self._completed()
+
+    def set_error(self, err: object) -> None:
+        self._completing(("error", err))
+        try:
+            self._rcvr.set_error(err)
+        finally:
+            self._completed()
+
+    def set_stopped(self) -> None:
+        self._completing(STOPPED)
+        try:
+            self._rcvr.set_stopped()
+        finally:
+            self._completed()
