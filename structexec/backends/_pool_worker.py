@@ -169,7 +169,8 @@ def _fixed_stages(stages: tuple[tuple[int, Callable[..., object]], ...]) -> bool
     """Every function of ``stages`` pickles to bytes that cannot change, and running it
     cannot change what it is: a module-level function sent by reference, or a plain
     ``functools.partial`` of one with arguments of :data:`_ATOMS` only (no keywords, no
-    attributes). Checked on every call (a module may rebind a name)."""
+    attributes). Checked on every call, not remembered: a module may rebind a name, and a
+    partial's ``keywords`` dict and ``__dict__`` may be filled in after its first run."""
     for _, f in stages:
         t = type(f)
         if t is partial:
