@@ -196,6 +196,16 @@ class _ScheduleOp(_ProxyOp, receiver_proxy):
 _ON_PARALLEL = Waiting("on the parallel scheduler", "parallel_scheduler")
 
 
+def _par_attrs_try(self: _ScheduleAttrs | _ParTimerAttrs, q: object, default: object) -> object:
+    """``_sx_try`` of the attributes of the parallel scheduler's senders (``schedule`` and the
+    timers): its own completion scheduler and domain ([exec.par.scheduler])."""
+    if q is _VALUE_SCHED:
+        return self._sch
+    if q is get_domain:
+        return self._sch._dom
+    return default
+
+
 class _ScheduleAttrs(TryEnv):
     __slots__ = ("_sch",)
     _unsupported = "the parallel scheduler's sender does not support {q!r}"
@@ -203,12 +213,7 @@ class _ScheduleAttrs(TryEnv):
     def __init__(self, sch: parallel_scheduler) -> None:
         self._sch = sch
 
-    def _sx_try(self, q: object, default: object) -> object:
-        if q is _VALUE_SCHED:
-            return self._sch
-        if q is get_domain:
-            return self._sch._dom
-        return default
+    _sx_try = _par_attrs_try
 
 
 class _ScheduleSender(Sender[None]):
@@ -290,12 +295,7 @@ class _ParTimerAttrs(TimerAttrs):
     __slots__ = ()
     _unsupported = "the parallel scheduler's timer sender does not support {q!r}"
 
-    def _sx_try(self, q: object, default: object) -> object:
-        if q is _VALUE_SCHED:
-            return self._sch
-        if q is get_domain:
-            return self._sch._dom
-        return default
+    _sx_try = _par_attrs_try
 
 
 class _ParTimerSender(TimerSender):
