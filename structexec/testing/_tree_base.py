@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from .._core._adaptor_util import close_op
 from .._core._completion_signatures import get_completion_signatures
@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     from ._manual import ManualScheduler
     from ._thread_sched import ThreadScheduler
     from ._tree_scopes import FutureRecord
+
+_A = TypeVar("_A", covariant=True)
 
 Outcome = tuple[Any, ...]
 Outcomes = frozenset[Outcome]
@@ -304,14 +306,20 @@ def _coro_outcomes(inner: Outcomes, mode: int) -> Outcomes:
 # --------------------------------------------------------------------------- forwarding senders
 
 
-class ForwardingSender(Sender[object]):
+class ForwardingSender(Sender[object], Generic[_A]):
     """A test sender that forwards to ``sndr``: its environment and completion signatures are
-    ``sndr``'s; a subclass's ``connect`` makes the :class:`ForwardingOp` that observes."""
+    ``sndr``'s; ``connect`` makes the subclass's ``_op_type(sndr, rcvr, arg)``, the
+    :class:`ForwardingOp` that observes (``arg``: what it records into)."""
 
-    __slots__ = ("_sndr",)
+    __slots__ = ("_arg", "_sndr")
+    _op_type: ClassVar[type[ForwardingOp[object]]]
 
-    def __init__(self, sndr: Sender[object]) -> None:
+    def __init__(self, sndr: Sender[object], arg: _A) -> None:
         self._sndr = sndr
+        self._arg = arg
+
+    def connect(self, rcvr: ReceiverLike) -> ForwardingOp[object]:
+        return self._op_type(self._sndr, rcvr, self._arg)
 
     def get_env(self) -> Env:
         return get_env(self._sndr)
@@ -320,8 +328,9 @@ class ForwardingSender(Sender[object]):
         return get_completion_signatures(self._sndr, env)
 
 
-class ForwardingOp:
-    """Connects ``sndr`` to itself and passes each completion on to ``rcvr`` unchanged.
+class ForwardingOp(Generic[_A]):
+    """Connects ``sndr`` to itself and passes each completion on to ``rcvr`` unchanged
+    (``arg``: what a subclass records into).
 
     A subclass observes through three hooks (no-ops here): ``_started()`` before the child
     operation starts, ``_completing(outcome)`` before a completion is passed on (``outcome``
@@ -329,10 +338,11 @@ class ForwardingOp:
     ``_completed()`` after it was passed on, also when passing it on raised.
     """
 
-    __slots__ = ("_op", "_rcvr")
+    __slots__ = ("_arg", "_op", "_rcvr")
 
-    def __init__(self, sndr: Sender[object], rcvr: ReceiverLike) -> None:
+    def __init__(self, sndr: Sender[object], rcvr: ReceiverLike, arg: _A) -> None:
         self._rcvr = rcvr
+        self._arg = arg
         self._op: OpState = connect(sndr, self)
 
     def _started(self) -> None:

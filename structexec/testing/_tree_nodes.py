@@ -31,7 +31,6 @@ from ._tree_base import (
     Outcome,
     Outcomes,
     Plan,
-    ReceiverLike,
     TreeError,
     World,
     _hop_outcomes,
@@ -547,33 +546,27 @@ class Unstoppable(Node):
         return f"sx.unstoppable({self.child.code()})"
 
 
-class _InFlight(ForwardingSender):
-    """Forwards to ``sndr``; counts its started, not yet completed operations in
-    ``world.in_flight`` (so the driver knows when work may still be on a pool thread)."""
+class _InFlightOp(ForwardingOp[World]):
+    """Counts its started, not yet completed operations in ``world.in_flight`` (so the driver
+    knows when work may still be on a pool thread)."""
 
-    __slots__ = ("_w",)
-
-    def __init__(self, sndr: Sender[object], w: World) -> None:
-        super().__init__(sndr)
-        self._w = w
-
-    def connect(self, rcvr: ReceiverLike) -> _InFlightOp:
-        return _InFlightOp(self._sndr, rcvr, self._w)
-
-
-class _InFlightOp(ForwardingOp):
-    __slots__ = ("_w",)
-
-    def __init__(self, sndr: Sender[object], rcvr: ReceiverLike, w: World) -> None:
-        self._w = w
-        super().__init__(sndr, rcvr)
+    __slots__ = ()
 
     def _started(self) -> None:
-        with self._w.lock:
-            self._w.in_flight += 1
+        w = self._arg
+        with w.lock:
+            w.in_flight += 1
 
     # The count drops only after the completion has been passed on (and has queued whatever
     # comes next), so the driver never sees "nothing in flight, nothing queued" in between.
     def _completed(self) -> None:
-        with self._w.lock:
-            self._w.in_flight -= 1
+        w = self._arg
+        with w.lock:
+            w.in_flight -= 1
+
+
+class _InFlight(ForwardingSender[World]):
+    """Forwards to ``sndr`` through an :class:`_InFlightOp` (``arg``: the world)."""
+
+    __slots__ = ()
+    _op_type = _InFlightOp

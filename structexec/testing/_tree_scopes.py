@@ -152,31 +152,23 @@ class _PassFailure:
         return sx.just_stopped()
 
 
-class _Observed(ForwardingSender):
-    """Forwards to the future and records what its consumer receives."""
+class _ObservedOp(ForwardingOp[FutureRecord]):
+    """Records what the future's consumer receives (and that it was started)."""
 
-    __slots__ = ("_rec",)
-
-    def __init__(self, fut: Sender[object], rec: FutureRecord) -> None:
-        super().__init__(fut)
-        self._rec = rec
-
-    def connect(self, rcvr: ReceiverLike) -> _ObservedOp:
-        return _ObservedOp(self._sndr, rcvr, self._rec)
-
-
-class _ObservedOp(ForwardingOp):
-    __slots__ = ("_rec",)
-
-    def __init__(self, fut: Sender[object], rcvr: ReceiverLike, rec: FutureRecord) -> None:
-        self._rec = rec
-        super().__init__(fut, rcvr)
+    __slots__ = ()
 
     def _started(self) -> None:
-        self._rec.consumer_started = True
+        self._arg.consumer_started = True
 
     def _completing(self, outcome: Outcome) -> None:
-        self._rec.consumer = outcome
+        self._arg.consumer = outcome
+
+
+class _Observed(ForwardingSender[FutureRecord]):
+    """Forwards to the future through an :class:`_ObservedOp` (``arg``: its record)."""
+
+    __slots__ = ()
+    _op_type = _ObservedOp
 
 
 @dataclass(eq=False, repr=False)
