@@ -1,25 +1,10 @@
 """Sender trees as data: outcomes, stop modes, plans, the world, the :class:`Node` base and the
 base of the nodes' forwarding test senders (:class:`ForwardingSender`, :class:`ForwardingOp`).
 
-A :class:`Node` describes one sender (``Just``, ``Then``, ``WhenAll``, ``Hop``, ...). It can *build*
-the real structexec sender in a :class:`World` (the schedulers, stop sources and scopes of one run)
-and *model* it: :meth:`Node.outcomes` interprets the tree in plain Python and returns the set of
-acceptable outcomes, each ``("value", datums)``, ``("error", err)`` or ``("stopped",)``. The model
-knows nothing about operation states, receivers or stop callbacks; it encodes only the rules of the
-spec ([exec.then], [exec.let], [exec.when.all], [exec.schedule.from], ...; [exec.factories],
-[exec.write.env], [exec.unstoppable], [exec.starts.on], [exec.continues.on], [exec.on], [exec.then],
-[exec.let], [exec.bulk], [exec.when.all], [exec.into.variant], [exec.stopped.opt],
-[exec.stopped.err], [exec.counting.scopes], [exec.associate], [exec.stop.when], [exec.spawn],
-[exec.spawn.future]).
-
-Stop requests make outcomes depend on timing. The model takes a *stop mode* for each stop
-token a subtree can see: ``NEVER`` (no stop request will ever be made), ``ALREADY`` (stop was
-requested before the operation started) or ``MAYBE`` (a stop request may arrive at any
-moment). Under ``MAYBE`` every point where the spec lets an algorithm observe a stop request
-may or may not observe it, so the result is a set. Interleavings make ``when_all`` ambiguous
-in the same way (which failing child completes first); the model enumerates the
-possibilities and is exact where the order is fixed by the spec (children that complete
-inline are started, and complete, in argument order: [exec.when.all]).
+What a :class:`Node` is, how it *builds* its sender in a :class:`World` and *models* it
+(:meth:`Node.outcomes`: the set of acceptable outcomes under a stop mode, ``NEVER``, ``MAYBE``
+or ``ALREADY``) is told once, in the docstring of ``structexec.testing._tree``, the module
+that gathers the node families.
 """
 
 from __future__ import annotations
