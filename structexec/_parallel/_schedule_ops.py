@@ -136,6 +136,13 @@ class _ProxyOp:
             self._link = None
             link.close()
 
+    def try_query(self, *args: object) -> object:
+        if len(args) == 1 and args[0] is get_stop_token:  # the common question, fast
+            tok = self._tok
+            return _resolve_token(self) if tok is _UNSET else tok
+        # a base of the operation: the next class in its MRO is a receiver_proxy
+        return super().try_query(*args)  # type: ignore[misc]
+
     def _sx_stop_token(self) -> inplace_stop_token | None:
         tok = self._tok
         if tok is _UNSET:
@@ -178,12 +185,6 @@ class _ScheduleOp(_ProxyOp, receiver_proxy):
     def set_stopped(self) -> None:
         self._finish("set_stopped")
         self._rcvr.set_stopped()
-
-    def try_query(self, *args: object) -> object:
-        if len(args) == 1 and args[0] is get_stop_token:  # the common question, fast
-            tok = self._tok
-            return _resolve_token(self) if tok is _UNSET else tok
-        return super().try_query(*args)
 
     def __repr__(self) -> str:
         return f"<parallel_scheduler schedule operation on {self._backend!r}>"
