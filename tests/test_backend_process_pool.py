@@ -11,8 +11,9 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -211,6 +212,35 @@ def test_a_worker_that_dies_is_reported_and_the_pool_is_replaced(
     out = [0] * 10
     s = sx.just(out) | sx.continues_on(sch) | sx.bulk(sx.par, 10, squares)
     assert sx.sync_wait(s) == ([i * i for i in range(10)],)
+
+
+def test_a_submission_the_pool_refuses_is_reported_and_the_pool_is_replaced() -> None:
+    """``submit`` raising ``BrokenProcessPool`` (the pool broke after the operation took it):
+    a bulk operation and a remote call each complete with a ``WorkerDiedError`` caused by it,
+    and the next operation runs on a fresh pool ([exec.par.scheduler])."""
+    with ProcessPoolBackend(1) as b:
+        sch = sx.parallel_scheduler(b)
+        cases = [
+            ("a chunk", sx.just([0]) | sx.continues_on(sch) | sx.bulk(sx.par, 1, squares)),
+            ("the call", sx.schedule(sch) | sx.then(os.getpid)),
+        ]
+        for what, sndr in cases:
+            assert sx.sync_wait(sx.schedule(sch) | sx.then(os.getpid))[0] != os.getpid()
+            ex = b._executor
+            assert ex is not None
+            broken = BrokenProcessPool("refused by the test")
+
+            def refuse(*args: object, _exc: BaseException = broken) -> NoReturn:
+                raise _exc
+
+            ex.submit = refuse  # type: ignore[method-assign]
+            match = f"could not submit {what}: refused by"
+            with pytest.raises(WorkerDiedError, match=match) as info:
+                sx.sync_wait(sndr)
+            assert info.value.__cause__ is broken
+            assert b._executor is not ex
+        assert sx.sync_wait(cases[0][1]) == ([0],)
+        assert sx.sync_wait(cases[1][1])[0] != os.getpid()
 
 
 def test_stop_cancels_queued_chunks_and_stops_running_ones(sch: sx.parallel_scheduler) -> None:

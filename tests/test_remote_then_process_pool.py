@@ -426,3 +426,23 @@ def test_a_call_sent_again_sends_what_its_function_holds_now(
     assert sx.sync_wait(by_attr)[0][0] == 4
     q.__dict__["note"] = "set later"
     assert sx.sync_wait(by_attr)[0][0] == 4  # (pickled afresh, with its attribute)
+
+
+def scaled_len(blob: bytes, scale: int = 1) -> tuple[int, int]:
+    return len(blob) * scale, os.getpid()
+
+
+def test_a_reused_call_whose_partial_gets_a_keyword_later_is_sent_afresh(
+    par: sx.parallel_scheduler, backend: ProcessPoolBackend
+) -> None:
+    """A partial of plain values is pickled once and reused while it stays so; a keyword
+    added to it later (its ``keywords`` dict is mutable) makes the next run pickle it again,
+    so the worker runs what the partial holds now, not the bytes of the first run: whether a
+    chain may be reused is decided on every call, not remembered ([exec.then])."""
+    p = functools.partial(scaled_len, b"ab")
+    chain = sx.schedule(par) | sx.then(p)
+    assert sx.sync_wait(chain)[0][0] == 2
+    assert sx.sync_wait(chain)[0][0] == 2  # (the payload of the first run, reused)
+    assert any(stages[0][1] is p for stages, _ in backend._call_payloads.values())
+    p.keywords["scale"] = 5
+    assert sx.sync_wait(chain)[0][0] == 10

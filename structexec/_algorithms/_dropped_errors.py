@@ -3,7 +3,8 @@
 ``when_all`` delivers only the first error of its children; the later ones are reported, not
 dropped silently: as notes on the delivered exception, or through ``sys.unraisablehook`` when
 the delivered error is not an exception. Used by ``_when_all``'s operation and by the trio
-nursery fast path of ``await when_all(...)`` (``_trio._when_all_nursery``).
+nursery fast path of ``await when_all(...)`` (``_trio._when_all_nursery``); ``when_any``'s race
+attaches the errors that completed after it was decided with the same :func:`add_notes`.
 """
 
 from __future__ import annotations
@@ -11,14 +12,15 @@ from __future__ import annotations
 import reprlib
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from .._core._errors import ErrorValue
 
-__all__ = ["dropped_error_note", "report_dropped_errors"]
+__all__ = ["add_notes", "dropped_error_note", "report_dropped_errors", "short_repr"]
 
 _short_repr = reprlib.Repr()
 _short_repr.maxstring = _short_repr.maxother = 160
+short_repr = _short_repr.repr
 
 
 def dropped_error_note(i: int, other: object) -> str:
@@ -39,23 +41,7 @@ def report_dropped_errors(err: object, more: Sequence[tuple[int, object]]) -> No
     default one prints them to stderr; pytest reports them as warnings).
     """
     if isinstance(err, BaseException):
-        # err.__notes__ is what BaseException.add_note (3.11+) appends to; set it directly so
-        # that Python 3.10 (where the exceptiongroup backport prints notes) works the same.
-        notes = getattr(err, "__notes__", None)
-        for i, other in more:
-            if other is err:
-                continue
-            note = dropped_error_note(i, other)
-            if notes is None:
-                notes = []
-                try:
-                    err.__notes__ = notes  # type: ignore[attr-defined,unused-ignore]
-                except Exception:  # pragma: no cover - an exception type without a __dict__
-                    return
-            if type(notes) is not list:  # pragma: no cover - someone replaced __notes__
-                return
-            if note not in notes:
-                notes.append(note)
+        add_notes(err, more, dropped_error_note)
         return
     for i, other in more:
         exc = other if isinstance(other, BaseException) else ErrorValue(other)
@@ -73,6 +59,37 @@ def report_dropped_errors(err: object, more: Sequence[tuple[int, object]]) -> No
                 hook(_Unraisable(exc, msg))  # type: ignore[arg-type]
         except Exception:  # pragma: no cover - a broken hook must not break the completion
             pass
+
+
+def add_notes(
+    err: BaseException,
+    more: Iterable[tuple[int, object]],
+    note: Callable[[int, object], str],
+) -> None:
+    """Add ``note(i, other)`` to ``err.__notes__`` for each ``(i, other)`` in ``more``.
+
+    ``other is err`` is skipped (a child that failed with the delivered exception itself); a
+    note already there is not added twice, so a shared exception does not collect copies. An
+    exception type without a ``__dict__``, or a ``__notes__`` replaced by something other than
+    a list, gets no notes (the error is still delivered).
+    """
+    # err.__notes__ is what BaseException.add_note (3.11+) appends to; set it directly so
+    # that Python 3.10 (where the exceptiongroup backport prints notes) works the same.
+    notes = getattr(err, "__notes__", None)
+    for i, other in more:
+        if other is err:
+            continue
+        text = note(i, other)
+        if notes is None:
+            notes = []
+            try:
+                err.__notes__ = notes  # type: ignore[attr-defined,unused-ignore]
+            except Exception:  # pragma: no cover - an exception type without a __dict__
+                return
+        if type(notes) is not list:  # pragma: no cover - someone replaced __notes__
+            return
+        if text not in notes:
+            notes.append(text)
 
 
 class _Unraisable:

@@ -31,7 +31,6 @@ stop on the children started so far, closes the others and propagates to the cal
 
 from __future__ import annotations
 
-import reprlib
 import threading
 from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, overload
@@ -57,6 +56,7 @@ from .._core._stop_token import (
     stop_callback_for,
 )
 from .._core._tags import set_stopped_t
+from ._dropped_errors import add_notes, short_repr
 from ._stop_when import StopTokenEnv
 from ._when_all import _common_domain
 
@@ -77,9 +77,6 @@ T = TypeVar("T")
 
 VALUE, ERROR, STOPPED = 0, 1, 2
 _NEVER = never_stop_token()
-
-_short_repr = reprlib.Repr()
-_short_repr.maxstring = _short_repr.maxother = 160
 
 
 class RaceReceiver:
@@ -304,24 +301,14 @@ class RaceOp:
 def _note_losers(name: str, err: BaseException, losers: list[tuple[int, BaseException]]) -> None:
     """Attach the exceptions of children that completed with an error after the race was
     decided to the winning exception, as notes (they are not delivered)."""
-    notes = getattr(err, "__notes__", None)
-    for i, other in losers:
-        if other is err:
-            continue
-        note = (
-            f"{name}: child #{i} also failed, with {_short_repr.repr(other)}, after the race "
+
+    def note(i: int, other: object) -> str:
+        return (
+            f"{name}: child #{i} also failed, with {short_repr(other)}, after the race "
             "was decided; only the first completion is delivered"
         )
-        if notes is None:
-            notes = []
-            try:
-                err.__notes__ = notes  # type: ignore[attr-defined,unused-ignore]
-            except Exception:  # pragma: no cover - an exception type without a __dict__
-                return
-        if type(notes) is not list:  # pragma: no cover - someone replaced __notes__
-            return
-        if note not in notes:
-            notes.append(note)
+
+    add_notes(err, losers, note)
 
 
 def child_env_for(env: object) -> StopTokenEnv | None:

@@ -22,7 +22,7 @@ from .._core._completion_signatures import completion_signatures, get_completion
 from .._core._connect import connect
 from .._core._env import TryEnv, fwd_env, get_env
 from .._core._protocol import Algorithm, Sender, twice_started
-from .._core._queries import get_completion_scheduler_t, get_stop_token, query_or
+from .._core._queries import get_completion_scheduler_t, query_or
 from .._core._tags import set_error_t, set_stopped_t
 from ._remote_work import CHUNKED, PER_INDEX, RemoteBulkWork, _copy_back_indices
 from ._replacement_api import NO_STORAGE, bulk_item_receiver_proxy
@@ -173,12 +173,6 @@ class _BulkOp(_ProxyOp, bulk_item_receiver_proxy):
                 self._partial = True
                 return
             f(i, *vals)
-
-    def try_query(self, *args: object) -> object:
-        if len(args) == 1 and args[0] is get_stop_token:  # the common question, fast
-            tok = self._tok
-            return _resolve_token(self) if tok is _UNSET else tok
-        return super().try_query(*args)
 
     def remote_work(self) -> RemoteBulkWork:
         cb = self._copy_back

@@ -136,6 +136,13 @@ class _ProxyOp:
             self._link = None
             link.close()
 
+    def try_query(self, *args: object) -> object:
+        if len(args) == 1 and args[0] is get_stop_token:  # the common question, fast
+            tok = self._tok
+            return _resolve_token(self) if tok is _UNSET else tok
+        # a base of the operation: the next class in its MRO is a receiver_proxy
+        return super().try_query(*args)  # type: ignore[misc]
+
     def _sx_stop_token(self) -> inplace_stop_token | None:
         tok = self._tok
         if tok is _UNSET:
@@ -179,12 +186,6 @@ class _ScheduleOp(_ProxyOp, receiver_proxy):
         self._finish("set_stopped")
         self._rcvr.set_stopped()
 
-    def try_query(self, *args: object) -> object:
-        if len(args) == 1 and args[0] is get_stop_token:  # the common question, fast
-            tok = self._tok
-            return _resolve_token(self) if tok is _UNSET else tok
-        return super().try_query(*args)
-
     def __repr__(self) -> str:
         return f"<parallel_scheduler schedule operation on {self._backend!r}>"
 
@@ -196,6 +197,16 @@ class _ScheduleOp(_ProxyOp, receiver_proxy):
 _ON_PARALLEL = Waiting("on the parallel scheduler", "parallel_scheduler")
 
 
+def _par_attrs_try(self: _ScheduleAttrs | _ParTimerAttrs, q: object, default: object) -> object:
+    """``_sx_try`` of the attributes of the parallel scheduler's senders (``schedule`` and the
+    timers): its own completion scheduler and domain ([exec.par.scheduler])."""
+    if q is _VALUE_SCHED:
+        return self._sch
+    if q is get_domain:
+        return self._sch._dom
+    return default
+
+
 class _ScheduleAttrs(TryEnv):
     __slots__ = ("_sch",)
     _unsupported = "the parallel scheduler's sender does not support {q!r}"
@@ -203,12 +214,7 @@ class _ScheduleAttrs(TryEnv):
     def __init__(self, sch: parallel_scheduler) -> None:
         self._sch = sch
 
-    def _sx_try(self, q: object, default: object) -> object:
-        if q is _VALUE_SCHED:
-            return self._sch
-        if q is get_domain:
-            return self._sch._dom
-        return default
+    _sx_try = _par_attrs_try
 
 
 class _ScheduleSender(Sender[None]):
@@ -290,12 +296,7 @@ class _ParTimerAttrs(TimerAttrs):
     __slots__ = ()
     _unsupported = "the parallel scheduler's timer sender does not support {q!r}"
 
-    def _sx_try(self, q: object, default: object) -> object:
-        if q is _VALUE_SCHED:
-            return self._sch
-        if q is get_domain:
-            return self._sch._dom
-        return default
+    _sx_try = _par_attrs_try
 
 
 class _ParTimerSender(TimerSender):

@@ -175,6 +175,17 @@ def lost(st: _ScopeSpawnState | _SpawnState, release: Callable[[], None]) -> Non
         release()
 
 
+def drop_refused(op: object, st: _ScopeSpawnState | _SpawnState | None = None) -> None:
+    """The token refused the association: ``op`` is dropped silently, never started, nothing
+    completes ([exec.spawn]; ``spawn_future`` then stores ``set_stopped()``,
+    [exec.spawn.future]). ``op`` is closed now, so what it holds (an ``associate``'s
+    association inside the work, say) is released before the call returns, not left to the
+    cycle collector. A ``spawn`` state ``st`` is marked done first."""
+    if st is not None:
+        st._op = _DONE
+    close_op(op)
+
+
 def as_exception(err: object) -> BaseException:
     """An error datum as an exception: itself, or wrapped in ``ErrorValue``
     (the senders guide "What happens when things fail")."""
@@ -343,8 +354,7 @@ def spawn_fast(sndr: Sender[object], scope: _ScopeBase) -> None:
     else:
         op = st._op = sndr.connect(st)
     if not scope._try_associate():
-        st._op = _DONE  # dropped silently ([exec.spawn])
-        close_op(op)  # now, not by the cycle collector: it may hold associations
+        drop_refused(op, st)
         return
     # trampoline_start(op), inlined for the outermost level
     t = _tramp
@@ -424,8 +434,7 @@ def spawn_into(sndr: object, scope: _ScopeBase, env: object) -> None:
     if scope._try_associate():
         start_or_release(op, st, scope._disassociate)
     else:
-        st._op = _DONE  # dropped silently: never started, nothing completes ([exec.spawn])
-        close_op(op)  # releases what it holds now (an associate's association, say)
+        drop_refused(op, st)
 
 
 class spawn_t(Algorithm):
@@ -500,8 +509,7 @@ class spawn_t(Algorithm):
         if token.try_associate():
             start_or_release(op, gst, token.disassociate)
         else:
-            gst._op = _DONE
-            close_op(op)
+            drop_refused(op, gst)
 
 
 def with_scope_env(scope: _ScopeBase, env: object) -> object:

@@ -25,7 +25,6 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._algorithms._stop_when import stop_when
-from .._core._adaptor_util import close_op
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
 from .._core._connect import connect
 from .._core._env import EMPTY_ENV, fwd_env, get_env
@@ -42,7 +41,7 @@ from .._core._tags import set_stopped_t
 from .._core._trampoline import trampoline_start
 from .._schedulers._run_loop import raised_sink, stopped_from_stop_callback
 from ._site import note_error
-from ._spawn import FAST_TOKENS, check_args, spawned_env, with_scope_env
+from ._spawn import FAST_TOKENS, check_args, drop_refused, spawned_env, with_scope_env
 
 T = TypeVar("T")
 
@@ -564,7 +563,7 @@ class spawn_future_t(Algorithm):
             if scope._try_associate():
                 st._start(op)
             else:
-                close_op(op)  # dropped now, not by the cycle collector (it may hold associations)
+                drop_refused(op)
                 st.set_stopped()  # [exec.spawn.future]: stored stopped; the work never runs
             return _FutureSender(st)
         check_args("spawn_future", sndr, token, env)
@@ -578,7 +577,7 @@ class spawn_future_t(Algorithm):
         if token.try_associate():
             gst._start(op)
         else:
-            close_op(op)
+            drop_refused(op)
             gst.set_stopped()
         return _FutureSender(gst)
 

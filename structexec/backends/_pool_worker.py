@@ -14,7 +14,7 @@ from collections.abc import Callable
 from functools import partial
 from multiprocessing.context import BaseContext
 from types import FunctionType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._common import dumps_or_cloudpickle, run_chunk_remotely, run_work_remotely
 
@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     _Ints = ctypes.Array[ctypes.c_int]
 
 __all__: list[str] = []
+
+_W = TypeVar("_W")
 
 #: Entries of the payload caches (parent: work -> bytes; worker: bytes -> work).
 _CACHE_SIZE = 64
@@ -59,16 +61,20 @@ def _run_call(payload: bytes, slot: int, reuse: bool = False) -> bytes | None:
         if cancelled[slot]:
             return None
         pids[slot] = os.getpid()
-    if reuse:
-        work = _call_cache.get(payload)
-        if work is None:
-            work = pickle.loads(payload)
-            if len(_call_cache) >= _CACHE_SIZE:
-                _call_cache.clear()
-            _call_cache[payload] = work
-    else:
-        work = pickle.loads(payload)
+    work = _cached_loads(payload, _call_cache) if reuse else pickle.loads(payload)
     return run_work_remotely(work, pickle.loads, dumps_or_cloudpickle, "ProcessPoolBackend")
+
+
+def _cached_loads(payload: bytes, cache: dict[bytes, _W]) -> _W:
+    """``pickle.loads(payload)``, or what an earlier call unpickled for the same payload (one the
+    parent marked reusable: running it does not change it); the cache is emptied when full."""
+    work: _W | None = cache.get(payload)
+    if work is None:
+        work = pickle.loads(payload)
+        if len(cache) >= _CACHE_SIZE:
+            cache.clear()
+        cache[payload] = work
+    return work
 
 
 #: Remote calls this worker has unpickled, by payload, for payloads the parent marked
@@ -98,15 +104,7 @@ def _run_chunk(payload: bytes, b: int, e: int, slot: int, reuse: bool = False) -
     # The work was pickled with pickle or cloudpickle; both load with the stdlib unpickler (which
     # imports cloudpickle for functions sent by value). Results and exceptions are plain data
     # that concurrent.futures sends with the stdlib pickle anyway: checked with it here.
-    if reuse:
-        work = _work_cache.get(payload)
-        if work is None:
-            work = pickle.loads(payload)
-            if len(_work_cache) >= _CACHE_SIZE:
-                _work_cache.clear()
-            _work_cache[payload] = work
-    else:
-        work = pickle.loads(payload)
+    work = _cached_loads(payload, _work_cache) if reuse else pickle.loads(payload)
     return run_chunk_remotely(
         work, b, e, should_stop, _dumps, pickle.loads, "ProcessPoolBackend", "pickle",
         none_if_done=True,
@@ -171,7 +169,8 @@ def _fixed_stages(stages: tuple[tuple[int, Callable[..., object]], ...]) -> bool
     """Every function of ``stages`` pickles to bytes that cannot change, and running it
     cannot change what it is: a module-level function sent by reference, or a plain
     ``functools.partial`` of one with arguments of :data:`_ATOMS` only (no keywords, no
-    attributes). Checked on every call (a module may rebind a name)."""
+    attributes). Checked on every call, not remembered: a module may rebind a name, and a
+    partial's ``keywords`` dict and ``__dict__`` may be filled in after its first run."""
     for _, f in stages:
         t = type(f)
         if t is partial:

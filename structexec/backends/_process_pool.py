@@ -306,6 +306,19 @@ class ProcessPoolBackend(RemoteBackend):
             futures.append(fut)
             fut.add_done_callback(cb)
 
+    def _submit_died(
+        self, ex: ProcessPoolExecutor, exc: BaseException, what: str
+    ) -> WorkerDiedError:
+        """``ex.submit`` of ``what`` raised ``exc``: a broken pool is marked so; the error to
+        report, caused by ``exc``."""
+        if isinstance(exc, BrokenProcessPool):
+            self._broken(ex)
+        died = WorkerDiedError(
+            f"ProcessPoolBackend could not submit {what}: {exc} (a worker process died)"
+        )
+        died.__cause__ = exc
+        return died
+
     def _submit_failed(
         self,
         ex: ProcessPoolExecutor,
@@ -315,13 +328,7 @@ class ProcessPoolBackend(RemoteBackend):
         unsubmitted: int,
     ) -> None:
         """The pool broke (or was shut down) while we were submitting."""
-        if isinstance(exc, BrokenProcessPool):
-            self._broken(ex)
-        died = WorkerDiedError(
-            f"ProcessPoolBackend could not submit a chunk: {exc} (a worker process died)"
-        )
-        died.__cause__ = exc
-        job.fail(died, stop_others=False)
+        job.fail(self._submit_died(ex, exc, "a chunk"), stop_others=False)
         for f in futures:
             f.cancel()
         for _ in range(unsubmitted):
@@ -513,12 +520,7 @@ class ProcessPoolBackend(RemoteBackend):
     def _submit_call_failed(
         self, call: _PoolCall, ex: ProcessPoolExecutor, exc: BaseException
     ) -> None:
-        if isinstance(exc, BrokenProcessPool):
-            self._broken(ex)
-        died = WorkerDiedError(
-            f"ProcessPoolBackend could not submit the call: {exc} (a worker process died)"
-        )
-        died.__cause__ = exc
+        died = self._submit_died(ex, exc, "the call")
         self._call_finished(call, None)
         call.report(1, died)
 

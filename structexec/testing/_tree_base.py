@@ -1,44 +1,38 @@
-"""Sender trees as data: outcomes, stop modes, plans, the world and the :class:`Node` base.
+"""Sender trees as data: outcomes, stop modes, plans, the world, the :class:`Node` base and the
+base of the nodes' forwarding test senders (:class:`ForwardingSender`, :class:`ForwardingOp`).
 
-A :class:`Node` describes one sender (``Just``, ``Then``, ``WhenAll``, ``Hop``, ...). It can *build*
-the real structexec sender in a :class:`World` (the schedulers, stop sources and scopes of one run)
-and *model* it: :meth:`Node.outcomes` interprets the tree in plain Python and returns the set of
-acceptable outcomes, each ``("value", datums)``, ``("error", err)`` or ``("stopped",)``. The model
-knows nothing about operation states, receivers or stop callbacks; it encodes only the rules of the
-spec ([exec.then], [exec.let], [exec.when.all], [exec.schedule.from], ...; [exec.factories],
-[exec.write.env], [exec.unstoppable], [exec.starts.on], [exec.continues.on], [exec.on], [exec.then],
-[exec.let], [exec.bulk], [exec.when.all], [exec.into.variant], [exec.stopped.opt],
-[exec.stopped.err], [exec.counting.scopes], [exec.associate], [exec.stop.when], [exec.spawn],
-[exec.spawn.future]).
-
-Stop requests make outcomes depend on timing. The model takes a *stop mode* for each stop
-token a subtree can see: ``NEVER`` (no stop request will ever be made), ``ALREADY`` (stop was
-requested before the operation started) or ``MAYBE`` (a stop request may arrive at any
-moment). Under ``MAYBE`` every point where the spec lets an algorithm observe a stop request
-may or may not observe it, so the result is a set. Interleavings make ``when_all`` ambiguous
-in the same way (which failing child completes first); the model enumerates the
-possibilities and is exact where the order is fixed by the spec (children that complete
-inline are started, and complete, in argument order: [exec.when.all]).
+What a :class:`Node` is, how it *builds* its sender in a :class:`World` and *models* it
+(:meth:`Node.outcomes`: the set of acceptable outcomes under a stop mode, ``NEVER``, ``MAYBE``
+or ``ALREADY``) is told once, in the docstring of ``structexec.testing._tree``, the module
+that gathers the node families.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
+from .._core._adaptor_util import close_op
+from .._core._completion_signatures import get_completion_signatures
+from .._core._connect import connect
+from .._core._env import get_env
+from .._core._protocol import Sender
 from .._core._values import values
 from ._protocols import ReceiverLike as ReceiverLike
 
 if TYPE_CHECKING:
     import threading
 
+    from .._core._completion_signatures import completion_signatures
+    from .._core._contracts import Env, OpState
     from .._core._env import prop
-    from .._core._protocol import Sender
     from .._core._stop_token import inplace_stop_source
     from ._manual import ManualScheduler
     from ._thread_sched import ThreadScheduler
     from ._tree_scopes import FutureRecord
+
+_A = TypeVar("_A", covariant=True)
 
 Outcome = tuple[Any, ...]
 Outcomes = frozenset[Outcome]
@@ -292,3 +286,88 @@ def _coro_outcomes(inner: Outcomes, mode: int) -> Outcomes:
     if mode:
         out.add(STOPPED)
     return frozenset(out)
+
+
+# --------------------------------------------------------------------------- forwarding senders
+
+
+class ForwardingSender(Sender[object], Generic[_A]):
+    """A test sender that forwards to ``sndr``: its environment and completion signatures are
+    ``sndr``'s; ``connect`` makes the subclass's ``_op_type(sndr, rcvr, arg)``, the
+    :class:`ForwardingOp` that observes (``arg``: what it records into)."""
+
+    __slots__ = ("_arg", "_sndr")
+    _op_type: ClassVar[type[ForwardingOp[object]]]
+
+    def __init__(self, sndr: Sender[object], arg: _A) -> None:
+        self._sndr = sndr
+        self._arg = arg
+
+    def connect(self, rcvr: ReceiverLike) -> ForwardingOp[object]:
+        return self._op_type(self._sndr, rcvr, self._arg)
+
+    def get_env(self) -> Env:
+        return get_env(self._sndr)
+
+    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
+        return get_completion_signatures(self._sndr, env)
+
+
+class ForwardingOp(Generic[_A]):
+    """Connects ``sndr`` to itself and passes each completion on to ``rcvr`` unchanged
+    (``arg``: what a subclass records into).
+
+    A subclass observes through three hooks (no-ops here): ``_started()`` before the child
+    operation starts, ``_completing(outcome)`` before a completion is passed on (``outcome``
+    as in the model: ``("value", datums)``, ``("error", err)`` or ``STOPPED``) and
+    ``_completed()`` after it was passed on, also when passing it on raised.
+    """
+
+    __slots__ = ("_arg", "_op", "_rcvr")
+
+    def __init__(self, sndr: Sender[object], rcvr: ReceiverLike, arg: _A) -> None:
+        self._rcvr = rcvr
+        self._arg = arg
+        self._op: OpState = connect(sndr, self)
+
+    def _started(self) -> None:
+        pass
+
+    def _completing(self, outcome: Outcome) -> None:
+        pass
+
+    def _completed(self) -> None:
+        pass
+
+    def start(self) -> None:
+        self._started()
+        self._op.start()
+
+    def close(self) -> None:
+        """Never started: release the child operation now
+        (the senders guide "Writing your own sender")."""
+        close_op(self._op)
+
+    def get_env(self) -> Env:
+        return get_env(self._rcvr)
+
+    def set_value(self, *vals: object) -> None:
+        self._completing(("value", vals))
+        try:
+            self._rcvr.set_value(*vals)
+        finally:
+            self._completed()
+
+    def set_error(self, err: object) -> None:
+        self._completing(("error", err))
+        try:
+            self._rcvr.set_error(err)
+        finally:
+            self._completed()
+
+    def set_stopped(self) -> None:
+        self._completing(STOPPED)
+        try:
+            self._rcvr.set_stopped()
+        finally:
+            self._completed()

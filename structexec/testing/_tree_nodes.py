@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import structexec as sx
 
-from .._core._adaptor_util import close_op
 from .._core._values import values
 from ._tree_base import (
     ALREADY,
@@ -26,11 +25,12 @@ from ._tree_base import (
     STOPPED,
     UNKNOWN,
     Fn,
+    ForwardingOp,
+    ForwardingSender,
     Node,
     Outcome,
     Outcomes,
     Plan,
-    ReceiverLike,
     TreeError,
     World,
     _hop_outcomes,
@@ -38,8 +38,6 @@ from ._tree_base import (
 )
 
 if TYPE_CHECKING:
-    from .._core._completion_signatures import completion_signatures
-    from .._core._contracts import Env
     from .._core._protocol import Sender
 
 
@@ -548,67 +546,27 @@ class Unstoppable(Node):
         return f"sx.unstoppable({self.child.code()})"
 
 
-class _InFlight(sx.Sender[object]):
-    """Forwards to ``sndr``; counts its started, not yet completed operations in
-    ``world.in_flight`` (so the driver knows when work may still be on a pool thread)."""
+class _InFlightOp(ForwardingOp[World]):
+    """Counts its started, not yet completed operations in ``world.in_flight`` (so the driver
+    knows when work may still be on a pool thread)."""
 
-    __slots__ = ("_sndr", "_w")
+    __slots__ = ()
 
-    def __init__(self, sndr: Sender[object], w: World) -> None:
-        self._sndr = sndr
-        self._w = w
-
-    def connect(self, rcvr: ReceiverLike) -> _InFlightOp:
-        return _InFlightOp(self._sndr, rcvr, self._w)
-
-    def get_env(self) -> Env:
-        return sx.get_env(self._sndr)
-
-    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
-        return sx.get_completion_signatures(self._sndr, env)
-
-
-class _InFlightOp:
-    __slots__ = ("_op", "_rcvr", "_w")
-
-    def __init__(self, sndr: Sender[object], rcvr: ReceiverLike, w: World) -> None:
-        self._rcvr = rcvr
-        self._w = w
-        self._op = sx.connect(sndr, self)
-
-    def start(self) -> None:
-        with self._w.lock:
-            self._w.in_flight += 1
-        self._op.start()
-
-    def close(self) -> None:
-        """Never started: release the child operation now
-        (the senders guide "Writing your own sender")."""
-        close_op(self._op)
-
-    def get_env(self) -> Env:
-        return sx.get_env(self._rcvr)
-
-    def _done(self) -> None:
-        with self._w.lock:
-            self._w.in_flight -= 1
+    def _started(self) -> None:
+        w = self._arg
+        with w.lock:
+            w.in_flight += 1
 
     # The count drops only after the completion has been passed on (and has queued whatever
     # comes next), so the driver never sees "nothing in flight, nothing queued" in between.
-    def set_value(self, *vals: object) -> None:
-        try:
-            self._rcvr.set_value(*vals)
-        finally:
-            self._done()
+    def _completed(self) -> None:
+        w = self._arg
+        with w.lock:
+            w.in_flight -= 1
 
-    def set_error(self, err: object) -> None:
-        try:
-            self._rcvr.set_error(err)
-        finally:
-            self._done()
 
-    def set_stopped(self) -> None:
-        try:
-            self._rcvr.set_stopped()
-        finally:
-            self._done()
+class _InFlight(ForwardingSender[World]):
+    """Forwards to ``sndr`` through an :class:`_InFlightOp` (``arg``: the world)."""
+
+    __slots__ = ()
+    _op_type = _InFlightOp

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 import structexec as sx
 
-from .._core._adaptor_util import close_op
 from .._core._values import values
 from ._tree_base import (
     INLINE,
@@ -19,6 +18,8 @@ from ._tree_base import (
     NEVER,
     STOPPED,
     UNKNOWN,
+    ForwardingOp,
+    ForwardingSender,
     Node,
     Outcome,
     Outcomes,
@@ -29,8 +30,7 @@ from ._tree_base import (
 )
 
 if TYPE_CHECKING:
-    from .._core._completion_signatures import completion_signatures
-    from .._core._contracts import Env, OpState
+    from .._core._contracts import OpState
     from .._core._protocol import Sender
 
 R = TypeVar("R")
@@ -152,56 +152,23 @@ class _PassFailure:
         return sx.just_stopped()
 
 
-class _Observed(sx.Sender[object]):
-    """Forwards to the future and records what its consumer receives."""
+class _ObservedOp(ForwardingOp[FutureRecord]):
+    """Records what the future's consumer receives (and that it was started)."""
 
-    __slots__ = ("_fut", "_rec")
+    __slots__ = ()
 
-    def __init__(self, fut: Sender[object], rec: FutureRecord) -> None:
-        self._fut = fut
-        self._rec = rec
+    def _started(self) -> None:
+        self._arg.consumer_started = True
 
-    def connect(self, rcvr: ReceiverLike) -> _ObservedOp:
-        return _ObservedOp(self._fut, rcvr, self._rec)
-
-    def get_env(self) -> Env:
-        return sx.get_env(self._fut)
-
-    def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
-        return sx.get_completion_signatures(self._fut, env)
+    def _completing(self, outcome: Outcome) -> None:
+        self._arg.consumer = outcome
 
 
-class _ObservedOp:
-    __slots__ = ("_op", "_rcvr", "_rec")
+class _Observed(ForwardingSender[FutureRecord]):
+    """Forwards to the future through an :class:`_ObservedOp` (``arg``: its record)."""
 
-    def __init__(self, fut: Sender[object], rcvr: ReceiverLike, rec: FutureRecord) -> None:
-        self._rcvr = rcvr
-        self._rec = rec
-        self._op = sx.connect(fut, self)
-
-    def start(self) -> None:
-        self._rec.consumer_started = True
-        self._op.start()
-
-    def close(self) -> None:
-        """Never started: release the future's operation now
-        (the senders guide "Writing your own sender")."""
-        close_op(self._op)
-
-    def get_env(self) -> Env:
-        return sx.get_env(self._rcvr)
-
-    def set_value(self, *vals: object) -> None:
-        self._rec.consumer = ("value", vals)
-        self._rcvr.set_value(*vals)
-
-    def set_error(self, err: object) -> None:
-        self._rec.consumer = ("error", err)
-        self._rcvr.set_error(err)
-
-    def set_stopped(self) -> None:
-        self._rec.consumer = STOPPED
-        self._rcvr.set_stopped()
+    __slots__ = ()
+    _op_type = _ObservedOp
 
 
 @dataclass(eq=False, repr=False)
