@@ -150,15 +150,18 @@ def outcome(
     """The whole rule, pure: what leaves a block whose body raised ``body_exc`` (after
     ``arrived`` of the ``errors``). ``cancelled_here``: the scope itself cancelled the body
     and its work (``cancel_scope.cancel()``, a stop request), so a ``Cancelled`` in the body's
-    exception is its own and is removed, as its cancel scopes do. ``None``: nothing leaves
+    exception is its own and is removed, as its cancel scopes do, unless an enclosing
+    cancellation is passed on (``cancelled``): a trio cancel scope absorbs no ``Cancelled``
+    while an enclosing one is cancelled too. ``None``: nothing leaves
     (or the body's exception leaves unchanged, if it is the result). For tests that compare
     the rule with a trio nursery; the exit itself runs the same steps with trio's cancel
     scope in the middle."""
     exc = body_exc
-    if exc is not None and cancelled_here:
+    absorbs = cancelled_here and cancelled is None
+    if exc is not None and absorbs:
         exc = without_cancelled(exc)[0]
     out, ours = combine(list(errors), list(interrupts or ()), exc, arrived, cancelled, strict)
-    if out is not None and cancelled_here:
+    if out is not None and absorbs:
         out = without_cancelled(out)[0]
     if out is None:
         return None

@@ -674,7 +674,7 @@ class NurseryFace(AssociationState):
             host = self._host
             assert host is not None
             if waiter is None:
-                if exc is None and not probe:
+                if exc is None and not probe and not self._cancel_seen:
                     await host.close(self)
                     if not (self._errors or self._interrupts or self._pending):
                         # Nothing to report: leave the block's cancel scope.
@@ -689,7 +689,7 @@ class NurseryFace(AssociationState):
                     probe = True
                 end_wait(watched)
             await host.close(self)
-            if probe and (self._cancel_seen or has_cancelled(body_exc)):
+            if self._cancel_seen or (probe and has_cancelled(body_exc)):
                 cancelled = await self._probe()
             out, ours, strict = self._outcome(exc, arrived, cancelled)
             left = await host.exit_cancel_scope(self, out)
