@@ -36,6 +36,7 @@ class StartSink(Protocol):
         """``start`` raised ``exc``: complete the adaptor's receiver with ``set_error(exc)``
         if the operation never completed, else re-raise ``exc``."""
 
+
 MAX_DEPTH = 24
 
 
