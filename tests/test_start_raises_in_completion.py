@@ -379,3 +379,84 @@ def test_repeat_iteration_that_completed_then_raised_propagates() -> None:
     with pytest.raises(ValueError, match="after completing"):
         r.run(Twice() | sx.repeat_n(2))
     assert r.completions == 1 and r.kind == "value"
+
+
+# --------------------------------------------------------------------------- sequences
+
+
+class _SeqRcvr:
+    """A sequence receiver whose next sender is ``nexts[i]`` for the i-th item (a sender
+    returned by ``set_next`` whose start raises stands for a broken consumer)."""
+
+    def __init__(self, nexts: list[Any]) -> None:
+        import threading
+
+        self.nexts = nexts
+        self.items = 0
+        self.outcome: list[str] = []
+        self.done = threading.Event()
+
+    def get_env(self) -> Any:
+        return sx.prop(sx.get_stop_token, sx.never_stop_token())
+
+    def set_next(self, item: Any) -> Any:
+        self.items += 1
+        return self.nexts[self.items - 1]
+
+    def set_value(self) -> None:
+        self.outcome.append("value")
+        self.done.set()
+
+    def set_error(self, err: Any) -> None:
+        self.outcome.append(_name(err))
+        self.done.set()
+
+    def set_stopped(self) -> None:
+        self.outcome.append("stopped")
+        self.done.set()
+
+
+def test_iterate_next_sender_start_failure_ends_the_sequence_with_it() -> None:
+    """``iterate``'s producer loop starts each next sender; one whose start raises (here the
+    second, started after the first completed) ends the sequence with ``set_error``, and the
+    source is closed."""
+    closed: list[bool] = []
+
+    def gen() -> Any:
+        try:
+            yield from (1, 2, 3)
+        finally:
+            closed.append(True)
+
+    r = _SeqRcvr([sx.just(), _bad(), sx.just()])
+    sx.connect(sx.iterate(gen()), r).start()
+    assert r.outcome == ["ValueError"] and r.items == 2 and closed == [True]
+
+
+def test_iterate_next_sender_start_failure_on_a_parallel_thread_does_not_abort() -> None:
+    code = _CHILD_PRELUDE + """
+import threading
+class R:
+    def __init__(self):
+        self.n, self.out, self.done = 0, [], threading.Event()
+    def get_env(self):
+        return sx.prop(sx.get_stop_token, sx.never_stop_token())
+    def set_next(self, item):
+        self.n += 1
+        return sx.schedule(P) if self.n == 1 else bad()
+    def set_value(self):
+        self.out.append("value"); self.done.set()
+    def set_error(self, e):
+        self.out.append(type(e).__name__); self.done.set()
+    def set_stopped(self):
+        self.out.append("stopped"); self.done.set()
+r = R()
+sx.connect(sx.iterate([1, 2, 3]), r).start()
+r.done.wait(10)
+print(*r.out, flush=True)
+print('alive', flush=True)
+"""
+    r = run_child(code, timeout=60)
+    assert "std::terminate" not in r.stderr, str(r)
+    assert r.returncode == 0, str(r)
+    assert r.stdout.split() == ["ValueError", "alive"], str(r)
