@@ -23,19 +23,10 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._contracts import OpState
-
-
-class StartSink(Protocol):
-    """Where an ``Exception`` from a trampolined ``start`` goes (see the module docstring)."""
-
-    def _sx_start_failed(self, exc: Exception) -> None:
-        """``start`` raised ``exc``: complete the adaptor's receiver with ``set_error(exc)``
-        if the operation never completed, else re-raise ``exc``."""
-
+    from ._contracts import OpState, StartSink
 
 MAX_DEPTH = 24
 
