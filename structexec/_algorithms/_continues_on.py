@@ -105,10 +105,7 @@ class _ScheduleFromOp(ChildOp):
         self._state = 2
         self._op = None
         self._data = vals
-        try:
-            trampoline_start(self._sched_op)  # type: ignore[arg-type]
-        except Exception as exc:
-            self._start_failed(exc)
+        trampoline_start(self._sched_op, self)  # type: ignore[arg-type]
 
     def set_error(self, err: object) -> None:
         if self._state == 2:
@@ -117,10 +114,7 @@ class _ScheduleFromOp(ChildOp):
         self._op = None
         self._kind = _ERROR
         self._data = err
-        try:
-            trampoline_start(self._sched_op)  # type: ignore[arg-type]
-        except Exception as exc:
-            self._start_failed(exc)
+        trampoline_start(self._sched_op, self)  # type: ignore[arg-type]
 
     def set_stopped(self) -> None:
         if self._state == 2:
@@ -128,18 +122,17 @@ class _ScheduleFromOp(ChildOp):
         self._state = 2
         self._op = None
         self._kind = _STOPPED
-        try:
-            trampoline_start(self._sched_op)  # type: ignore[arg-type]
-        except Exception as exc:
-            self._start_failed(exc)
+        trampoline_start(self._sched_op, self)  # type: ignore[arg-type]
 
-    def _start_failed(self, exc: Exception) -> None:
-        """Starting the scheduling operation raised without completing it (the scheduler
+    def _sx_start_failed(self, exc: Exception) -> None:
+        """The start sink of the scheduling operation (``_trampoline``, also for a start
+        queued by the trampoline): its start raised without completing it (the scheduler
         cannot take work any more, e.g. a trio scheduler whose run has finished): that is
         the scheduling failure, sent to the receiver in place of the stored result
         ([exec.schedule.from]), instead of an exception out of a completion. If the
-        scheduling operation did complete (its receiver ran, and what it called raised),
-        the exception is not ours to turn into a completion: it propagates."""
+        scheduling operation did complete (its receiver ran and cleared ``_sched_op``, and
+        what it called raised), the exception is not ours to turn into a completion: it
+        propagates."""
         if self._sched_op is None:
             raise exc
         self._data = self._sched_op = None

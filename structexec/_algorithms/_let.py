@@ -79,6 +79,16 @@ class _LetReceiver2:
         self._holder = None
         self._rcvr.set_stopped()
 
+    def _sx_start_failed(self, exc: Exception) -> None:
+        """The start sink of the second operation (``_trampoline``): its ``start`` raised
+        ``exc``. ``_holder`` is set before that start and cleared by every completion, so
+        ``None`` here means this receiver completed (the operation completed before raising, a
+        contract violation, or the receiver's completion raised): the exception propagates.
+        Otherwise the operation never started and ``exc`` is the result."""
+        if self._holder is None:
+            raise exc
+        self.set_error(exc)
+
 
 def _shadows(new: object, old: object) -> bool:
     """Does the let-env ``new`` answer every query that the let-env ``old`` answers?"""
@@ -173,7 +183,9 @@ class _LetOp(ChildOp):
         else:
             r2._holder = self
         try:
-            trampoline_start(op2)
+            # An Exception from op2's start becomes set_error on r2 (its start sink), even when
+            # the start is queued and run by the trampoline's drain.
+            trampoline_start(op2, r2)
         except BaseException:
             # A start() that raises (a contract violation, or a KeyboardInterrupt) completes
             # nothing: break holder -> op2 -> r2 -> holder here, or it outlives the work.
@@ -270,8 +282,8 @@ class let_value_t(_LetAlgorithm):
     senders ``f`` returns, and ``set_error_t(Exception)``; not known before ``f`` runs
     (``get_completion_signatures`` gives ``None``) ([exec.let]).
 
-    Errors: an ``Exception`` from ``f`` or from connecting its sender, or ``f`` returning a non-
-    sender (``TypeError``), completes ``set_error``.
+    Errors: an ``Exception`` from ``f``, from connecting or starting its sender, or ``f``
+    returning a non-sender (``TypeError``), completes ``set_error``.
 
     Cancellation: the receiver's stop token reaches the child and the sender ``f`` returns.
 
@@ -348,8 +360,8 @@ class let_error_t(_LetAlgorithm):
     senders ``f`` returns, and ``set_error_t(Exception)``; not known before ``f`` runs
     (``get_completion_signatures`` gives ``None``) ([exec.let]).
 
-    Errors: an ``Exception`` from ``f`` or from connecting its sender, or ``f`` returning a non-
-    sender (``TypeError``), completes ``set_error``.
+    Errors: an ``Exception`` from ``f``, from connecting or starting its sender, or ``f``
+    returning a non-sender (``TypeError``), completes ``set_error``.
 
     Cancellation: the receiver's stop token reaches the child and the sender ``f`` returns.
 
@@ -381,8 +393,8 @@ class let_stopped_t(_LetAlgorithm):
     senders ``f`` returns, and ``set_error_t(Exception)``; not known before ``f`` runs
     (``get_completion_signatures`` gives ``None``) ([exec.let]).
 
-    Errors: an ``Exception`` from ``f`` or from connecting its sender, or ``f`` returning a non-
-    sender (``TypeError``), completes ``set_error``.
+    Errors: an ``Exception`` from ``f``, from connecting or starting its sender, or ``f``
+    returning a non-sender (``TypeError``), completes ``set_error``.
 
     Cancellation: the receiver's stop token reaches the child and the sender ``f`` returns. A
     stopped child is replaced by ``f()``'s sender.

@@ -18,8 +18,13 @@ Both run their child again and again, one iteration at a time, and complete ``se
 * Between iterations the receiver's stop token is checked: a stop request completes
   ``set_stopped()`` instead of connecting the next iteration. Each iteration sees the token
   too (its environment is ``FWD-ENV(get_env(rcvr))``, [exec.adapt.general]).
-* A ``start()`` that raises (a contract violation) propagates to whoever started the
-  iteration, as for every adaptor, and the loop ends without completing.
+* The first iteration's ``start()`` runs inside the loop's own ``start``: if it raises (a
+  contract violation), that propagates to whoever started the loop, as for every adaptor, and
+  the loop ends without completing. Every later iteration is started on behalf of the previous
+  one's completion (maybe on another thread, where nothing could receive the exception): an
+  ``Exception`` from its ``start`` ends the loop with ``set_error`` if the iteration did not
+  complete (``_state`` is still ``_RUNNING``); if it did, the exception propagates rather than
+  produce a second completion. A ``KeyboardInterrupt`` or other non-``Exception`` propagates.
 """
 
 from __future__ import annotations
@@ -84,7 +89,7 @@ class LoopOp:
             self._state = _DONE
             self._rcvr.set_value()
             return
-        self._run()
+        self._run(True)
 
     def close(self) -> None:
         """Drop this operation without starting it: close the first iteration's operation
@@ -94,16 +99,26 @@ class LoopOp:
             op, self._op = self._op, None
             close_op(op)
 
-    def _run(self) -> None:
+    def _run(self, first: bool = False) -> None:
         """Start the iteration in ``_op``, then, while each iteration completes inline and
         asks for another, connect and start the next one here (no nesting). The operation is
         passed in ``_op``, never as an argument: a caller's frame would keep it alive (it does
-        on Python 3.10) for as long as the loop runs."""
+        on Python 3.10) for as long as the loop runs. ``first``: the first iteration's start
+        is the loop's own (its exception propagates, see the module docstring)."""
         while True:
             gate = self._gate = [_SECOND, _FIRST]
             self._state = _RUNNING
             op = self._op
-            op.start()  # type: ignore[union-attr]  # (set by connect or _connect_next)
+            try:
+                op.start()  # type: ignore[union-attr]  # (set by connect or _connect_next)
+            except Exception as e:
+                op = None
+                if first or self._state != _RUNNING:
+                    raise  # the loop's own start, or the iteration completed: propagate
+                self._op = None
+                self._finish_error(e)
+                return
+            first = False
             # The completion dropped _op: this was the last reference to an iteration that
             # completed inline, and it is freed before the next one is connected.
             op = None
@@ -274,11 +289,13 @@ class repeat_effect_until_t(BinaryAdaptor):
 
     Errors: an error completion of a run ends the loop with it; an ``Exception`` raised by
     ``predicate`` completes ``set_error`` with it; a ``BaseException`` that is not an
-    ``Exception`` propagates (as from a ``then`` function), and so does an exception from a
-    run's ``start()``. ``TypeError`` at build for a non-sender, a non-callable predicate or an
-    ``async def`` one (its coroutine would count as true and never run: the predicate is
-    synchronous); a predicate that returns a coroutine object anyway (an object with an
-    ``async def __call__``) completes ``set_error(TypeError)``, the coroutine closed.
+    ``Exception`` propagates (as from a ``then`` function), and so does an exception from the
+    first run's ``start()``; an ``Exception`` from a later run's ``start()`` (made on behalf of
+    the previous run's completion) completes ``set_error`` with it. ``TypeError`` at build for a
+    non-sender, a non-callable predicate or an ``async def`` one (its coroutine would count as
+    true and never run: the predicate is synchronous); a predicate that returns a coroutine
+    object anyway (an object with an ``async def __call__``) completes ``set_error(TypeError)``,
+    the coroutine closed.
 
     Cancellation: each run sees the receiver's stop token; a stopped run ends the loop with
     ``set_stopped()``, and a stop request is also checked between runs (``set_stopped()``
@@ -386,8 +403,9 @@ class repeat_n_t(BinaryAdaptor):
     Completion signatures: ``set_value_t()``; for ``n > 0`` also the child's error signatures
     and ``set_stopped_t()``; ``None`` when the child's are unknown.
 
-    Errors: an error completion of a run ends the loop with it; an exception from a run's
-    ``start()`` propagates. ``TypeError`` at build for a non-sender or a non-``int`` ``n``,
+    Errors: an error completion of a run ends the loop with it; an exception from the first
+    run's ``start()`` propagates, an ``Exception`` from a later run's ``start()`` completes
+    ``set_error`` with it. ``TypeError`` at build for a non-sender or a non-``int`` ``n``,
     ``ValueError`` for ``n < 0``.
 
     Cancellation: each run sees the receiver's stop token; a stopped run ends the loop with

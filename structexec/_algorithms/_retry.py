@@ -204,7 +204,10 @@ class retry_t(Algorithm):
     ``None`` when the child's are unknown.
 
     Errors: errors that are not retried, and the last attempt's error, pass through; an error
-    of the timer sender ends the retry with it. At build: ``TypeError`` for a non-sender,
+    of the timer sender ends the retry with it. An exception from the first attempt's
+    ``start()`` propagates; an ``Exception`` from the ``start()`` of a later attempt or of a
+    wait (made on behalf of a completion) ends the retry with ``set_error`` (not retried).
+    At build: ``TypeError`` for a non-sender,
     a non-``int`` ``attempts``, a non-number ``delay``/``backoff`` (``int``, ``float``,
     ``Fraction``, ``Decimal``... as every time of the library; not ``bool`` or ``str``), an
     unknown keyword or a ``retry_on`` that is not an exception class or a tuple of them;

@@ -4,16 +4,19 @@ Start ``sndr`` on an agent of ``sch``; the completion is not transferred back ([
 The child's receiver environment is ``JOIN-ENV(SCHED-ENV(sch), FWD-ENV(env))``, so it sees
 ``get_scheduler == sch`` and ``sch``'s domain ([exec.starts.on]).
 
-The draft lowers ``starts_on`` to ``let_value(schedule(sch), lambda: sndr)`` at ``connect``. This
-module implements that lowering directly, with the same observable behaviour ([exec.starts.on]):
-``schedule(sch)`` runs with the receiver's stop token; its error or stopped completion is the result
-and ``sndr`` is never started; otherwise ``sndr`` is started, through the trampoline, on the
-scheduler's agent. One difference is deliberate: ``sndr`` is *connected* when the ``starts_on``
-sender is connected (connecting runs no user code), so what C++ rejects at compile time (an
-unsupported ``read_env`` query, ``on`` without a scheduler, ...) raises ``TypeError`` from
-``connect`` rather than arriving as ``set_error`` (the adaptors guide). For the same reason
-``starts_on`` has no default ``transform_sender``; a custom domain still sees the ``starts_on``
-sender (tag ``starts_on``, ``data`` the scheduler) and may replace it.
+The draft lowers ``starts_on`` to ``let_value(schedule(sch), lambda: sndr)`` at ``connect``.
+This module implements that lowering directly, with the same observable behaviour
+([exec.starts.on]): ``schedule(sch)`` runs with the receiver's stop token; its error or stopped
+completion is the result and ``sndr`` is never started; otherwise ``sndr`` is started, through
+the trampoline, on the scheduler's agent. If that start raises an ``Exception`` (a scheduler
+that no longer takes work, a broken sender) the exception is the result, ``set_error``, instead
+of escaping the scheduling operation's completion. One difference is deliberate: ``sndr`` is
+*connected* when the ``starts_on`` sender is connected (connecting runs no user code), so what
+C++ rejects at compile time (an unsupported ``read_env`` query, ``on`` without a scheduler, ...)
+raises ``TypeError`` from ``connect`` rather than arriving as ``set_error`` (the adaptors
+guide). For the same reason ``starts_on`` has no default ``transform_sender``; a custom domain
+still sees the ``starts_on`` sender (tag ``starts_on``, ``data`` the scheduler) and may replace
+it.
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ from typing import TYPE_CHECKING, TypeVar
 from .._core._adaptor_util import (
     ChildOp,
     SchedulerAdaptorSender,
-    WriteEnvReceiver,
     check_scheduler,
     check_sender,
     close_op,
@@ -33,16 +35,55 @@ from .._core._adaptor_util import (
 )
 from .._core._completion_signatures import completion_signatures, get_completion_signatures
 from .._core._connect import connect_unchecked as connect
-from .._core._env import fwd_env, join_env, sched_env
+from .._core._env import fwd_env, get_env, join_env, sched_env
 from .._core._protocol import Algorithm, Sender, completed_twice
 from .._core._trampoline import trampoline_start
 
 if TYPE_CHECKING:
-    from .._core._contracts import OperationState, Receiver
+    from .._core._contracts import Env, OperationState, Receiver, Sched
 
 __all__ = ["starts_on"]
 
 T = TypeVar("T")
+
+
+class _ChildReceiver:
+    """The child's receiver: environment ``JOIN-ENV(SCHED-ENV(sch), FWD-ENV(env))``
+    ([exec.starts.on]); each completion notes itself in ``_done``, then forwards.
+
+    It is also the child's start sink (``_trampoline``): a child whose ``start`` raises an
+    ``Exception`` before completing never started, and the exception is the result; if it
+    did complete (``_done``: a contract violation, or the receiver's own completion raised),
+    the exception propagates instead of producing a second completion.
+    """
+
+    __slots__ = ("_done", "_env", "_rcvr")
+
+    def __init__(self, rcvr: Receiver, sch: Sched) -> None:
+        self._rcvr = rcvr
+        self._env = join_env(sched_env(sch), fwd_env(get_env(rcvr)))
+        self._done = False
+
+    def get_env(self) -> Env:
+        return self._env
+
+    def set_value(self, *vals: object) -> None:
+        self._done = True
+        self._rcvr.set_value(*vals)
+
+    def set_error(self, err: object) -> None:
+        self._done = True
+        self._rcvr.set_error(err)
+
+    def set_stopped(self) -> None:
+        self._done = True
+        self._rcvr.set_stopped()
+
+    def _sx_start_failed(self, exc: Exception) -> None:
+        if self._done:
+            raise exc
+        self._done = True
+        self._rcvr.set_error(exc)
 
 
 class _StartsOnOp(ChildOp):
@@ -52,20 +93,22 @@ class _StartsOnOp(ChildOp):
     ([exec.starts.on]).
     """
 
-    __slots__ = ("_child_op",)
+    __slots__ = ("_child_op", "_child_rcvr")
 
     def __init__(self, rcvr: Receiver) -> None:
         self._rcvr = rcvr
         self._state = 0
         self._op = None
         self._child_op: OperationState | None = None
+        self._child_rcvr: _ChildReceiver | None = None
 
     def set_value(self, *vals: object) -> None:
         if self._state == 2:
             raise completed_twice(self, "set_value")
         self._state = 2
         self._op = None
-        trampoline_start(self._child_op)  # type: ignore[arg-type]
+        # An Exception from the child's start becomes its set_error (_ChildReceiver).
+        trampoline_start(self._child_op, self._child_rcvr)  # type: ignore[arg-type]
 
     # The child will never start: close its operation now
     # (docs/senders.md "Writing your own sender"), then complete.
@@ -104,7 +147,8 @@ class _StartsOnSender(SchedulerAdaptorSender):
         op = _StartsOnOp(rcvr)
         op._op = connect(self._sch.schedule(), op)
         # The child's receiver: env JOIN-ENV(SCHED-ENV(sch), FWD-ENV(env)) ([exec.starts.on]).
-        op._child_op = connect(self._child, WriteEnvReceiver(rcvr, sched_env(self._sch)))
+        cr = op._child_rcvr = _ChildReceiver(rcvr, self._sch)
+        op._child_op = connect(self._child, cr)
         return op
 
     def get_completion_signatures(self, env: object = None) -> completion_signatures | None:
@@ -133,7 +177,8 @@ class starts_on_t(Algorithm):
     ``schedule(sch)`` ([exec.starts.on]).
 
     Errors: an error of ``schedule(sch)`` is the result and ``sndr`` never starts; the child's
-    errors pass through.
+    errors pass through; an ``Exception`` raised by the child's ``start`` (made inside the
+    scheduling completion, maybe on another thread) is the result, ``set_error``.
 
     Cancellation: ``schedule(sch)`` and the child see the receiver's stop token; a stopped
     schedule operation completes ``set_stopped()``.

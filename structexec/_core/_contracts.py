@@ -40,6 +40,7 @@ __all__ = [
     "Rcvr",
     "Sched",
     "Sndr",
+    "StartSink",
     "StopToken",
     "SubmitAnywhere",
     "SubmitCall",
@@ -222,6 +223,26 @@ class LateDomain(Protocol):
 
     def _sx_late_domain(self) -> object:
         """The domain ``transform_sender`` uses for this sender at ``connect``."""
+
+
+@runtime_checkable
+class StartSink(Protocol):
+    """``_sx_start_failed(exc)``: the start of an operation handed to the trampoline with this
+    sink (``trampoline_start(op, sink)``) raised the ``Exception`` ``exc``. If the operation
+    never completed, complete the adaptor's receiver with ``set_error(exc)`` (the operation
+    never started, so nothing is orphaned); if it did (a contract violation, or a completion
+    that raised), re-raise ``exc``: never a second completion.
+
+    Provided by: ``_starts_on._ChildReceiver`` (the child), ``_let._LetReceiver2`` (the
+    sender the function returned), ``_continues_on._ScheduleFromOp`` and ``_join._JoinOp``
+    (their scheduling operation).
+
+    Called by: ``_trampoline.trampoline_start`` (a start made now) and ``_trampoline.drain``
+    (a queued start, run by the outermost ``trampoline_start`` of the thread). Never for a
+    ``BaseException`` that is not an ``Exception``: that propagates.
+    """
+
+    def _sx_start_failed(self, exc: Exception) -> None: ...
 
 
 @runtime_checkable

@@ -81,7 +81,16 @@ class _JoinOp:
     def _sx_join_complete(self) -> None:
         # complete(): start the schedule op, so set_value arrives on the receiver's
         # scheduler ([exec.scope.join]). Through the trampoline: this runs inside a disassociate().
-        trampoline_start(self._sched_op)
+        trampoline_start(self._sched_op, self)
+
+    def _sx_start_failed(self, exc: Exception) -> None:
+        # The schedule op's start raised (``_trampoline``): it never started, so that is the
+        # join's error instead of an exception out of the disassociate() that completed the
+        # scope. Its completions clear _sched_op: if it did complete, the exception propagates.
+        if self._sched_op is None:
+            raise exc
+        self._sched_op = None
+        self._rcvr.set_error(exc)
 
     # receiver of schedule(get_scheduler(env)): sees the full receiver env ([exec.scope.join])
     def get_env(self) -> Any:

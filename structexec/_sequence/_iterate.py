@@ -37,7 +37,8 @@ class Pump:
 
     Subclasses implement ``_pull()`` (the next item sender, or ``_END``; an ``Exception`` ends
     the sequence with it) and may override ``_close()`` (run when the sequence ends before the
-    source is exhausted). The operation is also the receiver of every next sender.
+    source is exhausted). The operation is also the receiver of every next sender. A next
+    sender whose ``connect`` or ``start`` raises an ``Exception`` ends the sequence with it.
     """
 
     __slots__ = ("_env", "_inline", "_lock", "_rcvr", "_ready", "_started", "_tok")
@@ -93,7 +94,11 @@ class Pump:
             ns = rcvr.set_next(item)
             self._inline = True
             self._ready = None
-            connect(ns, self).start()
+            try:
+                connect(ns, self).start()
+            except Exception as e:
+                self._start_failed(e)
+                return
             with lock:
                 r = self._ready
                 self._inline = False
@@ -103,6 +108,19 @@ class Pump:
             if kind != VALUE:
                 self._next_ended(kind, data)
                 return
+
+    def _start_failed(self, exc: Exception) -> None:
+        """Connecting or starting a next sender raised ``exc``, maybe inside the previous
+        next sender's completion on another thread: the sequence ends with ``set_error(exc)``
+        (the next sender never started) instead of the exception escaping that completion.
+        If the next sender did complete first (``_ready`` is set), ``exc`` propagates: never
+        a second completion."""
+        with self._lock:
+            r = self._ready
+            self._inline = False
+        if r is not None:
+            raise exc
+        self._end(ERROR, exc, early=True)
 
     def _next_ended(self, kind: int, data: object) -> None:
         if kind == ERROR:
