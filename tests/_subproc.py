@@ -111,14 +111,28 @@ class HangGuard:
         import threading
 
         self._done = threading.Event()
+        self._lock = threading.Lock()
         self._token = token
         self._seconds = seconds
+        self._deadline = time.monotonic() + seconds
         self._thread = threading.Thread(target=self._watch, daemon=True, name="hang-guard")
         self._thread.start()
 
+    def extend(self, seconds: float) -> None:
+        """Allow ``seconds`` more real time: for a wait that has a bound of its own (a child
+        process's timeout), so that the guard never ends the test before that bound does."""
+        with self._lock:
+            self._deadline += seconds
+            self._seconds += seconds
+
     def _watch(self) -> None:
-        if self._done.wait(self._seconds):
-            return
+        while True:
+            with self._lock:
+                remaining = self._deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            if self._done.wait(remaining):
+                return
 
         def abort() -> None:
             raise RuntimeError(f"hang guard: the test was still running after {self._seconds}s")

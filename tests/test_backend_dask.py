@@ -151,21 +151,32 @@ def test_errors_keep_their_original_type(sch: sx.parallel_scheduler) -> None:
     assert sx.sync_wait(sx.schedule(sch) | sx.bulk(sx.par, 20, noop)) == ()
 
 
+RAN: list[int] = []  # the indices the functions below ran (processes=False: shared)
+RELEASE = threading.Event()
+
+
+def per_chunk(ran: list[int], size: int = 50) -> dict[int, int]:
+    """How many indices of each chunk of ``size`` indices ran."""
+    return {c: sum(1 for i in ran if i // size == c) for c in {i // size for i in ran}}
+
+
 def slow_then_fail(i: int, out: list[int]) -> None:
     if i == 0:
         raise ChunkError("first")
-    time.sleep(0.02)
+    RAN.append(i)
+    time.sleep(0.1)  # 5 s per chunk: a chunk that runs to its end was not stopped
 
 
 def test_first_error_stops_the_other_chunks_of_a_stoppable_consumer(
     sch: sx.parallel_scheduler,
 ) -> None:
+    RAN.clear()
     rec = RecordingReceiver()  # has a stop token
-    t0 = time.monotonic()
     rec.run(sx.schedule(sch) | sx.then(lambda: [0] * 400) | sx.bulk(sx.par, 400, slow_then_fail))
-    rec.wait(10)
+    rec.wait(30)
     assert isinstance(rec.error, ChunkError)
-    assert time.monotonic() - t0 < 2.0  # not the 4 s the other chunks would take
+    ran = per_chunk(RAN)  # 8 chunks of 50 indices; the first one failed at its first index
+    assert all(n < 50 for n in ran.values()), ran  # every other chunk that started stopped
 
 
 def test_unpicklable_work_fails_before_any_chunk_runs(sch: sx.parallel_scheduler) -> None:
@@ -207,21 +218,34 @@ def test_unpicklable_results_are_a_serialization_error_not_a_lost_cluster(
     )
 
 
+def gated(i: int, out: list[int]) -> None:
+    RAN.append(i)
+    RELEASE.wait(30)  # until the stop was requested (the bound only guards a broken test)
+    time.sleep(0.1)  # then 5 s per chunk: a chunk that runs to its end was not stopped
+    out[i] = 1
+
+
 def test_stop_stops_running_chunks_and_cancels_queued_ones(sch: sx.parallel_scheduler) -> None:
-    out = [0] * 400  # 8 s of work on 2 threads: 8 chunks of 50 indices
+    """The stop request arrives while the first indices run: the running chunks stop (the
+    workers poll the stop flag between indices) and the queued ones never start."""
+    RAN.clear()
+    RELEASE.clear()
+    out = [0] * 400  # 8 chunks of 50 indices on 2 worker threads
     rec = RecordingReceiver()
-    t0 = time.monotonic()
-    rec.run(sx.just(out) | sx.continues_on(sch) | sx.bulk(sx.par, 400, slow))
-    time.sleep(0.3)
+    rec.run(sx.just(out) | sx.continues_on(sch) | sx.bulk(sx.par, 400, gated))
+    deadline = time.monotonic() + 30
+    while not RAN and time.monotonic() < deadline:
+        time.sleep(0.005)
     rec.request_stop()
-    rec.wait(10)
+    RELEASE.set()
+    rec.wait(30)
     assert rec.stopped
-    assert time.monotonic() - t0 < 2.0
     assert rec.live_callbacks_at_completion == 0
-    # The queued chunks did not keep the workers busy: new work runs at once.
-    t1 = time.monotonic()
+    # New work runs; a queued chunk that was not cancelled would have started by then.
     assert sx.sync_wait(sx.schedule(sch) | sx.bulk(sx.par, 4, noop)) == ()
-    assert time.monotonic() - t1 < 1.0
+    chunks = per_chunk(RAN)
+    assert 1 <= len(chunks) <= 2, chunks  # only the chunks that were running
+    assert all(n < 50 for n in chunks.values()), chunks  # and they stopped early
 
 
 def test_completions_come_back_to_the_local_thread_pool(sch: sx.parallel_scheduler) -> None:

@@ -69,9 +69,23 @@ def die(i: int) -> None:
         os._exit(7)
 
 
-def slow(i: int, out: list[int]) -> None:
-    time.sleep(0.02)
+def gated(i: int, out: list[int], where: str) -> None:
+    """Says that index ``i`` runs (a file), then waits for the release file."""
+    Path(where, f"ran-{i}").touch()
+    deadline = time.monotonic() + 30  # (only a bound for a broken test)
+    while not Path(where, "release").exists() and time.monotonic() < deadline:
+        time.sleep(0.005)
     out[i] = 1
+
+
+def indices_that_ran(where: str) -> list[int]:
+    return sorted(int(n[4:]) for n in os.listdir(where) if n.startswith("ran-"))
+
+
+def wait_for_an_index(where: str) -> None:
+    deadline = time.monotonic() + 30
+    while not indices_that_ran(where) and time.monotonic() < deadline:
+        time.sleep(0.005)
 
 
 def test_results_of_the_chunks_reach_the_parent(sch: sx.parallel_scheduler) -> None:
@@ -243,19 +257,25 @@ def test_a_submission_the_pool_refuses_is_reported_and_the_pool_is_replaced() ->
         assert sx.sync_wait(cases[1][1])[0] != os.getpid()
 
 
-def test_stop_cancels_queued_chunks_and_stops_running_ones(sch: sx.parallel_scheduler) -> None:
+def test_stop_cancels_queued_chunks_and_stops_running_ones(
+    sch: sx.parallel_scheduler, tmp_path: Path
+) -> None:
+    """The stop request arrives while an index runs (each waits for a release file): the
+    running chunks stop at their next index and the queued ones never start, so no index
+    but the ones that were running (one per worker process at most) ever runs."""
     sx.sync_wait(sx.schedule(sch) | sx.bulk(sx.par, 4, squares_noop))  # workers are up
-    out = [0] * 400  # 8 s of work on 2 processes
+    where = str(tmp_path)
+    out = [0] * 400  # 8 chunks of 50 indices on 2 processes
     rec = RecordingReceiver()
-    t0 = time.monotonic()
-    rec.run(sx.just(out) | sx.continues_on(sch) | sx.bulk(sx.par, 400, slow))
-    time.sleep(0.3)
+    rec.run(sx.just(out, where) | sx.continues_on(sch) | sx.bulk(sx.par, 400, gated))
+    wait_for_an_index(where)
     rec.request_stop()
-    rec.wait(10)
+    (tmp_path / "release").touch()
+    rec.wait(30)
     assert rec.stopped
-    assert time.monotonic() - t0 < 2.0
     assert rec.live_callbacks_at_completion == 0
     assert sum(out) == 0  # a stopped chunk brings nothing back
+    assert 1 <= len(indices_that_ran(where)) <= 2, indices_that_ran(where)
 
 
 def test_schedule_and_completions_stay_in_this_process(sch: sx.parallel_scheduler) -> None:
@@ -322,7 +342,7 @@ def test_a_continuation_after_the_bulk_runs_on_the_thread_pool(
 
 
 async def test_await_in_trio_gets_the_results_and_cancellation_stops_the_work(
-    sch: sx.parallel_scheduler,
+    sch: sx.parallel_scheduler, tmp_path: Path
 ) -> None:
     """``await`` of bulk work on the process pool from a trio task (the hand-off completion
     wakes the task directly); a trio cancellation stops the running chunks."""
@@ -333,13 +353,21 @@ async def test_await_in_trio_gets_the_results_and_cancellation_stops_the_work(
     assert res is out and out == [i * i for i in range(50)]
     with pytest.raises(ValueError, match="bad index 5"):
         await (sx.schedule(sch) | sx.bulk(sx.par, 20, raise_value_error))
-    slow_out = [0] * 400  # 8 s of work on 2 processes
-    t0 = time.monotonic()
-    with trio.move_on_after(0.3) as cs:
-        await (sx.just(slow_out) | sx.continues_on(sch) | sx.bulk(sx.par, 400, slow))
+    where = str(tmp_path)
+    slow_out = [0] * 400
+
+    async def cancel_once_an_index_runs(cs: trio.CancelScope) -> None:
+        await trio.to_thread.run_sync(wait_for_an_index, where)
+        cs.cancel()  # the stop request reaches the chunks now...
+        (tmp_path / "release").touch()  # ...before the running indices return
+
+    async with trio.open_nursery() as nursery:
+        with trio.CancelScope() as cs:
+            nursery.start_soon(cancel_once_an_index_runs, cs)
+            await (sx.just(slow_out, where) | sx.continues_on(sch) | sx.bulk(sx.par, 400, gated))
     assert cs.cancelled_caught
-    assert time.monotonic() - t0 < 4.0
-    assert sum(slow_out) < 400
+    assert sum(slow_out) == 0  # a stopped chunk brings nothing back
+    assert 1 <= len(indices_that_ran(where)) <= 2, indices_that_ran(where)
 
 
 # -- one-chunk round trips and work without values (pickled once, reused by the workers)

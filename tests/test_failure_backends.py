@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -81,9 +82,23 @@ def die(i: int, out: list[int]) -> None:
     out[i] = i
 
 
-def slow(i: int, out: list[int]) -> None:
-    time.sleep(0.02)
+def gated(i: int, out: list[int], where: str) -> None:
+    """Says that index ``i`` runs (a file), then waits for the release file."""
+    Path(where, f"ran-{i}").touch()
+    deadline = time.monotonic() + 30  # (only a bound for a broken test)
+    while not Path(where, "release").exists() and time.monotonic() < deadline:
+        time.sleep(0.005)
     out[i] = 1
+
+
+def indices_that_ran(where: str) -> list[int]:
+    return sorted(int(n[4:]) for n in os.listdir(where) if n.startswith("ran-"))
+
+
+def wait_for_an_index(where: str) -> None:
+    deadline = time.monotonic() + 30
+    while not indices_that_ran(where) and time.monotonic() < deadline:
+        time.sleep(0.005)
 
 
 def fill(i: int, out: list[int]) -> None:
@@ -176,21 +191,24 @@ def test_process_pool_results_that_cannot_be_pickled_name_the_element(
 
 
 def test_process_pool_stop_from_another_thread_stops_the_work(
-    sch: sx.parallel_scheduler,
+    sch: sx.parallel_scheduler, tmp_path: Path
 ) -> None:
+    """The stop request comes from another thread while an index runs (each waits for a
+    release file): no index but the ones that were running (one per process) ever runs."""
     _still_works(sch)  # the workers are up
-    out = [0] * 400  # 8 s of work on 2 processes
+    where = str(tmp_path)
+    out = [0] * 400
     rec = RecordingReceiver()
-    rec.run(sx.just(out) | sx.continues_on(sch) | sx.bulk(sx.par, 400, slow))
-    time.sleep(0.2)
-    t0 = time.monotonic()
+    rec.run(sx.just(out, where) | sx.continues_on(sch) | sx.bulk(sx.par, 400, gated))
+    wait_for_an_index(where)
     t = threading.Thread(target=rec.request_stop)
     t.start()
     t.join(10)
-    rec.wait(10)
+    (tmp_path / "release").touch()
+    rec.wait(30)
     assert rec.stopped
-    assert time.monotonic() - t0 < 3.0
     assert rec.live_callbacks_at_completion == 0
+    assert 1 <= len(indices_that_ran(where)) <= 2, indices_that_ran(where)
 
 
 def _gone(pid: int, timeout: float = 10) -> bool:

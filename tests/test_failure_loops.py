@@ -252,15 +252,19 @@ sx.set_terminate_handler(None)
 print(f"bare-exit: {reasons}", flush=True)
 print(f"pool-threads-2: {[t.is_alive() for t in pool._threads]}", flush=True)
 
-# Ctrl-C while sync_wait waits for work on the pool; the work finishes later.
+# Ctrl-C while sync_wait waits for work on the pool; the work finishes later. The work says
+# when it runs (sync_wait is waiting for it then) and runs until the interrupt has arrived,
+# however late the signal comes on a loaded machine.
+release2 = threading.Event()
 def slow2(*a):
-    time.sleep(0.3)
-ready()
+    ready()
+    release2.wait(30)
 try:
     sx.sync_wait(sx.starts_on(ps, sx.just() | sx.then(slow2)))
     print("ctrl-c: no interrupt", flush=True)
 except KeyboardInterrupt:
     print("ctrl-c: KeyboardInterrupt", flush=True)
+release2.set()
 time.sleep(0.5)
 gc.collect()
 attempt("end", sx.starts_on(ps, sx.just(9)))

@@ -38,8 +38,8 @@ except BaseException as e:
 "sync_wait_timer": """
 import structexec as sx
 s = sx.read_env(sx.get_scheduler) | sx.let_value(lambda sch: sx.schedule_after(sch, 3600))
-ready()
 try:
+    ready()  # inside the try: a late start of this line must not meet the signal outside it
     sx.sync_wait(s)
 except BaseException as e:
     print("RAISED", type(e).__name__)

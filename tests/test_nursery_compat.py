@@ -106,11 +106,17 @@ def open_nursery(kind: str) -> Callable[[], Any]:
     return sx.counting_scope
 
 
+#: The running test's hang guard (``child_result`` extends it by the child's own timeout).
+_GUARDS: list[HangGuard] = []
+
+
 @pytest.fixture(autouse=True)
 async def hang_guard() -> Any:
     """A test that hangs crashes its trio run after 10 s instead of stalling the suite."""
     g = HangGuard(trio.lowlevel.current_trio_token(), 10.0)
+    _GUARDS.append(g)
     yield
+    _GUARDS.remove(g)
     g.close()
 
 
@@ -120,10 +126,14 @@ def leaves(e: BaseException) -> list[BaseException]:
     return [e]
 
 
-async def child_result(code: str, kind: str, timeout: float = 6.0) -> Any:
+async def child_result(code: str, kind: str, timeout: float = 60.0) -> Any:
     """Run ``code`` (with ``{opener}`` for the kind) in a child interpreter, off the trio
-    thread; a hang is a timeout there, not here."""
+    thread; a hang is a timeout there, not here. (The timeout is generous: on a loaded
+    machine a new interpreter needs several seconds just to import trio and structexec; the
+    test's hang guard is extended by as much.)"""
     src = "import trio, structexec as sx\n" + code.replace("{opener}", OPENERS[kind])
+    for g in _GUARDS:
+        g.extend(timeout)
     return await trio.to_thread.run_sync(lambda: run_child(src, timeout=timeout))
 
 
@@ -2816,7 +2826,7 @@ async def test_a_task_that_detaches_its_coroutine_ends_as_in_a_nursery(
     it after the run) neither raises nor aborts; whether it detaches while the exit waits or
     while the body still runs."""
     code = f"KEEP = {keep}\nHOW = {how!r}\nWHEN = {when!r}\n" + _DETACH_CHILD
-    r = await child_result(code, kind, timeout=30)
+    r = await child_result(code, kind)
     assert not r.timed_out, str(r)
     assert r.stdout.split("\n")[:2] == ["exited False 0", "end"], str(r)
     assert r.returncode == 0, str(r)
@@ -2871,6 +2881,8 @@ async def test_spawned_work_that_detaches_its_coroutine_ends() -> None:
     (system tasks): the block exits or ``join()`` completes (the work has ended, its
     association is released) and the future completes stopped, since the coroutine's
     outcome will never reach trio. It used to wait forever."""
+    for g in _GUARDS:
+        g.extend(60)  # the child's own timeout bounds the wait
     r = await trio.to_thread.run_sync(lambda: run_child(_DETACH_SPAWN_CHILD, timeout=60))
     assert not r.timed_out, str(r)
     lines = [ln for ln in r.stdout.splitlines() if ln.strip()]

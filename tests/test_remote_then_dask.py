@@ -32,7 +32,17 @@ pytestmark = pytest.mark.dask
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Any]:
-    with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
+    # ``allowed-failures`` is read when the scheduler starts; ``lost-worker-timeout`` each
+    # time a worker leaves, so it stays set for the module: when a worker has left, the
+    # cluster closes its nanny for good unless a worker of the same name is back after that
+    # timeout (15 s by default). The kill tests below kill a worker again within that time;
+    # on a loaded machine the first removal's timer could fire while the nanny is still
+    # restarting the second time, and the worker would never come back.
+    config = {
+        "distributed.scheduler.allowed-failures": 1,
+        "distributed.deploy.lost-worker-timeout": "1h",
+    }
+    with dask.config.set(config):
         c = distributed.LocalCluster(
             n_workers=2,
             threads_per_worker=1,
@@ -41,10 +51,10 @@ def cluster() -> Iterator[Any]:
             host="127.0.0.1",
             dashboard_address=None,
         )
-    try:
-        yield c
-    finally:
-        c.close()
+        try:
+            yield c
+        finally:
+            c.close()
 
 
 @pytest.fixture(scope="module")

@@ -231,8 +231,8 @@ def test_a_stop_cancels_queued_calls_and_lets_the_running_one_finish(tmp_path: P
         par = sx.parallel_scheduler(b)
         sx.sync_wait(sx.schedule(par) | sx.then(getpid))  # the worker is up
         running = RecordingReceiver()
-        running.run(
-            sx.schedule(par) | sx.then(functools.partial(started_then_sleep, str(tmp_path), 0, 0.3))
+        running.run(  # it runs until the release file exists (a loaded machine cannot end it)
+            sx.schedule(par) | sx.then(functools.partial(started_then_wait, str(tmp_path), 0))
         )
         queued = RecordingReceiver()
         queued.run(
@@ -245,9 +245,10 @@ def test_a_stop_cancels_queued_calls_and_lets_the_running_one_finish(tmp_path: P
         while not (tmp_path / "started-0").exists() and time.monotonic() < deadline:
             time.sleep(0.005)
         running.request_stop()
+        (tmp_path / "release").touch()
         running.wait(10)
         assert running.value == (0,)  # a running call is not interrupted: its result arrives
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["started-0"]
+    assert started_calls(str(tmp_path)) == [0]
 
 
 async def test_request_stop_on_a_scope_with_100_queued_calls(tmp_path: Path) -> None:
@@ -319,20 +320,25 @@ async def test_operation_tree_shows_the_worker_process_of_a_running_call(
     par: sx.parallel_scheduler, tmp_path: Path
 ) -> None:
     async with sx.counting_scope(name="remote") as scope:
+        # The call runs until the snapshot is taken (a call that only sleeps a while could
+        # have finished by then on a loaded machine).
         fut = scope.spawn_future(
-            sx.schedule(par) | sx.then(functools.partial(started_then_sleep, str(tmp_path), 0, 0.5))
+            sx.schedule(par) | sx.then(functools.partial(started_then_wait, str(tmp_path), 0))
         )
         marker = tmp_path / "started-0"
-        with trio.fail_after(20):
-            while not marker.exists() or not marker.read_text():
-                await trio.sleep(0.01)
-        pid = int(marker.read_text())
-        states = [op.state for sc in sx.operation_tree() if sc.name == "remote"
-                  for op in sc.operations]
+        try:
+            with trio.fail_after(20):
+                while not marker.exists() or not marker.read_text():
+                    await trio.sleep(0.01)
+            pid = int(marker.read_text())
+            states = [op.state for sc in sx.operation_tree() if sc.name == "remote"
+                      for op in sc.operations]
+        finally:
+            (tmp_path / "release").touch()
         assert len(states) == 1 and states[0].startswith(
             f"running on worker process {pid} of <ProcessPoolBackend"
         ), states
-        await fut
+        assert await fut == 0
 
 
 def test_remote_calls_leave_no_cyclic_garbage(par: sx.parallel_scheduler) -> None:

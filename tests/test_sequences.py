@@ -156,7 +156,10 @@ async def test_from_channel_then_into_channel() -> None:
     assert got == [str(i) for i in range(20)]
 
 
-async def test_as_completed_in_completion_order() -> None:
+async def test_as_completed_in_completion_order(autojump_clock: trio.testing.MockClock) -> None:
+    # Virtual time: the three sleeps start in one instant, so their deadlines keep the order
+    # of their durations (with the real clock, a pause of this thread between two starts
+    # could reorder them).
     async def c(i: int, d: float) -> int:
         await trio.sleep(d)
         return i

@@ -287,7 +287,12 @@ async def test_await_schedule_after_is_cancelled_like_trio_sleep() -> None:
         assert cs.cancelled_caught
 
 
-async def test_trio_timers_fire_in_deadline_order_fifo_on_trio_thread() -> None:
+async def test_trio_timers_fire_in_deadline_order_fifo_on_trio_thread(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Virtual time: every timer is started before its deadline. (With the real clock, a
+    # loaded machine could let the deadlines of the later ones pass during the loop; a timer
+    # started after its deadline is queued like schedule(), before the pending ones fire.)
     sch = sx.trio_scheduler()
     order: list[Any] = []
     me = threading.get_ident()
@@ -349,7 +354,11 @@ async def test_trio_timer_started_from_another_thread() -> None:
         assert r2.value == () and r2.thread == threading.get_ident()
 
 
-async def test_trio_earlier_timer_added_later_wakes_the_server() -> None:
+async def test_trio_earlier_timer_added_later_wakes_the_server(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Virtual time: the margin below measures the library, not how long a loaded machine
+    # keeps this thread from running.
     sch = sx.trio_scheduler()
     order: list[str] = []
     async with no_leaks(), sx.counting_scope() as scope:
