@@ -44,7 +44,7 @@ from ._spawn_future import spawn_future
 __all__ = ["counting_scope", "simple_counting_scope"]
 
 T = TypeVar("T")
-_F = TypeVar("_F", bound=Callable[..., Any])
+_S = TypeVar("_S", bound="_ScopeBase")
 
 
 # --------------------------------------------------------------------------- tokens
@@ -134,6 +134,16 @@ class _ScopeBase(NurseryFace):
 
     _stop_env: object = EMPTY_ENV  # counting_scope: its slot, the env of its stop token
     _token_type: ClassVar[type[_Token]] = _SimpleToken
+
+    if TYPE_CHECKING:  # both scopes' (_scope_init makes them)
+
+        def __init__(
+            self,
+            *,
+            strict_exception_groups: bool | None = None,
+            name: str | None = None,
+            stop_grace: float | None = None,
+        ) -> None: ...
 
     # -- public members
 
@@ -270,10 +280,28 @@ def _check_ctor(
     return None if grace is None else check_grace(grace, f"{cls}()")
 
 
-def _keyword_signature(fn: _F) -> _F:
-    """Give ``fn`` (a scope's ``__init__``) the signature it documents: keywords only
-    (``inspect.signature``, ``help()``), not the ``*args, **unknown`` it checks."""
-    fn.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+def _scope_init(cls: str, setup: Callable[[_S], None] | None = None) -> Callable[..., None]:
+    """The ``__init__`` of the scope class named ``cls``: keywords only, as documented (its
+    ``inspect.signature`` and ``help()`` say so), but taking ``*args`` and ``**unknown`` so that
+    a wrong call names ``cls`` and the accepted keywords (``_check_ctor``); then
+    ``setup(self)``, if given (what the class adds to the shared state)."""
+
+    def __init__(
+        self: _S,
+        *args: object,
+        strict_exception_groups: bool | None = None,
+        name: str | None = None,
+        stop_grace: float | None = None,
+        **unknown: object,
+    ) -> None:
+        if args or unknown or stop_grace is not None:
+            stop_grace = _check_ctor(cls, args, unknown, stop_grace)
+        NurseryFace.__init__(self, strict_exception_groups, name, stop_grace)
+        if setup is not None:
+            setup(self)
+
+    __init__.__qualname__ = f"{cls}.__init__"
+    __init__.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [
             inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
             inspect.Parameter(
@@ -294,7 +322,7 @@ def _keyword_signature(fn: _F) -> _F:
         ],
         return_annotation="None",
     )
-    return fn
+    return __init__
 
 
 class simple_counting_scope(_ScopeBase):
@@ -339,32 +367,8 @@ class simple_counting_scope(_ScopeBase):
 
     __slots__ = ()
 
-    if TYPE_CHECKING:
-
-        def __init__(
-            self,
-            *,
-            strict_exception_groups: bool | None = None,
-            name: str | None = None,
-            stop_grace: float | None = None,
-        ) -> None: ...
-
-    else:
-
-        @_keyword_signature
-        def __init__(
-            self,
-            *args,
-            strict_exception_groups=None,
-            name=None,
-            stop_grace=None,
-            **unknown,
-        ):
-            # Keywords only, as documented, but taking *args and **unknown so that a wrong
-            # call names this class and the accepted keywords (_check_ctor).
-            if args or unknown or stop_grace is not None:
-                stop_grace = _check_ctor("simple_counting_scope", args, unknown, stop_grace)
-            NurseryFace.__init__(self, strict_exception_groups, name, stop_grace)
+    if not TYPE_CHECKING:  # the signature is _ScopeBase's
+        __init__ = _scope_init("simple_counting_scope")
 
     _host_type = SimpleHost
 
@@ -374,6 +378,13 @@ class simple_counting_scope(_ScopeBase):
     if TYPE_CHECKING:
 
         def get_token(self) -> _SimpleToken: ...
+
+
+def _open_stop_source(scope: counting_scope) -> None:
+    """What ``counting_scope.__init__`` adds: the scope's stop source ([exec.scope.counting])."""
+    source = scope._source = inplace_stop_source()
+    token = scope._stop_token = source.get_token()
+    scope._stop_env = StopTokenEnv(token, EMPTY_ENV)
 
 
 class counting_scope(_ScopeBase):
@@ -411,34 +422,8 @@ class counting_scope(_ScopeBase):
     __slots__ = ("_source", "_stop_env", "_stop_token")
     _source: inplace_stop_source
 
-    if TYPE_CHECKING:
-
-        def __init__(
-            self,
-            *,
-            strict_exception_groups: bool | None = None,
-            name: str | None = None,
-            stop_grace: float | None = None,
-        ) -> None: ...
-
-    else:
-
-        @_keyword_signature
-        def __init__(
-            self,
-            *args,
-            strict_exception_groups=None,
-            name=None,
-            stop_grace=None,
-            **unknown,
-        ):
-            # As simple_counting_scope's; then the scope's stop source ([exec.scope.counting]).
-            if args or unknown or stop_grace is not None:
-                stop_grace = _check_ctor("counting_scope", args, unknown, stop_grace)
-            NurseryFace.__init__(self, strict_exception_groups, name, stop_grace)
-            source = self._source = inplace_stop_source()
-            token = self._stop_token = source.get_token()
-            self._stop_env = StopTokenEnv(token, EMPTY_ENV)
+    if not TYPE_CHECKING:  # the signature is _ScopeBase's; then the scope's stop source
+        __init__ = _scope_init("counting_scope", _open_stop_source)
 
     _host_type = CountingHost
     _host_stops = CountingHost.stops
