@@ -72,8 +72,8 @@ def test_only_the_state_module_touches_the_association_state(path: Path) -> None
     found = _violations(path.read_text(encoding="utf-8"))
     assert not found, (
         f"{path.name} touches the scope's association state directly ({'; '.join(found)}): "
-        "call the methods of _state.AssociationState instead (_try_associate, _disassociate, "
-        "_start_join, close, ...)"
+        "call the methods of the scope's _state.AssociationState instead (scope._assoc: "
+        "try_associate, disassociate, start_join, close, ...)"
     )
 
 
@@ -92,7 +92,7 @@ def test_the_state_module_owns_them() -> None:
         ("x = getattr(s, '_state', 0)", True),
         ("from ._state import ACCEPTS", True),
         ("from ._state import AssociationState", False),
-        ("scope._try_associate()", False),
+        ("scope._assoc.try_associate()", False),
         ("self._phase = 1", False),
     ],
 )

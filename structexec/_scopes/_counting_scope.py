@@ -7,20 +7,25 @@ A scope counts the work associated with it (by ``spawn``, ``spawn_future``, ``as
 used as a nursery, ``start_soon``/``start``) and ``join()`` completes once that count is
 zero. The two public classes are composed from:
 
-* ``_state.AssociationState``: the seven states of [exec.counting.scopes.general], the count,
-  the lock and the registered joins (the state diagram is in its docstring); the only code
-  that touches them;
+* ``_state.AssociationState``, an object each scope owns (``_assoc``) and its tokens hold:
+  the seven states of [exec.counting.scopes.general], the count, the lock, the registered
+  joins and what the join reports (the state diagram is in its docstring); the only code that
+  touches them;
 * ``_join``: the sender of ``scope.join()`` ([exec.scope.join]);
 * ``_nursery``: the trio nursery face (``async with``, ``start_soon``, ``start``,
-  ``cancel_scope``) and the two ways of hosting trio tasks (``SimpleHost``, ``CountingHost``);
-* this module: the tokens ([exec.simple.counting.token], [exec.scope.counting]) and what both
-  scopes share as spawn targets (``get_token``, ``join``, ``spawn``, ``spawn_future``).
+  ``cancel_scope``), with a host object per kind (``_hosts``: ``SimpleHost``,
+  ``CountingHost``) and the exit (``_exit``);
+* this module: the tokens ([exec.simple.counting.token], [exec.scope.counting]), what both
+  scopes share as spawn targets (``get_token``, ``join``, ``spawn``, ``spawn_future``) and
+  the public face of the state (``close``, ``state``, ``count``), and what each scope does
+  when an error of its work is recorded (``_record_error``).
 """
 
 from __future__ import annotations
 
 import inspect
 import time
+import warnings
 from collections.abc import Awaitable, Callable
 from types import CoroutineType as _CoroutineType
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar
@@ -33,6 +38,7 @@ from .._core._protocol import Sender
 from .._core._snapshot import ScopeRecord, snapshot_roots
 from .._core._stop_token import inplace_stop_source
 from . import _spawn, _spawn_future
+from ._hosted import task_finished
 from ._hosts import CountingHost, SimpleHost
 from ._join import _JoinSender
 from ._nursery import NurseryFace
@@ -51,21 +57,22 @@ _S = TypeVar("_S", bound="_ScopeBase")
 
 
 class _Token:
-    __slots__ = ("_scope",)
+    # _assoc: the scope's association state, held directly (no load of it per call).
+    __slots__ = ("_assoc", "_scope")
 
     def __init__(self, scope: _ScopeBase) -> None:
         self._scope = scope
+        self._assoc = scope._assoc
 
     def try_associate(self) -> bool:
         """Ask the scope for one more association ([exec.counting.scopes]); ``True`` if
         granted."""
-        r: bool = self._scope._try_associate()
-        return r
+        return self._assoc.try_associate()
 
     def disassociate(self) -> None:
         """Release one association ([exec.counting.scopes]); the last one completes the
         registered joins."""
-        self._scope._disassociate()
+        self._assoc.disassociate()
 
     def record_error(self, err: object) -> None:
         """Keep the error of spawned work for ``join()`` and the ``async with`` exit
@@ -147,6 +154,25 @@ class _ScopeBase(NurseryFace):
 
     # -- public members
 
+    def close(self) -> None:
+        """Refuse new associations from now on; state changes as in [exec.counting.scopes].
+
+        unused → unused-and-closed, open → closed, open-and-joining → closed-and-joining;
+        otherwise no effect. Afterwards every ``try_associate()`` returns ``False``, so
+        ``spawn`` drops its work and ``associate``/``spawn_future`` complete stopped.
+        """
+        self._assoc.close()
+
+    @property
+    def state(self) -> str:
+        """The current state's name, as in the spec ("unused", "open-and-joining", ...)."""
+        return self._assoc.state
+
+    @property
+    def count(self) -> int:
+        """The number of associations held right now (a snapshot, for debugging and tests)."""
+        return self._assoc.count
+
     def get_token(self) -> _Token:
         """The scope's token: give it to ``spawn``, ``spawn_future`` and ``associate``
         ([exec.scope.concepts])."""
@@ -182,7 +208,27 @@ class _ScopeBase(NurseryFace):
         """Error datums of spawned work that nobody consumed, in order (the scopes guide):
         what ``join()`` reports. The ``async with`` exit reports them for good and forgets
         them (as a nursery keeps no reference to what it raised)."""
-        return tuple(self._errors_snapshot())
+        return tuple(self._assoc.errors_snapshot())
+
+    # -- what the scope does with the errors of its work (and _record_error, NurseryFace's)
+
+    def _future_error_dropped(self, st: object, err: object) -> None:
+        """The future ``st`` of failed work was dropped or closed unconsumed: its error is an
+        unhandled error of spawned work, unless the join reports it already."""
+        if self._assoc.drop_future_error(st):
+            self._record_error(err)
+
+    # -- what a scope refuses, its repr, and dropping it
+
+    def __enter__(self) -> None:
+        name = type(self).__name__
+        raise RuntimeError(
+            f"use 'async with {name}(...)', not 'with {name}(...)': the scope hosts trio "
+            "tasks and leaving it waits for them"
+        )
+
+    def __exit__(self, *exc: object) -> None:  # pragma: no cover - __enter__ always raises
+        pass
 
     def __copy__(self) -> NoReturn:
         raise TypeError(f"{type(self).__name__} cannot be copied ([exec.counting.scopes.general])")
@@ -231,6 +277,31 @@ class _ScopeBase(NurseryFace):
             e = _env_cls(env, self._spawn_env)  # type: ignore[arg-type]
         return spawn_future(sndr, self._token_type(self), e)
 
+    def __repr__(self) -> str:
+        assoc = getattr(self, "_assoc", None)  # (absent if __init__ raised)
+        return f"<{type(self).__name__} unused, 0 associated>" if assoc is None else repr(assoc)
+
+    def __del__(self) -> None:
+        try:
+            assoc = self._assoc
+        except AttributeError:  # __init__ raised
+            return
+        if assoc.good_to_drop():
+            return
+        t = getattr(self, "_parent_task", None)
+        if t is not None and self._entered and task_finished(t):
+            # Misnested: the task that entered the block ended inside it, and trio reported
+            # "Nursery stack corrupted" then; as an abandoned nursery, no second warning.
+            return
+        warnings.warn(
+            f"{type(self).__name__} garbage-collected in state {assoc.state!r} with "
+            f"{assoc.count} associations: a scope must be joined before it is dropped "
+            "([exec.counting.scopes.general]): leave its `async with` block, or await "
+            "scope.join()",
+            ResourceWarning,
+            stacklevel=1,
+        )
+
     def _sx_describe(self) -> ScopeRecord | None:
         """The scope, for ``operation_tree()`` (``_contracts.Describable``); ``None`` while
         another thread is still in ``__init__`` (a field not assigned yet). Never raises,
@@ -243,7 +314,7 @@ class _ScopeBase(NurseryFace):
                 self._name,
                 self.state,
                 self.count,
-                self._errors_unlocked(),
+                self._assoc.errors_unlocked(),
                 stop,
                 getattr(self, "_stop_since", None),
                 self._entered,
@@ -447,7 +518,7 @@ class counting_scope(_ScopeBase):
         self._source.request_stop()
 
     def _record_error(self, err: object) -> None:
-        super()._record_error(err)
+        self._assoc.record_error(err)
         if self._reason is None:
             self._reason = f"child task raised exception {as_exception(err)!r}"
         # An unhandled error cancels, inside `async with`, the body, as a nursery does, and
