@@ -135,7 +135,8 @@ FAST_TOKENS.update((_SimpleToken, _CountingToken))
 
 class _ScopeBase(NurseryFace):
     """The parts shared by both scopes as targets of ``spawn``/``spawn_future``/``join``; the
-    state machine is ``AssociationState``'s, the nursery behaviour ``NurseryFace``'s."""
+    state machine is the ``AssociationState`` each owns (``_assoc``), the nursery behaviour
+    ``NurseryFace``'s."""
 
     __slots__ = ()
 
