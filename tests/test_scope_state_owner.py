@@ -10,9 +10,14 @@ import of the state constants or transition tables from anywhere but ``_state.py
 from __future__ import annotations
 
 import ast
+import gc
+import weakref
 from pathlib import Path
 
 import pytest
+
+import structexec as sx
+from structexec._scopes._state import AssociationState
 
 SCOPES = Path(__file__).resolve().parent.parent / "structexec" / "_scopes"
 OWNER = "_state.py"
@@ -98,3 +103,34 @@ def test_the_state_module_owns_them() -> None:
 )
 def test_the_checker(source: str, bad: bool) -> None:
     assert bool(_violations(source)) is bad
+
+
+# --------------------------------------------------------------------------- composition
+
+
+@pytest.mark.parametrize("kind", ["simple_counting_scope", "counting_scope"])
+def test_a_scope_owns_its_state_which_keeps_no_reference_to_it(kind: str) -> None:
+    """The association state is an object the scope owns (``scope._assoc``), not a base class;
+    the token holds it directly; nothing in the state leads back to the scope, so a dropped
+    scope is freed at once, without the cycle collector (its ``ResourceWarning``, if any,
+    comes when the last reference goes)."""
+    scope = getattr(sx, kind)(name="owned")
+    assoc = scope._assoc
+    assert not isinstance(scope, AssociationState) and type(assoc) is AssociationState
+    assert scope.get_token()._assoc is assoc
+    seen, todo = set(), [assoc]
+    while todo:  # everything reachable from the state
+        o = todo.pop()
+        if id(o) in seen or isinstance(o, type):
+            continue
+        seen.add(id(o))
+        assert o is not scope, "the association state refers back to its scope"
+        todo.extend(gc.get_referents(o))
+    ref = weakref.ref(scope)
+    gc.disable()
+    try:
+        del scope
+        assert ref() is None
+    finally:
+        gc.enable()
+    assert assoc.state == "unused" and repr(assoc) == f"<{kind} 'owned' unused, 0 associated>"

@@ -409,7 +409,7 @@ class simple_counting_scope(_ScopeBase):
     * ``close()``, ``join()``: see the methods; the state machine is in the scopes guide "The
       state machine" (and in the docstring of ``_state``).
     * ``max_associations``: class attribute (``sys.maxsize``); a subclass may lower it
-      ([exec.counting.scopes]).
+      ([exec.counting.scopes]). A scope reads it once, when it is made.
     * Thread-safe: every operation takes the scope's lock; all appear in one total order.
     * As a nursery: ``async with sx.simple_counting_scope() as scope:`` opens a trio nursery
       that hosts the scope's trio tasks; inside, ``scope.start_soon(fn, *args)``,
