@@ -115,11 +115,13 @@ class AssociationState:
         self._state = UNUSED
         self._limit = limit
         self._label = label
-        self._joiners: list[JoinWaiter] = []
-        self._errors: list[object] = []
-        # Errors of finished spawn_futures that nobody has consumed yet: {id(state): error}
-        self._pending: dict[int, object] = {}
-        self._interrupts: list[BaseException] = []
+        # Made when first needed (None until then: most scopes never fill them): the joins
+        # registered, the errors recorded, the errors of finished spawn_futures that nobody
+        # has consumed yet ({id(state): error}), the interrupts.
+        self._joiners: list[JoinWaiter] | None = None
+        self._errors: list[object] | None = None
+        self._pending: dict[int, object] | None = None
+        self._interrupts: list[BaseException] | None = None
 
     # -- the exposition-only members ([exec.counting.scopes]), atomic under self._lock
 
@@ -155,8 +157,8 @@ class AssociationState:
         self._count = c
         if c == 0 and JOINING[self._state]:
             self._state = JOINED
-            joiners = self._joiners
-            self._joiners = []
+            joiners = self._joiners or ()
+            self._joiners = None
             lock.release()
             # Completing a join may drop the last reference to the scope (Note 1).
             for j in joiners:
@@ -188,7 +190,11 @@ class AssociationState:
             lock.release()
             raise
         self._state = OPEN_JOINING if ACCEPTS[st] else CLOSED_JOINING
-        self._joiners.append(op)
+        joiners = self._joiners
+        if joiners is None:
+            self._joiners = [op]
+        else:
+            joiners.append(op)
         lock.release()
         return op
 
@@ -229,19 +235,23 @@ class AssociationState:
         """Keep ``err`` for the join (called by the scope's ``_record_error`` only)."""
         lock = self._lock
         lock.acquire()
-        self._errors.append(err)
+        errors = self._errors
+        if errors is None:
+            self._errors = [err]
+        else:
+            errors.append(err)
         lock.release()
 
     def error_count(self) -> int:
         """How many errors have been recorded so far."""
         with self._lock:
-            return len(self._errors)
+            return len(self._errors or ())
 
     def errors_unlocked(self) -> int:
         """How many errors the join would report, read without the lock: for a tree printed
         by a signal handler, which may interrupt a holder of the lock on its own thread
         (``_introspect``; a snapshot, possibly stale by one)."""
-        return len(self._errors) + len(self._pending)
+        return len(self._errors or ()) + len(self._pending or ())
 
     def has_report(self) -> bool:
         """Whether the ``async with`` exit has errors or interrupts to report (a snapshot
@@ -252,7 +262,7 @@ class AssociationState:
         """The errors the scope reports: those recorded, then those of finished futures
         that nobody has consumed (``take_exit_report`` takes them for good)."""
         with self._lock:
-            errors = list(self._errors)
+            errors = list(self._errors or ())
             if self._pending:
                 errors.extend(self._pending.values())
         return errors
@@ -263,15 +273,12 @@ class AssociationState:
         and the interrupts."""
         lock = self._lock
         lock.acquire()
-        errors = self._errors
-        interrupts = self._interrupts
-        if errors:
-            self._errors = []
+        errors = self._errors or []
+        interrupts = self._interrupts or []
+        self._errors = self._interrupts = None
         if self._pending:
             errors = errors + list(self._pending.values())
-            self._pending = {}
-        if interrupts:
-            self._interrupts = []
+            self._pending = None
         lock.release()
         return errors, interrupts
 
@@ -279,12 +286,16 @@ class AssociationState:
         """A future's work failed and nobody consumes the future yet: if nobody has when the
         scope's join delivers, the join reports the error (``errors_snapshot``)."""
         with self._lock:
-            self._pending[id(st)] = err
+            pending = self._pending
+            if pending is None:
+                pending = self._pending = {}
+            pending[id(st)] = err
 
     def unpark_future_error(self, st: object) -> None:
         """The error was delivered to a consumer: no longer the scope's to report."""
         with self._lock:
-            self._pending.pop(id(st), None)
+            if self._pending:
+                self._pending.pop(id(st), None)
 
     def drop_future_error(self, st: object) -> bool:
         """The future ``st`` of failed work was dropped or closed unconsumed: ``True`` if its
@@ -293,13 +304,18 @@ class AssociationState:
         with self._lock:
             if self._state == JOINED:
                 return False  # the work finished before the join: the join reports its error
-            self._pending.pop(id(st), None)
+            if self._pending:
+                self._pending.pop(id(st), None)
         return True
 
     def add_interrupt(self, exc: BaseException) -> None:
         """Keep a ``KeyboardInterrupt``/``SystemExit``/... for the ``async with`` exit."""
         with self._lock:
-            self._interrupts.append(exc)
+            interrupts = self._interrupts
+            if interrupts is None:
+                self._interrupts = [exc]
+            else:
+                interrupts.append(exc)
 
     def __repr__(self) -> str:
         """The scope's ``repr``: its kind and name, its state and count."""
