@@ -566,7 +566,7 @@ def test_a_dump_takes_no_lock_the_interrupted_code_may_hold() -> None:
         import io, structexec as sx
         scope = sx.simple_counting_scope(name="locked")
         sx.spawn(sx.just_error(ValueError()), scope.get_token())
-        with scope._lock:
+        with scope._assoc._lock:
             text = sx.dump(io.StringIO())
         print("locked" in text and "1 error(s) recorded" in text, flush=True)
         scope.close()

@@ -10,9 +10,14 @@ import of the state constants or transition tables from anywhere but ``_state.py
 from __future__ import annotations
 
 import ast
+import gc
+import weakref
 from pathlib import Path
 
 import pytest
+
+import structexec as sx
+from structexec._scopes._state import AssociationState
 
 SCOPES = Path(__file__).resolve().parent.parent / "structexec" / "_scopes"
 OWNER = "_state.py"
@@ -72,8 +77,8 @@ def test_only_the_state_module_touches_the_association_state(path: Path) -> None
     found = _violations(path.read_text(encoding="utf-8"))
     assert not found, (
         f"{path.name} touches the scope's association state directly ({'; '.join(found)}): "
-        "call the methods of _state.AssociationState instead (_try_associate, _disassociate, "
-        "_start_join, close, ...)"
+        "call the methods of the scope's _state.AssociationState instead (scope._assoc: "
+        "try_associate, disassociate, start_join, close, ...)"
     )
 
 
@@ -92,9 +97,40 @@ def test_the_state_module_owns_them() -> None:
         ("x = getattr(s, '_state', 0)", True),
         ("from ._state import ACCEPTS", True),
         ("from ._state import AssociationState", False),
-        ("scope._try_associate()", False),
+        ("scope._assoc.try_associate()", False),
         ("self._phase = 1", False),
     ],
 )
 def test_the_checker(source: str, bad: bool) -> None:
     assert bool(_violations(source)) is bad
+
+
+# --------------------------------------------------------------------------- composition
+
+
+@pytest.mark.parametrize("kind", ["simple_counting_scope", "counting_scope"])
+def test_a_scope_owns_its_state_which_keeps_no_reference_to_it(kind: str) -> None:
+    """The association state is an object the scope owns (``scope._assoc``), not a base class;
+    the token holds it directly; nothing in the state leads back to the scope, so a dropped
+    scope is freed at once, without the cycle collector (its ``ResourceWarning``, if any,
+    comes when the last reference goes)."""
+    scope = getattr(sx, kind)(name="owned")
+    assoc = scope._assoc
+    assert not isinstance(scope, AssociationState) and type(assoc) is AssociationState
+    assert scope.get_token()._assoc is assoc
+    seen, todo = set(), [assoc]
+    while todo:  # everything reachable from the state
+        o = todo.pop()
+        if id(o) in seen or isinstance(o, type):
+            continue
+        seen.add(id(o))
+        assert o is not scope, "the association state refers back to its scope"
+        todo.extend(gc.get_referents(o))
+    ref = weakref.ref(scope)
+    gc.disable()
+    try:
+        del scope
+        assert ref() is None
+    finally:
+        gc.enable()
+    assert assoc.state == "unused" and repr(assoc) == f"<{kind} 'owned' unused, 0 associated>"

@@ -255,10 +255,10 @@ class JoinWaiter(Protocol):
     (the ``async with`` exit: sets a ``trio.Event``, through ``run_sync_soon`` off the trio
     thread).
 
-    Registered by: ``_ScopeBase._start_join`` (which completes inline instead, without calling
-    the hook, when the scope can join at once).
+    Registered by: ``_state.AssociationState.start_join`` (which completes inline instead,
+    without calling the hook, when the scope can join at once) and ``join_or_register``.
 
-    Called by: ``_counting_scope._ScopeBase._disassociate``, once per registered waiter, after
+    Called by: ``_state.AssociationState.disassociate``, once per registered waiter, after
     releasing the scope's lock. Must not raise.
     """
 

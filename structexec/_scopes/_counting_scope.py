@@ -7,20 +7,25 @@ A scope counts the work associated with it (by ``spawn``, ``spawn_future``, ``as
 used as a nursery, ``start_soon``/``start``) and ``join()`` completes once that count is
 zero. The two public classes are composed from:
 
-* ``_state.AssociationState``: the seven states of [exec.counting.scopes.general], the count,
-  the lock and the registered joins (the state diagram is in its docstring); the only code
-  that touches them;
+* ``_state.AssociationState``, an object each scope owns (``_assoc``) and its tokens hold:
+  the seven states of [exec.counting.scopes.general], the count, the lock, the registered
+  joins and what the join reports (the state diagram is in its docstring); the only code that
+  touches them;
 * ``_join``: the sender of ``scope.join()`` ([exec.scope.join]);
 * ``_nursery``: the trio nursery face (``async with``, ``start_soon``, ``start``,
-  ``cancel_scope``) and the two ways of hosting trio tasks (``SimpleHost``, ``CountingHost``);
-* this module: the tokens ([exec.simple.counting.token], [exec.scope.counting]) and what both
-  scopes share as spawn targets (``get_token``, ``join``, ``spawn``, ``spawn_future``).
+  ``cancel_scope``), with a host object per kind (``_hosts``: ``SimpleHost``,
+  ``CountingHost``) and the exit (``_exit``);
+* this module: the tokens ([exec.simple.counting.token], [exec.scope.counting]), what both
+  scopes share as spawn targets (``get_token``, ``join``, ``spawn``, ``spawn_future``) and
+  the public face of the state (``close``, ``state``, ``count``), and what each scope does
+  when an error of its work is recorded (``_record_error``).
 """
 
 from __future__ import annotations
 
 import inspect
 import time
+import warnings
 from collections.abc import Awaitable, Callable
 from types import CoroutineType as _CoroutineType
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar
@@ -33,6 +38,7 @@ from .._core._protocol import Sender
 from .._core._snapshot import ScopeRecord, snapshot_roots
 from .._core._stop_token import inplace_stop_source
 from . import _spawn, _spawn_future
+from ._hosted import task_finished
 from ._hosts import CountingHost, SimpleHost
 from ._join import _JoinSender
 from ._nursery import NurseryFace
@@ -44,28 +50,29 @@ from ._spawn_future import spawn_future
 __all__ = ["counting_scope", "simple_counting_scope"]
 
 T = TypeVar("T")
-_F = TypeVar("_F", bound=Callable[..., Any])
+_S = TypeVar("_S", bound="_ScopeBase")
 
 
 # --------------------------------------------------------------------------- tokens
 
 
 class _Token:
-    __slots__ = ("_scope",)
+    # _assoc: the scope's association state, held directly (no load of it per call).
+    __slots__ = ("_assoc", "_scope")
 
     def __init__(self, scope: _ScopeBase) -> None:
         self._scope = scope
+        self._assoc = scope._assoc
 
     def try_associate(self) -> bool:
         """Ask the scope for one more association ([exec.counting.scopes]); ``True`` if
         granted."""
-        r: bool = self._scope._try_associate()
-        return r
+        return self._assoc.try_associate()
 
     def disassociate(self) -> None:
         """Release one association ([exec.counting.scopes]); the last one completes the
         registered joins."""
-        self._scope._disassociate()
+        self._assoc.disassociate()
 
     def record_error(self, err: object) -> None:
         """Keep the error of spawned work for ``join()`` and the ``async with`` exit
@@ -128,14 +135,44 @@ FAST_TOKENS.update((_SimpleToken, _CountingToken))
 
 class _ScopeBase(NurseryFace):
     """The parts shared by both scopes as targets of ``spawn``/``spawn_future``/``join``; the
-    state machine is ``AssociationState``'s, the nursery behaviour ``NurseryFace``'s."""
+    state machine is the ``AssociationState`` each owns (``_assoc``), the nursery behaviour
+    ``NurseryFace``'s."""
 
     __slots__ = ()
 
     _stop_env: object = EMPTY_ENV  # counting_scope: its slot, the env of its stop token
     _token_type: ClassVar[type[_Token]] = _SimpleToken
 
+    if TYPE_CHECKING:  # both scopes' (_scope_init makes them)
+
+        def __init__(
+            self,
+            *,
+            strict_exception_groups: bool | None = None,
+            name: str | None = None,
+            stop_grace: float | None = None,
+        ) -> None: ...
+
     # -- public members
+
+    def close(self) -> None:
+        """Refuse new associations from now on; state changes as in [exec.counting.scopes].
+
+        unused → unused-and-closed, open → closed, open-and-joining → closed-and-joining;
+        otherwise no effect. Afterwards every ``try_associate()`` returns ``False``, so
+        ``spawn`` drops its work and ``associate``/``spawn_future`` complete stopped.
+        """
+        self._assoc.close()
+
+    @property
+    def state(self) -> str:
+        """The current state's name, as in the spec ("unused", "open-and-joining", ...)."""
+        return self._assoc.state
+
+    @property
+    def count(self) -> int:
+        """The number of associations held right now (a snapshot, for debugging and tests)."""
+        return self._assoc.count
 
     def get_token(self) -> _Token:
         """The scope's token: give it to ``spawn``, ``spawn_future`` and ``associate``
@@ -172,7 +209,27 @@ class _ScopeBase(NurseryFace):
         """Error datums of spawned work that nobody consumed, in order (the scopes guide):
         what ``join()`` reports. The ``async with`` exit reports them for good and forgets
         them (as a nursery keeps no reference to what it raised)."""
-        return tuple(self._errors_snapshot())
+        return tuple(self._assoc.errors_snapshot())
+
+    # -- what the scope does with the errors of its work (and _record_error, NurseryFace's)
+
+    def _future_error_dropped(self, st: object, err: object) -> None:
+        """The future ``st`` of failed work was dropped or closed unconsumed: its error is an
+        unhandled error of spawned work, unless the join reports it already."""
+        if self._assoc.drop_future_error(st):
+            self._record_error(err)
+
+    # -- what a scope refuses, its repr, and dropping it
+
+    def __enter__(self) -> None:
+        name = type(self).__name__
+        raise RuntimeError(
+            f"use 'async with {name}(...)', not 'with {name}(...)': the scope hosts trio "
+            "tasks and leaving it waits for them"
+        )
+
+    def __exit__(self, *exc: object) -> None:  # pragma: no cover - __enter__ always raises
+        pass
 
     def __copy__(self) -> NoReturn:
         raise TypeError(f"{type(self).__name__} cannot be copied ([exec.counting.scopes.general])")
@@ -221,6 +278,31 @@ class _ScopeBase(NurseryFace):
             e = _env_cls(env, self._spawn_env)  # type: ignore[arg-type]
         return spawn_future(sndr, self._token_type(self), e)
 
+    def __repr__(self) -> str:
+        assoc = getattr(self, "_assoc", None)  # (absent if __init__ raised)
+        return f"<{type(self).__name__} unused, 0 associated>" if assoc is None else repr(assoc)
+
+    def __del__(self) -> None:
+        try:
+            assoc = self._assoc
+        except AttributeError:  # __init__ raised
+            return
+        if assoc.good_to_drop():
+            return
+        t = getattr(self, "_parent_task", None)
+        if t is not None and self._entered and task_finished(t):
+            # Misnested: the task that entered the block ended inside it, and trio reported
+            # "Nursery stack corrupted" then; as an abandoned nursery, no second warning.
+            return
+        warnings.warn(
+            f"{type(self).__name__} garbage-collected in state {assoc.state!r} with "
+            f"{assoc.count} associations: a scope must be joined before it is dropped "
+            "([exec.counting.scopes.general]): leave its `async with` block, or await "
+            "scope.join()",
+            ResourceWarning,
+            stacklevel=1,
+        )
+
     def _sx_describe(self) -> ScopeRecord | None:
         """The scope, for ``operation_tree()`` (``_contracts.Describable``); ``None`` while
         another thread is still in ``__init__`` (a field not assigned yet). Never raises,
@@ -233,7 +315,7 @@ class _ScopeBase(NurseryFace):
                 self._name,
                 self.state,
                 self.count,
-                self._errors_unlocked(),
+                self._assoc.errors_unlocked(),
                 stop,
                 getattr(self, "_stop_since", None),
                 self._entered,
@@ -270,10 +352,28 @@ def _check_ctor(
     return None if grace is None else check_grace(grace, f"{cls}()")
 
 
-def _keyword_signature(fn: _F) -> _F:
-    """Give ``fn`` (a scope's ``__init__``) the signature it documents: keywords only
-    (``inspect.signature``, ``help()``), not the ``*args, **unknown`` it checks."""
-    fn.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+def _scope_init(cls: str, setup: Callable[[_S], None] | None = None) -> Callable[..., None]:
+    """The ``__init__`` of the scope class named ``cls``: keywords only, as documented (its
+    ``inspect.signature`` and ``help()`` say so), but taking ``*args`` and ``**unknown`` so that
+    a wrong call names ``cls`` and the accepted keywords (``_check_ctor``); then
+    ``setup(self)``, if given (what the class adds to the shared state)."""
+
+    def __init__(
+        self: _S,
+        *args: object,
+        strict_exception_groups: bool | None = None,
+        name: str | None = None,
+        stop_grace: float | None = None,
+        **unknown: object,
+    ) -> None:
+        if args or unknown or stop_grace is not None:
+            stop_grace = _check_ctor(cls, args, unknown, stop_grace)
+        NurseryFace.__init__(self, strict_exception_groups, name, stop_grace)
+        if setup is not None:
+            setup(self)
+
+    __init__.__qualname__ = f"{cls}.__init__"
+    __init__.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [
             inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
             inspect.Parameter(
@@ -294,7 +394,7 @@ def _keyword_signature(fn: _F) -> _F:
         ],
         return_annotation="None",
     )
-    return fn
+    return __init__
 
 
 class simple_counting_scope(_ScopeBase):
@@ -309,7 +409,7 @@ class simple_counting_scope(_ScopeBase):
     * ``close()``, ``join()``: see the methods; the state machine is in the scopes guide "The
       state machine" (and in the docstring of ``_state``).
     * ``max_associations``: class attribute (``sys.maxsize``); a subclass may lower it
-      ([exec.counting.scopes]).
+      ([exec.counting.scopes]). A scope reads it once, when it is made.
     * Thread-safe: every operation takes the scope's lock; all appear in one total order.
     * As a nursery: ``async with sx.simple_counting_scope() as scope:`` opens a trio nursery
       that hosts the scope's trio tasks; inside, ``scope.start_soon(fn, *args)``,
@@ -339,32 +439,8 @@ class simple_counting_scope(_ScopeBase):
 
     __slots__ = ()
 
-    if TYPE_CHECKING:
-
-        def __init__(
-            self,
-            *,
-            strict_exception_groups: bool | None = None,
-            name: str | None = None,
-            stop_grace: float | None = None,
-        ) -> None: ...
-
-    else:
-
-        @_keyword_signature
-        def __init__(
-            self,
-            *args,
-            strict_exception_groups=None,
-            name=None,
-            stop_grace=None,
-            **unknown,
-        ):
-            # Keywords only, as documented, but taking *args and **unknown so that a wrong
-            # call names this class and the accepted keywords (_check_ctor).
-            if args or unknown or stop_grace is not None:
-                stop_grace = _check_ctor("simple_counting_scope", args, unknown, stop_grace)
-            NurseryFace.__init__(self, strict_exception_groups, name, stop_grace)
+    if not TYPE_CHECKING:  # the signature is _ScopeBase's
+        __init__ = _scope_init("simple_counting_scope")
 
     _host_type = SimpleHost
 
@@ -374,6 +450,13 @@ class simple_counting_scope(_ScopeBase):
     if TYPE_CHECKING:
 
         def get_token(self) -> _SimpleToken: ...
+
+
+def _open_stop_source(scope: counting_scope) -> None:
+    """What ``counting_scope.__init__`` adds: the scope's stop source ([exec.scope.counting])."""
+    source = scope._source = inplace_stop_source()
+    token = scope._stop_token = source.get_token()
+    scope._stop_env = StopTokenEnv(token, EMPTY_ENV)
 
 
 class counting_scope(_ScopeBase):
@@ -411,34 +494,8 @@ class counting_scope(_ScopeBase):
     __slots__ = ("_source", "_stop_env", "_stop_token")
     _source: inplace_stop_source
 
-    if TYPE_CHECKING:
-
-        def __init__(
-            self,
-            *,
-            strict_exception_groups: bool | None = None,
-            name: str | None = None,
-            stop_grace: float | None = None,
-        ) -> None: ...
-
-    else:
-
-        @_keyword_signature
-        def __init__(
-            self,
-            *args,
-            strict_exception_groups=None,
-            name=None,
-            stop_grace=None,
-            **unknown,
-        ):
-            # As simple_counting_scope's; then the scope's stop source ([exec.scope.counting]).
-            if args or unknown or stop_grace is not None:
-                stop_grace = _check_ctor("counting_scope", args, unknown, stop_grace)
-            NurseryFace.__init__(self, strict_exception_groups, name, stop_grace)
-            source = self._source = inplace_stop_source()
-            token = self._stop_token = source.get_token()
-            self._stop_env = StopTokenEnv(token, EMPTY_ENV)
+    if not TYPE_CHECKING:  # the signature is _ScopeBase's; then the scope's stop source
+        __init__ = _scope_init("counting_scope", _open_stop_source)
 
     _host_type = CountingHost
     _host_stops = CountingHost.stops
@@ -462,7 +519,7 @@ class counting_scope(_ScopeBase):
         self._source.request_stop()
 
     def _record_error(self, err: object) -> None:
-        super()._record_error(err)
+        self._assoc.record_error(err)
         if self._reason is None:
             self._reason = f"child task raised exception {as_exception(err)!r}"
         # An unhandled error cancels, inside `async with`, the body, as a nursery does, and

@@ -188,7 +188,7 @@ async def _hosted(scope: NurseryFace, coro: UserCoro, site: Site | None = None) 
     finally:
         if not DETACHED or not undetach(coro):
             scope._wrappers -= 1
-            scope._disassociate()
+            scope._assoc.disassociate()
 
 
 async def _hosted_start(
@@ -209,7 +209,7 @@ async def _hosted_start(
     finally:
         if not DETACHED or not undetach(coro):
             scope._wrappers -= 1
-            scope._disassociate()
+            scope._assoc.disassociate()
 
 
 def _start_task_raised(
@@ -350,7 +350,7 @@ def _release_hosted(f: dict[str, Any]) -> None:
         DETACHED.add(key)
         scope = f["scope"]
         scope._wrappers -= 1
-        scope._disassociate()
+        scope._assoc.disassociate()
 
 
 def _release_guarded(f: dict[str, Any]) -> None:

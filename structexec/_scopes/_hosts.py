@@ -90,10 +90,10 @@ class Host:
                 await cm.__aexit__(None, None, None)
         except BaseExceptionGroup as group:
             for member in group.exceptions:
-                scope._add_interrupt(member)
+                scope._assoc.add_interrupt(member)
             del group, member
         except BaseException as e:
-            scope._add_interrupt(e)
+            scope._assoc.add_interrupt(e)
         finally:
             scope._nursery = None
             scope._spawn_env = EMPTY_ENV

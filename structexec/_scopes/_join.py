@@ -1,7 +1,7 @@
 """``scope.join()``: the join sender and its operation ([exec.scope.join]), and the join the
 ``async with`` exit waits for in trio.
 
-Starting a join asks the scope's association state (``_state.AssociationState._start_join``)
+Starting a join asks the scope's association state (``_state.AssociationState.start_join``)
 either to complete at once (the count is already zero) or to register the join; the last
 ``disassociate`` then calls the join's ``_sx_join_complete()`` (the internals guide §2). A join
 reports the errors of spawned work that nobody handled (the scopes guide "What happens when
@@ -27,12 +27,12 @@ from .._core._snapshot import Waiting
 from .._core._tags import set_error_t, set_value_t
 from .._core._trampoline import trampoline_start
 from ._spawn import as_exception
-from ._state import AssociationState
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found, unused-ignore]
 
 if TYPE_CHECKING:
+    from ._nursery import NurseryFace
     from ._scope_token import CompletionReceiver
 
 __all__: list[str] = []
@@ -50,7 +50,7 @@ class _JoinOp:
 
     __slots__ = ("_rcvr", "_sched_op", "_scope", "_started")
 
-    def __init__(self, scope: AssociationState, rcvr: CompletionReceiver, sched: object) -> None:
+    def __init__(self, scope: NurseryFace, rcvr: CompletionReceiver, sched: object) -> None:
         self._scope = scope
         self._rcvr = rcvr
         self._started = False
@@ -60,7 +60,7 @@ class _JoinOp:
         if self._started:
             raise twice_started(self)
         self._started = True
-        if self._scope._start_join(self):
+        if self._scope._assoc.start_join(self):
             self._drop_sched_op()  # not needed
             self._deliver()  # complete-inline: set_value directly ([exec.scope.join])
 
@@ -109,7 +109,7 @@ class _JoinOp:
         self._rcvr.set_stopped()
 
     def _deliver(self) -> None:
-        errors = self._scope._errors_snapshot()
+        errors = self._scope._assoc.errors_snapshot()
         if errors:
             self._rcvr.set_error(error_group(errors))
         else:
@@ -133,7 +133,7 @@ class _JoinSender(Sender[None]):
 
     __slots__ = ("_scope",)
 
-    def __init__(self, scope: AssociationState) -> None:
+    def __init__(self, scope: NurseryFace) -> None:
         self._scope = scope
 
     def connect(self, rcvr: CompletionReceiver) -> _JoinOp:

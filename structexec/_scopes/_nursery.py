@@ -7,8 +7,8 @@ the scopes guide "The nursery face: `async with`" and "What happens when things 
 :class:`NurseryFace` is what both scopes share as trio nurseries. It is made of objects, as
 trio splits ``NurseryManager``, ``Nursery`` and ``CancelScope``:
 
-* the association state (count, state, lock, joins, what the join reports) is
-  ``_state.AssociationState``'s: this module only calls its methods;
+* the association state (count, state, lock, joins, what the join reports) is an
+  ``_state.AssociationState`` the scope owns (``_assoc``): this module only calls its methods;
 * the trio nurseries and the tasks that watch them belong to a host object made at
   ``__aenter__`` (``_hosts.SimpleHost`` or ``_hosts.CountingHost``, the scope class's
   ``_host_type``);
@@ -45,7 +45,7 @@ from ._exit import (
     raise_keeping_context,
     without_cancelled,
 )
-from ._hosted import ScopeEnv, coroutine_of, hosted_start_task, hosted_task, task_finished
+from ._hosted import ScopeEnv, coroutine_of, hosted_start_task, hosted_task
 from ._hosts import Host, cancel, safe_warn
 from ._join import _TrioJoinWaiter
 from ._site import (
@@ -77,10 +77,12 @@ __all__: list[str] = []
 _Scope = TypeVar("_Scope", bound="NurseryFace")
 
 
-class NurseryFace(AssociationState):
+class NurseryFace:
     """The nursery behaviour shared by both scopes (the scopes guide "The nursery face")."""
 
     __slots__ = (
+        "__weakref__",
+        "_assoc",
         "_body_cs",
         "_cancel_scope",
         "_cancel_seen",
@@ -109,6 +111,9 @@ class NurseryFace(AssociationState):
     _host_stops: ClassVar[bool] = False
     #: counting_scope's stop token (its slot; simple_counting_scope has none).
     _stop_token: inplace_stop_token | None = None
+    #: The most associations the scope holds at once ([exec.counting.scopes]); a subclass
+    #: may lower it (read when the scope is made).
+    max_associations: ClassVar[int] = sys.maxsize
 
     def __init__(
         self,
@@ -116,7 +121,9 @@ class NurseryFace(AssociationState):
         name: str | None = None,
         stop_grace: float | None = None,
     ) -> None:
-        AssociationState.__init__(self)
+        # The association state, and the scope's label in its messages and in repr().
+        label = type(self).__name__ if name is None else f"{type(self).__name__} {str(name)!r}"
+        self._assoc = AssociationState(self.max_associations, label)
         # None: the trio run's setting, read when something leaves the block (as
         # trio.open_nursery(), whose setting is the run's).
         self._strict = strict_exception_groups
@@ -145,6 +152,11 @@ class NurseryFace(AssociationState):
         self._run: RunState | None = None  # the trio run that entered `async with`
         self._enter_site: EnterSite = None
 
+    def _record_error(self, err: object) -> None:
+        """An error of spawned work or of a hosted task, kept for the join: errors enter the
+        association state only here, so that ``counting_scope`` can react to each."""
+        self._assoc.record_error(err)
+
     # -- KeyboardInterrupt, SystemExit, ... (never error datums)
 
     def _interrupt(self, exc: BaseException) -> None:
@@ -152,7 +164,7 @@ class NurseryFace(AssociationState):
         raised it, or it hit ``__aexit__`` while it waited, e.g. Ctrl-C): as in a nursery,
         the hosted tasks and the ``async with`` body are cancelled, ``counting_scope``
         requests stop on its work, and the block raises it once everything has finished."""
-        self._add_interrupt(exc)
+        self._assoc.add_interrupt(exc)
         self._cancel_for_interrupt()
 
     def _task_raised(self, e: BaseException) -> bool:
@@ -212,7 +224,7 @@ class NurseryFace(AssociationState):
         fn: Any = async_fn
         if type(fn) is _CoroutineType or not callable(fn):
             coroutine_of("start_soon", fn, args).close()  # raises the right TypeError
-        if not self._try_associate():
+        if not self._assoc.try_associate():
             raise RuntimeError(
                 f"scope.start_soon(): {self!r} does not accept new work (it was closed, or "
                 "max_associations is reached); the task was not started"
@@ -224,7 +236,7 @@ class NurseryFace(AssociationState):
                 name=async_fn if name is None else name,
             )
         except BaseException:
-            self._disassociate()
+            self._assoc.disassociate()
             run = self._run
             if run is None or threading.get_ident() != run.thread:
                 raise RuntimeError(
@@ -257,7 +269,7 @@ class NurseryFace(AssociationState):
             raise RuntimeError(self._not_entered("start"))
         if not callable(async_fn):
             raise TypeError(f"start() expected an async function, got {type(async_fn).__name__}")
-        if not self._try_associate():
+        if not self._assoc.try_associate():
             raise RuntimeError(
                 f"scope.start(): {self!r} does not accept new work (it is closed or joined)"
             )
@@ -290,7 +302,7 @@ class NurseryFace(AssociationState):
         except BaseException:
             if not ran[0]:  # the task never ran, so its finally did not release
                 self._wrappers -= 1
-                self._disassociate()
+                self._assoc.disassociate()
             raise
 
     def _not_entered(self, what: str) -> str:
@@ -322,12 +334,6 @@ class NurseryFace(AssociationState):
         run = self._run
         if run is not None:
             call_in_run(run, fn)
-
-    def _dropped_quietly(self) -> bool:
-        t = getattr(self, "_parent_task", None)  # (absent if __init__ raised)
-        # Misnested: the task that entered the block ended inside it, and trio reported
-        # "Nursery stack corrupted" then; as an abandoned nursery, no second warning.
-        return t is not None and getattr(self, "_entered", False) and task_finished(t)
 
     def _abandon(self) -> None:
         """The block will never be left properly (misnesting, see ``__aexit__``): cancel the
@@ -379,25 +385,15 @@ class NurseryFace(AssociationState):
         c: trio.CancelScope = cs
         return c
 
-    def __enter__(self) -> None:
-        name = type(self).__name__
-        raise RuntimeError(
-            f"use 'async with {name}(...)', not 'with {name}(...)': the scope hosts trio "
-            "tasks and leaving it waits for them"
-        )
-
-    def __exit__(self, *exc: object) -> None:  # pragma: no cover - __enter__ always raises
-        pass
-
     # -- async with: entering
 
     @enable_ki_protection
     async def __aenter__(self: _Scope) -> _Scope:
         if self._entered:
             raise RuntimeError(f"{self!r} is already open as a nursery (async with)")
-        if self._joining_or_joined():
+        if self._assoc.joining_or_joined():
             raise RuntimeError(
-                f"`async with` on {self!r}: the scope is {self._state_name()}, so it cannot "
+                f"`async with` on {self!r}: the scope is {self._assoc.state}, so it cannot "
                 "host new work; create a new scope"
             )
         try:
@@ -452,7 +448,7 @@ class NurseryFace(AssociationState):
             safe_warn(
                 self,
                 f"the exit of `async with {scope_label(self)}` has waited {waited:.1f} s "
-                f"for {self.count} associated operation(s):\n"
+                f"for {self._assoc.count} associated operation(s):\n"
                 + introspect_tree(self)
             )
         await event.wait()
@@ -501,7 +497,7 @@ class NurseryFace(AssociationState):
         self._nursery = None
         self._spawn_env = EMPTY_ENV
         self._body_cs = None
-        errors, interrupts = self._take_exit_report()
+        errors, interrupts = self._assoc.take_exit_report()
         strict = self._strict_now()
         errs = [as_exception(e) for e in errors]
         out, ours = combine(errs, interrupts, exc, len(errs), None, strict)
@@ -530,7 +526,7 @@ class NurseryFace(AssociationState):
         one's: it is taken as the scope's own, and the probe checks. A body that a stop
         request shielded had any enclosing cancellation forwarded to it by the watcher, as
         this scope's own (absorbed here): the probe raises it again."""
-        arrived = 0 if exc is None else self._error_count()
+        arrived = 0 if exc is None else self._assoc.error_count()
         body_cs = self._body_cs
         self._body_cs = None
         try:
@@ -539,7 +535,7 @@ class NurseryFace(AssociationState):
                     exc = None  # the body was cancelled by this scope, because work failed
             except BaseException as rest:  # what is left once this scope's Cancelled is gone
                 if exc is None:
-                    arrived = self._error_count()  # (a misnested cancel scope: trio's error)
+                    arrived = self._assoc.error_count()  # (a misnested cancel scope: trio's error)
                 exc = rest
             probe = body_cs is not None and body_cs.shield
             if exc is not None and self._host_cancelled():
@@ -553,7 +549,7 @@ class NurseryFace(AssociationState):
         """Leaving the cancel scope of a body that left normally raised ``rest`` (a cancel
         scope misnested inside the body: trio's error): as :meth:`_leave_body` then."""
         try:
-            arrived = self._error_count()
+            arrived = self._assoc.error_count()
             probe = False
             exc: BaseException | None = rest
             if self._host_cancelled():
@@ -579,7 +575,7 @@ class NurseryFace(AssociationState):
         except trio.Cancelled as c:
             return c
         except BaseException as e:  # pragma: no cover - a Ctrl-C at the probe
-            self._add_interrupt(e)
+            self._assoc.add_interrupt(e)
         return None
 
     def _outcome(
@@ -587,9 +583,9 @@ class NurseryFace(AssociationState):
     ) -> tuple[BaseException | None, bool, bool]:
         """What is handed to the block's own cancel scope (``_exit.combine``), whether it is a
         group made here, and the strictness (read only when something leaves the block)."""
-        if not self._is_joined():  # pragma: no cover - defensive
+        if not self._assoc.is_joined():  # pragma: no cover - defensive
             raise RuntimeError(f"{self!r} left its async with block without being joined")
-        errors, interrupts = self._take_exit_report()  # reported now, for good
+        errors, interrupts = self._assoc.take_exit_report()  # reported now, for good
         if errors or interrupts or cancelled is not None:
             strict = self._strict_now()
             errs = [as_exception(e) for e in errors]
@@ -670,13 +666,13 @@ class NurseryFace(AssociationState):
                     self._body_raised(body_exc)
             # Join without closing first: spawned work may still spawn siblings
             # (docs/scopes.md). The waiter (a trio Event) is made only if there is work.
-            waiter = self._join_or_register(_TrioJoinWaiter)
+            waiter = self._assoc.join_or_register(_TrioJoinWaiter)
             host = self._host
             assert host is not None
             if waiter is None:
                 if exc is None and not probe and not self._cancel_seen:
                     await host.close(self)
-                    if not (self._errors or self._interrupts or self._pending):
+                    if not self._assoc.has_report():
                         # Nothing to report: leave the block's cancel scope.
                         left = await host.exit_cancel_scope(self, None)
                         return False if left is None else self._raise(left, None, None, False, True)

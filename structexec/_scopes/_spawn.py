@@ -48,7 +48,7 @@ __all__ = ["spawn"]
 
 #: Token types of the library's own scopes (filled in by ``_counting_scope``). For these,
 #: ``spawn`` and ``spawn_future`` talk to the scope directly: ``token._scope`` has
-#: ``_try_associate()``, ``_disassociate()`` (``_state.AssociationState``),
+#: ``_assoc`` (its ``_state.AssociationState``: ``try_associate()``, ``disassociate()``),
 #: ``_record_error(err)``, ``_spawn_env`` and ``_stop_token`` (``None`` for
 #: ``simple_counting_scope``, whose ``wrap`` is the identity).
 FAST_TOKENS: set[type] = set()
@@ -201,7 +201,7 @@ def scope_sink(st: _ScopeSpawnState, scope: _ScopeBase) -> Any:
 
     def sink(exc: BaseException) -> bool:
         note_error(exc, st._site, scope)
-        lost(st, scope._disassociate)
+        lost(st, scope._assoc.disassociate)
         if scope._entered:
             scope._interrupt(exc)
             return True
@@ -252,13 +252,13 @@ class _ScopeSpawnState(TryEnv):
         if self._op is _DONE:
             raise completed_twice(self, "set_value")
         self._op = _DONE  # "destroy" the state first, then disassociate ([exec.spawn])
-        self._scope._disassociate()
+        self._scope._assoc.disassociate()
 
     def set_stopped(self) -> None:
         if self._op is _DONE:
             raise completed_twice(self, "set_stopped")
         self._op = _DONE
-        self._scope._disassociate()
+        self._scope._assoc.disassociate()
 
     def set_error(self, err: object) -> None:
         if self._op is _DONE:
@@ -267,7 +267,7 @@ class _ScopeSpawnState(TryEnv):
         scope = self._scope
         note_error(err, self._site, scope)
         scope._record_error(err)
-        scope._disassociate()
+        scope._assoc.disassociate()
 
     def _sx_describe(self) -> SpawnRecord | None:
         """Outstanding work, for ``operation_tree()`` (``_contracts.Describable``); ``None``
@@ -353,19 +353,19 @@ def spawn_fast(sndr: Sender[object], scope: _ScopeBase) -> None:
         op = st._op = connect(sndr, st)
     else:
         op = st._op = sndr.connect(st)
-    if not scope._try_associate():
+    if not scope._assoc.try_associate():
         drop_refused(op, st)
         return
     # trampoline_start(op), inlined for the outermost level
     t = _tramp
     if t.depth:
-        start_or_release(op, st, scope._disassociate)
+        start_or_release(op, st, scope._assoc.disassociate)
         return
     t.depth = 1
     try:
         op.start()
     except BaseException:
-        lost(st, scope._disassociate)  # e.g. KeyboardInterrupt from a then-function
+        lost(st, scope._assoc.disassociate)  # e.g. KeyboardInterrupt from a then-function
         raise
     finally:
         t.depth = 0
@@ -431,8 +431,8 @@ def spawn_into(sndr: object, scope: _ScopeBase, env: object) -> None:
         f = _getframe(0)
     st = _ScopeSpawnState(scope, cenv, sndr, (f.f_code, f.f_lasti))
     op = st._op = connect(sndr, st)  # an exception here leaves no association ([exec.spawn])
-    if scope._try_associate():
-        start_or_release(op, st, scope._disassociate)
+    if scope._assoc.try_associate():
+        start_or_release(op, st, scope._assoc.disassociate)
     else:
         drop_refused(op, st)
 

@@ -125,7 +125,7 @@ def _caller_site() -> tuple[CodeType, int]:
 def spawn_coro(scope: Any, coro: Coroutine[object, object, object]) -> None:
     """``scope.spawn(coro)`` on the direct path (see the module docstring)."""
     site = _caller_site()
-    if not scope._try_associate():
+    if not scope._assoc.try_associate():
         coro.close()  # dropped silently ([exec.spawn]): never started
         return
     cs = trio.CancelScope(shield=True)
@@ -134,7 +134,7 @@ def spawn_coro(scope: Any, coro: Coroutine[object, object, object]) -> None:
     try:
         scope._nursery.start_soon(_spawned, scope, coro, cs, site, name=name_of(coro))
     except BaseException:  # pragma: no cover - the nursery is open while the scope is entered
-        scope._disassociate()
+        scope._assoc.disassociate()
         coro.close()
         raise
     scope._wrappers += 1
@@ -171,7 +171,7 @@ async def _spawned(
             note_error(e, site, scope)
         scopes.discard(cs)
         scope._wrappers -= 1
-        scope._disassociate()
+        scope._assoc.disassociate()
         if isinstance(e, trio.Cancelled) or scope._task_raised(e):
             raise
         return
@@ -198,7 +198,7 @@ async def _spawned(
         return  # stopped after it detached (_detach): the scope let it go then
     scopes.discard(cs)
     scope._wrappers -= 1
-    scope._disassociate()
+    scope._assoc.disassociate()
 
 
 # --------------------------------------------------------------------------- spawn_future
@@ -237,7 +237,7 @@ def spawn_future_coro(scope: Any, coro: Coroutine[object, object, object]) -> _F
     st._run = scope._run
     st._src_cb = None
     cs = st._cs = trio.CancelScope(shield=True)
-    if not scope._try_associate():
+    if not scope._assoc.try_associate():
         coro.close()  # never runs ([exec.spawn.future])
         st.set_stopped()
         return _FutureSender(st)
@@ -340,7 +340,7 @@ def _release_spawned(f: dict[str, Any]) -> None:
         DETACHED.add(key)
         scope._coro_scopes.discard(f["cs"])
         scope._wrappers -= 1
-        scope._disassociate()
+        scope._assoc.disassociate()
 
 
 def _release_future(f: dict[str, Any]) -> None:

@@ -210,7 +210,7 @@ class _FutureState:
             # Known to the scope before the claim, so that no join can miss it: an error
             # nobody has consumed when the scope's join delivers is reported there.
             self._parked = True
-            self._token._park_future_error(self, self._result)
+            self._token._assoc.park_future_error(self, self._result)
         if _claim(self._flag):
             # First: the result waits in the future for consume or abandon ([exec.spawn.future]).
             # The association is released now, not when the result is consumed: a finished future
@@ -314,7 +314,7 @@ class _FutureState:
 
     def _unpark(self) -> None:
         self._parked = False
-        self._token._unpark_future_error(self)
+        self._token._assoc.unpark_future_error(self)
 
     def _destroy(self, unconsumed: bool) -> None:
         """Release the association if the work's completion has not already ([exec.spawn.future]).
@@ -338,7 +338,7 @@ class _FutureState:
     def _release(self) -> None:
         if _claim(self._associated):
             if self._fast:
-                self._token._disassociate()
+                self._token._assoc.disassociate()
             else:
                 self._token.disassociate()
 
@@ -560,7 +560,7 @@ class spawn_future_t(Algorithm):
             st._code = f.f_code
             st._lasti = f.f_lasti
             op = connect(sndr, st)
-            if scope._try_associate():
+            if scope._assoc.try_associate():
                 st._start(op)
             else:
                 drop_refused(op)
