@@ -10,13 +10,12 @@
 * a ``set_stopped`` while no error has happened requests stop and makes the result
   ``set_stopped`` unless an error follows ([exec.when.all]).
 
-It always waits for every child ([exec.when.all]). The children's stop token is ``when_all``'s own
-``inplace_stop_source``'s; the receiver's stop token only *propagates* a request to it
-([exec.when.all]). A stop already requested at ``start`` completes ``set_stopped`` without starting
-any child ([exec.when.all]). The stop callback on the receiver's token is removed before the
-completion is delivered ([exec.when.all], [exec.recv.concepts]). Children may complete
-concurrently on different threads; the bookkeeping is done under a lock that is never held
-while calling out.
+It always waits for every child. The children's stop token is ``when_all``'s own
+``inplace_stop_source``'s; the receiver's stop token only *propagates* a request to it. A stop
+already requested at ``start`` completes ``set_stopped`` without starting any child. The stop
+callback on the receiver's token is removed before the completion is delivered
+([exec.recv.concepts]). Children may complete concurrently on different threads; the
+bookkeeping is done under a lock that is never held while calling out.
 
 This is what a trio user knows as a nursery whose tasks each fill a result slot, where the
 first failure cancels the siblings; here the "cancel" is a stop request.
@@ -283,14 +282,10 @@ class _WhenAllOp:
     def _start_failed(
         self, ops: list[OperationState | _JustSender | None], op: object, exc: BaseException
     ) -> None:
-        """A child's ``start`` raised ``exc`` while earlier children may already run.
-
-        An ``Exception`` is that child's error completion (as if its start had called
-        ``set_error(exc)``): the others are stopped and waited for, then the error is
-        delivered, so no started child is orphaned. Any other exception (``KeyboardInterrupt``
-        and friends) stops what runs, drops the children not started yet and propagates; the
-        operation then never completes (as ``when_any``'s). A child that completed and then
-        raised broke the contract ([exec.async.ops]): its exception propagates."""
+        """A child's ``start`` raised ``exc``: an ``Exception`` is that child's error (the
+        others are stopped and waited for, nothing started is orphaned); another exception
+        stops what runs, drops the rest and propagates (the operation never completes, as
+        ``when_any``'s), as does one from a child that completed first ([exec.async.ops])."""
         i = next((k for k, o in enumerate(ops) if o is op), -1)
         if i < 0 or not isinstance(exc, Exception):
             if i >= 0:
