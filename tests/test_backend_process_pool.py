@@ -9,13 +9,13 @@ from __future__ import annotations
 import array
 import os
 import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
+from _gated import gated, indices_that_ran, wait_for_an_index
 
 import structexec as sx
 from structexec.backends import (
@@ -67,25 +67,6 @@ def raise_value_error(i: int) -> None:
 def die(i: int) -> None:
     if i == 2:
         os._exit(7)
-
-
-def gated(i: int, out: list[int], where: str) -> None:
-    """Says that index ``i`` runs (a file), then waits for the release file."""
-    Path(where, f"ran-{i}").touch()
-    deadline = time.monotonic() + 30  # (only a bound for a broken test)
-    while not Path(where, "release").exists() and time.monotonic() < deadline:
-        time.sleep(0.005)
-    out[i] = 1
-
-
-def indices_that_ran(where: str) -> list[int]:
-    return sorted(int(n[4:]) for n in os.listdir(where) if n.startswith("ran-"))
-
-
-def wait_for_an_index(where: str) -> None:
-    deadline = time.monotonic() + 30
-    while not indices_that_ran(where) and time.monotonic() < deadline:
-        time.sleep(0.005)
 
 
 def test_results_of_the_chunks_reach_the_parent(sch: sx.parallel_scheduler) -> None:

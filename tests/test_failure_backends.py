@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _gated import gated, indices_that_ran, wait_for_an_index
 from _subproc import run_child
 
 import structexec as sx
@@ -80,25 +81,6 @@ def die(i: int, out: list[int]) -> None:
     if i == 2:
         os._exit(7)
     out[i] = i
-
-
-def gated(i: int, out: list[int], where: str) -> None:
-    """Says that index ``i`` runs (a file), then waits for the release file."""
-    Path(where, f"ran-{i}").touch()
-    deadline = time.monotonic() + 30  # (only a bound for a broken test)
-    while not Path(where, "release").exists() and time.monotonic() < deadline:
-        time.sleep(0.005)
-    out[i] = 1
-
-
-def indices_that_ran(where: str) -> list[int]:
-    return sorted(int(n[4:]) for n in os.listdir(where) if n.startswith("ran-"))
-
-
-def wait_for_an_index(where: str) -> None:
-    deadline = time.monotonic() + 30
-    while not indices_that_ran(where) and time.monotonic() < deadline:
-        time.sleep(0.005)
 
 
 def fill(i: int, out: list[int]) -> None:

@@ -20,16 +20,12 @@ bookkeeping is done under a lock that is never held while calling out.
 This is what a trio user knows as a nursery whose tasks each fill a result slot, where the
 first failure cancels the siblings; here the "cancel" is a stop request.
 
-**``just`` children are fused** (as ``then`` fuses ``just(...) | then(f)``, [exec.then]): a
-``just(*vals)`` child completes ``set_value(*vals)`` inside its ``start`` and looks at nothing
-else, so ``connect`` keeps the sender itself in the child's slot instead of connecting it, and
-``start`` records its datums at the point where it would have started it. Not observable: the
-children start and complete in the same order, with the same datums. It saves two objects
-per child (an operation state and a receiver, which reference each other and ``when_all``'s
-operation): ``when_all(*[just(i) for i in range(100_000)])`` would otherwise make 200,000
-objects that the cyclic garbage collector walks again at each of its full collections
-(benchmarks/README.md). Not done when a domain customises ``just`` (its connect must see
-it), nor with ``_fastpaths.FAST.fuse_just = False``.
+**``just`` children are fused** (as ``then`` fuses ``just(...) | then(f)``, [exec.then]):
+``connect`` keeps a ``just(*vals)`` child's sender in its slot, and ``start`` records its
+datums where it would have started it (the same order, the same datums). It saves an
+operation and a receiver per child, objects in a cycle the garbage collector would walk
+(benchmarks/README.md). Not done when a domain customises ``just``, nor with
+``_fastpaths.FAST.fuse_just = False``.
 """
 
 from __future__ import annotations
@@ -255,18 +251,22 @@ class _WhenAllOp:
                 return
         # No slot is None yet (a slot is cleared when its child completes, after its start);
         # a slot holds a _JustSender only when fused.
-        if not self._fused:
-            ops = self._ops
-            try:
+        ops = self._ops
+        try:
+            if not self._fused:
                 for op in ops:
                     op.start()  # type: ignore[union-attr]
-            except BaseException as exc:
-                self._start_failed(ops, op, exc)
-            return
-        self._start_rest(0)
+                return
+            for i, op in enumerate(ops):
+                if type(op) is _JustSender:  # a fused just(*vals): its set_value(*vals), here
+                    self._on_value(i, op._vals)
+                else:
+                    op.start()  # type: ignore[union-attr]
+        except BaseException as exc:  # (a completion that raised: its slot is cleared)
+            self._start_failed(ops, op, exc)
 
     def _start_rest(self, first: int) -> None:
-        """Start the children from ``#first`` on (a fused just completes here)."""
+        """Start the children from ``#first`` on, after a failed start (as ``start``)."""
         ops = self._ops
         for i in range(first, len(ops)):
             op = ops[i]
